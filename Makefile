@@ -1,0 +1,46 @@
+# nsbox — build and test. `make` installs what is missing (as root, through
+# apt) and builds bin/nsbox; `make test` runs the whole suite.
+GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+BIN     := bin/nsbox
+TAGS    := seccomp
+GOFLAGS := -tags=$(TAGS) -trimpath
+
+.PHONY: all deps build test unit integration fuzz test-vm bench install clean
+
+all: deps build
+
+deps:
+	@hack/install-deps.sh
+
+build:
+	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/nsbox
+
+# Unit tests, integration tests of the built binary (root and root-less),
+# a short fuzz run of the protocol decoder, and the cgroup v2 VM tests when
+# qemu is installed.
+test: build unit integration fuzz test-vm
+
+unit:
+	$(GO) test $(GOFLAGS) -count=1 ./pkg/... ./cmd/...
+
+integration: build
+	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 20m ./test/integration/...
+
+fuzz:
+	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzReadMessage -fuzztime 10s ./pkg/ipc
+
+test-vm:
+	@if command -v qemu-system-x86_64 >/dev/null 2>&1 && [ -x hack/run-in-vm.sh ]; then \
+		hack/run-in-vm.sh; \
+	else \
+		echo "SKIP test-vm: qemu-system-x86_64 is not installed (apt-get install qemu-system-x86 busybox-static cpio)"; \
+	fi
+
+bench: build
+	hack/bench.sh
+
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)/usr/local/bin/nsbox
+
+clean:
+	rm -rf bin .cache

@@ -1,0 +1,70 @@
+// Command nsbox runs untrusted commands in a root-less namespace sandbox.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of nsbox itself (the command's own code passes through).
+const (
+	exitTimeout     = 124 // as timeout(1)
+	exitNsboxFailed = 125 // nsbox could not run the command
+	exitCannotExec  = 126
+	exitNotFound    = 127
+	exitOOMKilled   = 137 // 128 + SIGKILL, as a shell reports an OOM kill
+)
+
+// exitError carries an exit code through cobra without printing twice.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func main() {
+	// The sandbox worker is this same binary re-executed: it must take over
+	// before anything else runs.
+	sandbox.Init()
+	defer func() {
+		// No panic reaches a user as a stack dump.
+		if r := recover(); r != nil {
+			fmt.Fprintf(os.Stderr, "nsbox: internal error: %v (please report this)\n", r)
+			os.Exit(exitNsboxFailed)
+		}
+	}()
+
+	root := newRootCmd()
+	err := root.Execute()
+	if err == nil {
+		return
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(os.Stderr, "nsbox: "+ee.msg)
+		}
+		os.Exit(ee.code)
+	}
+	fmt.Fprintln(os.Stderr, "nsbox: "+err.Error())
+	os.Exit(exitNsboxFailed)
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "nsbox",
+		Short: "Run untrusted commands in a root-less namespace sandbox",
+		Long: `nsbox runs commands behind a kernel boundary: new user, pid, ipc, uts, net and
+mount namespaces, a read-only root with writable binds, seccomp, no
+capabilities and resource limits, without root and without setuid helpers.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRunCmd())
+	return root
+}

@@ -1,0 +1,357 @@
+package cgroups
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Rlimit is one resource limit for the commands of a sandbox (setrlimit or
+// prlimit in the worker, before exec). Cur == Max: the sandbox cannot raise
+// it back.
+type Rlimit struct {
+	Resource int    // unix.RLIMIT_*
+	Name     string // "RLIMIT_CORE", ...
+	Cur, Max uint64
+}
+
+// Events are the kernel's counters for one sandbox group.
+type Events struct {
+	// OOMKills: processes the kernel OOM-killed because of the memory limit
+	// (memory.events oom_kill on v2, memory.oom_control oom_kill on v1).
+	OOMKills uint64
+	// PidsMax: forks/clones refused because of the pids limit (pids.events
+	// max).
+	PidsMax uint64
+}
+
+// backend is one cgroup implementation (v1, v2, systemd scope).
+type backend interface {
+	fd() (int, bool)
+	add(pid int) error
+	events() (Events, error)
+	kill() error
+	destroy() error // kill, wait until empty, remove the group(s); idempotent
+}
+
+// Manager owns the limits of one sandbox. Its methods are safe for
+// concurrent use.
+type Manager struct {
+	mu          sync.Mutex
+	name        string
+	limits      Limits
+	det         Detection
+	b           backend // nil in rlimit and none modes
+	enforcement map[string]string
+	rlimits     []Rlimit
+	destroyed   bool
+}
+
+// New creates the sandbox's group(s) in the mode Detect reports and applies
+// l. id (optional, [A-Za-z0-9_.-], at most 64 bytes) is appended to the
+// group name "nsbox-<pid>-<random>" to tell sandboxes apart on the host.
+//
+// If the cgroup cannot be set up although Detect said it could, New falls
+// back to rlimits and Detection().Reason says why; it fails only for invalid
+// arguments. With no limit requested the Manager is in mode "none" and still
+// gives RLIMIT_CORE=0. Call Destroy when the sandbox ends.
+func New(id string, l Limits) (*Manager, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if err := validateID(id); err != nil {
+		return nil, err
+	}
+	name, err := groupName(id)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{name: name, limits: l}
+	if l.Memory == 0 && l.Pids == 0 && l.CPU == 0 {
+		m.det = Detection{Mode: ModeNone, Version: getMounts().version}
+		if l.CPUTime > 0 {
+			m.det.Mode = ModeRlimit
+		}
+		m.finish(nil)
+		return m, nil
+	}
+	var need []string
+	if l.Memory > 0 {
+		need = append(need, ctrlMemory)
+	}
+	if l.Pids > 0 {
+		need = append(need, ctrlPids)
+	}
+	if l.CPU > 0 {
+		need = append(need, ctrlCPU)
+	}
+	p := makePlan(need)
+	m.det = p.det
+	var b backend
+	switch p.det.Mode {
+	case ModeCgroup2, ModeCgroup2Delegated:
+		if p.v2.kind == v2Systemd {
+			b, err = newScope(name, p.v2, l)
+		} else {
+			b, err = newV2(name, p.v2, l)
+		}
+	case ModeCgroup1:
+		b, err = newV1(name, p, l)
+	}
+	if err != nil {
+		// Degrade, do not fail: the rlimits below still bound the sandbox and
+		// Enforcement/Detection tell the user what happened.
+		m.det = Detection{Mode: ModeRlimit, Version: p.det.Version,
+			Reason: fmt.Sprintf("%s was expected to work but failed: %v", p.det.Mode, err), Knob: p.det.Knob}
+		b = nil
+		p = &plan{det: m.det}
+	}
+	m.b = b
+	m.finish(p)
+	return m, nil
+}
+
+// finish computes the enforcement table and the rlimits.
+func (m *Manager) finish(p *plan) {
+	l, mode := m.limits, m.det.Mode
+	enf := map[string]string{"core": "rlimit RLIMIT_CORE=0"}
+	// RLIMIT_CORE=0 in every mode: a core dump of sandboxed code could land
+	// outside the sandbox (core_pattern is host-wide) and leak its memory.
+	rl := []Rlimit{{Resource: unix.RLIMIT_CORE, Name: "RLIMIT_CORE", Cur: 0, Max: 0}}
+	cg := func(c string) bool { return p != nil && p.enforced(c) }
+	scope := p != nil && p.v2 != nil && p.v2.kind == v2Systemd
+	if l.Memory > 0 {
+		switch {
+		case cg(ctrlMemory) && scope:
+			enf["memory"] = "cgroup2 systemd scope MemoryMax, MemorySwapMax=0"
+		case cg(ctrlMemory) && mode == ModeCgroup1:
+			enf["memory"] = "cgroup1 memory.limit_in_bytes"
+			if v1, ok := m.b.(*v1Backend); ok && v1.memsw {
+				enf["memory"] += " + memory.memsw.limit_in_bytes (no swap)"
+			}
+		case cg(ctrlMemory):
+			enf["memory"] = "cgroup2 memory.max"
+			if v2, ok := m.b.(*v2Backend); ok && v2.swap {
+				enf["memory"] += " + memory.swap.max=0"
+			}
+		default:
+			// Virtual size, not resident memory: looser than a cgroup.
+			enf["memory"] = "rlimit RLIMIT_AS (virtual memory, per process)"
+			rl = append(rl, Rlimit{Resource: unix.RLIMIT_AS, Name: "RLIMIT_AS", Cur: uint64(l.Memory), Max: uint64(l.Memory)})
+		}
+	}
+	if l.Pids > 0 {
+		switch {
+		case cg(ctrlPids) && scope:
+			enf["pids"] = "cgroup2 systemd scope TasksMax"
+		case cg(ctrlPids) && mode == ModeCgroup1:
+			enf["pids"] = "cgroup1 pids.max"
+		case cg(ctrlPids):
+			enf["pids"] = "cgroup2 pids.max"
+		default:
+			// The kernel counts RLIMIT_NPROC per user (per uid of the
+			// sandbox's user namespace), not per sandbox.
+			enf["pids"] = "rlimit RLIMIT_NPROC (per user)"
+			rl = append(rl, Rlimit{Resource: unix.RLIMIT_NPROC, Name: "RLIMIT_NPROC", Cur: uint64(l.Pids), Max: uint64(l.Pids)})
+		}
+	}
+	if l.CPU > 0 {
+		switch {
+		case cg(ctrlCPU) && scope:
+			enf["cpu"] = "cgroup2 systemd scope CPUQuota"
+		case cg(ctrlCPU) && mode == ModeCgroup1:
+			enf["cpu"] = "cgroup1 cpu.cfs_quota_us/cfs_period_us"
+		case cg(ctrlCPU):
+			enf["cpu"] = "cgroup2 cpu.max"
+		default:
+			enf["cpu"] = "not enforced (needs a cgroup with the cpu controller)"
+		}
+	}
+	if s := l.cpuSeconds(); s > 0 {
+		// No cgroup limits total CPU time: RLIMIT_CPU in every mode
+		// (Cur == Max: the kernel sends SIGKILL when it is reached).
+		enf["cputime"] = "rlimit RLIMIT_CPU (per process)"
+		rl = append(rl, Rlimit{Resource: unix.RLIMIT_CPU, Name: "RLIMIT_CPU", Cur: s, Max: s})
+	}
+	m.enforcement, m.rlimits = enf, rl
+}
+
+// Mode returns the mechanism in use.
+func (m *Manager) Mode() Mode { return m.det.Mode }
+
+// Detection returns the detection New acted on, with the reason of a
+// fallback to rlimits if the cgroup setup failed.
+func (m *Manager) Detection() Detection { return m.det }
+
+// Name returns the group's name ("nsbox-<pid>-<random>[-<id>]"), also the
+// systemd unit name (plus ".scope") in scope mode.
+func (m *Manager) Name() string { return m.name }
+
+// CgroupFD returns an O_PATH directory fd of the sandbox's cgroup v2 group,
+// for exec.Cmd SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+// (CLONE_INTO_CGROUP): the worker then never runs outside its limits.
+// ok is false in the other modes: use AddProcess. The fd stays owned by the
+// Manager and is closed by Destroy.
+func (m *Manager) CgroupFD() (fd int, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.b == nil || m.destroyed {
+		return -1, false
+	}
+	return m.b.fd()
+}
+
+// AddProcess moves pid (the worker, right after it started and before it is
+// released to run anything) into the sandbox's group(s): cgroup.procs of
+// each v1 hierarchy, the v2 group when CgroupFD was not used, or, in systemd
+// scope mode, the transient scope created now with pid as its first member.
+// It is a no-op in rlimit and none modes.
+func (m *Manager) AddProcess(pid int) error {
+	if pid <= 0 {
+		return fmt.Errorf("add process: invalid pid %d", pid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.destroyed {
+		return ErrDestroyed
+	}
+	if m.b == nil {
+		return nil
+	}
+	return m.b.add(pid)
+}
+
+// Rlimits returns the rlimits to set on every command of the sandbox. It
+// always holds RLIMIT_CORE=0; in rlimit mode also RLIMIT_AS (Memory) and
+// RLIMIT_NPROC (Pids); RLIMIT_CPU whenever CPUTime is set. Apply them to the
+// commands, not to the worker: a Go process reserves far more address space
+// than it uses and would not start under a small RLIMIT_AS.
+func (m *Manager) Rlimits() []Rlimit {
+	return append([]Rlimit(nil), m.rlimits...)
+}
+
+// Enforcement maps each requested limit ("memory", "pids", "cpu",
+// "cputime", and "core") to the mechanism that enforces it, for the status.
+func (m *Manager) Enforcement() map[string]string {
+	out := make(map[string]string, len(m.enforcement))
+	for k, v := range m.enforcement {
+		out[k] = v
+	}
+	return out
+}
+
+// Events reads the kernel's counters. In rlimit and none modes (and before
+// a systemd scope exists) it returns zeros: there is no counter to read.
+func (m *Manager) Events() (Events, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.b == nil || m.destroyed {
+		return Events{}, nil
+	}
+	return m.b.events()
+}
+
+// Kill SIGKILLs every process in the sandbox's group(s) and waits briefly
+// for them to be gone: cgroup.kill on v2; on v1, freeze (if the freezer is
+// available), SIGKILL each member, thaw, until cgroup.procs is empty. It does
+// not reap: the caller's exec.Cmd.Wait still gets the worker's status. A
+// no-op in rlimit and none modes (the PID namespace ends with its PID 1).
+func (m *Manager) Kill() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.b == nil || m.destroyed {
+		return nil
+	}
+	return m.b.kill()
+}
+
+// Destroy kills what is left and removes the group(s). Idempotent: a second
+// call returns nil.
+func (m *Manager) Destroy() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.destroyed {
+		return nil
+	}
+	if m.b == nil {
+		m.destroyed = true
+		return nil
+	}
+	if err := m.b.destroy(); err != nil {
+		return err // not marked destroyed: a later call may finish the job
+	}
+	m.destroyed = true
+	return nil
+}
+
+func validateID(id string) error {
+	if len(id) > 64 {
+		return fmt.Errorf("%w: %q is longer than 64 bytes", ErrInvalidID, id)
+	}
+	for _, c := range []byte(id) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+		if !ok {
+			// The id becomes part of a directory and unit name: no '/', no
+			// escapes, nothing systemd would mangle.
+			return fmt.Errorf("%w: %q may only hold letters, digits, '_', '.' and '-'", ErrInvalidID, id)
+		}
+	}
+	return nil
+}
+
+// groupName is "nsbox-<our pid>-<random>[-<id>]": CleanupStale reads the pid
+// back to tell a dead supervisor's leftovers from a live one's groups.
+func groupName(id string) (string, error) {
+	var r [6]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", fmt.Errorf("cgroup name: %w", err)
+	}
+	n := "nsbox-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(r[:])
+	if id != "" {
+		n += "-" + id
+	}
+	return n, nil
+}
+
+// parseGroupName returns the supervisor pid in an nsbox group name.
+func parseGroupName(name string) (pid int, sup bool, ok bool) {
+	rest, found := cutPrefix(name, "nsbox-")
+	if !found {
+		return 0, false, false
+	}
+	ps, tail, found := cut(rest, '-')
+	if !found || tail == "" {
+		return 0, false, false
+	}
+	n, err := strconv.Atoi(ps)
+	if err != nil || n <= 0 || n > math.MaxInt32 {
+		return 0, false, false
+	}
+	return n, tail == "sup", true
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return s, false
+}
+
+func cut(s string, sep byte) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// errorsJoin drops nil errors.
+func errorsJoin(errs ...error) error { return errors.Join(errs...) }

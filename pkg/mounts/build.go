@@ -1,0 +1,620 @@
+package mounts
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"golang.org/x/sys/unix"
+)
+
+// skipHost are top-level host entries the sandbox gets fresh instead.
+var skipHost = map[string]bool{"proc": true, "dev": true, "tmp": true, "run": true}
+
+// devices are bound from the host's /dev into the minimal /dev.
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// stagingDir is where the new root tmpfs is attached before pivot_root. It is
+// only ever a mount point in the sandbox's private mount namespace.
+const stagingDir = "/tmp"
+
+// hostEntry is a top-level entry of the host root, cloned before the new root
+// exists.
+type hostEntry struct {
+	name    string
+	tree    int // detached clone (dirs and files), -1 for symlinks
+	isDir   bool
+	symlink string // target, for symlinks
+}
+
+type builder struct {
+	plan    *Plan
+	selfFD  int
+	host    []hostEntry
+	sources map[int]int // plan.Mounts index -> detached clone fd
+	devs    map[string]int
+	root    *os.File // the new root tmpfs
+}
+
+// Build carries out the plan in the current mount namespace, which must be a
+// new, unshared one, with CAP_SYS_ADMIN in its owning user namespace, and
+// pivots into the new root. selfFD (or -1) is an O_PATH fd of the running
+// binary for Plan.SelfDest. On return the process's root and cwd are the
+// sandbox root, and no fd refers to the host's tree.
+func Build(p *Plan, selfFD int) (err error) {
+	if err := p.Validate(); err != nil {
+		return &Error{Step: "validate mount plan", Err: err}
+	}
+	b := &builder{plan: p, selfFD: selfFD, sources: map[int]int{}, devs: map[string]int{}}
+	defer b.closeAll()
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		// Private first: nothing we mount may propagate back to the host's
+		// mount namespace (mount_namespaces(7), "Shared subtrees").
+		{"make mounts private", b.makePrivate},
+		// Every host path is opened (cloned) before the staging tmpfs hides
+		// anything, so a source under /tmp still means the host's /tmp.
+		{"clone host root", b.cloneHost},
+		{"clone mount sources", b.cloneSources},
+		{"mount new root", b.mountRoot},
+		{"attach host root", b.attachHost},
+		{"mount /proc", b.mountProc},
+		{"mount /dev", b.mountDev},
+		{"mount /tmp", b.mountTmp},
+		{"mount /run", b.mountRun},
+		{"user mounts", b.userMounts},
+		{"pivot_root", b.pivot},
+		// Sealed last: until here the root tmpfs must accept mount points.
+		{"seal root read-only", b.seal},
+	}
+	for _, s := range steps {
+		if err := s.fn(); err != nil {
+			var me *Error
+			if errors.As(err, &me) {
+				return err
+			}
+			return &Error{Step: s.name, Err: err}
+		}
+	}
+	return nil
+}
+
+func (b *builder) closeAll() {
+	for _, e := range b.host {
+		if e.tree >= 0 {
+			unix.Close(e.tree)
+		}
+	}
+	for _, fd := range b.sources {
+		unix.Close(fd)
+	}
+	for _, fd := range b.devs {
+		unix.Close(fd)
+	}
+	if b.root != nil {
+		b.root.Close()
+	}
+}
+
+func (b *builder) makePrivate() error {
+	return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
+}
+
+// cloneTree returns a detached copy of the mount tree at path (host view).
+func cloneTree(dirfd int, p string, recursive bool) (int, error) {
+	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+	}
+	if p == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	return unix.OpenTree(dirfd, p, flags)
+}
+
+func setAttr(fd int, set uint64, recursive bool) error {
+	flags := uint(unix.AT_EMPTY_PATH)
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+	}
+	return unix.MountSetattr(fd, "", flags, &unix.MountAttr{Attr_set: set})
+}
+
+const roAttrs = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+
+func (b *builder) cloneHost() error {
+	names := b.plan.HostDirs
+	if names == nil {
+		ents, err := os.ReadDir("/")
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if !skipHost[e.Name()] {
+				names = append(names, "/"+e.Name())
+			}
+		}
+	}
+	for _, n := range names {
+		var st unix.Stat_t
+		if err := unix.Lstat(n, &st); err != nil {
+			if errors.Is(err, unix.ENOENT) && b.plan.HostDirs != nil {
+				continue
+			}
+			return &Error{Step: "clone host root", Dest: n, Err: err}
+		}
+		e := hostEntry{name: n, tree: -1}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			t, err := os.Readlink(n)
+			if err != nil {
+				return &Error{Step: "read host symlink", Dest: n, Err: err}
+			}
+			e.symlink = t
+		case unix.S_IFDIR, unix.S_IFREG:
+			fd, err := cloneTree(unix.AT_FDCWD, n, true)
+			if err != nil {
+				return &Error{Step: "clone host root", Dest: n, Err: err}
+			}
+			e.tree, e.isDir = fd, st.Mode&unix.S_IFMT == unix.S_IFDIR
+			// The host tree is read-only, setuid-less and device-less
+			// inside, recursively: every submount too, in one syscall
+			// (mount_setattr(2) AT_RECURSIVE). Flags the host locked can
+			// only be tightened here, never relaxed.
+			if err := setAttr(fd, roAttrs, true); err != nil {
+				return &Error{Step: "make host root read-only", Dest: n, Err: err}
+			}
+		default:
+			continue
+		}
+		b.host = append(b.host, e)
+	}
+	for _, d := range devices {
+		fd, err := cloneTree(unix.AT_FDCWD, "/dev/"+d, false)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) && d == "tty" {
+				continue
+			}
+			return &Error{Step: "clone device", Source: "/dev/" + d, Err: err}
+		}
+		// Device nodes keep working (no nodev) but can never be setuid
+		// or executed.
+		if err := setAttr(fd, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false); err != nil {
+			unix.Close(fd)
+			return &Error{Step: "clone device", Source: "/dev/" + d, Err: err}
+		}
+		b.devs[d] = fd
+	}
+	return nil
+}
+
+func (b *builder) cloneSources() error {
+	for i, m := range b.plan.Mounts {
+		if m.Kind != Bind {
+			continue
+		}
+		fd, err := cloneTree(unix.AT_FDCWD, m.Source, true)
+		if err != nil {
+			if m.Optional && errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return &Error{Step: "mount", Source: m.Source, Dest: m.Dest, Err: err}
+		}
+		set := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+		if m.ReadOnly {
+			set |= unix.MOUNT_ATTR_RDONLY
+		}
+		// Recursive: a read-only bind must not leave a writable submount
+		// below it.
+		if err := setAttr(fd, set, true); err != nil {
+			unix.Close(fd)
+			return &Error{Step: "mount", Source: m.Source, Dest: m.Dest, Err: err}
+		}
+		b.sources[i] = fd
+	}
+	return nil
+}
+
+// newFS creates a detached mount of a fresh filesystem with the new mount
+// API (fsopen(2), fsmount(2)): it exists nowhere until it is attached by fd.
+func newFS(fstype string, opts [][2]string, attrs int) (int, error) {
+	fsfd, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen %s: %w", fstype, err)
+	}
+	defer unix.Close(fsfd)
+	for _, o := range opts {
+		if o[1] == "" {
+			err = unix.FsconfigSetFlag(fsfd, o[0])
+		} else {
+			err = unix.FsconfigSetString(fsfd, o[0], o[1])
+		}
+		if err != nil {
+			return -1, fmt.Errorf("%s option %s: %w", fstype, o[0], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("create %s: %w", fstype, err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, attrs)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount %s: %w", fstype, err)
+	}
+	return mfd, nil
+}
+
+func attach(tree, target int) error {
+	return unix.MoveMount(tree, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+}
+
+func tmpfsOpts(mode string, size int64) [][2]string {
+	o := [][2]string{{"mode", mode}}
+	if size > 0 {
+		o = append(o, [2]string{"size", strconv.FormatInt(size, 10)})
+	}
+	return o
+}
+
+func (b *builder) mountRoot() error {
+	mfd, err := newFS("tmpfs", tmpfsOpts("0755", 1<<20), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return err
+	}
+	root := os.NewFile(uintptr(mfd), "/")
+	// The staging point is opened without following a symlink: the new
+	// root is attached to the real directory or not at all.
+	stage, err := unix.Open(stagingDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		root.Close()
+		return fmt.Errorf("open staging directory %s: %w", stagingDir, err)
+	}
+	defer unix.Close(stage)
+	if err := attach(mfd, stage); err != nil {
+		root.Close()
+		return fmt.Errorf("attach new root: %w", err)
+	}
+	b.root = root
+	return nil
+}
+
+// rootFD is the new root; the fd from fsmount keeps naming the root of that
+// mount after it is attached.
+func (b *builder) rootFD() int { return int(b.root.Fd()) }
+
+func (b *builder) attachHost() error {
+	for i := range b.host {
+		e := &b.host[i]
+		name := path.Base(e.name)
+		if e.symlink != "" {
+			if err := unix.Symlinkat(e.symlink, b.rootFD(), name); err != nil {
+				return &Error{Step: "recreate host symlink", Dest: e.name, Err: err}
+			}
+			continue
+		}
+		target, err := b.target(e.name, e.isDir)
+		if err != nil {
+			return &Error{Step: "bind host root", Source: e.name, Dest: e.name, Err: err}
+		}
+		err = attach(e.tree, target)
+		unix.Close(target)
+		if err != nil {
+			return &Error{Step: "bind host root", Source: e.name, Dest: e.name, Err: err}
+		}
+	}
+	return nil
+}
+
+// target returns an O_PATH fd of dest inside the new root, creating it (a
+// directory, or an empty file when !dir) if it is missing. The path is
+// resolved by the kernel as if the new root were "/": "..", absolute
+// symlinks and magic links cannot leave it (openat2(2) RESOLVE_IN_ROOT,
+// RESOLVE_NO_MAGICLINKS). This is what stops a symlink planted in a writable
+// directory from redirecting a mount onto the host (CVE-2021-30465 class).
+func (b *builder) target(dest string, dir bool) (int, error) {
+	fd, err := openInRoot(b.rootFD(), dest)
+	if err == nil {
+		return fd, nil
+	}
+	if !errors.Is(err, unix.ENOENT) {
+		return -1, err
+	}
+	if dir {
+		h, err := pathrs.MkdirAllHandle(b.root, dest, 0o755)
+		if err != nil {
+			return -1, createError(dest, err)
+		}
+		fd, err := unix.Dup(int(h.Fd()))
+		h.Close()
+		return fd, err
+	}
+	parent, err := pathrs.MkdirAllHandle(b.root, path.Dir(dest), 0o755)
+	if err != nil {
+		return -1, createError(dest, err)
+	}
+	defer parent.Close()
+	// O_NOFOLLOW|O_EXCL on a single name relative to a trusted parent fd:
+	// no symlink can stand in for the file we create.
+	f, err := unix.Openat(int(parent.Fd()), path.Base(dest), unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, createError(dest, err)
+	}
+	if err == nil {
+		unix.Close(f)
+	}
+	return openInRoot(b.rootFD(), dest)
+}
+
+func createError(dest string, err error) error {
+	if errors.Is(err, unix.EROFS) {
+		return fmt.Errorf("mount point does not exist and cannot be created in a read-only directory (%w)", unix.EROFS)
+	}
+	return err
+}
+
+func openInRoot(root int, p string) (int, error) {
+	return unix.Openat2(root, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
+
+// mountFresh mounts a new filesystem at dest (a directory inside the root).
+func (b *builder) mountFresh(dest, fstype string, opts [][2]string, attrs int) error {
+	mfd, err := newFS(fstype, opts, attrs)
+	if err != nil {
+		return &Error{Step: "mount " + fstype, Dest: dest, Err: err}
+	}
+	defer unix.Close(mfd)
+	t, err := b.target(dest, true)
+	if err != nil {
+		return &Error{Step: "mount " + fstype, Dest: dest, Err: err}
+	}
+	defer unix.Close(t)
+	if err := attach(mfd, t); err != nil {
+		return &Error{Step: "mount " + fstype, Dest: dest, Err: err}
+	}
+	return nil
+}
+
+func (b *builder) mountProc() error {
+	// A fresh proc for the sandbox's own PID namespace: the host's
+	// processes do not exist in it. The kernel refuses this when the
+	// host's /proc is partly masked (an outer container); nsbox status
+	// names that case.
+	return b.mountFresh("/proc", "proc", nil, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+}
+
+func (b *builder) mountDev() error {
+	if err := b.mountFresh("/dev", "tmpfs", tmpfsOpts("0755", 1<<20), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC); err != nil {
+		return err
+	}
+	for _, d := range devices {
+		fd, ok := b.devs[d]
+		if !ok {
+			continue
+		}
+		t, err := b.target("/dev/"+d, false)
+		if err != nil {
+			return &Error{Step: "bind device", Source: "/dev/" + d, Dest: "/dev/" + d, Err: err}
+		}
+		err = attach(fd, t)
+		unix.Close(t)
+		if err != nil {
+			return &Error{Step: "bind device", Source: "/dev/" + d, Dest: "/dev/" + d, Err: err}
+		}
+	}
+	// A private devpts instance: the sandbox's ptys are not the host's,
+	// and it cannot open the host's terminals through /dev/pts.
+	if err := b.mountFresh("/dev/pts", "devpts", [][2]string{{"newinstance", ""}, {"ptmxmode", "0666"}, {"mode", "0620"}},
+		unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC); err != nil {
+		return err
+	}
+	if err := b.mountFresh("/dev/shm", "tmpfs", tmpfsOpts("1777", 0), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+		return err
+	}
+	dev, err := openInRoot(b.rootFD(), "/dev")
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dev)
+	devDir, err := reopenDir(dev)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(devDir)
+	for name, target := range map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
+	} {
+		if err := unix.Symlinkat(target, devDir, name); err != nil {
+			return &Error{Step: "populate /dev", Dest: "/dev/" + name, Err: err}
+		}
+	}
+	return nil
+}
+
+// reopenDir turns an O_PATH directory fd into one usable with *at calls that
+// create entries.
+func reopenDir(fd int) (int, error) {
+	return unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+}
+
+func (b *builder) mountTmp() error {
+	return b.mountFresh("/tmp", "tmpfs", tmpfsOpts("1777", b.plan.TmpSize), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+}
+
+func (b *builder) mountRun() error {
+	if err := b.mountFresh("/run", "tmpfs", tmpfsOpts("0755", 4<<20), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
+		return err
+	}
+	if b.plan.SelfDest == "" || b.selfFD < 0 {
+		return nil
+	}
+	fd, err := cloneTree(b.selfFD, "", false)
+	if err != nil {
+		return &Error{Step: "bind nsbox binary", Dest: b.plan.SelfDest, Err: err}
+	}
+	defer unix.Close(fd)
+	// The binary is visible read-only: a process inside that opens it, or
+	// its own /proc/self/exe while running it, for writing gets EROFS, so
+	// the host's copy cannot be overwritten (CVE-2019-5736 class).
+	if err := setAttr(fd, roAttrs, false); err != nil {
+		return &Error{Step: "bind nsbox binary", Dest: b.plan.SelfDest, Err: err}
+	}
+	t, err := b.target(b.plan.SelfDest, false)
+	if err != nil {
+		return &Error{Step: "bind nsbox binary", Dest: b.plan.SelfDest, Err: err}
+	}
+	defer unix.Close(t)
+	if err := attach(fd, t); err != nil {
+		return &Error{Step: "bind nsbox binary", Dest: b.plan.SelfDest, Err: err}
+	}
+	return nil
+}
+
+func isDirFD(fd int) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, err
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR, nil
+}
+
+func (b *builder) userMounts() error {
+	for i, m := range b.plan.Mounts {
+		var err error
+		switch m.Kind {
+		case Bind:
+			fd, ok := b.sources[i]
+			if !ok {
+				continue // optional and missing
+			}
+			err = b.bindAt(fd, m)
+		case Tmpfs:
+			attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+			if m.ReadOnly {
+				attrs |= unix.MOUNT_ATTR_RDONLY
+			}
+			err = b.mountFresh(m.Dest, "tmpfs", tmpfsOpts("0755", m.Size), attrs)
+		case Hide:
+			err = b.hide(m)
+		case Protect:
+			err = b.protect(m)
+		}
+		if err != nil {
+			var me *Error
+			if errors.As(err, &me) {
+				return err
+			}
+			return &Error{Step: "mount", Source: m.Source, Dest: m.Dest, Err: err}
+		}
+	}
+	return nil
+}
+
+func (b *builder) bindAt(fd int, m Mount) error {
+	dir, err := isDirFD(fd)
+	if err != nil {
+		return err
+	}
+	t, err := b.target(m.Dest, dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(t)
+	return attach(fd, t)
+}
+
+// hide puts an empty read-only directory over a directory, and /dev/null
+// over a file, so that a secret (an ssh key, a cloud credential) reads as
+// empty. A missing path needs no hiding.
+func (b *builder) hide(m Mount) error {
+	t, err := openInRoot(b.rootFD(), m.Dest)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return &Error{Step: "hide", Dest: m.Dest, Err: err}
+	}
+	defer unix.Close(t)
+	dir, err := isDirFD(t)
+	if err != nil {
+		return &Error{Step: "hide", Dest: m.Dest, Err: err}
+	}
+	var src int
+	if dir {
+		src, err = newFS("tmpfs", tmpfsOpts("0555", 4096), unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	} else {
+		src, err = cloneTree(b.devs["null"], "", false)
+		if err == nil {
+			err = setAttr(src, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
+		}
+	}
+	if err != nil {
+		return &Error{Step: "hide", Dest: m.Dest, Err: err}
+	}
+	defer unix.Close(src)
+	if err := attach(src, t); err != nil {
+		return &Error{Step: "hide", Dest: m.Dest, Err: err}
+	}
+	return nil
+}
+
+// protect makes Dest read-only inside a writable tree. A missing Dest whose
+// parent exists is created first (an empty directory or file), so that the
+// sandbox cannot create it either: a mount point cannot be replaced.
+func (b *builder) protect(m Mount) error {
+	t, err := openInRoot(b.rootFD(), m.Dest)
+	if errors.Is(err, unix.ENOENT) {
+		pfd, perr := openInRoot(b.rootFD(), path.Dir(m.Dest))
+		if perr != nil {
+			return nil // no parent: nothing here to protect
+		}
+		unix.Close(pfd)
+		t, err = b.target(m.Dest, m.Dir)
+		if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) {
+			return nil // the sandbox cannot create it either
+		}
+	}
+	if err != nil {
+		return &Error{Step: "protect", Dest: m.Dest, Err: err}
+	}
+	defer unix.Close(t)
+	src, err := cloneTree(t, "", true)
+	if err != nil {
+		return &Error{Step: "protect", Dest: m.Dest, Err: err}
+	}
+	defer unix.Close(src)
+	if err := setAttr(src, roAttrs, true); err != nil {
+		return &Error{Step: "protect", Dest: m.Dest, Err: err}
+	}
+	if err := attach(src, t); err != nil {
+		return &Error{Step: "protect", Dest: m.Dest, Err: err}
+	}
+	return nil
+}
+
+func (b *builder) pivot() error {
+	if err := unix.Fchdir(b.rootFD()); err != nil {
+		return err
+	}
+	// pivot_root(".", "."): the old root ends up stacked on the new one and
+	// is detached at once, so no path inside leads back to the host's tree
+	// (pivot_root(2), NOTES).
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return err
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+func (b *builder) seal() error {
+	return unix.MountSetattr(unix.AT_FDCWD, "/", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+}

@@ -1,0 +1,135 @@
+// Package mounts builds the root filesystem of a sandbox: an ordered mount
+// plan, carried out inside a new mount namespace, ending in pivot_root. Every
+// destination path is hostile: it is resolved by fd inside the new root
+// (openat2 RESOLVE_IN_ROOT) and every mount is attached by fd with the new
+// mount API, so a symlink can never redirect a mount outside the sandbox.
+// It imports no other nsbox package.
+package mounts
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Kind is what a Mount puts at its destination.
+type Kind string
+
+const (
+	// Bind mounts a host path (Source) at Dest.
+	Bind Kind = "bind"
+	// Tmpfs mounts an empty, writable tmpfs at Dest.
+	Tmpfs Kind = "tmpfs"
+	// Hide makes Dest unreadable: an empty read-only tmpfs over a directory,
+	// /dev/null over a file. Missing paths are skipped.
+	Hide Kind = "hide"
+	// Protect keeps Dest read-only inside a writable tree, including when it
+	// does not exist yet: a read-only bind of itself, or an empty read-only
+	// placeholder so that it cannot be created.
+	Protect Kind = "protect"
+)
+
+// Mount is one entry of the plan, applied in order after the base root.
+type Mount struct {
+	Kind     Kind   `json:"kind"`
+	Source   string `json:"source,omitempty"`
+	Dest     string `json:"dest"`
+	ReadOnly bool   `json:"readonly,omitempty"`
+	// Size bounds a tmpfs in bytes (0: the kernel default, half of RAM).
+	Size int64 `json:"size,omitempty"`
+	// Optional entries whose source is missing are skipped, not an error.
+	Optional bool `json:"optional,omitempty"`
+	// Dir tells Protect whether a missing Dest is a directory.
+	Dir bool `json:"dir,omitempty"`
+}
+
+// Plan is the whole root filesystem of a sandbox.
+type Plan struct {
+	// HostDirs lists the host paths bound read-only at the same place; nil
+	// binds every top-level entry of the host root (bwrap's --ro-bind / /,
+	// but on a fresh tmpfs so that new top-level directories can exist).
+	HostDirs []string `json:"hostDirs,omitempty"`
+	// TmpSize bounds the private /tmp (0: kernel default).
+	TmpSize int64 `json:"tmpSize,omitempty"`
+	// Mounts are applied in order after /, /proc, /dev, /tmp and /run.
+	Mounts []Mount `json:"mounts,omitempty"`
+	// SelfDest, when set, receives a read-only bind of the running binary
+	// (for the in-sandbox `nsbox call` client).
+	SelfDest string `json:"selfDest,omitempty"`
+}
+
+// Error is a failed step of the plan. Its message names what was mounted
+// where, for users: "mount /home/u/p on /home/u/p: no such file or directory".
+type Error struct {
+	Step   string
+	Source string
+	Dest   string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Source != "" && e.Dest != "":
+		return fmt.Sprintf("%s %s on %s: %s", e.Step, e.Source, e.Dest, errText(e.Err))
+	case e.Dest != "":
+		return fmt.Sprintf("%s %s: %s", e.Step, e.Dest, errText(e.Err))
+	}
+	return fmt.Sprintf("%s: %s", e.Step, errText(e.Err))
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func errText(err error) string {
+	if err == nil {
+		return "failed"
+	}
+	return err.Error()
+}
+
+// ErrInvalid reports a plan that is wrong before anything is mounted.
+var ErrInvalid = errors.New("invalid mount plan")
+
+// reserved are destinations the base root owns; user mounts may go below
+// them (a bind into /tmp/x is fine) but not replace them.
+var reserved = map[string]bool{"/": true, "/proc": true, "/dev": true}
+
+// Validate checks the plan without touching the system.
+func (p *Plan) Validate() error {
+	for i, m := range p.Mounts {
+		field := fmt.Sprintf("mounts[%d]", i)
+		if err := checkPath(m.Dest); err != nil {
+			return fmt.Errorf("%w: %s.dest: %v", ErrInvalid, field, err)
+		}
+		if reserved[path.Clean(m.Dest)] {
+			return fmt.Errorf("%w: %s.dest: %s cannot be replaced", ErrInvalid, field, m.Dest)
+		}
+		switch m.Kind {
+		case Bind:
+			if err := checkPath(m.Source); err != nil {
+				return fmt.Errorf("%w: %s.source: %v", ErrInvalid, field, err)
+			}
+		case Tmpfs, Hide, Protect:
+		default:
+			return fmt.Errorf("%w: %s.kind: unknown kind %q", ErrInvalid, field, m.Kind)
+		}
+	}
+	for i, d := range p.HostDirs {
+		if err := checkPath(d); err != nil {
+			return fmt.Errorf("%w: hostDirs[%d]: %v", ErrInvalid, i, err)
+		}
+	}
+	return nil
+}
+
+func checkPath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty path")
+	case strings.ContainsRune(p, 0):
+		return errors.New("path contains a NUL byte")
+	case !path.IsAbs(p):
+		return fmt.Errorf("path %q is not absolute", p)
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+// Package namespaces builds the clone flags and id maps of a sandbox and
+// holds the small steps the worker runs inside its new namespaces (hostname,
+// loopback). It imports no other nsbox package.
+package namespaces
+
+import (
+	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options choose the namespaces of a sandbox.
+type Options struct {
+	// HostNetwork shares the host's network namespace instead of a new one
+	// holding only loopback.
+	HostNetwork bool
+	// UID and GID are the caller's ids on the host, mapped to themselves
+	// inside: the sandbox sees the caller's own ids, and owns nothing else.
+	UID, GID int
+	// CgroupFD, when >= 0, clones the worker straight into that cgroup v2
+	// directory (CLONE_INTO_CGROUP), so it never runs outside its limits.
+	CgroupFD int
+	// AllCaps gives the worker every capability (of its user namespace),
+	// for policies that let commands keep them (--allow-privileged).
+	AllCaps bool
+}
+
+// CloneFlags returns the namespaces a sandbox gets.
+func CloneFlags(o Options) uintptr {
+	// A new user namespace first: it is what makes the others possible
+	// without root, and it confines every capability the worker holds to
+	// the sandbox (user_namespaces(7)).
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS |
+		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if !o.HostNetwork {
+		flags |= unix.CLONE_NEWNET
+	}
+	return flags
+}
+
+// workerCaps are the capabilities the worker needs inside its user namespace
+// to build the sandbox. They exist only in the new user namespace and are
+// dropped before any command runs.
+var workerCaps = []uintptr{
+	unix.CAP_SYS_ADMIN,    // mount, pivot_root, sethostname
+	unix.CAP_NET_ADMIN,    // bring up lo
+	unix.CAP_SETPCAP,      // drop the bounding set, lock securebits
+	unix.CAP_DAC_OVERRIDE, // create mount points in directories we do not own
+	unix.CAP_SYS_CHROOT,
+}
+
+// SysProcAttr returns the process attributes that clone the worker into its
+// new namespaces.
+func SysProcAttr(o Options) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{
+		Cloneflags: CloneFlags(o),
+		// Map exactly one id, the caller's own, and nothing else: the
+		// sandbox cannot act as any other host user. No newuidmap helper,
+		// no setuid binary (user_namespaces(7), "Defining user and group
+		// ID mappings").
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: o.UID, HostID: o.UID, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: o.GID, HostID: o.GID, Size: 1}},
+		// Root-less, setgroups must be denied before a gid map may be
+		// written; it also stops the sandbox from dropping a supplementary
+		// group that a negative ACL relies on (CVE-2014-8989).
+		GidMappingsEnableSetgroups: o.UID == 0,
+		// The worker dies when the supervisor thread that started it does;
+		// the supervisor starts it from a locked OS thread kept for the
+		// whole session (prctl(2) PR_SET_PDEATHSIG is per thread).
+		Pdeathsig: syscall.SIGKILL,
+		Setsid:    true,
+	}
+	if o.UID != 0 {
+		// A non-root id loses its capabilities at execve; ambient
+		// capabilities carry the few the worker needs across the re-exec,
+		// inside the new user namespace only.
+		attr.AmbientCaps = workerCaps
+		if o.AllCaps {
+			attr.AmbientCaps = allCaps()
+		}
+	}
+	if o.CgroupFD >= 0 {
+		attr.UseCgroupFD = true
+		attr.CgroupFD = o.CgroupFD
+	}
+	return attr
+}
+
+// SetHostname sets the UTS hostname of the (new) UTS namespace.
+func SetHostname(name string) error {
+	if err := unix.Sethostname([]byte(name)); err != nil {
+		return fmt.Errorf("sethostname %q: %w", name, err)
+	}
+	return nil
+}
+
+// LoopbackUp brings up lo in the current network namespace, so that
+// 127.0.0.1 works inside a sandbox that has no other interface.
+func LoopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("get flags of lo: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring up lo: %w", err)
+	}
+	return nil
+}
+
+// Inode returns the inode of /proc/self/ns/NAME, which identifies a
+// namespace (for status and tests).
+func Inode(name string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/"+name, &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+func allCaps() []uintptr {
+	caps := make([]uintptr, 0, unix.CAP_LAST_CAP+1)
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		caps = append(caps, uintptr(c))
+	}
+	return caps
+}

@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Securebits (capabilities(7)). Locked so that nothing inside can unset them.
+const (
+	secbitNoroot                  = 1 << 0
+	secbitNorootLocked            = 1 << 1
+	secbitNoSetuidFixup           = 1 << 2
+	secbitNoSetuidFixupLocked     = 1 << 3
+	secbitKeepCapsLocked          = 1 << 5
+	secbitNoCapAmbientRaise       = 1 << 6
+	secbitNoCapAmbientRaiseLocked = 1 << 7
+	lockedSecurebits              = secbitNoroot | secbitNorootLocked | secbitNoSetuidFixup | secbitNoSetuidFixupLocked | secbitKeepCapsLocked | secbitNoCapAmbientRaise | secbitNoCapAmbientRaiseLocked
+)
+
+func lastCap() int {
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return n
+		}
+	}
+	return unix.CAP_LAST_CAP
+}
+
+// dropCaps removes every capability from this thread, the one all commands
+// are forked from: bounding, ambient, inheritable, permitted and effective.
+// Even when nsbox runs as root, a command holds no capability, and an
+// execve as uid 0 cannot regain them (SECBIT_NOROOT). The capabilities only
+// ever existed in the sandbox's user namespace.
+func (w *worker) dropCaps() error {
+	if w.setup.AllowPrivileged {
+		return keepCaps()
+	}
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
+		return fmt.Errorf("lock securebits: %w", err)
+	}
+	for c := 0; c <= lastCap(); c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear capability sets: %w", err)
+	}
+	return nil
+}
+
+// keepCaps is --allow-privileged: commands keep every capability of the
+// sandbox's user namespace (never of the host), carried across execve as
+// ambient capabilities for a non-root id.
+func keepCaps() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	data[0].Inheritable = data[0].Permitted
+	data[1].Inheritable = data[1].Permitted
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("set inheritable capabilities: %w", err)
+	}
+	for c := 0; c <= lastCap(); c++ {
+		word, bit := c/32, uint32(1)<<(c%32)
+		if data[word].Permitted&bit == 0 {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0); err != nil {
+			return fmt.Errorf("raise ambient capability %d: %w", c, err)
+		}
+	}
+	return nil
+}

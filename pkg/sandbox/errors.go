@@ -1,0 +1,102 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrSandboxViolation is matched by every *ViolationError.
+	ErrSandboxViolation = errors.New("sandbox violation")
+	// ErrResourceLimit is matched by every *ResourceLimitError.
+	ErrResourceLimit = errors.New("resource limit reached")
+	// ErrUnavailable means sandboxing cannot work on this host; the wrapped
+	// message says why and which knob fixes it.
+	ErrUnavailable = errors.New("sandboxing unavailable")
+	// ErrInterpreterNotFound means a script language has no interpreter
+	// inside the sandbox. It is not a violation.
+	ErrInterpreterNotFound = errors.New("interpreter not found")
+	// ErrClosed is returned by a Session used after Close or after its
+	// worker died.
+	ErrClosed = errors.New("session closed")
+	// ErrCommandNotFound means the command does not exist inside the
+	// sandbox (exit code 127).
+	ErrCommandNotFound = errors.New("command not found")
+	// ErrNotExecutable means the command exists but cannot be executed
+	// (exit code 126).
+	ErrNotExecutable = errors.New("cannot execute")
+	// ErrInvalidPolicy is matched by every *PolicyError.
+	ErrInvalidPolicy = errors.New("invalid policy")
+)
+
+// ViolationError is an operation the sandbox refused.
+type ViolationError struct {
+	Operation string // e.g. "filesystem write", "network connect", "syscall"
+	Path      string
+	Detail    string
+}
+
+func (e *ViolationError) Error() string {
+	msg := "sandbox violation: " + e.Operation
+	if e.Path != "" {
+		msg += " " + e.Path
+	}
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrSandboxViolation) true.
+func (e *ViolationError) Is(target error) bool { return target == ErrSandboxViolation }
+
+// ResourceLimitError is a limit that ended a command.
+type ResourceLimitError struct {
+	Resource string // "memory", "pids", "time", "cpu"
+	Limit    string // human form, e.g. "256 MiB", "32", "1s"
+	// Enforcer names the mechanism: "cgroup2", "cgroup1", "rlimit", "timer".
+	Enforcer string
+}
+
+func (e *ResourceLimitError) Error() string {
+	switch e.Resource {
+	case "time":
+		return fmt.Sprintf("killed: time limit %s reached", e.Limit)
+	case "pids":
+		return fmt.Sprintf("process limit %s reached", e.Limit)
+	}
+	return fmt.Sprintf("killed: %s limit %s reached", e.Resource, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrResourceLimit) true.
+func (e *ResourceLimitError) Is(target error) bool { return target == ErrResourceLimit }
+
+// SetupError is a failure while building the sandbox, naming the step.
+type SetupError struct {
+	Step string
+	Err  error
+}
+
+func (e *SetupError) Error() string {
+	msg := e.Err.Error()
+	// Mount errors already say what failed ("mount A on B: ..."): do not
+	// repeat the step.
+	if e.Step == "" || strings.HasPrefix(msg, e.Step) {
+		return msg
+	}
+	return e.Step + ": " + msg
+}
+
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// PolicyError is a policy that fails validation, naming the field.
+type PolicyError struct {
+	Field string
+	Msg   string
+}
+
+func (e *PolicyError) Error() string { return fmt.Sprintf("policy %s: %s", e.Field, e.Msg) }
+
+// Is makes errors.Is(err, ErrInvalidPolicy) true.
+func (e *PolicyError) Is(target error) bool { return target == ErrInvalidPolicy }

@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/nsbox/nsbox/pkg/cgroups"
+	"golang.org/x/sys/unix"
+)
+
+// limiter applies a policy's limits with the best mechanism this host has
+// (cgroup v2, v1, or rlimits) and reads back, from the kernel, whether a
+// limit ended a command.
+type limiter struct {
+	m      *cgroups.Manager
+	limits Limits
+}
+
+func newLimiter(l Limits) (*limiter, error) {
+	// A supervisor that was SIGKILLed could not remove its groups; the
+	// next run does.
+	cgroups.CleanupStale()
+	m, err := cgroups.New(strconv.Itoa(os.Getpid()), cgroups.Limits{Memory: l.Memory, Pids: l.Pids, CPU: l.CPU})
+	if err != nil {
+		return nil, err
+	}
+	return &limiter{m: m, limits: l}, nil
+}
+
+func (l *limiter) cgroupFD() (int, bool) {
+	if l == nil || l.m == nil {
+		return -1, false
+	}
+	return l.m.CgroupFD()
+}
+
+// join moves the worker into the limits before it runs anything (cgroup
+// v1; with v2 it was cloned straight into its group).
+func (l *limiter) join(pid int) error {
+	if l == nil || l.m == nil {
+		return nil
+	}
+	if _, ok := l.m.CgroupFD(); ok {
+		return nil
+	}
+	switch l.m.Mode() {
+	case cgroups.ModeCgroup1, cgroups.ModeCgroup2, cgroups.ModeCgroup2Delegated:
+		return l.m.AddProcess(pid)
+	}
+	return nil
+}
+
+// Mode says which mechanism enforces the limits.
+func (l *limiter) mode() cgroups.Mode {
+	if l == nil || l.m == nil {
+		return cgroups.ModeNone
+	}
+	return l.m.Mode()
+}
+
+func (l *limiter) rlimits() (worker, exec []rlimit) {
+	if l == nil || l.m == nil {
+		return nil, nil
+	}
+	for _, r := range l.m.Rlimits() {
+		rl := rlimit{Resource: r.Resource, Cur: r.Cur, Max: r.Max}
+		// RLIMIT_AS and RLIMIT_CPU would also bind the worker (a Go
+		// process with a large address space and a long life), so they
+		// are set in each command only; the rest apply to PID 1 and are
+		// inherited.
+		if r.Resource == unix.RLIMIT_AS || r.Resource == unix.RLIMIT_CPU || r.Resource == unix.RLIMIT_DATA {
+			exec = append(exec, rl)
+		} else {
+			worker = append(worker, rl)
+		}
+	}
+	return worker, exec
+}
+
+func (l *limiter) events() cgroups.Events {
+	if l == nil || l.m == nil {
+		return cgroups.Events{}
+	}
+	ev, _ := l.m.Events()
+	return ev
+}
+
+// check turns a kernel-reported limit hit during a command into its reason
+// and error: the OOM killer's count from memory.events or
+// memory.oom_control, the pids controller's from pids.events.
+func (l *limiter) check(before cgroups.Events, r *Result) error {
+	if l == nil || l.m == nil {
+		return nil
+	}
+	after := l.events()
+	switch {
+	case after.OOMKills > before.OOMKills:
+		r.Reason = ReasonOOM
+		return &ResourceLimitError{Resource: "memory", Limit: formatBytes(l.limits.Memory), Enforcer: string(l.m.Mode())}
+	case after.PidsMax > before.PidsMax:
+		r.Reason = ReasonPids
+		return &ResourceLimitError{Resource: "pids", Limit: strconv.FormatInt(l.limits.Pids, 10), Enforcer: string(l.m.Mode())}
+	}
+	return nil
+}
+
+func (l *limiter) kill() {
+	if l != nil && l.m != nil {
+		l.m.Kill()
+	}
+}
+
+func (l *limiter) destroy() error {
+	if l == nil || l.m == nil {
+		return nil
+	}
+	return l.m.Destroy()
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,23 @@
+package sandbox
+
+import "io"
+
+// Option configures Start beyond the (plain data) Policy.
+type Option func(*options)
+
+type options struct {
+	handlers *Handlers
+	audit    io.Writer
+	id       string
+}
+
+// WithHandlers serves host API methods from h to the session's commands
+// (only the methods the policy's HostAPIs allow).
+func WithHandlers(h *Handlers) Option { return func(o *options) { o.handlers = h } }
+
+// WithAudit writes one JSON line per hostCall (and tool call) to w, with
+// secret-looking values redacted.
+func WithAudit(w io.Writer) Option { return func(o *options) { o.audit = w } }
+
+// WithID names the session in audit lines.
+func WithID(id string) Option { return func(o *options) { o.id = id } }

@@ -1,0 +1,3 @@
+package sandbox
+
+func compileSeccomp(p *Policy) ([]byte, error) { return nil, nil }

@@ -1,0 +1,498 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/ipc"
+	"github.com/nsbox/nsbox/pkg/mounts"
+	"github.com/nsbox/nsbox/pkg/namespaces"
+	"golang.org/x/sys/unix"
+)
+
+// SelfPath is where the nsbox binary is visible, read-only, inside a
+// sandbox whose policy allows host APIs (for `nsbox call`).
+const SelfPath = "/run/nsbox/bin/nsbox"
+
+// Session is one running sandbox: a PID-1 worker in its own namespaces that
+// runs commands one after another until Close.
+type Session struct {
+	policy    Policy
+	peer      *ipc.Peer
+	pid       int
+	hostCalls *hostCallServer
+
+	execMu    sync.Mutex
+	closeOnce sync.Once
+	closeErr  error
+	exited    chan struct{} // closed when the worker has been reaped
+	waitErr   error
+	limits    *limiter
+	opts      options
+}
+
+// Reason is why a command (or a sandbox) ended.
+type Reason string
+
+const (
+	ReasonExited     Reason = "exited"
+	ReasonSignaled   Reason = "signaled"
+	ReasonTimeout    Reason = "timeout"
+	ReasonOOM        Reason = "oom"
+	ReasonPids       Reason = "pids"
+	ReasonViolation  Reason = "violation"
+	ReasonSetupError Reason = "setup_error"
+	ReasonCanceled   Reason = "canceled"
+)
+
+// Start builds a sandbox for p and returns once its worker is ready to run
+// commands. Every error names the step that failed (a *SetupError), and
+// nothing is left behind on failure.
+func Start(ctx context.Context, p Policy, opts ...Option) (*Session, error) {
+	s, err := start(ctx, p, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	s = &Session{policy: p, opts: o, exited: make(chan struct{})}
+	var (
+		workerEnd *os.File
+		conn      *ipc.Conn
+	)
+	defer func() {
+		if err != nil {
+			if conn != nil {
+				conn.Close()
+			}
+			if workerEnd != nil {
+				workerEnd.Close()
+			}
+			s.kill()
+			if s.limits != nil {
+				s.limits.destroy()
+			}
+		}
+	}()
+	var setup setupMsg
+	steps := []step{
+		{"validate policy", func() error { return p.Validate() }},
+		{"check mount sources", func() error { return checkSources(&p) }},
+		{"prepare", func() error { return s.prepare(&setup) }},
+		{"create limits", func() error {
+			l, err := newLimiter(p.Limits)
+			if err != nil {
+				return err
+			}
+			s.limits = l
+			setup.Rlimits, setup.ExecRlimits = l.rlimits()
+			return nil
+		}},
+		{"create channel", func() error {
+			sup, wk, err := ipc.Socketpair()
+			if err != nil {
+				return err
+			}
+			workerEnd = wk
+			conn, err = ipc.NewConn(sup)
+			return err
+		}},
+		{"start worker", func() error { return s.startWorker(workerEnd) }},
+		{"join limits", func() error { return s.limits.join(s.pid) }},
+		{"handshake", func() error { return s.handshake(ctx, conn, &setup) }},
+	}
+	for _, st := range steps {
+		if st.name == "handshake" {
+			workerEnd.Close()
+			workerEnd = nil
+		}
+		if err := st.fn(); err != nil {
+			var se *SetupError
+			if errors.As(err, &se) || errors.Is(err, ErrInvalidPolicy) {
+				return s, err
+			}
+			return s, &SetupError{Step: st.name, Err: err}
+		}
+	}
+	return s, nil
+}
+
+// checkSources fails early, with the mount named, when a bind source is
+// missing: before any namespace exists.
+func checkSources(p *Policy) error {
+	for _, m := range p.Mounts {
+		if m.Kind != MountBind || m.Optional {
+			continue
+		}
+		if _, err := os.Lstat(m.Source); err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return &SetupError{Step: "mount", Err: &mounts.Error{Step: "mount", Source: m.Source, Dest: m.Dest, Err: err}}
+		}
+	}
+	return nil
+}
+
+func (s *Session) prepare(setup *setupMsg) error {
+	p := &s.policy
+	hostname := p.Hostname
+	if hostname == "" {
+		hostname = "nsbox"
+	}
+	*setup = setupMsg{
+		Protocol: ipc.ProtocolVersion,
+		Plan: mounts.Plan{
+			HostDirs: p.HostDirs,
+			TmpSize:  p.Limits.Tmp,
+			Mounts:   p.Mounts,
+		},
+		Hostname:        hostname,
+		NewNet:          p.Network != NetworkHost,
+		AllowPrivileged: p.AllowPrivileged,
+	}
+	if len(p.HostAPIs) > 0 {
+		setup.Plan.SelfDest = SelfPath
+		s.hostCalls = newHostCallServer(p.HostAPIs)
+		s.hostCalls.handlers = s.opts.handlers
+		s.hostCalls.session = s.opts.id
+		if s.opts.audit != nil {
+			s.hostCalls.audit = &auditLog{w: s.opts.audit}
+		}
+	}
+	filter, err := compileSeccomp(p)
+	if err != nil {
+		return err
+	}
+	setup.Seccomp = filter
+	return nil
+}
+
+func (s *Session) startWorker(workerEnd *os.File) error {
+	cgfd := -1
+	if fd, ok := s.limits.cgroupFD(); ok {
+		cgfd = fd
+	}
+	attr := namespaces.SysProcAttr(namespaces.Options{
+		HostNetwork: s.policy.Network == NetworkHost,
+		UID:         os.Getuid(),
+		GID:         os.Getgid(),
+		CgroupFD:    cgfd,
+		AllCaps:     s.policy.AllowPrivileged,
+	})
+	cmd := &exec.Cmd{
+		// /proc/self/exe, not a path: the very binary that is running,
+		// whatever happened to its path on disk since.
+		Path:        "/proc/self/exe",
+		Args:        []string{"nsbox-init"},
+		Env:         []string{initEnv + "=1"},
+		ExtraFiles:  []*os.File{workerEnd},
+		SysProcAttr: attr,
+	}
+	if os.Getenv("NSBOX_DEBUG_WORKER") != "" {
+		cmd.Stderr = os.Stderr
+	}
+	started := make(chan error, 1)
+	go func() {
+		// PR_SET_PDEATHSIG fires when the *thread* that forked the worker
+		// exits. This goroutine owns its thread for the worker's whole
+		// life (it never unlocks, so the thread ends with it), which ties
+		// the sandbox's life to the supervisor process.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(s.exited)
+			return
+		}
+		s.pid = cmd.Process.Pid
+		started <- nil
+		s.waitErr = cmd.Wait()
+		close(s.exited)
+	}()
+	if err := <-started; err != nil {
+		return describeStartError(err)
+	}
+	return nil
+}
+
+// describeStartError turns the errno of a failed clone into the host knob
+// that causes it.
+func describeStartError(err error) error {
+	switch {
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%w: cannot create a user namespace (%v): unprivileged user namespaces are restricted on this host; run `nsbox status` for the exact setting", ErrUnavailable, err)
+	case errors.Is(err, syscall.ENOSPC):
+		return fmt.Errorf("%w: user namespace limit reached (%v): raise user.max_user_namespaces (sysctl)", ErrUnavailable, err)
+	case errors.Is(err, syscall.EINVAL):
+		return fmt.Errorf("%w: the kernel refused the namespaces (%v)", ErrUnavailable, err)
+	}
+	return err
+}
+
+func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg) error {
+	s.peer = ipc.NewPeer(conn, ipc.Options{})
+	go s.peer.Serve()
+	// A worker that dies during setup closes the channel; Call then
+	// returns ErrClosed instead of waiting forever.
+	rep, err := s.peer.Call(ctx, ipc.TypeHandshake, setup, nil)
+	if err != nil {
+		var re *ipc.RemoteError
+		if errors.As(err, &re) {
+			step := re.Step
+			if step == "" {
+				step = "handshake"
+			}
+			return &SetupError{Step: step, Err: errors.New(re.Message)}
+		}
+		if errors.Is(err, ipc.ErrClosed) {
+			<-s.exited
+			return fmt.Errorf("the sandbox worker exited during setup (%v)", s.waitErr)
+		}
+		return err
+	}
+	var hr handshakeReply
+	if err := rep.Decode(&hr); err != nil {
+		return err
+	}
+	if hr.Protocol != ipc.ProtocolVersion {
+		return fmt.Errorf("protocol version mismatch: supervisor speaks %d, worker speaks %d", ipc.ProtocolVersion, hr.Protocol)
+	}
+	return nil
+}
+
+// Pid is the worker's process id on the host.
+func (s *Session) Pid() int { return s.pid }
+
+// Policy returns the policy the session runs under.
+func (s *Session) Policy() Policy { return s.policy }
+
+// Done is closed when the sandbox has ended.
+func (s *Session) Done() <-chan struct{} { return s.exited }
+
+func (s *Session) kill() {
+	if s.pid > 0 {
+		// SIGKILL of PID 1 makes the kernel kill every process of the
+		// sandbox's PID namespace (pid_namespaces(7)).
+		unix.Kill(s.pid, unix.SIGKILL)
+	}
+	if s.limits != nil {
+		s.limits.kill()
+	}
+}
+
+// Close ends the session: the worker and every process of the sandbox are
+// killed and waited for, and the limits are removed. It is idempotent and
+// safe from any goroutine.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		if s.peer != nil {
+			s.peer.Close()
+		}
+		s.kill()
+		<-s.exited
+		if s.hostCalls != nil {
+			s.hostCalls.close()
+		}
+		if s.limits != nil {
+			s.closeErr = s.limits.destroy()
+		}
+	})
+	return s.closeErr
+}
+
+// Command is one program to run in a session.
+type Command struct {
+	Argv []string
+	// Env is added to the policy's environment (a key set here wins).
+	Env []string
+	// Dir is the working directory inside; "" uses the policy's.
+	Dir string
+	// Stdin defaults to /dev/null.
+	Stdin io.Reader
+	// Stdout and Stderr receive the output; nil captures it into the
+	// Result, up to MaxOutput bytes each. An *os.File is handed to the
+	// command directly.
+	Stdout, Stderr io.Writer
+	// Timeout kills the command's process group; 0 uses the policy's.
+	Timeout time.Duration
+	// MaxOutput bounds captured output per stream (0: DefaultMaxOutput).
+	MaxOutput int64
+}
+
+// DefaultMaxOutput bounds captured stdout and stderr (each).
+const DefaultMaxOutput = 16 << 20
+
+// Result is how a command ended.
+type Result struct {
+	ExitCode int
+	Signal   syscall.Signal
+	Reason   Reason
+	Stdout   []byte
+	Stderr   []byte
+	// Truncated is set when captured output went past MaxOutput.
+	Truncated bool
+	Duration  time.Duration
+}
+
+// Exec runs one command in the sandbox and waits for it. Commands of a
+// session run one at a time. The error is nil when the command ran, whatever
+// its exit code; it is a *ResourceLimitError when a limit ended it, and
+// ErrCommandNotFound / ErrNotExecutable when it could not start.
+func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
+	if len(c.Argv) == 0 || c.Argv[0] == "" {
+		return Result{}, errors.New("exec: empty command")
+	}
+	select {
+	case <-s.exited:
+		return Result{}, ErrClosed
+	default:
+	}
+	s.execMu.Lock()
+	defer s.execMu.Unlock()
+	if s.peer == nil {
+		return Result{}, ErrClosed
+	}
+	io, err := newStdio(c)
+	if err != nil {
+		return Result{}, err
+	}
+	defer io.close()
+
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = s.policy.Limits.Time
+	}
+	msg := executeMsg{
+		Argv: c.Argv,
+		Env:  mergeEnv(s.policy.env(), c.Env),
+		Dir:  c.Dir,
+	}
+	if msg.Dir == "" {
+		msg.Dir = s.policy.Cwd
+	}
+	if timeout > 0 {
+		msg.TimeoutMs = timeout.Milliseconds()
+		if msg.TimeoutMs == 0 {
+			msg.TimeoutMs = 1
+		}
+	}
+	fds := io.childFDs()
+	var hc *hostCallConn
+	if s.hostCalls != nil {
+		hc, err = s.hostCalls.newConn()
+		if err != nil {
+			return Result{}, err
+		}
+		msg.HostCall = true
+		fds = append(fds, hc.childFD())
+	}
+	before := s.limits.events()
+	start := time.Now()
+	ctxCall, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type callRes struct {
+		rep *ipc.Reply
+		err error
+	}
+	done := make(chan callRes, 1)
+	go func() {
+		rep, err := s.peer.Call(ctxCall, ipc.TypeExecute, msg, fds)
+		done <- callRes{rep, err}
+	}()
+	io.start()
+	if hc != nil {
+		hc.closeChild()
+	}
+	var cr callRes
+	canceled := false
+	select {
+	case cr = <-done:
+	case <-ctx.Done():
+		canceled = true
+		s.cancelRunning()
+		cr = <-done
+	}
+	io.closeChildEnds()
+	res := Result{Duration: time.Since(start)}
+	if cr.err != nil {
+		io.finish(&res)
+		if errors.Is(cr.err, ipc.ErrClosed) {
+			return res, ErrClosed
+		}
+		return res, cr.err
+	}
+	var rep executeReply
+	if err := cr.rep.Decode(&rep); err != nil {
+		return res, err
+	}
+	io.finish(&res)
+	res.ExitCode = rep.ExitCode
+	res.Signal = syscall.Signal(rep.Signal)
+	switch {
+	case rep.StartErr == "not_found":
+		return res, fmt.Errorf("%w: %s", ErrCommandNotFound, c.Argv[0])
+	case rep.StartErr == "not_executable":
+		return res, fmt.Errorf("%w: %s", ErrNotExecutable, rep.Message)
+	case rep.StartErr != "":
+		return res, errors.New(rep.Message)
+	case rep.Signal != 0:
+		res.Reason = ReasonSignaled
+	default:
+		res.Reason = ReasonExited
+	}
+	if rep.TimedOut {
+		res.Reason = ReasonTimeout
+		return res, &ResourceLimitError{Resource: "time", Limit: timeout.String(), Enforcer: "timer"}
+	}
+	if canceled {
+		res.Reason = ReasonCanceled
+		return res, ctx.Err()
+	}
+	if lerr := s.limits.check(before, &res); lerr != nil {
+		return res, lerr
+	}
+	return res, nil
+}
+
+// cancelRunning asks the worker to kill the command in flight.
+func (s *Session) cancelRunning() {
+	// The execute request id is not known here; the worker kills every
+	// running command (there is at most one: Exec is sequential).
+	s.peer.Notify(ipc.TypeCancel, cancelMsg{})
+}
+
+// mergeEnv returns base with extra added; a key in extra replaces base's.
+func mergeEnv(base, extra []string) []string {
+	if len(extra) == 0 {
+		return base
+	}
+	out := make([]string, 0, len(base)+len(extra))
+	keys := map[string]bool{}
+	for _, e := range extra {
+		k, _, _ := strings.Cut(e, "=")
+		keys[k] = true
+	}
+	for _, e := range base {
+		k, _, _ := strings.Cut(e, "=")
+		if !keys[k] {
+			out = append(out, e)
+		}
+	}
+	return append(out, extra...)
+}

@@ -1,0 +1,454 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/ipc"
+	"github.com/nsbox/nsbox/pkg/mounts"
+	"github.com/nsbox/nsbox/pkg/namespaces"
+	"golang.org/x/sys/unix"
+)
+
+// initEnv marks the re-exec of the binary as the worker. It is the only
+// variable the worker starts with.
+const initEnv = "_NSBOX_INIT"
+
+// workerFD is the worker's end of the channel.
+const workerFD = 3
+
+// IsInit reports whether this process is a sandbox worker: the binary
+// re-executed by Start in its reserved init mode.
+func IsInit() bool { return os.Getenv(initEnv) != "" }
+
+// Init runs the worker and exits when this process is one; otherwise it
+// returns at once. Programs that embed nsbox call it first thing in main,
+// before flags or anything else, as in the package example.
+func Init() {
+	if !IsInit() {
+		return
+	}
+	// Capabilities, securebits and the thread a command is forked from are
+	// per thread: the worker's whole life runs on the main OS thread.
+	runtime.LockOSThread()
+	os.Exit(runWorker())
+}
+
+type step struct {
+	name string
+	fn   func() error
+}
+
+type worker struct {
+	conn    *ipc.Conn
+	peer    *ipc.Peer
+	setup   setupMsg
+	selfFD  int
+	spawnCh chan *spawnReq
+	reaper  reaper
+
+	mu      sync.Mutex
+	running map[uint64]int // execute request id -> process group
+	execMu  sync.Mutex
+}
+
+func runWorker() int {
+	// Non-dumpable before anything else: no process inside can ptrace the
+	// worker or open its /proc/1/mem, environ or fds, even before seccomp
+	// is installed (prctl(2) PR_SET_DUMPABLE, proc(5)).
+	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	os.Clearenv()
+	conn, err := ipc.NewConn(os.NewFile(workerFD, "nsbox-ipc"))
+	if err != nil {
+		return 125
+	}
+	w := &worker{conn: conn, selfFD: -1, spawnCh: make(chan *spawnReq), running: map[uint64]int{}}
+	w.reaper.waiters = map[int]chan unix.WaitStatus{}
+	env, fds, err := conn.ReadEnvelope()
+	if err != nil {
+		return 125
+	}
+	closeInts(fds)
+	if env.Type != ipc.TypeHandshake {
+		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeProtocol, Message: "expected handshake"}}, nil)
+		return 125
+	}
+	if err := json.Unmarshal(env.Payload, &w.setup); err != nil {
+		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeBadRequest, Message: "bad handshake: " + err.Error()}}, nil)
+		return 125
+	}
+	if w.setup.Protocol != ipc.ProtocolVersion {
+		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeVersionMismatch,
+			Message: fmt.Sprintf("protocol version mismatch: supervisor speaks %d, worker speaks %d", w.setup.Protocol, ipc.ProtocolVersion)}}, nil)
+		return 125
+	}
+	if name, err := w.runSetup(); err != nil {
+		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeSetupFailed, Step: name, Message: err.Error()}}, nil)
+		return 125
+	}
+	payload, _ := json.Marshal(handshakeReply{Protocol: ipc.ProtocolVersion})
+	if err := conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Payload: payload}, nil); err != nil {
+		return 125
+	}
+	return w.serve()
+}
+
+// runSetup is the worker's ordered, one-way list of setup steps. It returns
+// the name of the step that failed.
+func (w *worker) runSetup() (string, error) {
+	steps := []step{
+		{"open nsbox binary", w.openSelf},
+		{"set hostname", func() error { return namespaces.SetHostname(w.setup.Hostname) }},
+		{"bring up loopback", w.loopback},
+		// Mounts need CAP_SYS_ADMIN; everything after only removes power.
+		{"build root", func() error { return mounts.Build(&w.setup.Plan, w.selfFD) }},
+		// No fd that names a host file survives into the serving worker:
+		// a leaked directory fd is how a process escapes a chroot or
+		// pivot_root through /proc/self/fd (CVE-2024-21626 class).
+		{"close inherited fds", w.closeFDs},
+		{"set rlimits", w.setRlimits},
+		{"drop capabilities", w.dropCaps},
+		// no_new_privs before seccomp: it is required to install a filter
+		// without CAP_SYS_ADMIN in the initial namespace, and it makes
+		// setuid binaries inside grant nothing (prctl(2)).
+		{"set no_new_privs", setNoNewPrivs},
+		// seccomp is last: every step above needs syscalls it denies.
+		{"install seccomp filter", w.installSeccomp},
+	}
+	for _, s := range steps {
+		if err := s.fn(); err != nil {
+			var me *mounts.Error
+			if errors.As(err, &me) {
+				return me.Step, err
+			}
+			return s.name, fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return "", nil
+}
+
+func (w *worker) openSelf() error {
+	if w.setup.Plan.SelfDest == "" {
+		return nil
+	}
+	fd, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	w.selfFD = fd
+	return nil
+}
+
+func (w *worker) loopback() error {
+	if !w.setup.NewNet {
+		return nil
+	}
+	return namespaces.LoopbackUp()
+}
+
+func (w *worker) closeFDs() error {
+	if w.selfFD >= 0 {
+		unix.Close(w.selfFD)
+		w.selfFD = -1
+	}
+	// Everything above stdio is close-on-exec from here on; the channel
+	// is the only fd the worker keeps open for itself.
+	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+}
+
+func (w *worker) setRlimits() error {
+	for _, r := range w.setup.Rlimits {
+		if err := unix.Setrlimit(r.Resource, &unix.Rlimit{Cur: r.Cur, Max: r.Max}); err != nil {
+			return fmt.Errorf("resource %d: %w", r.Resource, err)
+		}
+	}
+	return nil
+}
+
+func setNoNewPrivs() error {
+	return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+}
+
+func (w *worker) installSeccomp() error {
+	if len(w.setup.Seccomp) == 0 {
+		return nil
+	}
+	return installFilter(w.setup.Seccomp)
+}
+
+// serve answers requests until the supervisor hangs up. Forks happen on this
+// (the main, locked) thread; everything else in goroutines.
+func (w *worker) serve() int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, unix.SIGCHLD)
+	go func() {
+		for range sig {
+			w.reaper.reap()
+		}
+	}()
+	w.peer = ipc.NewPeer(w.conn, ipc.Options{})
+	w.peer.Handle(ipc.TypeExecute, w.execute)
+	w.peer.Handle(ipc.TypeCancel, w.cancel)
+	go w.peer.Serve()
+	for {
+		select {
+		case r := <-w.spawnCh:
+			r.reply <- w.spawn(r)
+		case <-w.peer.Done():
+			// The supervisor is gone or closed the session: PID 1 exits
+			// and the kernel kills every process of the namespace.
+			return 0
+		}
+	}
+}
+
+type spawnReq struct {
+	path  string
+	argv  []string
+	env   []string
+	dir   string
+	files []uintptr
+	reply chan spawnRes
+}
+
+type spawnRes struct {
+	pid  int
+	wait chan unix.WaitStatus
+	err  error
+}
+
+func (w *worker) spawn(r *spawnReq) spawnRes {
+	w.reaper.mu.Lock()
+	defer w.reaper.mu.Unlock()
+	pid, err := syscall.ForkExec(r.path, r.argv, &syscall.ProcAttr{
+		Dir:   r.dir,
+		Env:   r.env,
+		Files: r.files,
+		Sys: &syscall.SysProcAttr{
+			// A new session: no controlling terminal, so no TIOCSTI
+			// injection into a terminal outside (CVE-2017-5226), and one
+			// process group to kill on timeout.
+			Setsid: true,
+		},
+	})
+	if err != nil {
+		return spawnRes{err: err}
+	}
+	ch := make(chan unix.WaitStatus, 1)
+	w.reaper.waiters[pid] = ch
+	return spawnRes{pid: pid, wait: ch}
+}
+
+// reaper collects every child of PID 1, including orphans re-parented to it,
+// and hands the status of the commands we started to their waiters.
+type reaper struct {
+	mu      sync.Mutex
+	waiters map[int]chan unix.WaitStatus
+}
+
+func (r *reaper) reap() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		if ch, ok := r.waiters[pid]; ok {
+			ch <- ws
+			delete(r.waiters, pid)
+		}
+	}
+}
+
+func (w *worker) execute(ctx context.Context, req *ipc.Request) (any, error) {
+	fds := req.FDs
+	defer func() { closeInts(fds) }()
+	var m executeMsg
+	if err := req.Decode(&m); err != nil {
+		return nil, err
+	}
+	want := 3
+	if m.HostCall {
+		want = 4
+	}
+	if len(fds) != want {
+		return nil, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: fmt.Sprintf("execute needs %d fds, got %d", want, len(fds))}
+	}
+	if len(m.Argv) == 0 || m.Argv[0] == "" {
+		return nil, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "empty command"}
+	}
+	w.execMu.Lock()
+	defer w.execMu.Unlock()
+
+	env := m.Env
+	if m.HostCall {
+		env = append(env[:len(env):len(env)], hostCallFDEnv+"=3")
+	}
+	dir := m.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	if err := checkDir(dir); err != nil {
+		return executeReply{ExitCode: 125, StartErr: "bad_dir", Message: fmt.Sprintf("working directory %s: %v", dir, err)}, nil
+	}
+	path, err := lookPath(m.Argv[0], envValue(env, "PATH"))
+	if err != nil {
+		return startFailure(m.Argv[0], err), nil
+	}
+	files := make([]uintptr, len(fds))
+	for i, fd := range fds {
+		files[i] = uintptr(fd)
+	}
+	r := &spawnReq{path: path, argv: m.Argv, env: env, dir: dir, files: files, reply: make(chan spawnRes, 1)}
+	w.spawnCh <- r
+	res := <-r.reply
+	if res.err != nil {
+		return startFailure(m.Argv[0], res.err), nil
+	}
+	closeInts(fds)
+	fds = nil
+
+	w.mu.Lock()
+	w.running[req.ID] = res.pid
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.running, req.ID)
+		w.mu.Unlock()
+	}()
+
+	var timeout <-chan time.Time
+	if m.TimeoutMs > 0 {
+		t := time.NewTimer(time.Duration(m.TimeoutMs) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	reply := executeReply{Pid: res.pid}
+	var ws unix.WaitStatus
+	select {
+	case ws = <-res.wait:
+	case <-timeout:
+		reply.TimedOut = true
+		killGroup(res.pid)
+		ws = <-res.wait
+	case <-ctx.Done():
+		killGroup(res.pid)
+		ws = <-res.wait
+	}
+	switch {
+	case ws.Exited():
+		reply.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		reply.Signal = int(ws.Signal())
+		reply.ExitCode = 128 + int(ws.Signal())
+	}
+	return reply, nil
+}
+
+// killGroup kills the command's process group (it is a session leader, so
+// its group id is its pid). Processes that left the group with setsid are
+// killed with the sandbox when the session ends.
+func killGroup(pid int) {
+	unix.Kill(-pid, unix.SIGKILL)
+	unix.Kill(pid, unix.SIGKILL)
+}
+
+func (w *worker) cancel(ctx context.Context, req *ipc.Request) (any, error) {
+	var m cancelMsg
+	if err := req.Decode(&m); err != nil {
+		return nil, err
+	}
+	// ID 0 cancels whatever runs: Exec is sequential, so that is the one
+	// command the supervisor is waiting for.
+	w.mu.Lock()
+	n := 0
+	for id, pid := range w.running {
+		if m.ID == 0 || id == m.ID {
+			killGroup(pid)
+			n++
+		}
+	}
+	w.mu.Unlock()
+	return map[string]int{"canceled": n}, nil
+}
+
+func startFailure(name string, err error) executeReply {
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, errNotFound):
+		return executeReply{ExitCode: 127, StartErr: "not_found", Message: fmt.Sprintf("%s: command not found", name)}
+	default:
+		return executeReply{ExitCode: 126, StartErr: "not_executable", Message: fmt.Sprintf("%s: cannot execute: %v", name, err)}
+	}
+}
+
+var errNotFound = errors.New("not found")
+
+// checkDir makes sure the working directory resolves inside the sandbox
+// root without a magic link: a /proc/self/fd/N path that names a directory
+// outside the root is refused (CVE-2024-21626 class).
+func checkDir(dir string) error {
+	if !strings.HasPrefix(dir, "/") {
+		return fmt.Errorf("not an absolute path")
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	return nil
+}
+
+func lookPath(name, pathEnv string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	var lastErr error = errNotFound
+	for _, dir := range strings.Split(pathEnv, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			continue
+		}
+		if err := unix.Access(p, unix.X_OK); err != nil {
+			lastErr = err
+			continue
+		}
+		return p, nil
+	}
+	return "", lastErr
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func closeInts(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}

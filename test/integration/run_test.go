@@ -1,0 +1,312 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPID1IsTheWorker(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		r := u.sh(t, nil, nil, `tr '\0' ' ' </proc/1/cmdline; echo; echo self=$$; ls /proc | grep -c '^[0-9]'`)
+		expectCode(t, r, 0)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) < 3 || !strings.HasPrefix(lines[0], "nsbox-init") {
+			t.Fatalf("PID 1 inside is not the worker: %q", r.stdout)
+		}
+		// The host has hundreds of processes; inside there are the worker
+		// and this shell's pipeline only.
+		n, _ := strconv.Atoi(lines[2])
+		if n == 0 || n > 6 {
+			t.Fatalf("%d processes visible inside, want only the sandbox's own: %q", n, r.stdout)
+		}
+		// The test process itself must be invisible.
+		r = u.sh(t, nil, nil, fmt.Sprintf("test -e /proc/%d/cmdline && cat /proc/%d/cmdline || echo invisible", os.Getpid(), os.Getpid()))
+		if !strings.Contains(r.stdout, "invisible") && strings.Contains(r.stdout, "integration") {
+			t.Fatalf("host process visible inside: %q", r.stdout)
+		}
+	})
+}
+
+func TestHostnameIsolated(t *testing.T) {
+	host, _ := os.Hostname()
+	eachUser(t, func(t *testing.T, u user) {
+		r := u.sh(t, nil, nil, `hostname`)
+		expectCode(t, r, 0)
+		if strings.TrimSpace(r.stdout) != "nsbox" {
+			t.Fatalf("hostname inside = %q, want nsbox", r.stdout)
+		}
+		r = u.sh(t, nil, []string{"--hostname", "box1"}, `hostname; hostname evil 2>/dev/null; hostname`)
+		expectCode(t, r, 0)
+		if !strings.HasPrefix(r.stdout, "box1\n") {
+			t.Fatalf("--hostname not applied: %q", r.stdout)
+		}
+		if now, _ := os.Hostname(); now != host {
+			t.Fatalf("host hostname changed from %q to %q", host, now)
+		}
+	})
+}
+
+func TestNetworkOnlyLoopback(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("needs /usr/bin/python3 for the TCP probe")
+	}
+	addr := listenLoopback(t)
+	host, port, _ := strings.Cut(addr, ":")
+	probe := fmt.Sprintf(`/usr/bin/python3 -c "
+import socket,sys
+try:
+    socket.create_connection(('%s', %s), timeout=3); print('connected')
+except OSError as e:
+    print('refused', e)
+"`, host, port)
+	eachUser(t, func(t *testing.T, u user) {
+		r := u.sh(t, nil, nil, `tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; cat /sys/class/net/lo/operstate 2>/dev/null; `+probe)
+		expectCode(t, r, 0)
+		lines := strings.Fields(r.stdout)
+		if len(lines) == 0 || lines[0] != "lo" {
+			t.Fatalf("interfaces inside: %q, want only lo", r.stdout)
+		}
+		if strings.Contains(r.stdout, "connected") {
+			t.Fatalf("a TCP connect to the host's %s succeeded from the sandbox: %q", addr, r.stdout)
+		}
+		// lo is up: a listener inside is reachable inside.
+		r = u.sh(t, nil, nil, `/usr/bin/python3 -c "
+import socket
+s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(1)
+c=socket.create_connection(s.getsockname(), timeout=3); print('lo-ok')"`)
+		if !strings.Contains(r.stdout, "lo-ok") {
+			t.Fatalf("loopback inside does not work: %q %q", r.stdout, r.stderr)
+		}
+		// --net host shares the host network.
+		r = u.sh(t, nil, []string{"--net", "host"}, probe)
+		if !strings.Contains(r.stdout, "connected") {
+			t.Fatalf("--net host cannot reach the host's %s: %q %q", addr, r.stdout, r.stderr)
+		}
+	})
+}
+
+func TestReadOnlyRootAndWritableBinds(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		home := "/root"
+		if u.uid != 0 {
+			home = "/tmp" // nobody has no home; /tmp is private anyway
+		}
+		r := u.sh(t, nil, []string{"--rw", ws}, fmt.Sprintf(`
+for p in /etc/nsbox-probe /usr/nsbox-probe /var/nsbox-probe %s/nsbox-probe-home %s/../nsbox-probe-parent; do
+  if (echo x > "$p") 2>/dev/null; then echo "WROTE $p"; fi
+done
+echo hello > %s/out.txt && echo inside-ok`, home, ws, ws))
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "WROTE") && !strings.Contains(r.stdout, "WROTE /tmp/") {
+			t.Fatalf("wrote outside the --rw paths: %q", r.stdout)
+		}
+		if !strings.Contains(r.stdout, "inside-ok") {
+			t.Fatalf("write inside --rw failed: %q %q", r.stdout, r.stderr)
+		}
+		for _, p := range []string{"/etc/nsbox-probe", "/usr/nsbox-probe", "/var/nsbox-probe", "/root/nsbox-probe-home", filepath.Dir(ws) + "/nsbox-probe-parent"} {
+			if _, err := os.Stat(p); err == nil {
+				os.Remove(p)
+				t.Fatalf("%s was created on the host", p)
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(ws, "out.txt"))
+		if err != nil || string(b) != "hello\n" {
+			t.Fatalf("file written inside not visible on the host: %q %v", b, err)
+		}
+		// --ro binds are readable, not writable.
+		r = u.sh(t, nil, []string{"--ro", ws + ":/data"}, `cat /data/out.txt; echo y > /data/out.txt 2>/dev/null && echo WROTE`)
+		if !strings.Contains(r.stdout, "hello") || strings.Contains(r.stdout, "WROTE") {
+			t.Fatalf("--ro bind: %q %q", r.stdout, r.stderr)
+		}
+		// --tmpfs gives an empty writable directory.
+		r = u.sh(t, nil, []string{"--tmpfs", "/scratch"}, `echo z > /scratch/f && cat /scratch/f`)
+		expectCode(t, r, 0)
+	})
+}
+
+func TestSymlinkInWritableDirDoesNotEscape(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		outside := filepath.Join(filepath.Dir(ws), "outside")
+		os.Mkdir(outside, 0o777)
+		os.Chmod(outside, 0o777)
+		victim := filepath.Join(outside, "victim")
+		u.writeFile(t, victim, "original\n", 0o666)
+		os.Symlink(victim, filepath.Join(ws, "link-file"))
+		os.Symlink(outside, filepath.Join(ws, "link-dir"))
+		os.Symlink("/etc/passwd", filepath.Join(ws, "link-passwd"))
+		r := u.sh(t, nil, []string{"--rw", ws}, fmt.Sprintf(`
+cd %s
+echo pwned > link-file 2>/dev/null && echo W1
+echo pwned > link-dir/new 2>/dev/null && echo W2
+echo pwned >> link-passwd 2>/dev/null && echo W3
+true`, ws))
+		expectCode(t, r, 0)
+		if b, _ := os.ReadFile(victim); string(b) != "original\n" {
+			t.Fatalf("write through a symlink escaped to the host: victim = %q (%q)", b, r.stdout)
+		}
+		if _, err := os.Stat(filepath.Join(outside, "new")); err == nil {
+			t.Fatalf("file created outside through a directory symlink")
+		}
+		if strings.Contains(r.stdout, "W3") {
+			t.Fatalf("appended to /etc/passwd through a symlink")
+		}
+	})
+}
+
+func TestCallerFDsAreClosed(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("TOPSECRET"), 0o644)
+	eachUser(t, func(t *testing.T, u user) {
+		f, err := os.Open(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		// ExtraFiles[4] is fd 7 in nsbox.
+		o := &runOpts{extraFiles: []*os.File{nil, nil, nil, nil, f}}
+		r := u.sh(t, o, nil, `cat <&7 2>/dev/null; cat /proc/self/fd/7 2>/dev/null; ls /proc/self/fd`)
+		if strings.Contains(r.stdout, "TOPSECRET") {
+			t.Fatalf("fd 7 of the caller is readable inside")
+		}
+		for _, fd := range strings.Fields(r.stdout) {
+			if n, _ := strconv.Atoi(fd); n > 3 {
+				t.Fatalf("unexpected fd %d open inside: %q", n, r.stdout)
+			}
+		}
+	})
+}
+
+func TestCallerEnvironmentNotVisible(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		o := &runOpts{env: []string{"NSBOX_IT_SECRET=hunter2", "PASSME=yes"}}
+		r := u.sh(t, o, []string{"--pass-env", "PASSME", "--env", "SETME=1"}, `env; cat /proc/1/environ 2>/dev/null | tr '\0' '\n'`)
+		if strings.Contains(r.stdout, "hunter2") {
+			t.Fatalf("caller environment visible inside: %q", r.stdout)
+		}
+		if !strings.Contains(r.stdout, "PASSME=yes") || !strings.Contains(r.stdout, "SETME=1") {
+			t.Fatalf("--pass-env/--env not applied: %q", r.stdout)
+		}
+	})
+}
+
+func TestDaemonsDieWithTheSandbox(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		marker := strconv.Itoa(900000 + os.Getpid()%1000*10 + u.uid%7)
+		// A double fork with setsid: the classic daemon, re-parented to
+		// PID 1 and out of the command's process group.
+		r := u.sh(t, nil, nil, fmt.Sprintf(`setsid sh -c 'sleep %s & ' ; sleep %s & echo started`, marker, marker))
+		expectCode(t, r, 0)
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			left := pidsOfMarker("sleep\x00" + marker)
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("processes of the sandbox survived nsbox: %v", left)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+func TestExitCodes(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		expectCode(t, u.sh(t, nil, nil, "exit 3"), 3)
+		expectCode(t, u.sh(t, nil, nil, "kill -9 $$"), 137)
+		expectCode(t, u.sh(t, nil, nil, "kill -TERM $$"), 143)
+		r := u.run(t, nil, "run", "--", "nsbox-no-such-command")
+		expectCode(t, r, 127)
+		if !strings.Contains(r.stderr, "not found") {
+			t.Fatalf("stderr %q does not say not found", r.stderr)
+		}
+		expectCode(t, u.run(t, nil, "run", "--", "/etc/passwd"), 126)
+		expectCode(t, u.run(t, nil, "run", "--", "/etc"), 126)
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		cases := []struct {
+			args []string
+			code int
+			want string
+		}{
+			{[]string{"run", "/bin/true"}, 125, "missing command"},
+			{[]string{"run", "--"}, 125, "missing command"},
+			{[]string{"run", "--no-such-flag", "--", "/bin/true"}, 125, "unknown flag"},
+			{[]string{"run", "--rw", "/nonexistent/nsbox-path", "--", "/bin/true"}, 125, "mount /nonexistent/nsbox-path on /nonexistent/nsbox-path: no such file or directory"},
+			{[]string{"run", "--rw", "", "--", "/bin/true"}, 125, "empty path"},
+			{[]string{"run", "--ro", "/etc:relative", "--", "/bin/true"}, 125, "absolute"},
+			{[]string{"run", "--net", "bogus", "--", "/bin/true"}, 125, "want none or host"},
+		}
+		for _, c := range cases {
+			r := u.run(t, nil, c.args...)
+			if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("nsbox %q: code %d stderr %q, want %d and %q", c.args, r.code, r.stderr, c.code, c.want)
+			}
+			if strings.Contains(r.stderr, "panic") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+				t.Errorf("nsbox %q: error is not one clear line: %q", c.args, r.stderr)
+			}
+		}
+	})
+}
+
+func TestJSONStatus(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		dir := u.tempDir(t)
+		status := filepath.Join(dir, "status.jsonl")
+		r := u.run(t, nil, "run", "--json-status", status, "--", "/bin/sh", "-c", "exit 7")
+		expectCode(t, r, 7)
+		b, err := os.ReadFile(status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("status lines: %q", b)
+		}
+		var started, exited map[string]any
+		json.Unmarshal([]byte(lines[0]), &started)
+		json.Unmarshal([]byte(lines[1]), &exited)
+		if started["event"] != "started" || started["pid"] == nil {
+			t.Fatalf("started line: %q", lines[0])
+		}
+		if exited["event"] != "exited" || exited["exit_code"] != float64(7) || exited["reason"] != "exited" {
+			t.Fatalf("exited line: %q", lines[1])
+		}
+		// fd:N
+		r = u.run(t, nil, "run", "--json-status", "fd:1", "--", "/bin/sh", "-c", "kill -9 $$")
+		if !strings.Contains(r.stdout, `"reason":"signaled"`) || !strings.Contains(r.stdout, `"signal":9`) {
+			t.Fatalf("fd:1 status: %q", r.stdout)
+		}
+		// A setup failure is reported too.
+		r = u.run(t, nil, "run", "--json-status", "fd:1", "--rw", "/nonexistent/x", "--", "/bin/true")
+		if !strings.Contains(r.stdout, `"reason":"setup_error"`) {
+			t.Fatalf("setup error status: %q", r.stdout)
+		}
+	})
+}
+
+func TestWorkingDirectory(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		r := u.run(t, &runOpts{dir: ws}, "run", "--rw", ws, "--", "/bin/pwd")
+		expectCode(t, r, 0)
+		if strings.TrimSpace(r.stdout) != ws {
+			t.Fatalf("cwd inside = %q, want %q", r.stdout, ws)
+		}
+		r = u.run(t, nil, "run", "--cwd", "/usr", "--", "/bin/pwd")
+		if strings.TrimSpace(r.stdout) != "/usr" {
+			t.Fatalf("--cwd: %q", r.stdout)
+		}
+	})
+}
