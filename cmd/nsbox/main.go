@@ -65,6 +65,6 @@ capabilities and resource limits, without root and without setuid helpers.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd())
+	root.AddCommand(newRunCmd(), newCallCmd())
 	return root
 }

@@ -338,10 +338,21 @@ func marshalPayload(v any) (json.RawMessage, error) {
 	return json.Marshal(v)
 }
 
+// CallCancelable is Call, and when ctx ends first it also tells the other
+// side, with a TypeCancel notification naming the request id, to stop
+// working on it.
+func (p *Peer) CallCancelable(ctx context.Context, typ string, payload any, fds []int) (*Reply, error) {
+	return p.call(ctx, typ, payload, fds, true)
+}
+
 // Call sends a request and waits for its reply. A reply with an error is
 // returned as *RemoteError; a broken channel as ErrClosed. Cancelling ctx
 // abandons the wait (the late reply is dropped).
 func (p *Peer) Call(ctx context.Context, typ string, payload any, fds []int) (*Reply, error) {
+	return p.call(ctx, typ, payload, fds, false)
+}
+
+func (p *Peer) call(ctx context.Context, typ string, payload any, fds []int, cancelRemote bool) (*Reply, error) {
 	data, err := marshalPayload(payload)
 	if err != nil {
 		return nil, err
@@ -374,6 +385,9 @@ func (p *Peer) Call(ctx context.Context, typ string, payload any, fds []int) (*R
 		return &Reply{Payload: env.Payload, FDs: rfds}, nil
 	case <-ctx.Done():
 		p.forget(id)
+		if cancelRemote {
+			p.Notify(TypeCancel, map[string]uint64{"id": id})
+		}
 		select {
 		case in, ok := <-ch: // a reply that raced the cancellation
 			if ok {

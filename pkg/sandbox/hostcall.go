@@ -81,6 +81,9 @@ type hostCallServer struct {
 	handlers *Handlers
 	audit    *auditLog
 	session  string
+	// forward, when set (the policy allows programs inside to define
+	// tools), passes registerTool/unregisterTool to the worker.
+	forward func(ctx context.Context, typ string, payload json.RawMessage) (json.RawMessage, error)
 
 	mu    sync.Mutex
 	peers map[*ipc.Peer]bool
@@ -120,6 +123,15 @@ func (s *hostCallServer) newConn() (*hostCallConn, error) {
 	// send at most 4 MiB in one message.
 	peer := ipc.NewPeer(conn, ipc.Options{MaxInFlight: 64, MaxMessage: 4 << 20})
 	peer.Handle(ipc.TypeHostCall, s.serveCall)
+	if s.forward != nil {
+		for _, typ := range []string{ipc.TypeRegisterTool, ipc.TypeUnregisterTool, ipc.TypeListSessionDefinitions} {
+			typ := typ
+			peer.Handle(typ, func(ctx context.Context, req *ipc.Request) (any, error) {
+				closeInts(req.FDs)
+				return s.forward(ctx, typ, req.Payload)
+			})
+		}
+	}
 	s.mu.Lock()
 	s.peers[peer] = true
 	s.mu.Unlock()
@@ -228,6 +240,39 @@ func (a *auditLog) record(session string, call hostCallRequest, res hostCallResu
 	}
 	if res.Error != "" {
 		entry["error"] = res.Error
+	}
+	a.write(entry)
+}
+
+// recordTool writes one line for a tool call.
+func (a *auditLog) recordTool(session, name string, args json.RawMessage, rep *ipc.Reply, err error, d time.Duration) {
+	if a == nil || a.w == nil {
+		return
+	}
+	var argv any
+	if len(args) > 0 && json.Unmarshal(args, &argv) != nil {
+		argv = "<invalid JSON>"
+	}
+	entry := map[string]any{
+		"time":        time.Now().UTC().Format(time.RFC3339Nano),
+		"session":     session,
+		"kind":        "tool",
+		"tool":        name,
+		"args":        Redact(argv),
+		"duration_us": d.Microseconds(),
+	}
+	if err != nil {
+		entry["ok"], entry["error"] = false, err.Error()
+	} else if rep != nil {
+		var res struct {
+			Success bool    `json:"success"`
+			Error   *string `json:"error"`
+		}
+		json.Unmarshal(rep.Payload, &res)
+		entry["ok"] = res.Success
+		if res.Error != nil {
+			entry["error"] = *res.Error
+		}
 	}
 	a.write(entry)
 }

@@ -75,6 +75,11 @@ type Policy struct {
 	HostAPIs []string `json:"hostAPIs,omitempty"`
 	// AllowToolRegistration lets programs inside register tools.
 	AllowToolRegistration bool `json:"allowToolRegistration,omitempty"`
+	// Workspace is the directory (inside) the workspace tools are
+	// confined to; "" means Cwd.
+	Workspace string `json:"workspace,omitempty"`
+	// Tools bound the built-in tools.
+	Tools ToolSettings `json:"tools"`
 }
 
 // BaseEnv returns the minimal environment commands get: PATH, HOME, TERM and

@@ -16,6 +16,10 @@ type setupMsg struct {
 	ExecRlimits     []rlimit    `json:"execRlimits,omitempty"`
 	Seccomp         []byte      `json:"seccomp,omitempty"`
 	AllowPrivileged bool        `json:"allowPrivileged,omitempty"`
+	// Env and Workspace are what tools run with.
+	Env       []string     `json:"env,omitempty"`
+	Workspace string       `json:"workspace,omitempty"`
+	Tools     ToolSettings `json:"tools"`
 }
 
 type rlimit struct {

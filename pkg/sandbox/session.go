@@ -38,6 +38,7 @@ type Session struct {
 	waitErr   error
 	limits    *limiter
 	opts      options
+	subscriptions
 }
 
 // Reason is why a command (or a sandbox) ended.
@@ -166,15 +167,27 @@ func (s *Session) prepare(setup *setupMsg) error {
 		Hostname:        hostname,
 		NewNet:          p.Network != NetworkHost,
 		AllowPrivileged: p.AllowPrivileged,
+		Env:             p.env(),
+		Workspace:       p.Workspace,
+		Tools:           p.Tools,
+	}
+	if setup.Workspace == "" {
+		setup.Workspace = p.Cwd
+	}
+	// Host APIs reach the sandbox only through this server, which checks
+	// the policy's allowlist; commands get a hostCall socket only when the
+	// allowlist is not empty.
+	s.hostCalls = newHostCallServer(p.HostAPIs)
+	s.hostCalls.handlers = s.opts.handlers
+	s.hostCalls.session = s.opts.id
+	if s.opts.audit != nil {
+		s.hostCalls.audit = &auditLog{w: s.opts.audit}
+	}
+	if p.AllowToolRegistration {
+		s.hostCalls.forward = s.forwardToWorker
 	}
 	if len(p.HostAPIs) > 0 {
 		setup.Plan.SelfDest = SelfPath
-		s.hostCalls = newHostCallServer(p.HostAPIs)
-		s.hostCalls.handlers = s.opts.handlers
-		s.hostCalls.session = s.opts.id
-		if s.opts.audit != nil {
-			s.hostCalls.audit = &auditLog{w: s.opts.audit}
-		}
 	}
 	filter, err := compileSeccomp(p)
 	if err != nil {
@@ -247,6 +260,10 @@ func describeStartError(err error) error {
 
 func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg) error {
 	s.peer = ipc.NewPeer(conn, ipc.Options{})
+	// The worker's own tools reach host APIs through the same allowlist
+	// as commands do.
+	s.peer.Handle(ipc.TypeHostCall, s.hostCalls.serveCall)
+	s.peer.Handle(ipc.TypeToolsChanged, s.toolsChanged)
 	go s.peer.Serve()
 	// A worker that dies during setup closes the channel; Call then
 	// returns ErrClosed instead of waiting forever.
@@ -394,7 +411,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	}
 	fds := io.childFDs()
 	var hc *hostCallConn
-	if s.hostCalls != nil {
+	if len(s.policy.HostAPIs) > 0 || s.policy.AllowToolRegistration {
 		hc, err = s.hostCalls.newConn()
 		if err != nil {
 			return Result{}, err
@@ -412,7 +429,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	}
 	done := make(chan callRes, 1)
 	go func() {
-		rep, err := s.peer.Call(ctxCall, ipc.TypeExecute, msg, fds)
+		rep, err := s.peer.CallCancelable(ctxCall, ipc.TypeExecute, msg, fds)
 		done <- callRes{rep, err}
 	}()
 	io.start()
@@ -424,8 +441,10 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	select {
 	case cr = <-done:
 	case <-ctx.Done():
+		// The worker kills the command's process group; the session
+		// lives on.
 		canceled = true
-		s.cancelRunning()
+		s.peer.Notify(ipc.TypeCancel, cancelMsg{})
 		cr = <-done
 	}
 	io.closeChildEnds()
@@ -468,13 +487,6 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		return res, lerr
 	}
 	return res, nil
-}
-
-// cancelRunning asks the worker to kill the command in flight.
-func (s *Session) cancelRunning() {
-	// The execute request id is not known here; the worker kills every
-	// running command (there is at most one: Exec is sequential).
-	s.peer.Notify(ipc.TypeCancel, cancelMsg{})
 }
 
 // mergeEnv returns base with extra added; a key in extra replaces base's.

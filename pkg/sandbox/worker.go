@@ -33,15 +33,23 @@ func IsInit() bool { return os.Getenv(initEnv) != "" }
 // Init runs the worker and exits when this process is one; otherwise it
 // returns at once. Programs that embed nsbox call it first thing in main,
 // before flags or anything else, as in the package example.
-func Init() {
+func Init(opts ...InitOption) {
 	if !IsInit() {
 		return
 	}
+	var o initOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	workerTools = o.tools
 	// Capabilities, securebits and the thread a command is forked from are
 	// per thread: the worker's whole life runs on the main OS thread.
 	runtime.LockOSThread()
 	os.Exit(runWorker())
 }
+
+// workerTools is set by Init in the worker process only.
+var workerTools WorkerTools
 
 type step struct {
 	name string
@@ -59,6 +67,9 @@ type worker struct {
 	mu      sync.Mutex
 	running map[uint64]int // execute request id -> process group
 	execMu  sync.Mutex
+
+	tools       WorkerTools
+	toolCancels map[uint64]context.CancelFunc
 }
 
 func runWorker() int {
@@ -71,7 +82,8 @@ func runWorker() int {
 	if err != nil {
 		return 125
 	}
-	w := &worker{conn: conn, selfFD: -1, spawnCh: make(chan *spawnReq), running: map[uint64]int{}}
+	w := &worker{conn: conn, selfFD: -1, spawnCh: make(chan *spawnReq), running: map[uint64]int{},
+		tools: workerTools, toolCancels: map[uint64]context.CancelFunc{}}
 	w.reaper.waiters = map[int]chan unix.WaitStatus{}
 	env, fds, err := conn.ReadEnvelope()
 	if err != nil {
@@ -198,6 +210,10 @@ func (w *worker) serve() int {
 	w.peer = ipc.NewPeer(w.conn, ipc.Options{})
 	w.peer.Handle(ipc.TypeExecute, w.execute)
 	w.peer.Handle(ipc.TypeCancel, w.cancel)
+	w.peer.Handle(ipc.TypeCallTool, w.callTool)
+	w.peer.Handle(ipc.TypeListSessionDefinitions, w.listDefinitions)
+	w.peer.Handle(ipc.TypeRegisterTool, w.registerTool)
+	w.peer.Handle(ipc.TypeUnregisterTool, w.unregisterTool)
 	go w.peer.Serve()
 	for {
 		select {
@@ -379,6 +395,12 @@ func (w *worker) cancel(ctx context.Context, req *ipc.Request) (any, error) {
 	for id, pid := range w.running {
 		if m.ID == 0 || id == m.ID {
 			killGroup(pid)
+			n++
+		}
+	}
+	for id, cancel := range w.toolCancels {
+		if m.ID == 0 || id == m.ID {
+			cancel()
 			n++
 		}
 	}

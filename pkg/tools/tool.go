@@ -1,0 +1,40 @@
+// Package tools holds nsbox's tool registry: definitions in the
+// function-calling format, argument validation against JSON schemas, and
+// implementations that run inside the sandbox worker (never in the host
+// process).
+package tools
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+)
+
+// Definition describes a tool: its name, what it does, and the JSON schema
+// of its arguments.
+type Definition struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Result is every tool's answer.
+type Result struct {
+	Success bool    `json:"success"`
+	Output  any     `json:"output"`
+	Error   *string `json:"error"`
+}
+
+// OK returns a successful result.
+func OK(output any) Result { return Result{Success: true, Output: output} }
+
+// Fail returns a failed result with a message for users (and models).
+func Fail(msg string) Result { return Result{Success: false, Output: "", Error: &msg} }
+
+// Tool is one tool. Run executes inside the sandbox worker; args have been
+// validated against Definition().Parameters before Run is called.
+type Tool interface {
+	Definition() Definition
+	Run(ctx context.Context, env sandbox.ToolEnv, args json.RawMessage) Result
+}
