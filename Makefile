@@ -29,9 +29,10 @@ integration: build
 fuzz:
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzReadMessage -fuzztime 10s ./pkg/ipc
 
+# cgroup v2 tests of pkg/cgroups, as root, in a throw-away qemu VM (TCG).
 test-vm:
-	@if command -v qemu-system-x86_64 >/dev/null 2>&1 && [ -x hack/run-in-vm.sh ]; then \
-		hack/run-in-vm.sh; \
+	@if command -v qemu-system-x86_64 >/dev/null 2>&1 && command -v busybox >/dev/null 2>&1; then \
+		hack/run-in-vm.sh ./pkg/cgroups -- -test.v -test.timeout=500s; \
 	else \
 		echo "SKIP test-vm: qemu-system-x86_64 is not installed (apt-get install qemu-system-x86 busybox-static cpio)"; \
 	fi

@@ -50,6 +50,9 @@ func CleanupStale() (removed int, err error) {
 	self := os.Getpid()
 	var errs []error
 	for _, p := range parents {
+		if !hasChildren(p.dir) {
+			continue // no child group at all: skip the listing
+		}
 		entries, rerr := os.ReadDir(p.dir)
 		if rerr != nil {
 			continue

@@ -144,6 +144,9 @@ func makePlan(need []string) *plan {
 	p.det.Mode = ModeRlimit
 	p.det.Reason = joinReason(v2Reason, v1Reason)
 	p.det.Knob = v2Knob
+	if p.det.Knob != "" && uid != 0 {
+		p.det.Knob += ", with cgroup delegation for users (systemd: Delegate=yes on user@.service); or run nsbox as root"
+	}
 	if p.det.Knob == "" {
 		p.det.Knob = "run nsbox as root, or boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) and delegation (systemd: Delegate=yes on user@.service)"
 	}

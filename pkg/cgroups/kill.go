@@ -30,24 +30,49 @@ func inGroup(ctrl, cg string) member {
 	}
 }
 
-// readPids lists the pids in procs files (cgroup.procs), recursively over
-// child groups.
+// groupTree returns dir and the groups below it, parents first. cgroupfs
+// (kernfs) keeps a directory's link count at 2 + its subdirectories, so the
+// common case, a group without children, costs one stat instead of a
+// directory listing.
+func groupTree(dir string) []string {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return nil
+	}
+	if st.Nlink <= 2 {
+		return []string{dir}
+	}
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	return dirs
+}
+
+// hasChildren reports whether a cgroup directory has child groups (see
+// groupTree); true when unsure.
+func hasChildren(dir string) bool {
+	var st unix.Stat_t
+	return unix.Stat(dir, &st) != nil || st.Nlink > 2
+}
+
+// readPids lists the pids in the cgroup.procs files of dirs and of the
+// groups below them.
 func readPids(dirs []string) []int {
 	var out []int
 	seen := map[int]bool{}
 	for _, d := range dirs {
-		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
-			if err != nil || !e.IsDir() {
-				return nil
-			}
-			for _, f := range readFields(filepath.Join(p, "cgroup.procs")) {
+		for _, g := range groupTree(d) {
+			for _, f := range readFields(filepath.Join(g, "cgroup.procs")) {
 				if n, err := strconv.Atoi(f); err == nil && !seen[n] {
 					seen[n] = true
 					out = append(out, n)
 				}
 			}
-			return nil
-		})
+		}
 	}
 	return out
 }
@@ -151,13 +176,7 @@ func waitEmpty(dirs []string) error {
 // files vanish with their directory). EBUSY (tasks still exiting) is
 // retried until killTimeout.
 func removeTree(dir string) error {
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
-		if err == nil && e.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
+	dirs := groupTree(dir)
 	deadline := time.Now().Add(killTimeout)
 	for i := len(dirs) - 1; i >= 0; i-- {
 		delay := 50 * time.Microsecond

@@ -3,11 +3,11 @@ package cgroups
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -52,6 +52,7 @@ type Manager struct {
 	enforcement map[string]string
 	rlimits     []Rlimit
 	destroyed   bool
+	final       Events // counters read just before Destroy removed the group
 }
 
 // New creates the sandbox's group(s) in the mode Detect reports and applies
@@ -247,12 +248,19 @@ func (m *Manager) Enforcement() map[string]string {
 	return out
 }
 
-// Events reads the kernel's counters. In rlimit and none modes (and before
-// a systemd scope exists) it returns zeros: there is no counter to read.
+// Events reads the kernel's counters. They count since New, for the whole
+// group: to attribute an OOM kill to one command, compare the counters
+// before and after it. After Destroy it returns the last values read before
+// the group was removed. In rlimit and none modes (and before a systemd
+// scope exists) it returns zeros: there is no counter to read, and nsbox
+// never guesses an OOM.
 func (m *Manager) Events() (Events, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.b == nil || m.destroyed {
+	if m.destroyed {
+		return m.final, nil
+	}
+	if m.b == nil {
 		return Events{}, nil
 	}
 	return m.b.events()
@@ -272,8 +280,11 @@ func (m *Manager) Kill() error {
 	return m.b.kill()
 }
 
-// Destroy kills what is left and removes the group(s). Idempotent: a second
-// call returns nil.
+// Destroy kills what is left and removes the group(s) (and, in systemd
+// scope mode, stops the scope). Idempotent: a second call returns nil. If it
+// fails (a process that would not die within 5 s), the Manager stays usable
+// and Destroy may be called again; CleanupStale of a later run is the last
+// resort.
 func (m *Manager) Destroy() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -283,6 +294,9 @@ func (m *Manager) Destroy() error {
 	if m.b == nil {
 		m.destroyed = true
 		return nil
+	}
+	if ev, err := m.b.events(); err == nil {
+		m.final = ev // the counters vanish with the group
 	}
 	if err := m.b.destroy(); err != nil {
 		return err // not marked destroyed: a later call may finish the job
@@ -322,11 +336,11 @@ func groupName(id string) (string, error) {
 
 // parseGroupName returns the supervisor pid in an nsbox group name.
 func parseGroupName(name string) (pid int, sup bool, ok bool) {
-	rest, found := cutPrefix(name, "nsbox-")
+	rest, found := strings.CutPrefix(name, "nsbox-")
 	if !found {
 		return 0, false, false
 	}
-	ps, tail, found := cut(rest, '-')
+	ps, tail, found := strings.Cut(rest, "-")
 	if !found || tail == "" {
 		return 0, false, false
 	}
@@ -336,22 +350,3 @@ func parseGroupName(name string) (pid int, sup bool, ok bool) {
 	}
 	return n, tail == "sup", true
 }
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):], true
-	}
-	return s, false
-}
-
-func cut(s string, sep byte) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == sep {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
-}
-
-// errorsJoin drops nil errors.
-func errorsJoin(errs ...error) error { return errors.Join(errs...) }

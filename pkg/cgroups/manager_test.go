@@ -176,6 +176,14 @@ func TestMemoryOOM(t *testing.T) {
 		t.Errorf("OOMKills = 0 after an OOM kill; events %+v", ev)
 	}
 	t.Logf("events %+v enforcement %v", ev, m.Enforcement())
+	// The counters outlive the group: a supervisor may read them after
+	// Destroy.
+	if err := m.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := m.Events(); err != nil || after.OOMKills != ev.OOMKills {
+		t.Errorf("events after Destroy %+v %v; want %+v", after, err, ev)
+	}
 }
 
 func checkMemoryFiles(t *testing.T, m *Manager, limit int64) {

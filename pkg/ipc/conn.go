@@ -165,7 +165,7 @@ func (c *Conn) send(frame, oob []byte) error {
 			return nil
 		case errors.Is(err, unix.EINTR):
 			continue
-		case errors.Is(err, unix.EPIPE), errors.Is(err, unix.ECONNRESET), errors.Is(err, unix.EBADF):
+		case errors.Is(err, unix.EPIPE), errors.Is(err, unix.ECONNRESET):
 			return ErrClosed
 		}
 		if c.closed.Load() {

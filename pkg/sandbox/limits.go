@@ -65,11 +65,11 @@ func (l *limiter) rlimits() (worker, exec []rlimit) {
 	}
 	for _, r := range l.m.Rlimits() {
 		rl := rlimit{Resource: r.Resource, Cur: r.Cur, Max: r.Max}
-		// RLIMIT_AS and RLIMIT_CPU would also bind the worker (a Go
-		// process with a large address space and a long life), so they
-		// are set in each command only; the rest apply to PID 1 and are
-		// inherited.
-		if r.Resource == unix.RLIMIT_AS || r.Resource == unix.RLIMIT_CPU || r.Resource == unix.RLIMIT_DATA {
+		// Only RLIMIT_CORE applies to the worker (PID 1) and is inherited.
+		// AS, CPU and NPROC would bind the worker too — a long-lived Go
+		// process with a large address space and several threads — so
+		// they are set in each command only.
+		if r.Resource != unix.RLIMIT_CORE {
 			exec = append(exec, rl)
 		} else {
 			worker = append(worker, rl)

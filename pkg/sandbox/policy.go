@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nsbox/nsbox/pkg/cgroups"
 	"github.com/nsbox/nsbox/pkg/mounts"
 )
 
@@ -159,14 +160,18 @@ func (p *Policy) Validate() error {
 
 // MinMemory is the smallest memory limit accepted: the worker (a Go
 // process, PID 1 of the sandbox) is charged to the same limit.
-const MinMemory = 32 << 20
+const MinMemory = cgroups.MinMemory
+
+// MinPids is the smallest process limit accepted: the worker's threads
+// count against it.
+const MinPids = cgroups.MinPids
 
 func (l Limits) validate() error {
 	if l.Memory < 0 || (l.Memory > 0 && l.Memory < MinMemory) {
 		return &PolicyError{Field: "limits.memory", Msg: fmt.Sprintf("%d bytes is below the %d MiB the sandbox itself needs", l.Memory, MinMemory>>20)}
 	}
-	if l.Pids < 0 || (l.Pids > 0 && l.Pids < 4) {
-		return &PolicyError{Field: "limits.pids", Msg: fmt.Sprintf("%d is below the minimum of 4", l.Pids)}
+	if l.Pids < 0 || (l.Pids > 0 && l.Pids < MinPids) {
+		return &PolicyError{Field: "limits.pids", Msg: fmt.Sprintf("%d is below the minimum of %d (the sandbox's own PID 1 and its threads count too)", l.Pids, MinPids)}
 	}
 	if l.CPU < 0 {
 		return &PolicyError{Field: "limits.cpu", Msg: "must be positive"}

@@ -433,9 +433,6 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		done <- callRes{rep, err}
 	}()
 	io.start()
-	if hc != nil {
-		hc.closeChild()
-	}
 	var cr callRes
 	canceled := false
 	select {
@@ -448,6 +445,10 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		cr = <-done
 	}
 	io.closeChildEnds()
+	if hc != nil {
+		// Only after the request (and its fds) went out.
+		hc.closeChild()
+	}
 	res := Result{Duration: time.Since(start)}
 	if cr.err != nil {
 		io.finish(&res)

@@ -34,6 +34,12 @@ func IsInit() bool { return os.Getenv(initEnv) != "" }
 // returns at once. Programs that embed nsbox call it first thing in main,
 // before flags or anything else, as in the package example.
 func Init(opts ...InitOption) {
+	if isRlimitExec() {
+		os.Exit(runRlimitExec())
+	}
+	if len(os.Args) == 1 && os.Args[0] == probeArg0 && os.Getpid() == 1 {
+		os.Exit(0)
+	}
 	if !IsInit() {
 		return
 	}
@@ -152,9 +158,25 @@ func (w *worker) openSelf() error {
 	if w.setup.Plan.SelfDest == "" {
 		return nil
 	}
-	fd, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	// /proc/self/exe names the file through the supervisor's mount
+	// namespace, which cannot be cloned from here. Open the same path in
+	// this (copied) namespace and check it is the very same file.
+	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return err
+	}
+	fd, err := unix.Open(exe, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	var a, b unix.Stat_t
+	if err := unix.Fstat(fd, &a); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	if err := unix.Stat("/proc/self/exe", &b); err != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+		unix.Close(fd)
+		return fmt.Errorf("the nsbox binary at %s was replaced while starting", exe)
 	}
 	w.selfFD = fd
 	return nil
@@ -243,9 +265,24 @@ type spawnRes struct {
 }
 
 func (w *worker) spawn(r *spawnReq) spawnRes {
+	path, argv := r.path, r.argv
+	if len(w.setup.ExecRlimits) > 0 {
+		// No cgroup here: the command's limits are rlimits, set by a shim
+		// between fork and exec. RLIMIT_NPROC also counts the worker's
+		// own threads, so they are added to the limit.
+		rl := append([]rlimit(nil), w.setup.ExecRlimits...)
+		for i := range rl {
+			if rl[i].Resource == unix.RLIMIT_NPROC {
+				rl[i].Cur += threadCount()
+				rl[i].Max = rl[i].Cur
+			}
+		}
+		argv = append([]string{rlimitExecArg0, encodeRlimits(rl), path}, argv...)
+		path = "/proc/self/exe"
+	}
 	w.reaper.mu.Lock()
 	defer w.reaper.mu.Unlock()
-	pid, err := syscall.ForkExec(r.path, r.argv, &syscall.ProcAttr{
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   r.dir,
 		Env:   r.env,
 		Files: r.files,

@@ -1,0 +1,46 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+
+	"github.com/nsbox/nsbox/pkg/namespaces"
+)
+
+// probeArg0 marks a re-exec that only proves the namespaces can be created.
+const probeArg0 = "nsbox-probe"
+
+var (
+	availOnce sync.Once
+	availErr  error
+)
+
+// Available says whether a sandbox can be built here, and if not, why and
+// which host knob decides it. It creates the sandbox's namespaces once in a
+// short-lived child (the result is cached for the process).
+func Available() error {
+	availOnce.Do(func() { availErr = probe() })
+	return availErr
+}
+
+func probe() error {
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		return fmt.Errorf("%w: user namespaces are disabled: user.max_user_namespaces is 0 (sudo sysctl -w user.max_user_namespaces=15000)", ErrUnavailable)
+	}
+	attr := namespaces.SysProcAttr(namespaces.Options{UID: os.Getuid(), GID: os.Getgid(), CgroupFD: -1})
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{probeArg0}, Env: []string{}, SysProcAttr: attr}
+	if err := cmd.Run(); err != nil {
+		reason := describeStartError(err)
+		if b, rerr := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); rerr == nil && strings.TrimSpace(string(b)) == "1" && os.Getuid() != 0 {
+			return fmt.Errorf("%w: AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1): install contrib/apparmor/nsbox (make install) or run sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (%v)", ErrUnavailable, err)
+		}
+		if b, rerr := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); rerr == nil && strings.TrimSpace(string(b)) == "0" && os.Getuid() != 0 {
+			return fmt.Errorf("%w: unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0): sudo sysctl -w kernel.unprivileged_userns_clone=1", ErrUnavailable)
+		}
+		return reason
+	}
+	return nil
+}
