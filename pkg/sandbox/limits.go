@@ -129,3 +129,25 @@ func formatBytes(n int64) string {
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
+
+// LimitInfo says how a session's limits are enforced.
+type LimitInfo struct {
+	// Mode is "cgroup2", "cgroup2-delegated", "cgroup1", "rlimit" or "none".
+	Mode string `json:"mode"`
+	// Enforcement maps each limit to its mechanism, e.g.
+	// "memory": "cgroup1 memory.limit_in_bytes".
+	Enforcement map[string]string `json:"enforcement,omitempty"`
+	// Reason says why a better mechanism is not available here.
+	Reason string `json:"reason,omitempty"`
+	// Knob is the host setting that would enable a better mechanism.
+	Knob string `json:"knob,omitempty"`
+}
+
+// Limits says which mechanism enforces this session's limits.
+func (s *Session) Limits() LimitInfo {
+	if s.limits == nil || s.limits.m == nil {
+		return LimitInfo{Mode: string(cgroups.ModeNone)}
+	}
+	d := s.limits.m.Detection()
+	return LimitInfo{Mode: string(s.limits.m.Mode()), Enforcement: s.limits.m.Enforcement(), Reason: d.Reason, Knob: d.Knob}
+}

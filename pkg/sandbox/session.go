@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -467,6 +468,9 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	switch {
 	case rep.StartErr == "not_found":
 		return res, fmt.Errorf("%w: %s", ErrCommandNotFound, c.Argv[0])
+	case rep.StartErr == "pids":
+		res.Reason = ReasonPids
+		return res, &ResourceLimitError{Resource: "pids", Limit: strconv.FormatInt(s.policy.Limits.Pids, 10), Enforcer: string(s.limits.mode())}
 	case rep.StartErr == "not_executable":
 		return res, fmt.Errorf("%w: %s", ErrNotExecutable, rep.Message)
 	case rep.StartErr != "":

@@ -447,6 +447,9 @@ func (w *worker) cancel(ctx context.Context, req *ipc.Request) (any, error) {
 
 func startFailure(name string, err error) executeReply {
 	switch {
+	case errors.Is(err, unix.EAGAIN):
+		// fork failed: the sandbox is at its process limit.
+		return executeReply{ExitCode: 126, StartErr: "pids", Message: fmt.Sprintf("%s: cannot start: the sandbox is at its process limit", name)}
 	case errors.Is(err, unix.ENOENT), errors.Is(err, errNotFound):
 		return executeReply{ExitCode: 127, StartErr: "not_found", Message: fmt.Sprintf("%s: command not found", name)}
 	default:

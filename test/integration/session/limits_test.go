@@ -1,0 +1,118 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+)
+
+// memoryHog allocates and touches 400 MiB.
+const memoryHog = `head -c 400000000 /dev/zero | tail > /dev/null`
+
+func TestMemoryLimit(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		s := start(t, sandbox.Policy{Limits: sandbox.Limits{Memory: 64 << 20}})
+		info := s.Limits()
+		res, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sh", "-c", memoryHog}})
+		switch info.Mode {
+		case "cgroup1", "cgroup2", "cgroup2-delegated":
+			var rl *sandbox.ResourceLimitError
+			if !errors.As(err, &rl) || rl.Resource != "memory" || res.Reason != sandbox.ReasonOOM {
+				t.Fatalf("%s: err %v reason %q exit %d", info.Mode, err, res.Reason, res.ExitCode)
+			}
+			if rl.Error() != "killed: memory limit 64 MiB reached" {
+				t.Fatalf("message %q", rl.Error())
+			}
+		case "rlimit":
+			// RLIMIT_AS makes the allocation fail instead: contained, and
+			// the session says which mechanism did it.
+			if err != nil || res.ExitCode == 0 {
+				t.Fatalf("rlimit: the memory hog was not contained: err %v exit %d", err, res.ExitCode)
+			}
+			if !strings.HasPrefix(info.Enforcement["memory"], "rlimit") {
+				t.Fatalf("enforcement %v", info.Enforcement)
+			}
+		default:
+			t.Fatalf("limits not enforced: mode %q (%s)", info.Mode, info.Reason)
+		}
+		// The session survives and works within the limit.
+		if r := sh(t, s, "echo ok"); strings.TrimSpace(string(r.Stdout)) != "ok" {
+			t.Fatal("session broken after the memory limit")
+		}
+	})
+}
+
+func TestPidsLimitStopsForkBomb(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		s := start(t, sandbox.Policy{Limits: sandbox.Limits{Pids: 32}})
+		info := s.Limits()
+		begin := time.Now()
+		res, err := s.Exec(context.Background(), sandbox.Command{
+			Argv:    []string{"/bin/sh", "-c", `i=0; while [ $i -lt 300 ]; do (sleep 20 &) 2>/dev/null; sleep 20 & i=$((i+1)); done 2>/dev/null; echo forked`},
+			Timeout: 30 * time.Second,
+		})
+		switch info.Mode {
+		case "cgroup1", "cgroup2", "cgroup2-delegated":
+			var rl *sandbox.ResourceLimitError
+			if !errors.As(err, &rl) || rl.Resource != "pids" || res.Reason != sandbox.ReasonPids {
+				t.Fatalf("%s: err %v reason %q", info.Mode, err, res.Reason)
+			}
+		case "rlimit":
+			if errors.Is(err, sandbox.ErrResourceLimit) && !strings.Contains(err.Error(), "time") {
+				t.Fatalf("rlimit: unexpected %v", err)
+			}
+		}
+		if d := time.Since(begin); d > 25*time.Second {
+			t.Fatalf("the fork bomb ran for %s", d)
+		}
+		// The bomb's processes fill the session: the next command is
+		// refused with the same typed reason, not a mystery errno.
+		if _, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/true"}}); err != nil && !errors.Is(err, sandbox.ErrResourceLimit) {
+			t.Fatalf("next command: %v", err)
+		}
+		// The host stays responsive: a trivial process starts at once.
+		t0 := time.Now()
+		if err := exec1("/bin/true"); err != nil || time.Since(t0) > 5*time.Second {
+			t.Fatalf("host unresponsive: %v %s", err, time.Since(t0))
+		}
+	})
+}
+
+func TestTimeoutKillsEverything(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		s := start(t, sandbox.Policy{Limits: sandbox.Limits{Time: time.Second}})
+		begin := time.Now()
+		_, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sh", "-c", "sleep 100 & sleep 100"}})
+		if !errors.Is(err, sandbox.ErrResourceLimit) {
+			t.Fatalf("err %v", err)
+		}
+		if d := time.Since(begin); d > 3*time.Second {
+			t.Fatalf("timeout of 1s took %s", d)
+		}
+		if r := sh(t, s, "ps -o comm= 2>/dev/null | grep -c sleep || ls /proc | grep -c '^[0-9]'"); strings.Contains(string(r.Stdout), "sleep") {
+			t.Fatalf("left after timeout: %q", r.Stdout)
+		}
+	})
+}
+
+func TestLimitValidation(t *testing.T) {
+	for _, l := range []sandbox.Limits{{Memory: 1 << 20}, {Pids: 2}, {Memory: -1}, {CPU: -1}} {
+		if _, err := sandbox.Start(context.Background(), sandbox.Policy{Limits: l}); !errors.Is(err, sandbox.ErrInvalidPolicy) {
+			t.Errorf("limits %+v: %v, want ErrInvalidPolicy", l, err)
+		}
+	}
+}
+
+func exec1(path string) error {
+	p, err := os.StartProcess(path, []string{path}, &os.ProcAttr{})
+	if err != nil {
+		return err
+	}
+	_, err = p.Wait()
+	return err
+}
