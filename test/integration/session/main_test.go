@@ -83,7 +83,7 @@ func eachUser(t *testing.T, fn func(t *testing.T)) {
 	t.Run("rootless", func(t *testing.T) {
 		top := strings.SplitN(t.Name(), "/", 2)[0]
 		cmd := exec.Command(copiedBinary, "-test.run", "^"+top+"$/^rootless$", "-test.v", "-test.count=1")
-		cmd.Env = []string{innerEnv + "=1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}
+		cmd.Env = []string{innerEnv + "=1", "NSBOX_IT_REPO=" + repoRoot(), "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}
 		cmd.Dir = "/"
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
 		out, err := cmd.CombinedOutput()
@@ -115,4 +115,14 @@ func requireSandbox(t *testing.T) {
 	if err := sandbox.Available(); err != nil {
 		t.Skipf("sandboxing unavailable here: %v", err)
 	}
+}
+
+// repoRoot is the repository root (the inner root-less run gets it from
+// the outer one, since it runs from /).
+func repoRoot() string {
+	if r := os.Getenv("NSBOX_IT_REPO"); r != "" {
+		return r
+	}
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "../../..")
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -162,44 +163,29 @@ func echoHandlers(t *testing.T) *sandbox.Handlers {
 	return h
 }
 
-// pyClient is the Python client from docs/protocol.md.
-const pyClient = `
-import json, os, socket, sys
-sock = socket.socket(fileno=int(os.environ["NSBOX_HOSTCALL_FD"]))
-def host_call(api, method, args, _id=[0]):
-    _id[0] += 1
-    sock.send(json.dumps({"type": "hostCall", "id": _id[0],
-        "payload": {"api": api, "method": method, "args": args}}).encode())
-    reply = json.loads(sock.recv(65536))
-    if reply.get("error"):
-        raise RuntimeError(reply["error"]["message"])
-    if not reply["payload"]["ok"]:
-        raise RuntimeError(reply["payload"]["error"])
-    return reply["payload"]["result"]
-`
-
-// nodeClient is the Node.js client from docs/protocol.md.
-const nodeClient = `
-const fs = require("fs");
-const fd = Number(process.env.NSBOX_HOSTCALL_FD);
-let nextId = 0;
-function hostCall(api, method, args) {
-  const id = ++nextId;
-  fs.writeSync(fd, JSON.stringify({type: "hostCall", id, payload: {api, method, args}}));
-  const buf = Buffer.alloc(65536);
-  const n = fs.readSync(fd, buf, 0, buf.length, null);
-  const reply = JSON.parse(buf.subarray(0, n).toString());
-  if (reply.error) throw new Error(reply.error.message);
-  if (!reply.payload.ok) throw new Error(reply.payload.error);
-  return reply.payload.result;
+// docSnippet returns the code block of docs/protocol.md whose info string
+// is "LANG nsbox-client": the tests run exactly what the docs show.
+func docSnippet(t *testing.T, lang string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(), "docs/protocol.md"))
+	if err != nil {
+		t.Fatalf("docs/protocol.md: %v", err)
+	}
+	start := "```" + lang + " nsbox-client\n"
+	i := strings.Index(string(b), start)
+	if i < 0 {
+		t.Fatalf("docs/protocol.md has no %s client snippet", lang)
+	}
+	rest := string(b)[i+len(start):]
+	return rest[:strings.Index(rest, "```")]
 }
-`
 
 func TestHostCallFromInside(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
 		var audit bytes.Buffer
 		s := start(t, sandbox.Policy{HostAPIs: []string{"test.echo", "test.fail", "test.panic"}},
 			sandbox.WithHandlers(echoHandlers(t)), sandbox.WithAudit(&audit), sandbox.WithID("it"))
+		pyClient, nodeClient := docSnippet(t, "python"), docSnippet(t, "js")
 		if _, err := os.Stat("/usr/bin/python3"); err == nil {
 			res := sh(t, s, `/usr/bin/python3 -c '`+pyClient+`
 print(json.dumps(host_call("test", "echo", {"n": 1, "token": "s3cr3t"})))
