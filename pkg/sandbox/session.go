@@ -488,6 +488,12 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		res.Reason = ReasonCanceled
 		return res, ctx.Err()
 	}
+	if res.Signal == syscall.SIGSYS && s.policy.Seccomp != "unconfined" {
+		// The filter kills a process that uses a foreign syscall ABI
+		// (i386, x32): that is a violation, not a crash.
+		res.Reason = ReasonViolation
+		return res, &ViolationError{Operation: "syscall", Detail: "a forbidden syscall ABI (killed by seccomp, SIGSYS)"}
+	}
 	if lerr := s.limits.check(before, &res); lerr != nil {
 		return res, lerr
 	}
