@@ -16,7 +16,7 @@
 //     D-Bus for the worker (AddProcess).
 //   - "cgroup1": hybrid and v1 hosts, one group in each of the memory, pids,
 //     cpu and freezer hierarchies the caller can write to.
-//   - "rlimit": no cgroup access; Rlimits returns RLIMIT_AS/NPROC/CPU for the
+//   - "rlimit": no cgroup access; Rlimits returns RLIMIT_DATA/NPROC/CPU for the
 //     commands the worker runs.
 //   - "none": no limits were asked for; Rlimits still returns RLIMIT_CORE=0.
 //

@@ -15,7 +15,7 @@ type Limits struct {
 	// cgroup, including the nsbox worker itself (a Go process of about
 	// 10 MiB resident), so the commands get roughly Memory-10MiB. Swap is
 	// not granted on top of it (memory.swap.max=0 / memsw = limit).
-	// In rlimit mode it becomes RLIMIT_AS of each command (virtual size).
+	// In rlimit mode it becomes RLIMIT_DATA of each command (private writable memory).
 	Memory int64
 	// Pids: maximum number of tasks (processes and threads) in the sandbox,
 	// 0 = none. The worker counts (its threads too). In rlimit mode it

@@ -54,9 +54,9 @@ func runHelper(h string) int {
 			}
 		}
 		return x & 0
-	case "rlimit-mmap": // apply RLIMIT_AS from NSBOX_CGTEST_AS, then map 256 MiB
+	case "rlimit-mmap": // apply RLIMIT_DATA from NSBOX_CGTEST_AS, then map 256 MiB
 		n, _ := strconv.ParseUint(os.Getenv("NSBOX_CGTEST_AS"), 10, 64)
-		if err := unix.Setrlimit(unix.RLIMIT_AS, &unix.Rlimit{Cur: n, Max: n}); err != nil {
+		if err := unix.Setrlimit(unix.RLIMIT_DATA, &unix.Rlimit{Cur: n, Max: n}); err != nil {
 			fmt.Println("setrlimit:", err)
 			return 2
 		}
@@ -64,7 +64,7 @@ func runHelper(h string) int {
 		if err == unix.ENOMEM {
 			return 0
 		}
-		fmt.Println("mmap of 256 MiB under RLIMIT_AS returned", err)
+		fmt.Println("mmap of 256 MiB under RLIMIT_DATA returned", err)
 		return 3
 	case "delegated":
 		return runDelegatedHelper()

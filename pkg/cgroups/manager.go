@@ -144,8 +144,12 @@ func (m *Manager) finish(p *plan) {
 			}
 		default:
 			// Virtual size, not resident memory: looser than a cgroup.
-			enf["memory"] = "rlimit RLIMIT_AS (virtual memory, per process)"
-			rl = append(rl, Rlimit{Resource: unix.RLIMIT_AS, Name: "RLIMIT_AS", Cur: uint64(l.Memory), Max: uint64(l.Memory)})
+			// RLIMIT_DATA, not RLIMIT_AS: since Linux 4.7 it counts every
+			// private writable mapping (heap, anonymous mmap), which is what
+			// a memory hog grows, while runtimes that reserve large address
+			// ranges up front (V8, Go, the JVM) still start.
+			enf["memory"] = "rlimit RLIMIT_DATA (private writable memory, per process)"
+			rl = append(rl, Rlimit{Resource: unix.RLIMIT_DATA, Name: "RLIMIT_DATA", Cur: uint64(l.Memory), Max: uint64(l.Memory)})
 		}
 	}
 	if l.Pids > 0 {
@@ -230,10 +234,10 @@ func (m *Manager) AddProcess(pid int) error {
 }
 
 // Rlimits returns the rlimits to set on every command of the sandbox. It
-// always holds RLIMIT_CORE=0; in rlimit mode also RLIMIT_AS (Memory) and
+// always holds RLIMIT_CORE=0; in rlimit mode also RLIMIT_DATA (Memory) and
 // RLIMIT_NPROC (Pids); RLIMIT_CPU whenever CPUTime is set. Apply them to the
-// commands, not to the worker: a Go process reserves far more address space
-// than it uses and would not start under a small RLIMIT_AS.
+// commands, not to the worker: it is a long-lived Go process whose threads
+// and memory must not compete with the commands'.
 func (m *Manager) Rlimits() []Rlimit {
 	return append([]Rlimit(nil), m.rlimits...)
 }
@@ -349,4 +353,47 @@ func parseGroupName(name string) (pid int, sup bool, ok bool) {
 		return 0, false, false
 	}
 	return n, tail == "sup", true
+}
+
+// procsPaths lists the cgroup.procs files of the group, one per hierarchy.
+type procsLister interface {
+	procsPaths() []string
+}
+
+func (b *v1Backend) procsPaths() []string {
+	var out []string
+	for _, d := range b.dirList() {
+		out = append(out, d+"/cgroup.procs")
+	}
+	return out
+}
+
+func (b *v2Backend) procsPaths() []string { return []string{b.dir + "/cgroup.procs"} }
+
+// ProcsFiles opens the group's cgroup.procs files for writing (close-on-exec),
+// one per hierarchy, so that a process started elsewhere can move itself into
+// the group by writing "0" to each. The kernel checks the permission against
+// the credentials of the opener, not of the writer (since CVE-2021-4197), so
+// the files can be handed to a less privileged process. It returns nil in
+// modes without such files (rlimit, none, a systemd scope, which is joined
+// with AddProcess instead).
+func (m *Manager) ProcsFiles() ([]*os.File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pl, ok := m.b.(procsLister)
+	if m.b == nil || !ok || m.destroyed {
+		return nil, nil
+	}
+	var files []*os.File
+	for _, p := range pl.procsPaths() {
+		f, err := os.OpenFile(p, os.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, &SetupError{Mode: m.det.Mode, Step: "open cgroup.procs", Path: p, Err: err}
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }

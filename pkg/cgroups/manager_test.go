@@ -120,8 +120,8 @@ func TestRlimitMode(t *testing.T) {
 	for _, r := range m.Rlimits() {
 		got[r.Name] = r
 	}
-	if r := got["RLIMIT_AS"]; r.Resource != unix.RLIMIT_AS || r.Cur != 64<<20 || r.Max != 64<<20 {
-		t.Errorf("RLIMIT_AS %+v", r)
+	if r := got["RLIMIT_DATA"]; r.Resource != unix.RLIMIT_DATA || r.Cur != 64<<20 || r.Max != 64<<20 {
+		t.Errorf("RLIMIT_DATA %+v", r)
 	}
 	if r := got["RLIMIT_NPROC"]; r.Resource != unix.RLIMIT_NPROC || r.Cur != 64 {
 		t.Errorf("RLIMIT_NPROC %+v", r)

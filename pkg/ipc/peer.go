@@ -23,6 +23,7 @@ const (
 	TypeUnregisterTool         = "unregisterTool"
 	TypeToolsChanged           = "toolsChanged"
 	TypeCallTool               = "callTool"
+	TypeConnect                = "connect"
 	TypeReply                  = "reply"
 	TypeError                  = "error"
 )
@@ -303,7 +304,11 @@ func (p *Peer) sendReply(id uint64, res any) {
 		p.sendError(id, CodeHandlerFailed, err.Error())
 		return
 	}
-	p.write(&Envelope{Type: TypeReply, ID: id, Payload: payload}, fds)
+	if err := p.write(&Envelope{Type: TypeReply, ID: id, Payload: payload}, fds); err != nil && !errors.Is(err, ErrClosed) {
+		// A result that cannot be sent (too large) still gets an answer:
+		// the caller must never wait for a reply that will not come.
+		p.sendError(id, CodeHandlerFailed, "reply not sent: "+err.Error())
+	}
 }
 
 func (p *Peer) sendError(id uint64, code, msg string) {

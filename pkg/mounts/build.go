@@ -381,12 +381,58 @@ func (b *builder) mountFresh(dest, fstype string, opts [][2]string, attrs int) e
 	return nil
 }
 
+// procReadOnly are parts of /proc that act on the whole host, not on the
+// sandbox's namespaces: kernel tunables, SysRq, IRQ affinity. When nsbox runs
+// as root the sandbox's uid 0 is the host's, and files such as
+// /proc/sys/vm/drop_caches are gated by nothing but their owner, so they are
+// made read-only whatever the uid.
+var procReadOnly = []string{"sys", "sysrq-trigger", "irq", "bus", "fs"}
+
+// procMasked leak host kernel memory or state and are hidden outright.
+var procMasked = []string{"kcore", "keys", "timer_list", "sched_debug", "acpi", "scsi", "latency_stats"}
+
 func (b *builder) mountProc() error {
 	// A fresh proc for the sandbox's own PID namespace: the host's
 	// processes do not exist in it. The kernel refuses this when the
 	// host's /proc is partly masked (an outer container); nsbox status
 	// names that case.
-	return b.mountFresh("/proc", "proc", nil, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err := b.mountFresh("/proc", "proc", nil, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+		return err
+	}
+	for _, name := range procReadOnly {
+		p := "/proc/" + name
+		t, err := openInRoot(b.rootFD(), p)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return &Error{Step: "make read-only", Dest: p, Err: err}
+		}
+		err = b.selfBindReadOnly(t)
+		unix.Close(t)
+		if err != nil {
+			return &Error{Step: "make read-only", Dest: p, Err: err}
+		}
+	}
+	for _, name := range procMasked {
+		if err := b.hide(Mount{Kind: Hide, Dest: "/proc/" + name}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// selfBindReadOnly puts a read-only bind of t (recursively) over t itself.
+func (b *builder) selfBindReadOnly(t int) error {
+	src, err := cloneTree(t, "", true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(src)
+	if err := setAttr(src, roAttrs, true); err != nil {
+		return err
+	}
+	return attach(src, t)
 }
 
 func (b *builder) mountDev() error {
@@ -585,15 +631,7 @@ func (b *builder) protect(m Mount) error {
 		return &Error{Step: "protect", Dest: m.Dest, Err: err}
 	}
 	defer unix.Close(t)
-	src, err := cloneTree(t, "", true)
-	if err != nil {
-		return &Error{Step: "protect", Dest: m.Dest, Err: err}
-	}
-	defer unix.Close(src)
-	if err := setAttr(src, roAttrs, true); err != nil {
-		return &Error{Step: "protect", Dest: m.Dest, Err: err}
-	}
-	if err := attach(src, t); err != nil {
+	if err := b.selfBindReadOnly(t); err != nil {
 		return &Error{Step: "protect", Dest: m.Dest, Err: err}
 	}
 	return nil

@@ -114,15 +114,37 @@ func (s *hostCallServer) newConn() (*hostCallConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := ipc.NewConn(host)
-	if err != nil {
+	if err := s.serve(host); err != nil {
 		child.Close()
 		return nil, err
+	}
+	return &hostCallConn{child: child}, nil
+}
+
+// maxHostCallConns bounds the connections a session's programs may open:
+// a loop of connect messages cannot exhaust the supervisor.
+const maxHostCallConns = 256
+
+// serve answers hostCalls on one socket until it closes.
+func (s *hostCallServer) serve(host *os.File) error {
+	s.mu.Lock()
+	n := len(s.peers)
+	s.mu.Unlock()
+	if n >= maxHostCallConns {
+		host.Close()
+		return fmt.Errorf("too many hostCall connections (at most %d)", maxHostCallConns)
+	}
+	conn, err := ipc.NewConn(host)
+	if err != nil {
+		return err
 	}
 	// Bounded: a program inside can hold at most 64 calls in flight and
 	// send at most 4 MiB in one message.
 	peer := ipc.NewPeer(conn, ipc.Options{MaxInFlight: 64, MaxMessage: 4 << 20})
 	peer.Handle(ipc.TypeHostCall, s.serveCall)
+	// connect hands us the end of a fresh private socketpair: a process
+	// inside gets a connection of its own instead of sharing replies.
+	peer.Handle(ipc.TypeConnect, s.connect)
 	if s.forward != nil {
 		for _, typ := range []string{ipc.TypeRegisterTool, ipc.TypeUnregisterTool, ipc.TypeListSessionDefinitions} {
 			typ := typ
@@ -143,7 +165,19 @@ func (s *hostCallServer) newConn() (*hostCallConn, error) {
 		delete(s.peers, peer)
 		s.mu.Unlock()
 	}()
-	return &hostCallConn{child: child}, nil
+	return nil
+}
+
+func (s *hostCallServer) connect(ctx context.Context, req *ipc.Request) (any, error) {
+	if len(req.FDs) != 1 {
+		closeInts(req.FDs)
+		return nil, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "connect needs exactly one fd"}
+	}
+	// Only a socket is accepted: NewConn checks SOCK_SEQPACKET.
+	if err := s.serve(os.NewFile(uintptr(req.FDs[0]), "hostcall")); err != nil {
+		return nil, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: err.Error()}
+	}
+	return nil, nil
 }
 
 func (s *hostCallServer) serveCall(ctx context.Context, req *ipc.Request) (any, error) {

@@ -13,8 +13,9 @@ import (
 // (cgroup v2, v1, or rlimits) and reads back, from the kernel, whether a
 // limit ended a command.
 type limiter struct {
-	m      *cgroups.Manager
-	limits Limits
+	m          *cgroups.Manager
+	limits     Limits
+	joinWorker bool
 }
 
 func newLimiter(l Limits) (*limiter, error) {
@@ -28,27 +29,35 @@ func newLimiter(l Limits) (*limiter, error) {
 	return &limiter{m: m, limits: l}, nil
 }
 
-func (l *limiter) cgroupFD() (int, bool) {
+// procsFiles opens the group's cgroup.procs files. The worker is NOT in the
+// limited group: it hands these to each command, which moves itself in
+// before exec. So a fork bomb or a memory hog can exhaust the group without
+// starving PID 1 of a thread or making it the OOM killer's victim, and the
+// group's counters speak of the commands alone.
+func (l *limiter) procsFiles() ([]*os.File, error) {
 	if l == nil || l.m == nil {
-		return -1, false
+		return nil, nil
 	}
-	return l.m.CgroupFD()
+	files, err := l.m.ProcsFiles()
+	if err != nil {
+		return nil, err
+	}
+	if files == nil {
+		switch l.m.Mode() {
+		case cgroups.ModeCgroup1, cgroups.ModeCgroup2, cgroups.ModeCgroup2Delegated:
+			l.joinWorker = true
+		}
+	}
+	return files, nil
 }
 
-// join moves the worker into the limits before it runs anything (cgroup
-// v1; with v2 it was cloned straight into its group).
+// join puts the worker itself in the group, only where the group cannot be
+// joined by file (a systemd scope is created around a process).
 func (l *limiter) join(pid int) error {
-	if l == nil || l.m == nil {
+	if l == nil || l.m == nil || !l.joinWorker {
 		return nil
 	}
-	if _, ok := l.m.CgroupFD(); ok {
-		return nil
-	}
-	switch l.m.Mode() {
-	case cgroups.ModeCgroup1, cgroups.ModeCgroup2, cgroups.ModeCgroup2Delegated:
-		return l.m.AddProcess(pid)
-	}
-	return nil
+	return l.m.AddProcess(pid)
 }
 
 // Mode says which mechanism enforces the limits.

@@ -20,6 +20,9 @@ type setupMsg struct {
 	Env       []string     `json:"env,omitempty"`
 	Workspace string       `json:"workspace,omitempty"`
 	Tools     ToolSettings `json:"tools"`
+	// CgroupProcs is the number of cgroup.procs fds sent with the
+	// handshake: each command writes "0" to each before exec.
+	CgroupProcs int `json:"cgroupProcs,omitempty"`
 }
 
 type rlimit struct {

@@ -11,17 +11,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rlimitExecArg0 marks the short-lived re-exec of the binary that sets a
-// command's rlimits and then becomes the command. It is used only when
-// limits fall back to rlimits (no usable cgroup): RLIMIT_AS, RLIMIT_CPU and
-// RLIMIT_NPROC cannot be set on the worker itself, a long-lived Go process,
-// without binding it too, and Go has no hook between fork and exec.
-const rlimitExecArg0 = "nsbox-rlimit-exec"
+// limitExecArg0 marks the short-lived re-exec of the binary that puts a
+// command under the session's limits and then becomes the command: it moves
+// itself into the limited cgroup (by the cgroup.procs fds it inherits) and
+// sets the command's rlimits. Limits cannot be put on the worker itself, a
+// long-lived Go process: a fork bomb would starve it of threads and the OOM
+// killer could choose it. Go has no hook between fork and exec, hence the
+// shim; it runs only when the session has limits.
+const limitExecArg0 = "nsbox-limit-exec"
 
-// isRlimitExec reports whether this process is the rlimit shim. Its parent
-// is the worker, PID 1 of the sandbox.
-func isRlimitExec() bool {
-	return len(os.Args) >= 4 && os.Args[0] == rlimitExecArg0 && os.Getppid() == 1
+// isLimitExec reports whether this process is the limit shim. Its parent is
+// the worker, PID 1 of the sandbox.
+func isLimitExec() bool {
+	return len(os.Args) >= 5 && os.Args[0] == limitExecArg0 && os.Getppid() == 1
 }
 
 // encodeRlimits is the shim's first argument: "res:cur:max,...".
@@ -54,18 +56,38 @@ func decodeRlimits(s string) ([]rlimit, error) {
 	return out, nil
 }
 
-// runRlimitExec sets the limits and execs the command: argv is
-// [arg0, limits, path, command argv...]. It never returns on success.
-func runRlimitExec() int {
+// runLimitExec applies the limits and execs the command: argv is
+// [arg0, rlimits, cgroup fds, path, command argv...]. It never returns on
+// success.
+func runLimitExec() int {
 	rl, err := decodeRlimits(os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nsbox:", err)
 		return 125
 	}
-	path := os.Args[2]
-	argv := os.Args[3:]
+	for _, f := range strings.Split(os.Args[2], ",") {
+		if f == "" {
+			continue
+		}
+		fd, err := strconv.Atoi(f)
+		if err != nil || fd < 3 {
+			fmt.Fprintf(os.Stderr, "nsbox: bad cgroup fd %q\n", f)
+			return 125
+		}
+		// "0" moves the writing process, with all its threads, into the
+		// group; the fd is closed before exec so the command cannot move
+		// anything anywhere.
+		_, werr := unix.Write(fd, []byte("0"))
+		unix.Close(fd)
+		if werr != nil {
+			fmt.Fprintf(os.Stderr, "nsbox: join the sandbox's cgroup: %v\n", werr)
+			return 125
+		}
+	}
+	path := os.Args[3]
+	argv := os.Args[4:]
 	// Everything execve needs is built before the limits exist: after
-	// RLIMIT_AS is lowered, this Go process may not map one more page.
+	// RLIMIT_DATA is lowered, this Go process may not map one more page.
 	argvp, err := syscall.SlicePtrFromStrings(argv)
 	if err != nil {
 		return 125

@@ -39,6 +39,8 @@ type Session struct {
 	waitErr   error
 	limits    *limiter
 	opts      options
+	// cgroupProcs are handed to the worker in the handshake.
+	cgroupProcs []*os.File
 	subscriptions
 }
 
@@ -82,6 +84,9 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			if conn != nil {
 				conn.Close()
 			}
+			for _, f := range s.cgroupProcs {
+				f.Close()
+			}
 			if workerEnd != nil {
 				workerEnd.Close()
 			}
@@ -103,7 +108,9 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			}
 			s.limits = l
 			setup.Rlimits, setup.ExecRlimits = l.rlimits()
-			return nil
+			s.cgroupProcs, err = l.procsFiles()
+			setup.CgroupProcs = len(s.cgroupProcs)
+			return err
 		}},
 		{"create channel", func() error {
 			sup, wk, err := ipc.Socketpair()
@@ -199,15 +206,11 @@ func (s *Session) prepare(setup *setupMsg) error {
 }
 
 func (s *Session) startWorker(workerEnd *os.File) error {
-	cgfd := -1
-	if fd, ok := s.limits.cgroupFD(); ok {
-		cgfd = fd
-	}
 	attr := namespaces.SysProcAttr(namespaces.Options{
 		HostNetwork: s.policy.Network == NetworkHost,
 		UID:         os.Getuid(),
 		GID:         os.Getgid(),
-		CgroupFD:    cgfd,
+		CgroupFD:    -1,
 		AllCaps:     s.policy.AllowPrivileged,
 	})
 	cmd := &exec.Cmd{
@@ -267,8 +270,17 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	s.peer.Handle(ipc.TypeToolsChanged, s.toolsChanged)
 	go s.peer.Serve()
 	// A worker that dies during setup closes the channel; Call then
-	// returns ErrClosed instead of waiting forever.
-	rep, err := s.peer.Call(ctx, ipc.TypeHandshake, setup, nil)
+	// returns ErrClosed instead of waiting forever. The cgroup.procs files
+	// travel with the handshake.
+	var fds []int
+	for _, f := range s.cgroupProcs {
+		fds = append(fds, int(f.Fd()))
+	}
+	rep, err := s.peer.Call(ctx, ipc.TypeHandshake, setup, fds)
+	for _, f := range s.cgroupProcs {
+		f.Close()
+	}
+	s.cgroupProcs = nil
 	if err != nil {
 		var re *ipc.RemoteError
 		if errors.As(err, &re) {
@@ -454,6 +466,13 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	if cr.err != nil {
 		io.finish(&res)
 		if errors.Is(cr.err, ipc.ErrClosed) {
+			// The worker died under the command. If a limit was hit
+			// meanwhile (the OOM killer chose PID 1, or the worker could
+			// not get a thread at the pids limit), that is the reason.
+			<-s.exited
+			if lerr := s.limits.check(before, &res); lerr != nil {
+				return res, lerr
+			}
 			return res, ErrClosed
 		}
 		return res, cr.err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,11 +35,14 @@ func IsInit() bool { return os.Getenv(initEnv) != "" }
 // returns at once. Programs that embed nsbox call it first thing in main,
 // before flags or anything else, as in the package example.
 func Init(opts ...InitOption) {
-	if isRlimitExec() {
-		os.Exit(runRlimitExec())
+	if isLimitExec() {
+		os.Exit(runLimitExec())
 	}
 	if len(os.Args) == 1 && os.Args[0] == probeArg0 && os.Getpid() == 1 {
 		os.Exit(0)
+	}
+	if len(os.Args) >= 2 && os.Args[0] == SelfPath && os.Args[1] == "call" && os.Getenv(hostCallFDEnv) != "" {
+		os.Exit(callMain(os.Args[2:]))
 	}
 	if !IsInit() {
 		return
@@ -76,6 +80,9 @@ type worker struct {
 
 	tools       WorkerTools
 	toolCancels map[uint64]context.CancelFunc
+	// cgroupFDs are the limited group's cgroup.procs files; the worker
+	// itself stays outside the group.
+	cgroupFDs []int
 }
 
 func runWorker() int {
@@ -95,15 +102,20 @@ func runWorker() int {
 	if err != nil {
 		return 125
 	}
-	closeInts(fds)
 	if env.Type != ipc.TypeHandshake {
+		closeInts(fds)
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeProtocol, Message: "expected handshake"}}, nil)
 		return 125
 	}
-	if err := json.Unmarshal(env.Payload, &w.setup); err != nil {
+	if err := json.Unmarshal(env.Payload, &w.setup); err != nil || len(fds) != w.setup.CgroupProcs {
+		closeInts(fds)
+		if err == nil {
+			err = fmt.Errorf("%d fds for %d cgroup.procs files", len(fds), w.setup.CgroupProcs)
+		}
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeBadRequest, Message: "bad handshake: " + err.Error()}}, nil)
 		return 125
 	}
+	w.cgroupFDs = fds
 	if w.setup.Protocol != ipc.ProtocolVersion {
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeVersionMismatch,
 			Message: fmt.Sprintf("protocol version mismatch: supervisor speaks %d, worker speaks %d", w.setup.Protocol, ipc.ProtocolVersion)}}, nil)
@@ -222,6 +234,7 @@ func (w *worker) installSeccomp() error {
 // serve answers requests until the supervisor hangs up. Forks happen on this
 // (the main, locked) thread; everything else in goroutines.
 func (w *worker) serve() int {
+	prewarmThreads()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, unix.SIGCHLD)
 	go func() {
@@ -265,11 +278,12 @@ type spawnRes struct {
 }
 
 func (w *worker) spawn(r *spawnReq) spawnRes {
-	path, argv := r.path, r.argv
-	if len(w.setup.ExecRlimits) > 0 {
-		// No cgroup here: the command's limits are rlimits, set by a shim
-		// between fork and exec. RLIMIT_NPROC also counts the worker's
-		// own threads, so they are added to the limit.
+	path, argv, files := r.path, r.argv, r.files
+	if len(w.setup.ExecRlimits) > 0 || len(w.cgroupFDs) > 0 {
+		// Limits apply to the command alone: a shim between fork and exec
+		// moves it into the limited cgroup and sets its rlimits.
+		// RLIMIT_NPROC also counts the worker's own threads, so they are
+		// added to the limit.
 		rl := append([]rlimit(nil), w.setup.ExecRlimits...)
 		for i := range rl {
 			if rl[i].Resource == unix.RLIMIT_NPROC {
@@ -277,7 +291,12 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 				rl[i].Max = rl[i].Cur
 			}
 		}
-		argv = append([]string{rlimitExecArg0, encodeRlimits(rl), path}, argv...)
+		files = append(files[:len(files):len(files)], intsToUintptrs(w.cgroupFDs)...)
+		cg := make([]string, len(w.cgroupFDs))
+		for i := range w.cgroupFDs {
+			cg[i] = strconv.Itoa(len(r.files) + i)
+		}
+		argv = append([]string{limitExecArg0, encodeRlimits(rl), strings.Join(cg, ","), path}, argv...)
 		path = "/proc/self/exe"
 	}
 	w.reaper.mu.Lock()
@@ -285,7 +304,7 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   r.dir,
 		Env:   r.env,
-		Files: r.files,
+		Files: files,
 		Sys: &syscall.SysProcAttr{
 			// A new session: no controlling terminal, so no TIOCSTI
 			// injection into a terminal outside (CVE-2017-5226), and one
@@ -513,4 +532,32 @@ func closeInts(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
+}
+
+// prewarmThreads makes the Go runtime create the OS threads the worker will
+// need before any command runs. Threads count against the sandbox's pids
+// limit; a runtime that must create one while a fork bomb holds every pid
+// would abort, taking the session down. Idle threads are kept by the
+// runtime and reused, so later work rarely needs a new one.
+func prewarmThreads() {
+	const n = 6
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A blocking syscall holds its thread, so the runtime starts
+			// another for the next goroutine.
+			unix.Nanosleep(&unix.Timespec{Nsec: 2e6}, nil)
+		}()
+	}
+	wg.Wait()
+}
+
+func intsToUintptrs(in []int) []uintptr {
+	out := make([]uintptr, len(in))
+	for i, v := range in {
+		out[i] = uintptr(v)
+	}
+	return out
 }
