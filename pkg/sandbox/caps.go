@@ -62,11 +62,20 @@ func (w *worker) dropCaps() error {
 // sandbox's user namespace (never of the host), carried across execve as
 // ambient capabilities for a non-root id.
 func keepCaps() error {
+	// Never CAP_SYS_PTRACE: it overrides PID 1's non-dumpable flag, and a
+	// command holding it could open /proc/1/fd/* and /proc/1/mem of the
+	// worker, which outlives every command and talks to the host.
+	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_PTRACE, 0, 0, 0); err != nil {
+		return fmt.Errorf("drop CAP_SYS_PTRACE from the bounding set: %w", err)
+	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return err
 	}
+	ptrace := uint32(1) << (unix.CAP_SYS_PTRACE % 32)
+	data[unix.CAP_SYS_PTRACE/32].Permitted &^= ptrace
+	data[unix.CAP_SYS_PTRACE/32].Effective &^= ptrace
 	data[0].Inheritable = data[0].Permitted
 	data[1].Inheritable = data[1].Permitted
 	if err := unix.Capset(&hdr, &data[0]); err != nil {

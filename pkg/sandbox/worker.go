@@ -90,6 +90,11 @@ func runWorker() int {
 	// worker or open its /proc/1/mem, environ or fds, even before seccomp
 	// is installed (prctl(2) PR_SET_DUMPABLE, proc(5)).
 	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// Close what the caller of nsbox leaked to us (an fd without
+	// FD_CLOEXEC survives execve; the Go runtime's own have it): a
+	// directory fd held by PID 1 would be a way back to the host through
+	// /proc/1/fd for anything that can reach PID 1.
+	closeLeakedFDs(workerFD)
 	os.Clearenv()
 	conn, err := ipc.NewConn(os.NewFile(workerFD, "nsbox-ipc"))
 	if err != nil {
@@ -560,4 +565,32 @@ func intsToUintptrs(in []int) []uintptr {
 		out[i] = uintptr(v)
 	}
 	return out
+}
+
+// closeLeakedFDs closes every fd above keep that is not close-on-exec.
+func closeLeakedFDs(keep int) {
+	d, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	var fds []int
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.ReadDirent(d, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		for _, name := range names {
+			if fd, err := strconv.Atoi(name); err == nil && fd > keep && fd != d {
+				fds = append(fds, fd)
+			}
+		}
+	}
+	unix.Close(d)
+	for _, fd := range fds {
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && fl&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
+		}
+	}
 }
