@@ -11,6 +11,11 @@ all: deps build
 
 deps:
 	@hack/install-deps.sh
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix test/integration/mcp/node --no-audit --no-fund --silent; \
+	else \
+		echo "SKIP: npm is not installed: the MCP TypeScript client test will skip (apt-get install npm)"; \
+	fi
 
 build:
 	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/nsbox
@@ -40,8 +45,16 @@ test-vm:
 bench: build
 	hack/bench.sh
 
+APPARMOR_D ?= /etc/apparmor.d
+# Installs bin/nsbox, and its AppArmor profile where AppArmor 4 exists:
+# Ubuntu >= 23.10 refuses user namespaces to binaries without one.
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)/usr/local/bin/nsbox
+	@if [ -e $(APPARMOR_D)/abi/4.0 ]; then \
+		install -D -m 0644 contrib/apparmor/nsbox $(DESTDIR)$(APPARMOR_D)/nsbox; \
+		if [ -z "$(DESTDIR)" ] && [ "$$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" = Y ] && command -v apparmor_parser >/dev/null; then \
+			apparmor_parser -r $(APPARMOR_D)/nsbox; fi; \
+	else echo "AppArmor 4 not found: contrib/apparmor/nsbox not installed (needed only where kernel.apparmor_restrict_unprivileged_userns=1)"; fi
 
 clean:
 	rm -rf bin .cache

@@ -30,7 +30,7 @@ func (e *exitError) Error() string { return e.msg }
 func main() {
 	// The sandbox worker is this same binary re-executed: it must take over
 	// before anything else runs.
-	sandbox.Init()
+	sandbox.Init(sandbox.WithWorkerTools(toolRegistry()))
 	defer func() {
 		// No panic reaches a user as a stack dump.
 		if r := recover(); r != nil {
@@ -65,6 +65,9 @@ capabilities and resource limits, without root and without setuid helpers.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newCallCmd())
+	root.AddCommand(newRunCmd(), newCallCmd(), newMemoryCmd(), newNotepadCmd())
+	root.AddCommand(newToolsCmd(), newScriptCmd())
+	root.AddCommand(newStatusCmd(), newProfilesCmd())
+	root.AddCommand(newMCPCmd())
 	return root
 }

@@ -8,24 +8,19 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
+	"github.com/nsbox/nsbox/pkg/policy"
+	"github.com/nsbox/nsbox/pkg/policy/backend"
 	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/spf13/cobra"
 )
 
 type runFlags struct {
-	rw, ro, tmpfs []string
-	cwd           string
-	network       string
-	hostname      string
-	env, passEnv  []string
-	jsonStatus    string
-	timeout       time.Duration
+	policyFlags
+	jsonStatus string
 }
 
 func newRunCmd() *cobra.Command {
@@ -35,14 +30,23 @@ func newRunCmd() *cobra.Command {
 		Short: "Run a command in a new sandbox",
 		Long: `Run CMD in a new sandbox and exit with its exit code.
 
-The host's root is read-only inside; only --rw paths are writable. /tmp, /run
-and /dev are private, the network holds only lo (unless --net host), and the
-environment is cleared to PATH, HOME, TERM and LANG.
+The policy comes from a profile (--profile; default: workspace), the config
+file ($XDG_CONFIG_HOME/nsbox/config.toml) and the flags below, flags first.
+Under the default workspace profile the current directory is writable and the
+rest of the host read-only; credentials (~/.ssh, ~/.aws, .env files...) read
+as empty; .git/hooks, .git/config and shell startup files stay read-only.
+/tmp, /run and /dev are private, the network holds only lo (unless --net host),
+and the environment is cleared to PATH, HOME, TERM and LANG. --dry-run prints
+the resolved policy and mount plan. See docs/profiles.md.
 
 Exit status: the command's own code; 128+N when it died of signal N; 124 on
---timeout; 125 when nsbox itself failed; 126 when the command cannot be
-executed; 127 when it was not found.`,
+--timeout; 125 when nsbox itself failed (a bad flag or profile, sandboxing
+unavailable); 126 when the command cannot be executed; 127 when it was not
+found.`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if f.dryRun && len(args) == 0 {
+				return nil
+			}
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
 				return &exitError{code: exitNsboxFailed, msg: "run: missing command: use nsbox run [flags] -- CMD [ARGS...]"}
 			}
@@ -51,117 +55,12 @@ executed; 127 when it was not found.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runMain(f, args) },
 	}
 	fl := cmd.Flags()
-	fl.StringArrayVar(&f.rw, "rw", nil, "bind `PATH[:DST]` read-write (repeatable)")
-	fl.StringArrayVar(&f.ro, "ro", nil, "bind `PATH[:DST]` read-only (repeatable)")
-	fl.StringArrayVar(&f.tmpfs, "tmpfs", nil, "mount an empty tmpfs at `DST` (repeatable)")
-	fl.StringVar(&f.cwd, "cwd", "", "working `DIR` inside (default: the current directory when visible, else /)")
-	fl.StringVar(&f.network, "net", "none", "network: none (only lo) or host")
-	fl.StringVar(&f.hostname, "hostname", "nsbox", "hostname inside")
-	fl.StringArrayVar(&f.env, "env", nil, "set `K=V` inside (repeatable)")
-	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "pass the variable `K` from this environment (repeatable)")
+	f.register(fl)
 	fl.StringVar(&f.jsonStatus, "json-status", "", "write JSON status lines to `FILE` or fd:N")
-	fl.DurationVar(&f.timeout, "timeout", 0, "kill the whole sandbox after `DURATION` (exit 124)")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitNsboxFailed, msg: "run: " + err.Error()}
 	})
 	return cmd
-}
-
-// parseBind splits PATH[:DST]; a relative PATH is taken from the current
-// directory, and DST defaults to PATH.
-func parseBind(flag, spec string) (src, dst string, err error) {
-	if spec == "" {
-		return "", "", fmt.Errorf("--%s: empty path", flag)
-	}
-	if strings.ContainsRune(spec, 0) {
-		return "", "", fmt.Errorf("--%s: path contains a NUL byte", flag)
-	}
-	src, dst, _ = strings.Cut(spec, ":")
-	if src == "" {
-		return "", "", fmt.Errorf("--%s %q: empty source path", flag, spec)
-	}
-	src, err = filepath.Abs(src)
-	if err != nil {
-		return "", "", fmt.Errorf("--%s %q: %v", flag, spec, err)
-	}
-	if dst == "" {
-		dst = src
-	}
-	if !filepath.IsAbs(dst) {
-		return "", "", fmt.Errorf("--%s %q: destination %q must be an absolute path", flag, spec, dst)
-	}
-	return src, filepath.Clean(dst), nil
-}
-
-func buildPolicy(f *runFlags) (sandbox.Policy, error) {
-	p := sandbox.Policy{Hostname: f.hostname, Limits: sandbox.Limits{Time: f.timeout}}
-	switch f.network {
-	case "none", "":
-		p.Network = sandbox.NetworkNone
-	case "host":
-		p.Network = sandbox.NetworkHost
-	default:
-		return p, fmt.Errorf("--net %q: want none or host", f.network)
-	}
-	for _, spec := range f.ro {
-		src, dst, err := parseBind("ro", spec)
-		if err != nil {
-			return p, err
-		}
-		p.Mounts = append(p.Mounts, sandbox.Mount{Kind: sandbox.MountBind, Source: src, Dest: dst, ReadOnly: true})
-	}
-	for _, spec := range f.rw {
-		src, dst, err := parseBind("rw", spec)
-		if err != nil {
-			return p, err
-		}
-		p.Mounts = append(p.Mounts, sandbox.Mount{Kind: sandbox.MountBind, Source: src, Dest: dst})
-	}
-	for _, d := range f.tmpfs {
-		if !filepath.IsAbs(d) {
-			return p, fmt.Errorf("--tmpfs %q: must be an absolute path", d)
-		}
-		p.Mounts = append(p.Mounts, sandbox.Mount{Kind: sandbox.MountTmpfs, Dest: filepath.Clean(d)})
-	}
-	env := sandbox.BaseEnv(os.Getenv)
-	for _, k := range f.passEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	for _, kv := range f.env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return p, fmt.Errorf("--env %q: want K=V", kv)
-		}
-		env = append(env, kv)
-	}
-	p.Env = dedupEnv(env)
-	if f.cwd != "" {
-		if !filepath.IsAbs(f.cwd) {
-			return p, fmt.Errorf("--cwd %q: must be an absolute path", f.cwd)
-		}
-		p.Cwd = filepath.Clean(f.cwd)
-	} else if wd, err := os.Getwd(); err == nil {
-		// Kept when visible inside; the worker falls back to / if not.
-		p.Cwd = wd
-	}
-	return p, nil
-}
-
-// dedupEnv keeps the last value of each key.
-func dedupEnv(env []string) []string {
-	idx := map[string]int{}
-	out := []string{}
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if i, ok := idx[k]; ok {
-			out[i] = kv
-			continue
-		}
-		idx[k] = len(out)
-		out = append(out, kv)
-	}
-	return out
 }
 
 // statusWriter writes JSON status lines (--json-status).
@@ -203,42 +102,138 @@ func (s *statusWriter) close() {
 	}
 }
 
-func runMain(f *runFlags, argv []string) error {
-	p, err := buildPolicy(f)
-	if err != nil {
-		return &exitError{code: exitNsboxFailed, msg: err.Error()}
+// setupFailed reports a failure before the command ran: one status line
+// and exit 125.
+func (s *statusWriter) setupFailed(step string, err error) error {
+	s.emit(map[string]any{"event": "exited", "reason": "setup_error", "step": step, "error": err.Error(), "exit_code": exitNsboxFailed})
+	return &exitError{code: exitNsboxFailed, msg: err.Error()}
+}
+
+// unavailableError is the one line a run prints when no sandbox can be
+// built: "sandboxing unavailable: <exact reason>".
+func unavailableError(reason error) error {
+	msg := reason.Error()
+	if i := strings.Index(msg, sandbox.ErrUnavailable.Error()); i > 0 {
+		msg = msg[i:] // drop a "start worker: " step prefix
 	}
+	if !strings.HasPrefix(msg, sandbox.ErrUnavailable.Error()) {
+		msg = sandbox.ErrUnavailable.Error() + ": " + msg
+	}
+	return errors.New(msg)
+}
+
+func runMain(f *runFlags, argv []string) error {
 	status, err := openStatus(f.jsonStatus)
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: err.Error()}
 	}
 	defer status.close()
 
+	host, err := hostForCLI()
+	if err != nil {
+		return status.setupFailed("policy", err)
+	}
+	res, err := f.resolve(host)
+	if err != nil {
+		return status.setupFailed("policy", err)
+	}
+	if f.dryRun {
+		printWarnings(os.Stderr, res, true)
+		if err := printDryRun(os.Stdout, res); err != nil {
+			return &exitError{code: exitNsboxFailed, msg: err.Error()}
+		}
+		return nil
+	}
+	choice, err := backend.Choose(res.Backend, res.BackendFallback, false)
+	if err != nil {
+		return status.setupFailed("backend", err)
+	}
+	b := choice.Backend
+
+	// While the sandbox runs, its writable roots are held (a shared flock)
+	// and the policy is resolved again under that hold, so that no other
+	// run removes a placeholder this sandbox relies on (policy.Hold).
+	var hold *policy.Hold
+	if b.Isolates() && len(res.Roots()) > 0 {
+		if hold = policy.HoldRoots(res.Roots()); hold.Err() != nil {
+			hold.Release(nil)
+			return status.setupFailed("policy", hold.Err())
+		}
+		if res, err = f.resolve(host); err != nil {
+			hold.Release(nil)
+			return status.setupFailed("policy", err)
+		}
+		if err := hold.Add(res.Roots()); err != nil {
+			hold.Release(nil)
+			return status.setupFailed("policy", err)
+		}
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			hold.Release(res.Placeholders)
+		}
+	}
+	defer release()
+	printWarnings(os.Stderr, res, false)
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	s, err := sandbox.Start(ctx, p)
+	if !b.Isolates() {
+		fmt.Fprintln(os.Stderr, "nsbox: warning: "+backend.NoneWarning)
+	}
+	opts, closeStores, err := hostAPIOptions(&res.Policy)
+	if err != nil {
+		return status.setupFailed("host APIs", err)
+	}
+	defer closeStores()
+	s, err := b.Start(ctx, res.Policy, opts...)
+	if err != nil && b.Isolates() {
+		if reason := backend.Unavailable(b, err); reason != nil {
+			if choice.Fallback == nil {
+				return status.setupFailed("backend", unavailableError(reason))
+			}
+			// Only with backend_fallback = true in the user's config.
+			fmt.Fprintf(os.Stderr, "nsbox: warning: %s; backend_fallback = true: falling back to backend none\n", unavailableError(reason))
+			fmt.Fprintln(os.Stderr, "nsbox: warning: "+backend.NoneWarning)
+			release()
+			b = choice.Fallback
+			s, err = b.Start(ctx, res.Policy, opts...)
+		}
+	}
 	if err != nil {
 		step := ""
 		var se *sandbox.SetupError
 		if errors.As(err, &se) {
 			step = se.Step
 		}
-		status.emit(map[string]any{"event": "exited", "reason": "setup_error", "step": step, "error": err.Error(), "exit_code": exitNsboxFailed})
-		return &exitError{code: exitNsboxFailed, msg: err.Error()}
+		return status.setupFailed(step, err)
 	}
 	defer s.Close()
-	status.emit(map[string]any{"event": "started", "pid": s.Pid()})
+	started := map[string]any{"event": "started", "pid": s.Pid(), "backend": b.Name(), "profile": res.Profile}
+	if li, ok := s.(interface{ Limits() sandbox.LimitInfo }); ok {
+		info := li.Limits()
+		started["limits"] = info
+		l := res.Policy.Limits
+		if info.Mode == "rlimit" && (l.Memory > 0 || l.Pids > 0 || l.CPU > 0) {
+			// Say it: rlimits are per process, not per sandbox.
+			fmt.Fprintf(os.Stderr, "nsbox: warning: limits are enforced by rlimits, not cgroups (%s)\n", info.Reason)
+		}
+	}
+	status.emit(started)
 
-	res, err := s.Exec(ctx, sandbox.Command{Argv: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	res2, err := s.Exec(ctx, sandbox.Command{Argv: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	// The command is done: everything it left behind dies with the sandbox.
 	closeErr := s.Close()
-	code, msg := exitStatus(res, err)
-	ev := map[string]any{"event": "exited", "exit_code": code, "signal": int(res.Signal), "reason": string(res.Reason)}
+	release()
+	code, msg := exitStatus(res2, err)
+	ev := map[string]any{"event": "exited", "exit_code": code, "signal": int(res2.Signal), "reason": string(res2.Reason)}
 	var rl *sandbox.ResourceLimitError
 	if errors.As(err, &rl) {
 		ev["resource"], ev["limit"], ev["enforcer"] = rl.Resource, rl.Limit, rl.Enforcer
 	}
-	if res.Reason == "" {
+	if res2.Reason == "" {
 		ev["reason"] = "setup_error"
 	}
 	status.emit(ev)

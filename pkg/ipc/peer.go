@@ -24,6 +24,7 @@ const (
 	TypeToolsChanged           = "toolsChanged"
 	TypeCallTool               = "callTool"
 	TypeConnect                = "connect"
+	TypeOpenHostCall           = "openHostCall"
 	TypeReply                  = "reply"
 	TypeError                  = "error"
 )
@@ -292,12 +293,17 @@ func (p *Peer) runHandler(h Handler, req *Request) (res any, err error) {
 type ReplyWithFDs struct {
 	Result any
 	FDs    []int
+	// CloseAfter closes FDs once the reply is written (or failed).
+	CloseAfter bool
 }
 
 func (p *Peer) sendReply(id uint64, res any) {
 	var fds []int
 	if r, ok := res.(ReplyWithFDs); ok {
 		res, fds = r.Result, r.FDs
+		if r.CloseAfter {
+			defer closeFDs(fds)
+		}
 	}
 	payload, err := marshalPayload(res)
 	if err != nil {

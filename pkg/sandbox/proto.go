@@ -23,6 +23,9 @@ type setupMsg struct {
 	// CgroupProcs is the number of cgroup.procs fds sent with the
 	// handshake: each command writes "0" to each before exec.
 	CgroupProcs int `json:"cgroupProcs,omitempty"`
+	// HostCalls: commands get a hostCall socket (the policy allows host
+	// APIs or tool registration).
+	HostCalls bool `json:"hostCalls,omitempty"`
 }
 
 type rlimit struct {

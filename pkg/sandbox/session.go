@@ -194,8 +194,9 @@ func (s *Session) prepare(setup *setupMsg) error {
 	if p.AllowToolRegistration {
 		s.hostCalls.forward = s.forwardToWorker
 	}
-	if len(p.HostAPIs) > 0 {
+	if len(p.HostAPIs) > 0 || p.AllowToolRegistration {
 		setup.Plan.SelfDest = SelfPath
+		setup.HostCalls = true
 	}
 	filter, err := compileSeccomp(p)
 	if err != nil {
@@ -268,6 +269,7 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	// as commands do.
 	s.peer.Handle(ipc.TypeHostCall, s.hostCalls.serveCall)
 	s.peer.Handle(ipc.TypeToolsChanged, s.toolsChanged)
+	s.peer.Handle(ipc.TypeOpenHostCall, s.openHostCall)
 	go s.peer.Serve()
 	// A worker that dies during setup closes the channel; Call then
 	// returns ErrClosed instead of waiting forever. The cgroup.procs files

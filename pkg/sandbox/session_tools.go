@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/ipc"
+	"golang.org/x/sys/unix"
 )
 
 // CallTool runs a tool inside the sandbox and returns its result object
@@ -22,12 +23,41 @@ func (s *Session) CallTool(ctx context.Context, name string, args json.RawMessag
 		msg.TimeoutMs = timeout.Milliseconds()
 	}
 	start := time.Now()
+	before := s.limits.events()
 	rep, err := s.peer.CallCancelable(ctx, ipc.TypeCallTool, msg, nil)
 	s.hostCalls.audit.recordTool(s.opts.id, name, args, rep, err, time.Since(start))
 	if err != nil {
 		return nil, s.channelErr(err)
 	}
+	// A limit the kernel reports during the call (a command the tool ran
+	// was OOM-killed, or hit the pids limit) is the call's typed end; the
+	// result is returned with it.
+	var r Result
+	if lerr := s.limits.check(before, &r); lerr != nil {
+		return rep.Payload, lerr
+	}
 	return rep.Payload, nil
+}
+
+// openHostCall gives a command started by a worker tool its own hostCall
+// socket: the reply carries the sandbox's end.
+func (s *Session) openHostCall(ctx context.Context, req *ipc.Request) (any, error) {
+	closeInts(req.FDs)
+	if len(s.policy.HostAPIs) == 0 && !s.policy.AllowToolRegistration {
+		return nil, &ipc.RemoteError{Code: ipc.CodeDenied, Message: "the policy allows no host APIs"}
+	}
+	hc, err := s.hostCalls.newConn()
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Dup(hc.childFD())
+	hc.closeChild()
+	if err != nil {
+		return nil, err
+	}
+	// The dup is closed once sent: the peer closes reply fds after
+	// writing them.
+	return ipc.ReplyWithFDs{Result: map[string]bool{"ok": true}, FDs: []int{fd}, CloseAfter: true}, nil
 }
 
 // ToolDefinitions lists the tools of the running session: the worker is the

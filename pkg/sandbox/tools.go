@@ -180,8 +180,26 @@ func (e workerToolEnv) Run(ctx context.Context, spec RunSpec) (RunResult, error)
 		outW.Close()
 		return RunResult{}, err
 	}
+	files := []uintptr{inR.Fd(), outW.Fd(), errW.Fd()}
+	if w.setup.HostCalls {
+		// Its own hostCall socket, from the supervisor, as commands of
+		// Exec get: nsbox call and tool registration work from here too.
+		hc, err := w.openHostCall(ctx)
+		if err != nil {
+			inR.Close()
+			inW.Close()
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return RunResult{}, fmt.Errorf("hostCall socket: %w", err)
+		}
+		defer unix.Close(hc)
+		files = append(files, uintptr(hc))
+		env = append(env[:len(env):len(env)], hostCallFDEnv+"=3")
+	}
 	r := &spawnReq{path: path, argv: spec.Argv, env: env, dir: dir,
-		files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()}, reply: make(chan spawnRes, 1)}
+		files: files, reply: make(chan spawnRes, 1)}
 	w.spawnCh <- r
 	res := <-r.reply
 	inR.Close()
@@ -319,4 +337,17 @@ func (w *worker) unregisterTool(ctx context.Context, req *ipc.Request) (any, err
 // pushToolsChanged sends one snapshot of the tool set to the host.
 func (w *worker) pushToolsChanged(reason string) {
 	w.peer.Notify(ipc.TypeToolsChanged, ToolsChanged{Tools: w.tools.Definitions(), Reason: reason})
+}
+
+// openHostCall asks the supervisor for a new hostCall socket.
+func (w *worker) openHostCall(ctx context.Context) (int, error) {
+	rep, err := w.peer.Call(ctx, ipc.TypeOpenHostCall, nil, nil)
+	if err != nil {
+		return -1, err
+	}
+	if len(rep.FDs) != 1 {
+		closeInts(rep.FDs)
+		return -1, errors.New("the supervisor sent no socket")
+	}
+	return rep.FDs[0], nil
 }

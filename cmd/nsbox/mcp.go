@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/nsbox/nsbox/pkg/hostapi"
+	"github.com/nsbox/nsbox/pkg/mcpserver"
+	"github.com/nsbox/nsbox/pkg/policy"
+	"github.com/nsbox/nsbox/pkg/policy/backend"
+	"github.com/nsbox/nsbox/pkg/sandbox"
+	"github.com/spf13/cobra"
+)
+
+type mcpFlags struct {
+	policyFlags
+	audit   string
+	dataDir string
+	eager   bool
+	verbose bool
+}
+
+func newMCPCmd() *cobra.Command {
+	f := &mcpFlags{}
+	cmd := &cobra.Command{
+		Use:   "mcp [--profile P] [--workspace DIR] [flags]",
+		Short: "Serve the sandboxed tools to an MCP client over stdio",
+		Long: `Serve the sandboxed tools (read_file, write_file, list_directory, run_command,
+search_files, run_script, and the memory and notepad tools) over the Model
+Context Protocol on stdin/stdout, for Claude Desktop, Claude Code, Cursor,
+VS Code and any other MCP client. See docs/agents.md.
+
+One sandbox session serves the whole connection: it starts with the first
+tool call (--eager: at once) and ends, with everything in it, when the client
+closes stdin or on SIGTERM/SIGINT. The policy comes from the profile
+(default: workspace, which makes --workspace, default the current directory,
+writable), the config file and the flags, as for nsbox run. --timeout bounds
+each tool call. With --allow-tool-registration the client also gets
+register_tool and unregister_tool, which define tools inside the session.
+
+Logs go to stderr; stdout carries only MCP messages.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return mcpMain(f) },
+	}
+	fl := cmd.Flags()
+	f.register(fl)
+	// Shared policy flags whose meaning differs for a server.
+	if t := fl.Lookup("timeout"); t != nil {
+		t.Usage = "bound each tool call to `DURATION` (e.g. 30s, 2m; default: the policy's tools timeout, else 30s)"
+	}
+	if r := fl.Lookup("allow-tool-registration"); r != nil {
+		r.Usage = "serve register_tool and unregister_tool, and let programs inside define tools"
+	}
+	fl.StringVar(&f.audit, "audit", "", "append every tool call and hostCall to `FILE` as JSON lines (secrets redacted)")
+	fl.StringVar(&f.dataDir, "data-dir", "", "keep the memory and notepad stores in `DIR` (default: $XDG_DATA_HOME/nsbox)")
+	fl.BoolVar(&f.eager, "eager", false, "start the sandbox at once instead of on the first tool call")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the session's life (start, worker pid, end) to stderr")
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: exitNsboxFailed, msg: "mcp: " + err.Error()}
+	})
+	return cmd
+}
+
+// registrationSchema is register_tool's input: a run-time tool definition
+// (tools.RuntimeDefinition), which the worker validates.
+var registrationSchema = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$", "description": "The new tool's name."},
+    "description": {"type": "string", "description": "What the tool does, for the model."},
+    "parameters": {"type": "object", "description": "JSON schema (type object) of the tool's arguments."},
+    "implementation": {
+      "type": "object",
+      "description": "An inline script ({language, script}) or a command ({argv}). It gets the arguments as JSON on stdin; what it prints on stdout is the output (JSON when it is JSON); a non-zero exit is a failure whose error is its stderr.",
+      "properties": {
+        "language": {"type": "string", "enum": ["python", "node", "bash", "ruby"]},
+        "script": {"type": "string"},
+        "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1}
+      },
+      "additionalProperties": false
+    },
+    "timeout": {"type": "number", "minimum": 0, "description": "Seconds a call may take (default: the session's)."}
+  },
+  "required": ["name", "description", "implementation"],
+  "additionalProperties": false
+}`)
+
+func mcpMain(f *mcpFlags) error {
+	fail := func(err error) error { return &exitError{code: exitNsboxFailed, msg: "mcp: " + err.Error()} }
+	host, err := hostForCLI()
+	if err != nil {
+		return fail(err)
+	}
+	res, err := f.resolve(host)
+	if err != nil {
+		return fail(err)
+	}
+	if f.dryRun {
+		printWarnings(os.Stderr, res, true)
+		if err := printDryRun(os.Stdout, res); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
+	// Tools run in the sandbox's worker: without a sandbox there is nothing
+	// to serve them.
+	choice, err := backend.Choose(res.Backend, false, false)
+	if err != nil {
+		return fail(err)
+	}
+	if !choice.Backend.Isolates() {
+		return fail(errors.New("the tools run inside the sandbox, so backend " + choice.Backend.Name() + " cannot serve them; use --backend native or auto"))
+	}
+	printWarnings(os.Stderr, res, false)
+
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "nsbox mcp")
+
+	id := sessionID()
+	var audit io.Writer
+	if f.audit != "" {
+		af, err := os.OpenFile(f.audit, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			return fail(fmt.Errorf("--audit: %v", err))
+		}
+		defer af.Close()
+		audit = af
+	}
+	dataDir := f.dataDir
+	if dataDir == "" {
+		if dataDir, err = hostapi.DataDir(os.Getenv); err != nil {
+			return fail(err)
+		}
+	} else if dataDir, err = filepath.Abs(dataDir); err != nil {
+		return fail(fmt.Errorf("--data-dir: %v", err))
+	}
+	handlers, closeStores, err := hostapi.DefaultHandlers(dataDir)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeStores()
+
+	reg := toolRegistry()
+	if err := reg.Err(); err != nil {
+		return fail(err)
+	}
+	opts := []sandbox.Option{sandbox.WithHandlers(handlers), sandbox.WithID(id)}
+	if audit != nil {
+		opts = append(opts, sandbox.WithAudit(audit))
+	}
+	starter := func(ctx context.Context) (mcpserver.Session, error) {
+		return startMCPSession(ctx, f, host, opts, logger)
+	}
+	srv, err := mcpserver.New(mcpserver.Config{
+		Start:              starter,
+		Definitions:        reg.Definitions(),
+		Eager:              f.eager,
+		AllowRegistration:  res.Policy.AllowToolRegistration,
+		RegistrationSchema: registrationSchema,
+		Timeout:            res.Policy.Limits.Time,
+		Name:               "nsbox",
+		Version:            "dev",
+		Instructions:       mcpInstructions(res),
+		Audit:              audit,
+		AuditID:            id,
+		Logger:             logger,
+	})
+	if err != nil {
+		return fail(err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	// A client that goes away while we write: EPIPE for the writer instead
+	// of death by SIGPIPE, so that the session is still closed. (Notify, not
+	// Ignore: an ignored SIGPIPE would be inherited by the sandbox.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+
+	logger.Info("serving MCP on stdio", "profile", res.Profile, "workspace", res.Workspace, "session", id)
+	if err := srv.Serve(ctx, os.Stdin, os.Stdout); err != nil {
+		return fail(err)
+	}
+	logger.Info("connection closed; sandbox gone")
+	return nil
+}
+
+// startMCPSession starts the sandbox of the connection. As for nsbox run, the
+// writable roots are held while the sandbox lives and the policy is resolved
+// again under that hold (policy.Hold); the hold is released when the
+// session closes.
+func startMCPSession(ctx context.Context, f *mcpFlags, host policy.Host, opts []sandbox.Option, logger *slog.Logger) (mcpserver.Session, error) {
+	res, err := f.resolve(host)
+	if err != nil {
+		return nil, err
+	}
+	var hold *policy.Hold
+	if roots := res.Roots(); len(roots) > 0 {
+		hold = policy.HoldRoots(roots)
+		if res, err = f.resolve(host); err != nil {
+			hold.Release(nil)
+			return nil, err
+		}
+		hold.Add(res.Roots())
+	}
+	p := res.Policy
+	// The memory and notepad tools reach their stores through hostCall.
+	p.HostAPIs = mergeStrings(p.HostAPIs, hostapi.Methods())
+	s, err := sandbox.Start(ctx, p, opts...)
+	if err != nil {
+		hold.Release(res.Placeholders)
+		if reason := backend.Unavailable(backend.Native{}, err); reason != nil {
+			return nil, unavailableError(reason)
+		}
+		return nil, err
+	}
+	logger.Info("sandbox session started", "worker_pid", s.Pid())
+	return &heldSession{Session: s, release: func() { hold.Release(res.Placeholders) }}, nil
+}
+
+// heldSession releases the policy hold once the sandbox is gone.
+type heldSession struct {
+	*sandbox.Session
+	once    sync.Once
+	release func()
+}
+
+func (h *heldSession) Close() error {
+	err := h.Session.Close()
+	h.once.Do(h.release)
+	return err
+}
+
+func mergeStrings(a, b []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range append(append([]string(nil), a...), b...) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func sessionID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "mcp-" + hex.EncodeToString(b)
+}
+
+// mcpInstructions tell the model where it is.
+func mcpInstructions(res *policy.Result) string {
+	var b strings.Builder
+	b.WriteString("These tools run inside an nsbox sandbox on the user's machine. ")
+	if res.Workspace != "" {
+		fmt.Fprintf(&b, "The workspace is %s: file tool paths are relative to it, and paths outside it are refused. ", res.Workspace)
+	}
+	b.WriteString("The rest of the host is read-only, credentials read as empty, ")
+	if res.Policy.Network == sandbox.NetworkHost {
+		b.WriteString("the network is available, ")
+	} else {
+		b.WriteString("there is no network, ")
+	}
+	b.WriteString("and /tmp is private to this session. A failed call says why (isError with a message); a refused operation is not a reason to retry the same call.")
+	return b.String()
+}

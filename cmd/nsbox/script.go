@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+	"github.com/nsbox/nsbox/pkg/script"
+	"github.com/spf13/cobra"
+)
+
+type scriptFlags struct {
+	lang      string
+	code      string
+	codeSet   bool
+	memory    string
+	timeout   time.Duration
+	net       bool
+	env       []string
+	workdir   string
+	noSandbox bool
+}
+
+func newScriptCmd() *cobra.Command {
+	f := &scriptFlags{}
+	cmd := &cobra.Command{
+		Use:   "script --lang python|node|bash|ruby (-c CODE | FILE | -)",
+		Short: "Run an inline script in a new sandbox",
+		Long: `Run a python, node, bash or ruby script in a fresh sandbox: the interpreter is
+found on PATH inside, the script runs in a fresh work directory (removed
+afterwards) that is the only writable place, the environment is PATH and
+HOME plus --env, and there is no network unless --net.
+
+Exit status: the script's own code; 124 when --timeout ended it; 137 when
+the memory limit did; 127 when the language has no interpreter; 125 when
+nsbox itself failed. A write outside the work directory is reported as a
+sandbox violation naming the path.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.codeSet = cmd.Flags().Changed("code")
+			return scriptMain(f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.lang, "lang", "", "language: "+strings.Join(script.Languages(), ", ")+" (required)")
+	fl.StringVarP(&f.code, "code", "c", "", "the script's `CODE`")
+	fl.StringVar(&f.memory, "memory", "", "memory limit, e.g. 256M or 1G (a plain number is MiB)")
+	fl.DurationVar(&f.timeout, "timeout", script.DefaultTimeout, "wall-clock limit (0: none)")
+	fl.BoolVar(&f.net, "net", false, "give the script the host's network")
+	fl.StringArrayVar(&f.env, "env", nil, "set `K=V` for the script (repeatable)")
+	fl.StringVar(&f.workdir, "workdir", "", "run in this existing `DIR` (writable) instead of the fresh work directory")
+	fl.BoolVar(&f.noSandbox, "no-sandbox", false, "run WITHOUT any isolation, directly on the host (for debugging)")
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: exitNsboxFailed, msg: "script: " + err.Error()}
+	})
+	return cmd
+}
+
+// scriptConfig turns the flags into the script's ExecConfig.
+func scriptConfig(f *scriptFlags, args []string) (script.ExecConfig, error) {
+	cfg := script.ExecConfig{Language: f.lang, AllowNet: f.net, WorkDir: f.workdir}
+	if f.lang == "" {
+		return cfg, errors.New("--lang is required (" + strings.Join(script.Languages(), ", ") + ")")
+	}
+	if _, err := script.LookupLanguage(f.lang); err != nil {
+		return cfg, fmt.Errorf("--lang: %v", err)
+	}
+	switch {
+	case f.codeSet && len(args) > 0:
+		return cfg, errors.New("give the script either with -c or as FILE, not both")
+	case f.codeSet:
+		cfg.Script = f.code
+	case len(args) == 0:
+		return cfg, errors.New("missing script: use -c CODE, a FILE, or - for standard input")
+	case args[0] == "-":
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, script.MaxScriptSize+1))
+		if err != nil {
+			return cfg, fmt.Errorf("read standard input: %v", err)
+		}
+		cfg.Script = string(b)
+	default:
+		b, err := os.ReadFile(args[0])
+		if err != nil {
+			return cfg, fmt.Errorf("read script: %v", err)
+		}
+		cfg.Script = string(b)
+	}
+	if f.memory != "" {
+		mb, err := parseMiB(f.memory)
+		if err != nil {
+			return cfg, fmt.Errorf("--memory %q: %v", f.memory, err)
+		}
+		cfg.MemoryMB = mb
+	}
+	switch {
+	case f.timeout < 0:
+		return cfg, errors.New("--timeout must not be negative")
+	case f.timeout == 0:
+		cfg.TimeoutSec = -1 // no limit
+	default:
+		cfg.TimeoutSec = int(math.Ceil(f.timeout.Seconds()))
+	}
+	for _, kv := range f.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return cfg, fmt.Errorf("--env %q: want K=V", kv)
+		}
+		if cfg.Env == nil {
+			cfg.Env = map[string]string{}
+		}
+		cfg.Env[k] = v
+	}
+	return cfg, nil
+}
+
+// scriptSandbox is where scripts run: the native sandbox with the default
+// base policy, or none at all with --no-sandbox.
+func scriptSandbox(f *scriptFlags) script.Sandbox {
+	if f.noSandbox {
+		return script.NoopSandbox{}
+	}
+	return &script.Native{Base: sandbox.Policy{Hostname: "nsbox"}}
+}
+
+// parseMiB reads a size: 256, 256M, 256MiB, 1G, 1GiB (a plain number is
+// MiB).
+func parseMiB(s string) (int, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
+	mult := 1
+	switch {
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1024, strings.TrimSuffix(t, "G")
+	case strings.HasSuffix(t, "M"):
+		t = strings.TrimSuffix(t, "M")
+	}
+	n, err := strconv.Atoi(t)
+	if err != nil || n <= 0 {
+		return 0, errors.New("want a positive size such as 256M or 1G")
+	}
+	return n * mult, nil
+}
+
+func scriptMain(f *scriptFlags, args []string) error {
+	cfg, err := scriptConfig(f, args)
+	if err != nil {
+		return &exitError{code: exitNsboxFailed, msg: "script: " + err.Error()}
+	}
+	sb := scriptSandbox(f)
+	if w := sb.Warning(); w != "" {
+		fmt.Fprintln(os.Stderr, "nsbox: WARNING: "+w)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	stdout, stderr, err := sb.Execute(ctx, cfg)
+	os.Stdout.WriteString(stdout)
+	os.Stderr.WriteString(stderr)
+	code, msg := scriptExit(err)
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code, msg: msg}
+}
+
+// scriptExit maps how the script ended to nsbox's exit code and message.
+func scriptExit(err error) (int, string) {
+	var (
+		rl   *sandbox.ResourceLimitError
+		viol *sandbox.ViolationError
+		ee   *script.ExitError
+	)
+	code := 1
+	if errors.As(err, &ee) {
+		code = ee.Code
+		if ee.Signal != 0 {
+			code = 128 + ee.Signal
+		}
+	}
+	switch {
+	case err == nil:
+		return 0, ""
+	case errors.As(err, &rl):
+		switch rl.Resource {
+		case "time":
+			return exitTimeout, err.Error()
+		case "memory":
+			return exitOOMKilled, err.Error()
+		}
+		return code, err.Error()
+	case errors.As(err, &viol):
+		return code, viol.Error()
+	case errors.Is(err, sandbox.ErrInterpreterNotFound):
+		return exitNotFound, err.Error()
+	case ee != nil:
+		return code, "" // the script's own failure: its stderr says why
+	case errors.Is(err, context.Canceled):
+		return exitNsboxFailed, "interrupted"
+	}
+	return exitNsboxFailed, err.Error()
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nsbox/nsbox/pkg/policy"
+	"github.com/nsbox/nsbox/pkg/policy/backend"
+	"github.com/spf13/cobra"
+)
+
+func newStatusCmd() *cobra.Command {
+	var asJSON bool
+	var mode string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show what nsbox can enforce on this host, and how to fix what it cannot",
+		Long: `Show the backend runs use here and, for each mechanism (user namespaces,
+a fresh /proc, cgroups, seccomp, Landlock, pidfd, clone3 into a cgroup),
+whether it works for this user and, when it does not, the exact host setting
+or command that would fix it. It starts one small test sandbox.
+
+Exit status: 0 when a sandbox can be built here, 1 when not.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := hostForCLI()
+			if err != nil {
+				return &exitError{code: exitNsboxFailed, msg: err.Error()}
+			}
+			m, fallback, err := policy.BackendSettings(h)
+			if err != nil {
+				return &exitError{code: exitNsboxFailed, msg: err.Error()}
+			}
+			if cmd.Flags().Changed("backend") {
+				m = mode
+			}
+			r := backend.Inspect(context.Background(), m, fallback)
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				enc.Encode(r)
+			} else {
+				printStatus(r)
+			}
+			if r.Backend == "" || r.Backend == "none" && m != "none" {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&mode, "backend", "", "report for backend `MODE` (auto, required, native, none) instead of the config's")
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: exitNsboxFailed, msg: "status: " + err.Error()}
+	})
+	return cmd
+}
+
+func printStatus(r backend.Report) {
+	w := os.Stdout
+	switch {
+	case r.Backend == "":
+		fmt.Fprintf(w, "backend: none available (mode %s): %s\n", r.Mode, r.BackendError)
+	case r.Backend == "none":
+		fmt.Fprintf(w, "backend: none (mode %s): commands run WITHOUT a sandbox\n", r.Mode)
+	default:
+		fb := "off"
+		if r.Fallback {
+			fb = "on"
+		}
+		fmt.Fprintf(w, "backend: %s (mode %s, fallback to none: %s)\n", r.Backend, r.Mode, fb)
+	}
+	fmt.Fprintf(w, "uid: %d\n\n", r.UID)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range r.Checks {
+		mark := "ok"
+		if !c.OK {
+			mark = "NO"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, mark, c.Value)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, c := range r.Checks {
+		fmt.Fprintf(w, "%s: %s\n", c.Name, c.Detail)
+		if c.Fix != "" && !c.OK {
+			fmt.Fprintf(w, "  fix: %s\n", c.Fix)
+		}
+	}
+	if r.Limits != nil && len(r.Limits.Enforcement) > 0 {
+		var parts []string
+		for _, k := range []string{"memory", "pids", "cpu", "cputime", "core"} {
+			if v, ok := r.Limits.Enforcement[k]; ok {
+				parts = append(parts, k+"="+v)
+			}
+		}
+		fmt.Fprintf(w, "limits of a run here: %s (%s)\n", r.Limits.Mode, strings.Join(parts, ", "))
+	}
+}

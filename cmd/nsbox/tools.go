@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/hostapi"
+	"github.com/nsbox/nsbox/pkg/sandbox"
+	"github.com/nsbox/nsbox/pkg/tools"
+	"github.com/spf13/cobra"
+)
+
+// toolRegistry is this binary's tool set: the sandbox worker serves it
+// (sandbox.Init in main) and `nsbox tools list` lists it without a sandbox.
+// toolRegistry is every tool the worker serves: the workspace tools,
+// run_script, and the memory and notepad tools (which reach their stores on
+// the host through hostCall only).
+func toolRegistry() *tools.Registry { return tools.NewBuiltinRegistry(hostapi.Tools()...) }
+
+// hostAPIOptions serves the memory and notepad host APIs to a session whose
+// policy allows them.
+func hostAPIOptions(p *sandbox.Policy) ([]sandbox.Option, func() error, error) {
+	if len(p.HostAPIs) == 0 {
+		return nil, func() error { return nil }, nil
+	}
+	dir, err := hostapi.DataDir(os.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, closeStores, err := hostapi.DefaultHandlers(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []sandbox.Option{sandbox.WithHandlers(h)}, closeStores, nil
+}
+
+func newToolsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tools",
+		Short: "List or call the sandboxed tools (read_file, run_command, ...)",
+		Long: `The tools an agent gets: read_file, write_file, list_directory, run_command,
+search_files and run_script, confined to a workspace directory and run
+inside a sandbox. See docs/tools.md.`,
+	}
+	cmd.AddCommand(newToolsListCmd(), newToolsCallCmd())
+	return cmd
+}
+
+func newToolsListCmd() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "list [--format openai|ollama|mcp]",
+		Short: "Print the tool definitions (no sandbox is started)",
+		Long: `Print the tool definitions as JSON: in the function-calling format of OpenAI
+and Ollama ({"type":"function","function":{name, description, parameters}}),
+or as MCP tool definitions ({name, description, inputSchema}).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r := toolRegistry()
+			if err := r.Err(); err != nil {
+				return &exitError{code: exitNsboxFailed, msg: "tools: " + err.Error()}
+			}
+			out, err := tools.FormatDefinitions(r.List(), format)
+			if err != nil {
+				return &exitError{code: 2, msg: "tools list: --format: " + err.Error()}
+			}
+			return printJSON(out)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", tools.FormatOpenAI, "output `FORMAT`: "+strings.Join(tools.Formats, ", "))
+	return cmd
+}
+
+type toolsCallFlags struct {
+	workspace string
+	timeout   time.Duration
+}
+
+func newToolsCallCmd() *cobra.Command {
+	f := &toolsCallFlags{}
+	cmd := &cobra.Command{
+		Use:   "call NAME [JSON-ARGS]",
+		Short: "Call one tool in a new sandbox and print its result",
+		Long: `Start a sandbox with the workspace bound read-write (the rest of the host
+read-only, no network), call the tool NAME with JSON-ARGS (default {}), and
+print its result {"success", "output", "error"}.
+
+Exit status: 0 when the tool succeeded, 1 when it failed, 125 when nsbox
+could not run it.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw := "{}"
+			if len(args) == 2 {
+				raw = args[1]
+			}
+			return toolsCall(f, args[0], raw)
+		},
+	}
+	cmd.Flags().StringVar(&f.workspace, "workspace", "", "workspace `DIR` the tools are confined to (default: the current directory)")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "per-call timeout (default: 30s)")
+	return cmd
+}
+
+// toolsPolicy is the sandbox of `nsbox tools call`: the workspace writable,
+// its git hooks and config protected, cwd there, no network.
+func toolsPolicy(f *toolsCallFlags) (sandbox.Policy, error) {
+	ws := f.workspace
+	if ws == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return sandbox.Policy{}, fmt.Errorf("workspace: %v", err)
+		}
+		ws = wd
+	}
+	ws, err := filepath.Abs(ws)
+	if err != nil {
+		return sandbox.Policy{}, fmt.Errorf("--workspace %q: %v", f.workspace, err)
+	}
+	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+		return sandbox.Policy{}, fmt.Errorf("--workspace %q is not a directory", ws)
+	}
+	return sandbox.Policy{
+		Mounts: []sandbox.Mount{
+			{Kind: sandbox.MountBind, Source: ws, Dest: ws},
+			// Read-only inside the writable workspace, even when they
+			// do not exist yet: code planted there runs on the host the
+			// next time git does.
+			{Kind: sandbox.MountProtect, Dest: filepath.Join(ws, ".git", "hooks"), Dir: true},
+			{Kind: sandbox.MountProtect, Dest: filepath.Join(ws, ".git", "config")},
+		},
+		Cwd:       ws,
+		Workspace: ws,
+		Network:   sandbox.NetworkNone,
+		Env:       sandbox.BaseEnv(os.Getenv),
+		HostAPIs:  hostapi.Methods(),
+	}, nil
+}
+
+func toolsCall(f *toolsCallFlags, name, raw string) error {
+	if !json.Valid([]byte(raw)) {
+		// Same shape as every other failure, for scripts that parse it.
+		msg := "arguments: not valid JSON"
+		printJSON(mustJSON(tools.Result{Success: false, Output: "", Error: &msg}))
+		return &exitError{code: 1}
+	}
+	p, err := toolsPolicy(f)
+	if err != nil {
+		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	opts, closeStores, err := hostAPIOptions(&p)
+	if err != nil {
+		return &exitError{code: exitNsboxFailed, msg: "host APIs: " + err.Error()}
+	}
+	defer closeStores()
+	s, err := sandbox.Start(ctx, p, opts...)
+	if err != nil {
+		return &exitError{code: exitNsboxFailed, msg: err.Error()}
+	}
+	defer s.Close()
+	res, err := s.CallTool(ctx, name, json.RawMessage(raw), f.timeout)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return &exitError{code: exitNsboxFailed, msg: "interrupted"}
+		}
+		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
+	}
+	var r struct {
+		Success bool `json:"success"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return &exitError{code: exitNsboxFailed, msg: "tools call: bad result from the sandbox: " + err.Error()}
+	}
+	if err := printJSON(res); err != nil {
+		return err
+	}
+	if !r.Success {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+func printJSON(raw []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		buf.Reset()
+		buf.Write(raw)
+	}
+	buf.WriteByte('\n')
+	_, err := os.Stdout.Write(buf.Bytes())
+	return err
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,346 @@
+package mcpserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultMaxMessage bounds one JSON-RPC message (one line on stdin).
+const DefaultMaxMessage = 16 << 20
+
+// lineTransport is the stdio transport of the server: newline-delimited
+// JSON-RPC, as the MCP stdio transport specifies. Unlike the SDK's own stdio
+// transport, a bad line does not end the connection: the client gets the
+// JSON-RPC error the specification prescribes (parse error, invalid
+// request, request too large) and the server reads the next line.
+type lineTransport struct {
+	in  io.Reader
+	out io.Writer
+	max int
+}
+
+func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
+	c := &lineConn{
+		out:      t.out,
+		incoming: make(chan jsonrpc.Message),
+		closed:   make(chan struct{}),
+		readDone: make(chan struct{}),
+	}
+	go c.readLoop(t.in, t.max)
+	return c, nil
+}
+
+type lineConn struct {
+	out      io.Writer
+	writeMu  sync.Mutex
+	incoming chan jsonrpc.Message
+	readErr  error
+	readDone chan struct{} // closed when the input has ended
+	closed   chan struct{}
+	once     sync.Once
+}
+
+var _ mcp.Connection = (*lineConn)(nil)
+
+func (c *lineConn) SessionID() string { return "" }
+
+func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case m := <-c.incoming:
+		return m, nil
+	case <-c.readDone:
+		// Messages read before the end are delivered first: incoming is
+		// unbuffered, so nothing is pending once readDone is closed.
+		if c.readErr != nil {
+			return nil, c.readErr
+		}
+		return nil, io.EOF
+	case <-c.closed:
+		return nil, io.EOF
+	}
+}
+
+func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return c.writeLine(data)
+}
+
+func (c *lineConn) writeLine(data []byte) error {
+	select {
+	case <-c.closed:
+		return io.ErrClosedPipe
+	default:
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	_, err := c.out.Write(append(data, '\n'))
+	return err
+}
+
+// Close stops delivering messages. A read of stdin blocked in the kernel
+// cannot be interrupted portably; that goroutine ends with the input or
+// with the process.
+func (c *lineConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+// errorResponse writes a JSON-RPC error that is not the answer of a handler:
+// id is the request's id when it could be read, else null.
+func (c *lineConn) errorResponse(id json.RawMessage, code int64, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	resp := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   jsonrpc.Error   `json:"error"`
+	}{"2.0", id, jsonrpc.Error{Code: code, Message: msg}}
+	data, err := json.Marshal(resp)
+	if err != nil {
+		return
+	}
+	c.writeLine(data)
+}
+
+func (c *lineConn) readLoop(in io.Reader, max int) {
+	defer close(c.readDone)
+	if max <= 0 {
+		max = DefaultMaxMessage
+	}
+	r := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, size, id, err := readLine(r, max)
+		if len(line) > 0 || size > 0 {
+			if msg := c.decode(line, size, id, max); msg != nil {
+				select {
+				case c.incoming <- msg:
+				case <-c.closed:
+					return
+				}
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				c.readErr = err
+			}
+			return
+		}
+	}
+}
+
+// readLine returns the next line without its end. A line longer than max
+// is not kept: it is read to its end and reported by its size, with the
+// top-level "id" found by a streaming scan, so that the request can be
+// answered.
+func readLine(r *bufio.Reader, max int) (line []byte, size int, id json.RawMessage, err error) {
+	var (
+		buf  []byte
+		scan *idScanner
+	)
+	for {
+		chunk, e := r.ReadSlice('\n')
+		size += len(chunk)
+		switch {
+		case scan != nil:
+			scan.feed(chunk)
+		case len(buf)+len(chunk) > max+2: // +2: the line end
+			scan = &idScanner{}
+			scan.feed(buf)
+			scan.feed(chunk)
+			buf = nil
+		default:
+			buf = append(buf, chunk...)
+		}
+		if e == bufio.ErrBufferFull {
+			continue
+		}
+		if scan != nil {
+			return nil, size, scan.result(), e
+		}
+		return bytes.TrimRight(buf, "\r\n"), 0, nil, e
+	}
+}
+
+// decode turns one line into a message, or answers it with a JSON-RPC
+// error and returns nil.
+func (c *lineConn) decode(line []byte, size int, oversizeID json.RawMessage, max int) jsonrpc.Message {
+	if size > 0 {
+		c.errorResponse(oversizeID, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("request too large: %s (the limit is %s)", humanBytes(int64(size)), humanBytes(int64(max))))
+		return nil
+	}
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return nil // blank lines between messages are harmless
+	}
+	if !json.Valid(line) {
+		c.errorResponse(nil, jsonrpc.CodeParseError, "parse error: the message is not valid JSON")
+		return nil
+	}
+	if line[0] == '[' {
+		// JSON-RPC batches left MCP with protocol version 2025-06-18.
+		c.errorResponse(nil, jsonrpc.CodeInvalidRequest, "invalid request: JSON-RPC batches are not supported; send one message per line")
+		return nil
+	}
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		c.errorResponse(requestID(line), jsonrpc.CodeInvalidRequest, "invalid request: "+describeDecodeError(line))
+		return nil
+	}
+	return msg
+}
+
+// requestID returns the id of a message that failed to decode, when it is
+// a valid id (a string or a number).
+func requestID(line []byte) json.RawMessage {
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(line, &m) != nil {
+		return nil
+	}
+	return validID(m.ID)
+}
+
+func validID(raw json.RawMessage) json.RawMessage {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	switch v.(type) {
+	case string, float64:
+		return raw
+	}
+	return nil
+}
+
+// describeDecodeError says what is wrong with a JSON object that is not a
+// JSON-RPC 2.0 message, in the specification's terms.
+func describeDecodeError(line []byte) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil {
+		return "a message must be a JSON object"
+	}
+	if string(m["jsonrpc"]) != `"2.0"` {
+		return `"jsonrpc" must be "2.0"`
+	}
+	if id, ok := m["id"]; ok && validID(id) == nil && string(id) != "null" {
+		return `"id" must be a string or a number`
+	}
+	if meth, ok := m["method"]; ok {
+		var s string
+		if json.Unmarshal(meth, &s) != nil {
+			return `"method" must be a string`
+		}
+	} else if _, ok := m["id"]; !ok {
+		return `a message needs a "method" (a request or notification) or an "id" (a response)`
+	}
+	return "not a JSON-RPC 2.0 message"
+}
+
+// idScanner finds the top-level "id" member of a JSON object streamed
+// through feed, keeping only a few bytes: it answers requests too large to
+// hold.
+type idScanner struct {
+	depth      int
+	inStr, esc bool
+	expectKey  bool // the next string at depth 1 is a member name
+	readingKey bool
+	haveKey    bool // a member name was read, its ':' is next
+	key        []byte
+	capturing  bool // inside the value of the top-level "id"
+	val        []byte
+	done       bool
+	id         json.RawMessage
+}
+
+func (s *idScanner) feed(b []byte) {
+	for _, ch := range b {
+		if s.done {
+			return
+		}
+		if s.capturing {
+			if !s.inStr && s.depth == 1 && (ch == ',' || ch == '}') {
+				s.id = validID(bytes.TrimSpace(s.val))
+				s.done = true
+				return
+			}
+			if len(s.val) > 256 {
+				s.done = true // not a valid id anyway
+				return
+			}
+			s.val = append(s.val, ch)
+		}
+		if s.inStr {
+			switch {
+			case s.esc:
+				s.esc = false
+			case ch == '\\':
+				s.esc = true
+			case ch == '"':
+				s.inStr = false
+				if s.readingKey {
+					s.readingKey, s.haveKey = false, true
+				}
+				continue
+			}
+			if s.readingKey && len(s.key) < 8 {
+				s.key = append(s.key, ch)
+			}
+			continue
+		}
+		switch ch {
+		case '"':
+			s.inStr = true
+			if s.depth == 1 && s.expectKey {
+				s.readingKey, s.expectKey = true, false
+				s.key = s.key[:0]
+			}
+		case '{', '[':
+			s.depth++
+			if s.depth == 1 && ch == '{' {
+				s.expectKey = true
+			}
+		case '}', ']':
+			s.depth--
+		case ':':
+			if s.depth == 1 && s.haveKey {
+				s.haveKey = false
+				if string(s.key) == "id" {
+					s.capturing = true
+				}
+			}
+		case ',':
+			if s.depth == 1 {
+				s.expectKey = true
+			}
+		}
+	}
+}
+
+func (s *idScanner) result() json.RawMessage { return s.id }
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,186 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+)
+
+// origin is where a merged value came from, for messages.
+type origin struct {
+	layer *Layer
+	key   string
+	rank  int // position of the layer in precedence order
+}
+
+func (o origin) err(cause error, format string, args ...any) *Error {
+	return errorf(o.layer, o.key, cause, format, args...)
+}
+
+func (o origin) warn(note bool, format string, args ...any) Warning {
+	w := Warning{Msg: fmt.Sprintf(format, args...), Note: note}
+	if o.layer != nil {
+		w.Source, w.Line, w.Key = o.layer.where(o.key)
+	}
+	return w
+}
+
+type sval struct {
+	v   string
+	set bool
+	at  origin
+}
+
+type bval struct {
+	v   bool
+	set bool
+	at  origin
+}
+
+type entry struct {
+	PathEntry
+	at origin
+}
+
+type sentry struct {
+	v  string
+	at origin
+}
+
+// merged is every layer folded into one, each value with its origin.
+type merged struct {
+	profile                                    sval
+	backend                                    sval
+	backendFallback                            bval
+	workspace, cwd, hostname, network, seccomp sval
+	allowPrivileged, allowUserns, allowToolReg bval
+	hostDirs                                   []sentry
+	hostDirsSet                                bool
+	hostDirsAt                                 origin
+	rw, ro, tmpfs, hide, protect               []entry
+	input, output                              sval
+	envClear                                   bval
+	envPass, hostAPIs, blocked                 []sentry
+	envSet                                     map[string]sval
+	memory, timeout, tmpSize                   sval
+	pids                                       *int64
+	pidsAt                                     origin
+	cpu                                        *float64
+	cpuAt                                      origin
+	toolTimeout, toolMaxOutput                 sval
+	toolMaxResults                             *int
+	toolMaxResultsAt                           origin
+}
+
+func setS(dst *sval, v *string, l *Layer, key string, rank int) {
+	if v != nil {
+		*dst = sval{v: *v, set: true, at: origin{l, key, rank}}
+	}
+}
+
+func setB(dst *bval, v *bool, l *Layer, key string, rank int) {
+	if v != nil {
+		*dst = bval{v: *v, set: true, at: origin{l, key, rank}}
+	}
+}
+
+// addEntries appends a layer's list; "!PATH" removes what lower layers
+// added for PATH (compared as written, before expansion).
+func addEntries(dst []entry, src []PathEntry, l *Layer, key string, rank int) []entry {
+	for i, e := range src {
+		if e.Remove {
+			out := dst[:0]
+			for _, d := range dst {
+				if d.Path != e.Path {
+					out = append(out, d)
+				}
+			}
+			dst = out
+			continue
+		}
+		dst = append(dst, entry{PathEntry: e, at: origin{l, fmt.Sprintf("%s[%d]", key, i), rank}})
+	}
+	return dst
+}
+
+func addStrings(dst []sentry, src []string, l *Layer, key string, rank int) []sentry {
+	for i, s := range src {
+		if len(s) > 0 && s[0] == '!' {
+			out := dst[:0]
+			for _, d := range dst {
+				if d.v != s[1:] {
+					out = append(out, d)
+				}
+			}
+			dst = out
+			continue
+		}
+		dst = append(dst, sentry{v: s, at: origin{l, fmt.Sprintf("%s[%d]", key, i), rank}})
+	}
+	return dst
+}
+
+// merge folds layers, lowest precedence first.
+func merge(layers []*Layer) *merged {
+	m := &merged{envSet: map[string]sval{}}
+	for rank, l := range layers {
+		c := &l.Config
+		if c.Profile != "" {
+			m.profile = sval{v: c.Profile, set: true, at: origin{l, "profile", rank}}
+		}
+		setS(&m.backend, c.Backend, l, "backend", rank)
+		setB(&m.backendFallback, c.BackendFallback, l, "backend_fallback", rank)
+		setS(&m.workspace, c.Workspace, l, "workspace", rank)
+		setS(&m.cwd, c.Cwd, l, "cwd", rank)
+		setS(&m.hostname, c.Hostname, l, "hostname", rank)
+		setS(&m.network, c.Network, l, "network", rank)
+		setS(&m.seccomp, c.Seccomp, l, "seccomp", rank)
+		setB(&m.allowPrivileged, c.AllowPrivileged, l, "allow_privileged", rank)
+		setB(&m.allowUserns, c.AllowUserns, l, "allow_userns", rank)
+		setB(&m.allowToolReg, c.AllowToolRegistration, l, "allow_tool_registration", rank)
+		m.hostAPIs = addStrings(m.hostAPIs, c.HostAPIs, l, "host_apis", rank)
+
+		fs := &c.Filesystem
+		if fs.HostDirs != nil {
+			// A scalar: the highest layer's list replaces the others.
+			m.hostDirs = addStrings(nil, fs.HostDirs, l, "filesystem.host_dirs", rank)
+			m.hostDirsSet, m.hostDirsAt = true, origin{l, "filesystem.host_dirs", rank}
+		}
+		m.rw = addEntries(m.rw, fs.RW, l, "filesystem.rw", rank)
+		m.ro = addEntries(m.ro, fs.RO, l, "filesystem.ro", rank)
+		m.tmpfs = addEntries(m.tmpfs, fs.Tmpfs, l, "filesystem.tmpfs", rank)
+		m.hide = addEntries(m.hide, fs.Hide, l, "filesystem.hide", rank)
+		m.protect = addEntries(m.protect, fs.Protect, l, "filesystem.protect", rank)
+		setS(&m.input, fs.Input, l, "filesystem.input", rank)
+		setS(&m.output, fs.Output, l, "filesystem.output", rank)
+
+		setB(&m.envClear, c.Env.Clear, l, "env.clear", rank)
+		m.envPass = addStrings(m.envPass, c.Env.Pass, l, "env.pass", rank)
+		keys := make([]string, 0, len(c.Env.Set))
+		for k := range c.Env.Set {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			m.envSet[k] = sval{v: c.Env.Set[k], set: true, at: origin{l, "env.set." + k, rank}}
+		}
+
+		lim := &c.Limits
+		setS(&m.memory, lim.Memory, l, "limits.memory", rank)
+		setS(&m.timeout, lim.Timeout, l, "limits.timeout", rank)
+		setS(&m.tmpSize, lim.TmpSize, l, "limits.tmp_size", rank)
+		if lim.Pids != nil {
+			m.pids, m.pidsAt = lim.Pids, origin{l, "limits.pids", rank}
+		}
+		if lim.CPU != nil {
+			m.cpu, m.cpuAt = lim.CPU, origin{l, "limits.cpu", rank}
+		}
+		t := &c.Tools
+		m.blocked = addStrings(m.blocked, t.BlockedCommands, l, "tools.blocked_commands", rank)
+		setS(&m.toolTimeout, t.Timeout, l, "tools.timeout", rank)
+		setS(&m.toolMaxOutput, t.MaxOutput, l, "tools.max_output", rank)
+		if t.MaxResults != nil {
+			m.toolMaxResults, m.toolMaxResultsAt = t.MaxResults, origin{l, "tools.max_results", rank}
+		}
+	}
+	return m
+}

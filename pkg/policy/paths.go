@@ -1,0 +1,231 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// maxSymlinks bounds symlink hops while resolving one path, as the kernel
+// does (MAXSYMLINKS, 40).
+const maxSymlinks = 40
+
+// resolved is a host path with its symlinks resolved as far as it exists.
+type resolved struct {
+	// Path is absolute and clean; its existing prefix has no symlinks.
+	Path string
+	// Missing is the number of trailing components that do not exist
+	// (0: the whole path exists).
+	Missing int
+	// NotDir is set when a non-directory stands where a directory is
+	// needed; Missing then counts from that component, which exists.
+	NotDir bool
+}
+
+// firstMissing returns the first component of r that does not exist (or
+// the non-directory in the way), "" when the whole path exists.
+func (r resolved) firstMissing() string {
+	if r.Missing == 0 {
+		return ""
+	}
+	p := r.Path
+	for i := 1; i < r.Missing; i++ {
+		p = filepath.Dir(p)
+	}
+	return p
+}
+
+// resolvePath makes p absolute (against cwd) and resolves every symlink of
+// its existing prefix, component by component, with Lstat and Readlink on
+// the host. A symlink loop wraps ErrSymlinkLoop. It never follows more than
+// maxSymlinks links.
+func resolvePath(p, cwd string) (resolved, error) {
+	if strings.ContainsRune(p, 0) {
+		return resolved{}, errors.New("path contains a NUL byte")
+	}
+	if !filepath.IsAbs(p) {
+		p = cwd + "/" + p
+	}
+	// Not cleaned first: "link/.." is the parent of the link's target, as
+	// the kernel sees it, not the directory holding the link.
+	todo := splitPath(p)
+	cur := "/"
+	hops := 0
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		next := filepath.Join(cur, name)
+		st, err := os.Lstat(next)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return resolved{Path: filepath.Join(append([]string{next}, todo...)...), Missing: 1 + len(todo)}, nil
+		case errors.Is(err, syscall.ENOTDIR):
+			// cur is not a directory: the component before is in the way.
+			return resolved{Path: filepath.Join(append([]string{cur, name}, todo...)...), Missing: 2 + len(todo), NotDir: true}, nil
+		case err != nil:
+			return resolved{}, fmt.Errorf("%s: %s", next, errText(err))
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			if !st.IsDir() && len(todo) > 0 {
+				return resolved{Path: filepath.Join(append([]string{next}, todo...)...), Missing: 1 + len(todo), NotDir: true}, nil
+			}
+			cur = next
+			continue
+		}
+		hops++
+		if hops > maxSymlinks {
+			return resolved{}, fmt.Errorf("%w at %s: more than %d symlinks to follow", ErrSymlinkLoop, p, maxSymlinks)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return resolved{}, fmt.Errorf("%s: %s", next, errText(err))
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(splitPath(target), todo...)
+	}
+	return resolved{Path: cur}, nil
+}
+
+func splitPath(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// within reports whether p is base or below it (both clean, absolute).
+func within(p, base string) bool {
+	if base == "/" {
+		return strings.HasPrefix(p, "/")
+	}
+	return p == base || strings.HasPrefix(p, base+"/")
+}
+
+// rebase maps p (within from) to the same place below to.
+func rebase(p, from, to string) string {
+	rel := strings.TrimPrefix(p, from)
+	if from == "/" {
+		rel = p
+	}
+	return path.Clean(to + "/" + strings.TrimPrefix(rel, "/"))
+}
+
+func hasGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+// Walk bounds for "**" in hide patterns: deeper directories, or more than
+// walkMaxDirs of them, are not searched (a warning says so).
+const (
+	walkMaxDepth = 8
+	walkMaxDirs  = 4000
+)
+
+// walkSkip are directory names a "**" walk does not enter: VCS metadata and
+// package trees that hold no secrets of the project and can be huge.
+var walkSkip = map[string]bool{
+	".git": true, ".hg": true, ".svn": true,
+	"node_modules": true, ".venv": true, "venv": true, "__pycache__": true,
+	".tox": true, ".mypy_cache": true, ".pytest_cache": true,
+}
+
+// globResult is the expansion of one pattern.
+type globResult struct {
+	matches   []string
+	truncated bool
+}
+
+// glob expands pattern (absolute, clean). Only the parts with wildcards are
+// patterns; "**" matches any number of directories, walked without
+// following symlinks and within the bounds above. Only regular files and
+// directories match (not symlinks, devices or sockets); fileOnly keeps just
+// regular files.
+func glob(pattern string, fileOnly bool) (globResult, error) {
+	parts := splitPath(pattern)
+	var res globResult
+	dirs := 0
+	var walk func(dir string, parts []string, depth int)
+	walk = func(dir string, parts []string, depth int) {
+		if len(parts) == 0 {
+			st, err := os.Lstat(dir)
+			if err != nil || !(st.Mode().IsRegular() || (!fileOnly && st.IsDir())) {
+				return
+			}
+			res.matches = append(res.matches, dir)
+			return
+		}
+		part := parts[0]
+		if part == "**" {
+			// Zero directories...
+			walk(dir, parts[1:], depth)
+			// ...or one more, recursively.
+			if depth >= walkMaxDepth {
+				res.truncated = true
+				return
+			}
+			for _, e := range readDir(dir) {
+				if !e.IsDir() || walkSkip[e.Name()] {
+					continue
+				}
+				dirs++
+				if dirs > walkMaxDirs {
+					res.truncated = true
+					return
+				}
+				walk(filepath.Join(dir, e.Name()), parts, depth+1)
+			}
+			return
+		}
+		if !hasGlob(part) {
+			walk(filepath.Join(dir, part), parts[1:], depth)
+			return
+		}
+		for _, e := range readDir(dir) {
+			if ok, _ := filepath.Match(part, e.Name()); ok {
+				walk(filepath.Join(dir, e.Name()), parts[1:], depth)
+			}
+		}
+	}
+	for _, p := range parts {
+		if p != "**" && hasGlob(p) {
+			if _, err := filepath.Match(p, ""); err != nil {
+				return res, fmt.Errorf("bad pattern %q: %v", pattern, err)
+			}
+		}
+	}
+	walk("/", parts, 0)
+	sort.Strings(res.matches)
+	res.matches = dedupStrings(res.matches)
+	return res, nil
+}
+
+// readDir lists dir without following a symlink at dir itself, sorted.
+func readDir(dir string) []fs.DirEntry {
+	st, err := os.Lstat(dir)
+	if err != nil || !st.IsDir() {
+		return nil
+	}
+	ents, _ := os.ReadDir(dir)
+	return ents
+}
+
+func dedupStrings(in []string) []string {
+	seen := map[string]bool{}
+	out := in[:0]
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,756 @@
+package policy
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+	"github.com/nsbox/nsbox/profiles"
+	"golang.org/x/sys/unix"
+)
+
+// testHost is a home, a workspace and a config directory under a temp dir,
+// with symlinks resolved (t.TempDir may live below a symlink).
+func testHost(t *testing.T) Host {
+	t.Helper()
+	// Not below /tmp: a sandbox has a private /tmp, so host paths there
+	// are only visible through binds, and these tests also cover paths
+	// seen through the read-only host root.
+	dir, err := os.MkdirTemp("/var/tmp", "nsbox-policy-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	base, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Host{
+		Cwd:        filepath.Join(base, "home", "proj"),
+		Home:       filepath.Join(base, "home"),
+		TmpDir:     "/tmp",
+		ConfigHome: filepath.Join(base, "home", ".config"),
+		LookupEnv: func(k string) (string, bool) {
+			v, ok := map[string]string{"PATH": "/usr/bin:/bin", "HOME": filepath.Join(base, "home"), "GOPATH": "/go", "SECRET": "x"}[k]
+			return v, ok
+		},
+	}
+	for _, d := range []string{h.Cwd, h.ConfigHome} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flags(c Config) *Layer {
+	return &Layer{Kind: KindFlags, Name: "command line", Config: c, KeyNames: map[string]string{
+		"filesystem.rw": "--rw", "limits.memory": "--memory", "network": "--net", "workspace": "--workspace",
+	}}
+}
+
+func mustLoad(t *testing.T, h Host, req Request) *Result {
+	t.Helper()
+	res, err := Load(h, req)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return res
+}
+
+func findMount(p sandbox.Policy, kind sandbox.Mount, dest string) (sandbox.Mount, bool) {
+	for _, m := range p.Mounts {
+		if m.Kind == kind.Kind && m.Dest == dest {
+			return m, true
+		}
+	}
+	return sandbox.Mount{}, false
+}
+
+func hasMount(p sandbox.Policy, kind string, dest string) bool {
+	for _, m := range p.Mounts {
+		if string(m.Kind) == kind && m.Dest == dest {
+			return true
+		}
+	}
+	return false
+}
+
+func TestShippedProfilesLoadAndValidate(t *testing.T) {
+	h := testHost(t)
+	names := builtinNames()
+	for _, want := range []string{"base", "workspace", "strict", "network", "batch"} {
+		found := false
+		for _, n := range names {
+			found = found || n == want
+		}
+		if !found {
+			t.Fatalf("built-in profile %s missing (have %v)", want, names)
+		}
+	}
+	for _, n := range names {
+		t.Run(n, func(t *testing.T) {
+			data, err := profiles.Policies.ReadFile(n + ".toml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ParseLayer(data, n+".toml", KindProfile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.TrimSpace(l.Config.Description) == "" {
+				t.Errorf("%s has no description", n)
+			}
+			if err := CheckLayer(l); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Load(h, Request{Profile: n, ConfigFile: "-"})
+			if err != nil {
+				t.Fatalf("resolve: %v", err)
+			}
+			if err := res.Policy.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestProfileSemantics(t *testing.T) {
+	h := testHost(t)
+	os.MkdirAll(filepath.Join(h.Home, ".ssh"), 0o700)
+	write(t, filepath.Join(h.Home, ".ssh", "id_rsa"), "KEY")
+	write(t, filepath.Join(h.Cwd, ".env"), "A=1")
+
+	ws := mustLoad(t, h, Request{ConfigFile: "-"})
+	if ws.Profile != "workspace" || ws.Workspace != h.Cwd || ws.Policy.Cwd != h.Cwd {
+		t.Fatalf("default profile: %+v", ws)
+	}
+	if m, ok := findMount(ws.Policy, sandbox.Mount{Kind: sandbox.MountBind}, h.Cwd); !ok || m.ReadOnly {
+		t.Fatalf("workspace not bound read-write: %+v", ws.Policy.Mounts)
+	}
+	if !hasMount(ws.Policy, "hide", filepath.Join(h.Home, ".ssh")) || !hasMount(ws.Policy, "hide", filepath.Join(h.Cwd, ".env")) {
+		t.Fatalf("secrets not hidden: %+v", ws.Policy.Mounts)
+	}
+	if ws.Policy.Network != sandbox.NetworkNone {
+		t.Fatalf("network %q", ws.Policy.Network)
+	}
+
+	st := mustLoad(t, h, Request{Profile: "strict", ConfigFile: "-"})
+	for _, m := range st.Policy.Mounts {
+		if m.Kind == sandbox.MountBind && !m.ReadOnly {
+			t.Fatalf("strict has a writable bind: %+v", m)
+		}
+	}
+	if st.Policy.Limits.Memory != 512<<20 || st.Policy.Limits.Pids != 128 || st.Policy.Limits.Time != 2*time.Minute {
+		t.Fatalf("strict limits: %+v", st.Policy.Limits)
+	}
+
+	nw := mustLoad(t, h, Request{Profile: "network", ConfigFile: "-"})
+	if nw.Policy.Network != sandbox.NetworkHost || nw.Workspace != h.Cwd {
+		t.Fatalf("network profile: %+v", nw.Policy)
+	}
+
+	in, out := filepath.Join(h.Home, "in"), filepath.Join(h.Home, "out")
+	os.Mkdir(in, 0o755)
+	os.Mkdir(out, 0o755)
+	b := mustLoad(t, h, Request{Profile: "batch", ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{Input: &in, Output: &out}})})
+	if b.Policy.Cwd != "/work" || !hasMount(b.Policy, "tmpfs", "/work") || !hasMount(b.Policy, "hide", h.Home) {
+		t.Fatalf("batch: %+v", b.Policy)
+	}
+	if m, ok := findMount(b.Policy, sandbox.Mount{Kind: sandbox.MountBind}, "/input"); !ok || !m.ReadOnly || m.Source != in {
+		t.Fatalf("batch /input: %+v", b.Policy.Mounts)
+	}
+	if m, ok := findMount(b.Policy, sandbox.Mount{Kind: sandbox.MountBind}, "/output"); !ok || m.ReadOnly || m.Source != out {
+		t.Fatalf("batch /output: %+v", b.Policy.Mounts)
+	}
+	// Hides below the hidden home are folded into it.
+	if hasMount(b.Policy, "hide", filepath.Join(h.Home, ".ssh")) {
+		t.Fatalf("nested hide kept: %+v", b.Policy.Mounts)
+	}
+}
+
+// errorAt checks that err is an *Error naming file, line and key.
+func errorAt(t *testing.T, err error, file string, line int, key string) *Error {
+	t.Helper()
+	var pe *Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v (%T) is not a *policy.Error", err, err)
+	}
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("errors.Is(ErrInvalid) false for %v", err)
+	}
+	if pe.Source != file || pe.Line != line || pe.Key != key {
+		t.Fatalf("error %q at %s:%d key %q, want %s:%d key %q", err, pe.Source, pe.Line, pe.Key, file, line, key)
+	}
+	if !strings.Contains(err.Error(), file) || (line > 0 && !strings.Contains(err.Error(), ":"+strconv.Itoa(line)+":")) || !strings.Contains(err.Error(), key) {
+		t.Fatalf("message %q does not name %s, line %d and %s", err, file, line, key)
+	}
+	return pe
+}
+
+func TestFileErrorsNameFileLineKey(t *testing.T) {
+	h := testHost(t)
+	dir := filepath.Join(h.ConfigHome, "nsbox", "profiles")
+	cases := []struct {
+		name, body string
+		line       int
+		key        string
+		want       string
+	}{
+		{"unknown-key", "description = \"x\"\n\n[limits]\nmemory = \"1G\"\nmemroy = \"2G\"\n", 5, "limits.memroy", "unknown key"},
+		{"unknown-top", "description = \"x\"\nnetwrok = \"host\"\n", 2, "netwrok", "unknown key"},
+		{"unknown-inline", "[filesystem]\nrw = [\"/tmp\",\n  {path = \"/x\", trry = true}]\n", 3, "filesystem.trry", "unknown key"},
+		{"wrong-type", "description = \"x\"\n[limits]\npids = \"many\"\n", 3, "limits.pids", "wrong type: got a string, want an integer"},
+		{"wrong-type-bool", "allow_userns = \"yes\"\n", 1, "allow_userns", "want true or false"},
+		{"wrong-type-list", "[filesystem]\nrw = \"/tmp\"\n", 2, "filesystem.rw", "want a list"},
+		{"bad-variable", "description = \"x\"\n[filesystem]\nro = [\n  \"/usr\",\n  \"${HOME\",\n]\n", 5, "filesystem.ro[1]", "bad variable"},
+		{"bad-variable-lone", "[filesystem]\nhide = [\"$/x\"]\n", 2, "filesystem.hide[0]", "lone $"},
+		{"bad-size", "[limits]\nmemory = \"12XB\"\n", 2, "limits.memory", "unknown unit"},
+		{"bad-network", "\n\nnetwork = \"wifi\"\n", 3, "network", "want none or host"},
+		{"nul-path", "[filesystem]\nrw = [\"/tmp/a\\u0000b\"]\n", 2, "filesystem.rw[0]", "NUL"},
+		{"fallback-in-profile", "backend_fallback = true\n", 1, "backend_fallback", "only allowed in config.toml"},
+		{"syntax", "description = \"x\"\nrw = [\n", 2, "", "array is incomplete"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, c.name+".toml")
+			write(t, path, c.body)
+			_, err := Load(h, Request{Profile: c.name, ConfigFile: "-"})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Source != path || pe.Line != c.line || (c.key != "" && pe.Key != c.key) {
+				t.Fatalf("error %q (%+v), want %s:%d key %q", err, pe, path, c.line, c.key)
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path+":"+strconv.Itoa(c.line)) {
+				t.Fatalf("message %q does not say %q at %s:%d", err, c.want, path, c.line)
+			}
+		})
+	}
+}
+
+func TestExtendCycle(t *testing.T) {
+	h := testHost(t)
+	dir := filepath.Join(h.ConfigHome, "nsbox", "profiles")
+	write(t, filepath.Join(dir, "a.toml"), "description = \"a\"\nextend = \"b\"\n")
+	write(t, filepath.Join(dir, "b.toml"), "description = \"b\"\n\nextend = \"c\"\n")
+	write(t, filepath.Join(dir, "c.toml"), "description = \"c\"\n\n\nextend = \"a\"\n")
+	_, err := Load(h, Request{Profile: "a", ConfigFile: "-"})
+	if !errors.Is(err, ErrCycle) {
+		t.Fatalf("want ErrCycle, got %v", err)
+	}
+	pe := errorAt(t, err, filepath.Join(dir, "c.toml"), 4, "extend")
+	if !strings.Contains(pe.Msg, "a -> b -> c -> a") {
+		t.Fatalf("cycle not spelled out: %q", pe.Msg)
+	}
+	// Self-extension of a file given by path is a cycle too.
+	self := filepath.Join(h.Home, "self.toml")
+	write(t, self, "extend = \"./self.toml\"\n")
+	if _, err := Load(h, Request{Profile: self, ConfigFile: "-"}); !errors.Is(err, ErrCycle) {
+		t.Fatalf("self extend: %v", err)
+	}
+	// A user profile that extends its own name builds on the built-in one.
+	write(t, filepath.Join(dir, "workspace.toml"), "description = \"mine\"\nextend = \"workspace\"\nnetwork = \"host\"\n")
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	if res.Policy.Network != sandbox.NetworkHost || res.Workspace != h.Cwd {
+		t.Fatalf("override extending the built-in: %+v", res.Policy)
+	}
+	if len(res.Layers) != 5 { // defaults, base, built-in workspace, user workspace, (no flags)
+		t.Logf("layers: %v", res.Layers)
+	}
+	// Unknown extend target names the line.
+	write(t, filepath.Join(dir, "d.toml"), "description = \"d\"\nextend = \"nope\"\n")
+	_, err = Load(h, Request{Profile: "d", ConfigFile: "-"})
+	if !errors.Is(err, ErrProfileNotFound) {
+		t.Fatalf("want ErrProfileNotFound: %v", err)
+	}
+	errorAt(t, err, filepath.Join(dir, "d.toml"), 2, "extend")
+}
+
+func TestBadFiles(t *testing.T) {
+	h := testHost(t)
+	big := filepath.Join(h.Home, "big.toml")
+	write(t, big, "description = \""+strings.Repeat("a", 10<<20)+"\"\n")
+	_, err := Load(h, Request{Profile: big, ConfigFile: "-"})
+	if err == nil || !strings.Contains(err.Error(), "larger than") || !strings.Contains(err.Error(), big) {
+		t.Fatalf("10 MB profile: %v", err)
+	}
+	garbage := filepath.Join(h.Home, "garbage.toml")
+	os.WriteFile(garbage, []byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0xff, 0xfe, 0, 0, '\n', 0x80}, 0o644)
+	_, err = Load(h, Request{Profile: garbage, ConfigFile: "-"})
+	if err == nil || !strings.Contains(err.Error(), garbage) || !strings.Contains(err.Error(), "not a text file") {
+		t.Fatalf("binary profile: %v", err)
+	}
+	ctrl := filepath.Join(h.Home, "ctrl.toml")
+	os.WriteFile(ctrl, []byte("description = \"x\"\n\x00\x01\x02 = 1\n"), 0o644)
+	_, err = Load(h, Request{Profile: ctrl, ConfigFile: "-"})
+	errorAt(t, err, ctrl, 2, "")
+	// A FIFO is refused without blocking.
+	fifo := filepath.Join(h.Home, "fifo.toml")
+	if err := mkfifo(fifo); err == nil {
+		_, err = Load(h, Request{Profile: fifo, ConfigFile: "-"})
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("fifo: %v", err)
+		}
+	}
+}
+
+func TestVariables(t *testing.T) {
+	h := testHost(t)
+	h.RuntimeDir = ""
+	v := h.withDefaults().vars("/ws")
+	cases := []struct{ in, want, err string }{
+		{"$HOME/x", h.Home + "/x", ""},
+		{"${HOME}/x", h.Home + "/x", ""},
+		{"~/x", h.Home + "/x", ""},
+		{"~", h.Home, ""},
+		{"$CWD", h.Cwd, ""},
+		{"$TMPDIR/a", "/tmp/a", ""},
+		{"$NSBOX_WORKSPACE/.git", "/ws/.git", ""},
+		{"$NSBOX_CONFIG", h.ConfigHome + "/nsbox", ""},
+		{"a$$b", "a$b", ""},
+		{"$XDG_RUNTIME_DIR/bus", "", "not set"},
+		{"$FOO/x", "", "unknown variable $FOO"},
+		{"${HOME", "", "bad variable"},
+		{"${}", "", "bad variable"},
+		{"${1x}", "", "bad variable"},
+		{"a$", "", "lone $"},
+		{"$-x", "", "lone $"},
+		{"~root/x", "", "not ~user"},
+	}
+	for _, c := range cases {
+		got, err := expand(c.in, v)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("expand(%q) = %q, %v; want error %q", c.in, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("expand(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	// An unknown variable is a warning (with file, line, key) and the entry
+	// is skipped; the run goes on.
+	p := filepath.Join(h.Home, "vars.toml")
+	write(t, p, "extend = \"workspace\"\n[filesystem]\nro = [\n  \"$NOPE/x\",\n]\n")
+	res := mustLoad(t, h, Request{Profile: p, ConfigFile: "-"})
+	found := false
+	for _, w := range res.Warnings {
+		if !w.Note && w.Source == p && w.Line == 4 && w.Key == "filesystem.ro[0]" && strings.Contains(w.Msg, "$NOPE") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no warning for $NOPE: %+v", res.Warnings)
+	}
+}
+
+func TestPathsResolvedAndDeduplicated(t *testing.T) {
+	h := testHost(t)
+	real := filepath.Join(h.Home, "real")
+	os.MkdirAll(filepath.Join(real, "sub"), 0o755)
+	os.Symlink(real, filepath.Join(h.Home, "link"))
+	os.Symlink("real/sub", filepath.Join(h.Home, "rel"))
+	rw := []PathEntry{
+		{Path: filepath.Join(h.Home, "link")}, // symlink -> real
+		{Path: "../real"},                     // relative to $CWD
+		{Path: real},                          // the same again
+		{Path: filepath.Join(h.Home, "rel")},  // relative symlink
+		{Path: "$HOME/link/sub/../sub"},       // variable, link, ..
+		{Path: "~/.cache", Try: true},         // optional, missing
+	}
+	res := mustLoad(t, h, Request{ConfigFile: "-", Profile: "strict", Flags: flags(Config{Filesystem: Filesystem{RW: rw}})})
+	var binds []string
+	for _, m := range res.Policy.Mounts {
+		if m.Kind == sandbox.MountBind && !m.ReadOnly {
+			binds = append(binds, m.Source+"->"+m.Dest)
+		}
+	}
+	want := []string{real + "->" + real, filepath.Join(real, "sub") + "->" + filepath.Join(real, "sub")}
+	if strings.Join(binds, " ") != strings.Join(want, " ") {
+		t.Fatalf("binds %v, want %v", binds, want)
+	}
+	note := false
+	for _, w := range res.Warnings {
+		note = note || (w.Note && strings.Contains(w.Msg, ".cache") && strings.Contains(w.Msg, "optional"))
+	}
+	if !note {
+		t.Fatalf("no note for the missing optional entry: %+v", res.Warnings)
+	}
+	// A missing rw path is an error naming the mount.
+	_, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: "/nonexistent/x"}}}})})
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "--rw: mount /nonexistent/x on /nonexistent/x: no such file or directory") {
+		t.Fatalf("missing rw: %v", err)
+	}
+	// A symlink loop is a clear error.
+	os.Symlink("loop-b", filepath.Join(h.Home, "loop-a"))
+	os.Symlink("loop-a", filepath.Join(h.Home, "loop-b"))
+	_, err = Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: filepath.Join(h.Home, "loop-a")}}}})})
+	if !errors.Is(err, ErrSymlinkLoop) || !strings.Contains(err.Error(), "--rw: symlink loop") {
+		t.Fatalf("loop: %v", err)
+	}
+	// NUL bytes never reach a path.
+	_, err = Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: "/tmp/a\x00b"}}}})})
+	if err == nil || !strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("NUL: %v", err)
+	}
+}
+
+func TestWorkspaceRefusals(t *testing.T) {
+	h := testHost(t)
+	// Run from /: no workspace, nothing writable, a note.
+	root := h
+	root.Cwd = "/"
+	res := mustLoad(t, root, Request{ConfigFile: "-"})
+	if res.Workspace != "" || res.Policy.Cwd != "/" {
+		t.Fatalf("cwd /: %+v", res)
+	}
+	for _, m := range res.Policy.Mounts {
+		if m.Kind == sandbox.MountBind && !m.ReadOnly {
+			t.Fatalf("cwd /: writable bind %+v", m)
+		}
+	}
+	// From $HOME, an ancestor of it, or a system directory: refused.
+	for _, cwd := range []string{h.Home, filepath.Dir(h.Home), "/etc", "/usr"} {
+		hh := h
+		hh.Cwd = cwd
+		_, err := Load(hh, Request{ConfigFile: "-"})
+		if !errors.Is(err, ErrUnsafeWorkspace) {
+			t.Errorf("workspace %s: %v", cwd, err)
+		}
+	}
+	// --workspace / is refused (not silently dropped).
+	slash := "/"
+	_, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Workspace: &slash})})
+	if !errors.Is(err, ErrUnsafeWorkspace) || !strings.Contains(err.Error(), "--workspace") {
+		t.Fatalf("--workspace /: %v", err)
+	}
+	// strict has no workspace: running from $HOME is fine.
+	hh := h
+	hh.Cwd = h.Home
+	if _, err := Load(hh, Request{ConfigFile: "-", Profile: "strict"}); err != nil {
+		t.Fatalf("strict from home: %v", err)
+	}
+}
+
+func TestProtectAndPin(t *testing.T) {
+	h := testHost(t)
+	ws := h.Cwd
+	// No .git: .git itself becomes an empty read-only placeholder.
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	if !hasMount(res.Policy, "protect", filepath.Join(ws, ".git")) {
+		t.Fatalf("missing .git not protected: %+v", res.Policy.Mounts)
+	}
+	if len(res.Placeholders) != 1 || res.Placeholders[0] != (Placeholder{Path: filepath.Join(ws, ".git"), Dir: true, Root: ws}) {
+		t.Fatalf("placeholders: %+v", res.Placeholders)
+	}
+	// .git without hooks: .git is pinned, hooks and config are protected.
+	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
+	res = mustLoad(t, h, Request{ConfigFile: "-"})
+	pin, ok := findMount(res.Policy, sandbox.Mount{Kind: sandbox.MountBind}, filepath.Join(ws, ".git"))
+	if !ok || pin.ReadOnly || pin.Source != filepath.Join(ws, ".git") {
+		t.Fatalf("no pin of .git: %+v", res.Policy.Mounts)
+	}
+	for _, d := range []string{".git/hooks", ".git/config"} {
+		if !hasMount(res.Policy, "protect", filepath.Join(ws, d)) {
+			t.Fatalf("%s not protected: %+v", d, res.Policy.Mounts)
+		}
+	}
+	// Order: the workspace, then the pin, then the protections.
+	var order []string
+	for _, m := range res.Policy.Mounts {
+		order = append(order, string(m.Kind)+":"+strings.TrimPrefix(m.Dest, ws))
+	}
+	if o := strings.Join(order, " "); o != "bind: bind:/.git protect:/.git/hooks protect:/.git/config" {
+		t.Fatalf("order %v", order)
+	}
+	for _, p := range res.Placeholders {
+		if p.Path == filepath.Join(ws, ".git/hooks") && !p.Dir || p.Path == filepath.Join(ws, ".git/config") && p.Dir {
+			t.Fatalf("placeholder kinds: %+v", res.Placeholders)
+		}
+	}
+	// A .git file (worktree, submodule) is itself protected.
+	os.Remove(filepath.Join(ws, ".git"))
+	write(t, filepath.Join(ws, ".git"), "gitdir: ../x\n")
+	res = mustLoad(t, h, Request{ConfigFile: "-"})
+	if m, ok := findMount(res.Policy, sandbox.Mount{Kind: sandbox.MountProtect}, filepath.Join(ws, ".git")); !ok || m.Dir {
+		t.Fatalf(".git file not protected: %+v", res.Policy.Mounts)
+	}
+	// Shell rc files only when a bind makes $HOME writable, and mapped
+	// through the bind.
+	if hasMount(res.Policy, "protect", filepath.Join(h.Home, ".bashrc")) {
+		t.Fatalf("rc file protected under a read-only home")
+	}
+	res = mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: h.Home, Dest: "/h"}}}})})
+	if !hasMount(res.Policy, "protect", "/h/.bashrc") || !hasMount(res.Policy, "protect", "/h/.config/nsbox") {
+		t.Fatalf("home bound at /h: rc files / nsbox config not protected there: %+v", res.Policy.Mounts)
+	}
+	warned := false
+	for _, w := range res.Warnings {
+		warned = warned || (!w.Note && strings.Contains(w.Msg, "home directory"))
+	}
+	if !warned {
+		t.Fatalf("no warning for a writable home: %+v", res.Warnings)
+	}
+}
+
+// $NSBOX_RW applies an entry to every writable directory, not just the
+// workspace: strict with --rw DIR protects DIR/.git and hides DIR/.env.
+func TestEveryWritableDir(t *testing.T) {
+	h := testHost(t)
+	other := filepath.Join(h.Home, "other")
+	os.MkdirAll(filepath.Join(other, ".git"), 0o755)
+	write(t, filepath.Join(other, ".env"), "S")
+	write(t, filepath.Join(h.Home, "file"), "f")
+	res := mustLoad(t, h, Request{ConfigFile: "-", Profile: "strict", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: other}, {Path: "~/file"}}}})})
+	for _, want := range []string{"protect:" + other + "/.git/hooks", "protect:" + other + "/.git/config", "bind:" + other + "/.git", "hide:" + other + "/.env"} {
+		kind, dest, _ := strings.Cut(want, ":")
+		if !hasMount(res.Policy, kind, dest) {
+			t.Errorf("no %s: %+v", want, res.Policy.Mounts)
+		}
+	}
+	// Used elsewhere, it is a warning.
+	res = mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RO: []PathEntry{{Path: "$NSBOX_RW"}}}})})
+	warned := false
+	for _, w := range res.Warnings {
+		warned = warned || (!w.Note && strings.Contains(w.Msg, "only meaningful in hide and protect"))
+	}
+	if !warned {
+		t.Fatalf("%+v", res.Warnings)
+	}
+}
+
+// A profile file inside the writable workspace is kept read-only there:
+// it decides the next run's policy.
+func TestPolicyFileInWorkspaceProtected(t *testing.T) {
+	h := testHost(t)
+	p := filepath.Join(h.Cwd, "nsbox.toml")
+	write(t, p, "extend = \"workspace\"\n")
+	res := mustLoad(t, h, Request{ConfigFile: "-", Profile: "./nsbox.toml"})
+	if !hasMount(res.Policy, "protect", p) {
+		t.Fatalf("%+v", res.Policy.Mounts)
+	}
+}
+
+func TestHideMapping(t *testing.T) {
+	h := testHost(t)
+	write(t, filepath.Join(h.Home, ".aws", "credentials"), "K")
+	write(t, filepath.Join(h.Cwd, ".env.local"), "S")
+	write(t, filepath.Join(h.Cwd, "a", "b", ".env"), "S")
+	os.MkdirAll(filepath.Join(h.Cwd, ".env-venv"), 0o755) // a directory: not a .env file
+	write(t, filepath.Join(h.Cwd, "node_modules", "x", ".env"), "pkg")
+	res := mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RO: []PathEntry{{Path: h.Home, Dest: "/mnt/home"}}}})})
+	for _, d := range []string{filepath.Join(h.Home, ".aws"), "/mnt/home/.aws", filepath.Join(h.Cwd, ".env.local"), filepath.Join(h.Cwd, "a/b/.env")} {
+		if !hasMount(res.Policy, "hide", d) {
+			t.Errorf("%s not hidden: %+v", d, res.Policy.Mounts)
+		}
+	}
+	for _, d := range []string{filepath.Join(h.Cwd, ".env-venv"), filepath.Join(h.Cwd, "node_modules/x/.env")} {
+		if hasMount(res.Policy, "hide", d) {
+			t.Errorf("%s hidden", d)
+		}
+	}
+	// "!PATH" removes a profile's entry.
+	res = mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{Hide: []PathEntry{{Path: "~/.aws", Remove: true}}}})})
+	if hasMount(res.Policy, "hide", filepath.Join(h.Home, ".aws")) {
+		t.Fatalf("!~/.aws did not unhide")
+	}
+}
+
+func TestGlobBounds(t *testing.T) {
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	p := dir
+	for i := 0; i < walkMaxDepth+3; i++ {
+		p = filepath.Join(p, "d")
+	}
+	write(t, filepath.Join(p, ".env"), "deep")
+	write(t, filepath.Join(dir, "d", ".env"), "shallow")
+	g, err := glob(filepath.Join(dir, "**", ".env*"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.truncated || len(g.matches) != 1 || g.matches[0] != filepath.Join(dir, "d", ".env") {
+		t.Fatalf("glob: %+v", g)
+	}
+}
+
+// The precedence table: flags > profile > config file > built-in defaults,
+// case by case.
+func TestPrecedence(t *testing.T) {
+	h := testHost(t)
+	cfgDir := filepath.Join(h.ConfigHome, "nsbox")
+	cfg := filepath.Join(cfgDir, "config.toml")
+	os.Mkdir(filepath.Join(h.Home, ".ssh"), 0o700)
+	os.Mkdir(filepath.Join(h.Home, ".gnupg"), 0o700)
+	extra := filepath.Join(h.Home, "extra")
+	os.Mkdir(extra, 0o755)
+	prof := func(body string) string {
+		p := filepath.Join(cfgDir, "profiles", "p.toml")
+		write(t, p, "description = \"p\"\n"+body)
+		return "p"
+	}
+	str := func(s string) *string { return &s }
+	cases := []struct {
+		name    string
+		config  string
+		profile string // body of profile p; "" = the default profile
+		flags   Config
+		check   func(t *testing.T, r *Result)
+	}{
+		{"defaults only", "", "", Config{}, func(t *testing.T, r *Result) {
+			if r.Policy.Network != "none" || r.Policy.Hostname != "nsbox" || r.Policy.Seccomp != "default" || r.Backend != "auto" || r.BackendFallback || r.Profile != "workspace" {
+				t.Fatalf("%+v", r)
+			}
+		}},
+		{"config over defaults", "network = \"host\"\nhostname = \"cfg\"\nbackend = \"native\"\nbackend_fallback = true\n", "", Config{}, func(t *testing.T, r *Result) {
+			if r.Policy.Network != "host" || r.Policy.Hostname != "cfg" || r.Backend != "native" || !r.BackendFallback {
+				t.Fatalf("%+v", r.Policy)
+			}
+		}},
+		{"config chooses the profile", "profile = \"strict\"\n", "", Config{}, func(t *testing.T, r *Result) {
+			if r.Profile != "strict" || r.Policy.Limits.Pids != 128 {
+				t.Fatalf("%+v", r)
+			}
+		}},
+		{"--profile over config's profile", "profile = \"strict\"\n", "network = \"host\"\n", Config{}, func(t *testing.T, r *Result) {
+			if r.Profile != "p" || r.Policy.Limits.Pids != 0 || r.Policy.Network != "host" {
+				t.Fatalf("%+v", r)
+			}
+		}},
+		{"profile over config", "hostname = \"cfg\"\nnetwork = \"host\"\n", "hostname = \"prof\"\n", Config{}, func(t *testing.T, r *Result) {
+			if r.Policy.Hostname != "prof" || r.Policy.Network != "host" {
+				t.Fatalf("profile must win where it sets a key, config elsewhere: %+v", r.Policy)
+			}
+		}},
+		{"flags over profile", "hostname = \"cfg\"\n", "hostname = \"prof\"\n[limits]\nmemory = \"1G\"\n", Config{Hostname: str("flag"), Limits: Limits{Memory: str("64M")}}, func(t *testing.T, r *Result) {
+			if r.Policy.Hostname != "flag" || r.Policy.Limits.Memory != 64<<20 {
+				t.Fatalf("%+v", r.Policy)
+			}
+		}},
+		{"strict limits over config limits", "[limits]\nmemory = \"4G\"\npids = 4096\n", "extend = \"strict\"\n", Config{}, func(t *testing.T, r *Result) {
+			if r.Policy.Limits.Memory != 512<<20 || r.Policy.Limits.Pids != 128 {
+				t.Fatalf("%+v", r.Policy.Limits)
+			}
+		}},
+		{"lists add up across layers", "[filesystem]\nro = [\"" + extra + "\"]\n[env]\npass = [\"GOPATH\"]\n", "extend = \"workspace\"\n[env]\nset = {A = \"p\"}\n", Config{Env: Env{Set: map[string]string{"B": "f"}}}, func(t *testing.T, r *Result) {
+			if !hasMount(r.Policy, "bind", extra) || !hasMount(r.Policy, "bind", h.Cwd) {
+				t.Fatalf("binds %+v", r.Policy.Mounts)
+			}
+			env := strings.Join(r.Policy.Env, " ")
+			if !strings.Contains(env, "GOPATH=/go") || !strings.Contains(env, "A=p") || !strings.Contains(env, "B=f") || strings.Contains(env, "SECRET") {
+				t.Fatalf("env %v", r.Policy.Env)
+			}
+		}},
+		{"env.set: flag over profile over config", "[env]\nset = {K = \"cfg\"}\n", "[env]\nset = {K = \"prof\"}\n", Config{Env: Env{Set: map[string]string{"K": "flag"}}}, func(t *testing.T, r *Result) {
+			if !strings.Contains(strings.Join(r.Policy.Env, " "), "K=flag") || strings.Count(strings.Join(r.Policy.Env, " "), "K=") != 1 {
+				t.Fatalf("env %v", r.Policy.Env)
+			}
+		}},
+		{"same destination: flag --ro over profile rw", "", "extend = \"workspace\"\n", Config{Filesystem: Filesystem{RO: []PathEntry{{Path: "$CWD"}}}}, func(t *testing.T, r *Result) {
+			m, ok := findMount(r.Policy, sandbox.Mount{Kind: sandbox.MountBind}, h.Cwd)
+			if !ok || !m.ReadOnly {
+				t.Fatalf("%+v", r.Policy.Mounts)
+			}
+		}},
+		{"flag removes a profile hide", "", "extend = \"workspace\"\n", Config{Filesystem: Filesystem{Hide: []PathEntry{{Path: "~/.ssh", Remove: true}}}}, func(t *testing.T, r *Result) {
+			if hasMount(r.Policy, "hide", filepath.Join(h.Home, ".ssh")) || !hasMount(r.Policy, "hide", filepath.Join(h.Home, ".gnupg")) {
+				t.Fatalf("%+v", r.Policy.Mounts)
+			}
+		}},
+		{"backend_fallback only from config", "", "", Config{}, func(t *testing.T, r *Result) {
+			if r.BackendFallback {
+				t.Fatal("fallback on by default")
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			os.RemoveAll(cfgDir)
+			if c.config != "" {
+				write(t, cfg, c.config)
+			}
+			req := Request{Flags: flags(c.flags)}
+			if c.profile != "" {
+				req.Profile = prof(c.profile)
+			}
+			res, err := Load(h, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, res)
+		})
+	}
+}
+
+func TestHostAPIPatterns(t *testing.T) {
+	h := testHost(t)
+	h.KnownHostAPIs = []string{"memory.save", "memory.recall", "notepad.open"}
+	res := mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{HostAPIs: []string{"memory.*", "memory.save"}})})
+	if strings.Join(res.Policy.HostAPIs, ",") != "memory.recall,memory.save" {
+		t.Fatalf("%v", res.Policy.HostAPIs)
+	}
+	if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{HostAPIs: []string{"mail.*"}})}); err == nil {
+		t.Fatal("mail.* matched")
+	}
+}
+
+func TestPlaceholderCleanup(t *testing.T) {
+	h := testHost(t)
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	if len(res.Placeholders) != 1 {
+		t.Fatalf("%+v", res.Placeholders)
+	}
+	ph := res.Placeholders[0]
+	// What the sandbox does: create it.
+	os.Mkdir(ph.Path, 0o755)
+	a := HoldRoots(res.Roots())
+	if a.Err() != nil {
+		t.Fatal(a.Err())
+	}
+	b := HoldRoots(res.Roots()) // a second run on the same workspace
+	if got := a.Release(res.Placeholders); len(got) != 0 {
+		t.Fatalf("removed %v while another run holds the workspace", got)
+	}
+	if _, err := os.Stat(ph.Path); err != nil {
+		t.Fatal("placeholder gone while in use")
+	}
+	if got := b.Release(res.Placeholders); len(got) != 1 {
+		t.Fatalf("last run did not remove the placeholder: %v", got)
+	}
+	// Not empty: kept.
+	os.Mkdir(ph.Path, 0o755)
+	write(t, filepath.Join(ph.Path, "HEAD"), "ref")
+	if got := HoldRoots(res.Roots()).Release(res.Placeholders); len(got) != 0 {
+		t.Fatalf("removed a non-empty directory")
+	}
+	// A root held exclusively (by sandboxed code, say) is an error after a
+	// bounded wait, not a hang.
+	fd, err := unix.Open(h.Cwd, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	unix.Flock(fd, unix.LOCK_EX)
+	start := time.Now()
+	if err := HoldRoots(res.Roots()).Err(); !errors.Is(err, ErrRootLocked) || time.Since(start) > holdTimeout+2*time.Second {
+		t.Fatalf("locked root: %v after %s", err, time.Since(start))
+	}
+}

@@ -1,0 +1,1051 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+	"github.com/nsbox/nsbox/pkg/seccomp"
+)
+
+// Result is a resolved policy and how it came about.
+type Result struct {
+	// Policy is ready for sandbox.Start.
+	Policy sandbox.Policy `json:"policy"`
+	// Plan explains every mount of Policy.Mounts, in order.
+	Plan []PlanEntry `json:"plan"`
+	// Profile is the profile used (its name, or the file given).
+	Profile string `json:"profile"`
+	// Layers name the sources applied, lowest precedence first.
+	Layers []string `json:"layers"`
+	// Backend is "auto", "required", "native" or "none".
+	Backend string `json:"backend"`
+	// BackendFallback allows "auto" to fall back to backend none.
+	BackendFallback bool `json:"backendFallback"`
+	// Workspace is the host workspace directory ("" for none).
+	Workspace string `json:"workspace,omitempty"`
+	// Placeholders are host paths that do not exist and that the sandbox
+	// will create, empty and read-only, so that it cannot create them
+	// itself (see Hold).
+	Placeholders []Placeholder `json:"placeholders,omitempty"`
+	// Warnings and notes, in the order they arose.
+	Warnings []Warning `json:"warnings,omitempty"`
+}
+
+// PlanEntry is one mount and why it is there.
+type PlanEntry struct {
+	sandbox.Mount
+	Why string `json:"why"`
+}
+
+// Placeholder is a protected path the sandbox creates empty.
+type Placeholder struct {
+	Path string `json:"path"`
+	Dir  bool   `json:"dir"`
+	// Root is the writable bind source that holds it.
+	Root string `json:"root"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Defaults is the lowest layer: what nsbox does when nothing else says.
+func Defaults() *Layer {
+	return &Layer{Kind: KindDefaults, Name: "built-in defaults", Config: Config{
+		Backend:               ptr(BackendAuto),
+		BackendFallback:       ptr(false),
+		Network:               ptr(string(sandbox.NetworkNone)),
+		Seccomp:               ptr("default"),
+		Hostname:              ptr("nsbox"),
+		AllowPrivileged:       ptr(false),
+		AllowUserns:           ptr(false),
+		AllowToolRegistration: ptr(false),
+		Env:                   Env{Clear: ptr(true)},
+		Filesystem: Filesystem{
+			// nsbox's own config and profiles: a sandbox that could write
+			// them would choose the next sandbox's policy. The host APIs'
+			// stores: sandboxed code reaches them only through hostCall and
+			// its allowlist, never as files (read or written).
+			Protect: []PathEntry{{Path: "$NSBOX_CONFIG", Dir: true}, {Path: "$NSBOX_DATA", Dir: true}},
+			Hide:    []PathEntry{{Path: "$NSBOX_DATA", Dir: true}},
+		},
+	}}
+}
+
+// ConfigPath is the user's config file ("" when no config directory is
+// known).
+func ConfigPath(h Host) string {
+	h = h.withDefaults()
+	if d := h.ConfigDir(); d != "" {
+		return filepath.Join(d, "config.toml")
+	}
+	return ""
+}
+
+// Request says what to load besides the defaults.
+type Request struct {
+	// Profile is --profile: a name or a file path; "" uses the config
+	// file's profile, then DefaultProfile.
+	Profile string
+	// Flags is the command-line layer (nil: none).
+	Flags *Layer
+	// ConfigFile replaces ConfigPath(h); "-" loads no config file.
+	ConfigFile string
+}
+
+// Load builds the layers (defaults, config file, profile chain, flags),
+// checks each, merges and resolves them.
+func Load(h Host, req Request) (*Result, error) {
+	h = h.withDefaults()
+	layers := []*Layer{Defaults()}
+	cfgPath := req.ConfigFile
+	if cfgPath == "" {
+		cfgPath = ConfigPath(h)
+	}
+	var cfg *Layer
+	if cfgPath != "" && cfgPath != "-" {
+		if _, err := os.Stat(cfgPath); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			cfg, err = LoadLayer(cfgPath, KindConfig)
+			if err != nil {
+				return nil, err
+			}
+			layers = append(layers, cfg)
+		}
+	}
+	ref := req.Profile
+	if ref == "" && cfg != nil && cfg.Config.Profile != "" {
+		if err := CheckLayer(cfg); err != nil {
+			return nil, err
+		}
+		ref = cfg.Config.Profile
+	}
+	if ref == "" {
+		ref = DefaultProfile
+	}
+	chain, err := NewLoader(h).Chain(ref)
+	if err != nil {
+		return nil, err
+	}
+	layers = append(layers, chain...)
+	if req.Flags != nil {
+		layers = append(layers, req.Flags)
+	}
+	res, err := Resolve(h, layers)
+	if err != nil {
+		return nil, err
+	}
+	res.Profile = ref
+	return res, nil
+}
+
+// Resolve checks every layer, merges them (lowest precedence first) and
+// resolves the result against h.
+func Resolve(h Host, layers []*Layer) (*Result, error) {
+	h = h.withDefaults()
+	if !filepath.IsAbs(h.Cwd) {
+		return nil, &Error{Msg: fmt.Sprintf("the current directory %q is not absolute", h.Cwd)}
+	}
+	for _, l := range layers {
+		if err := CheckLayer(l); err != nil {
+			return nil, err
+		}
+	}
+	r := &resolver{h: h, layers: layers, m: merge(layers), res: &Result{}}
+	for _, l := range layers {
+		r.res.Layers = append(r.res.Layers, l.Name)
+		if l.Kind == KindProfile && r.res.Profile == "" {
+			r.res.Profile = l.Profile
+		}
+	}
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"workspace", r.workspace},
+		{"cwd", r.cwdStep},
+		{"host_dirs", r.hostDirs},
+		{"binds", r.binds},
+		{"protect", r.protect},
+		{"hide", r.hide},
+		{"plan", r.plan},
+		{"env", r.env},
+		{"limits", r.limits},
+		{"tools", r.tools},
+		{"seccomp", r.seccomp},
+		{"host_apis", r.hostAPIs},
+		{"options", r.options},
+		// Last: the same checks sandbox.Start runs, before anything starts.
+		{"validate", r.validate},
+	}
+	for _, s := range steps {
+		if err := s.fn(); err != nil {
+			return nil, err
+		}
+	}
+	return r.res, nil
+}
+
+type resolver struct {
+	h      Host
+	layers []*Layer
+	m      *merged
+	res    *Result
+	vars   vars
+	home   string // $HOME resolved, "" when unknown
+
+	mounts  []mountItem // binds, tmpfs and pins, sorted by depth
+	rwRoots []string    // writable bind sources that are directories ($NSBOX_RW)
+	// policyFiles are this run's policy files that lie in writable binds.
+	policyFiles []entry
+	protects    []PlanEntry
+	hides       []PlanEntry
+}
+
+type mountItem struct {
+	m     sandbox.Mount
+	why   string
+	rank  int // layer precedence
+	order int // position across lists
+	at    origin
+}
+
+func (r *resolver) warn(w Warning) { r.res.Warnings = append(r.res.Warnings, w) }
+
+// expandAt expands variables in s. ok is false when the entry must be
+// left out: a variable is unknown or unset (a warning), or it refers to
+// $NSBOX_WORKSPACE and there is no workspace (silently: such entries only
+// apply to a workspace).
+func (r *resolver) expandAt(s string, at origin) (string, bool, error) {
+	v, err := expand(s, r.vars)
+	var skip *errSkip
+	switch {
+	case errors.As(err, &skip):
+		if skip.name == "NSBOX_WORKSPACE" && !skip.unknown {
+			return "", false, nil
+		}
+		if skip.name == "NSBOX_RW" {
+			r.warn(at.warn(false, "$NSBOX_RW (each writable directory) is only meaningful in hide and protect entries; entry skipped"))
+			return "", false, nil
+		}
+		// An unknown variable is a mistake (a warning); a known one that
+		// is unset here ($XDG_RUNTIME_DIR, $HOME for a daemon) is normal
+		// (a note).
+		r.warn(at.warn(!skip.unknown, "%s", skip.Error()))
+		return "", false, nil
+	case err != nil:
+		return "", false, at.err(err, "%v", err)
+	}
+	return v, true, nil
+}
+
+var rwVarRE = regexp.MustCompile(`\$(\{NSBOX_RW\}|NSBOX_RW([^A-Za-z0-9_]|$))`)
+
+// expandEach expands a hide or protect entry: once, or, when it uses
+// $NSBOX_RW, once per writable bind directory.
+func (r *resolver) expandEach(s string, at origin) ([]string, error) {
+	if !rwVarRE.MatchString(s) {
+		v, ok, err := r.expandAt(s, at)
+		if !ok {
+			return nil, err
+		}
+		return []string{v}, nil
+	}
+	var out []string
+	for _, root := range r.rwRoots {
+		vv := vars{}
+		for k, v := range r.vars {
+			vv[k] = v
+		}
+		vv["NSBOX_RW"] = root
+		saved := r.vars
+		r.vars = vv
+		v, ok, err := r.expandAt(s, at)
+		r.vars = saved
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// systemDirs can never be the workspace: making one writable would let the
+// sandbox change the host's programs or configuration.
+var systemDirs = map[string]bool{
+	"/bin": true, "/boot": true, "/dev": true, "/etc": true, "/lib": true, "/lib32": true,
+	"/lib64": true, "/libx32": true, "/proc": true, "/run": true, "/sbin": true, "/sys": true,
+	"/usr": true, "/usr/bin": true, "/usr/lib": true, "/usr/local": true, "/usr/sbin": true,
+	"/usr/share": true, "/var": true, "/var/lib": true, "/home": true, "/tmp": true, "/var/tmp": true,
+}
+
+func (r *resolver) workspace() error {
+	r.vars = r.h.vars("")
+	if r.h.Home != "" {
+		if rp, err := resolvePath(r.h.Home, "/"); err == nil {
+			r.home = rp.Path
+		}
+	}
+	w := r.m.workspace
+	if !w.set || w.v == "" {
+		return nil
+	}
+	v, ok, err := r.expandAt(w.v, w.at)
+	if !ok {
+		return err
+	}
+	rp, err := resolvePath(v, r.h.Cwd)
+	if err != nil {
+		return w.at.err(err, "%v", err)
+	}
+	if rp.Missing > 0 {
+		return w.at.err(fs.ErrNotExist, "%s does not exist", rp.Path)
+	}
+	if st, err := os.Stat(rp.Path); err != nil || !st.IsDir() {
+		return w.at.err(nil, "%s is not a directory", rp.Path)
+	}
+	ws := rp.Path
+	if ws == "/" {
+		if w.at.layer.Kind == KindFlags {
+			return w.at.err(ErrUnsafeWorkspace, "/ cannot be the workspace: the whole host would be writable")
+		}
+		// Invariant: "/" is never made writable by a default. Run from /,
+		// the workspace profile has no workspace at all.
+		r.warn(w.at.warn(true, "the current directory is /: no workspace; nothing is writable but explicit --rw paths"))
+		return nil
+	}
+	// Invariant: the workspace never covers $HOME (credentials, startup
+	// files, ~/.config) or a system directory.
+	const advice = "run nsbox from a project directory, choose one with --workspace DIR, or use --profile strict"
+	switch {
+	case r.home != "" && ws == r.home:
+		return w.at.err(ErrUnsafeWorkspace, "%s is your home directory and cannot be the workspace: making it writable would expose your credentials and shell startup files; %s", ws, advice)
+	case r.home != "" && within(r.home, ws):
+		return w.at.err(ErrUnsafeWorkspace, "%s contains your home directory and cannot be the workspace; %s", ws, advice)
+	case systemDirs[ws] || ws == filepath.Clean(r.h.TmpDir):
+		return w.at.err(ErrUnsafeWorkspace, "%s is a system directory and cannot be the workspace; %s", ws, advice)
+	}
+	r.res.Workspace = ws
+	r.vars["NSBOX_WORKSPACE"] = ws
+	return nil
+}
+
+func (r *resolver) cwdStep() error {
+	p := &r.res.Policy
+	c := r.m.cwd
+	if c.set && c.v != "" {
+		v, ok, err := r.expandAt(c.v, c.at)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if !filepath.IsAbs(v) {
+				return c.at.err(nil, "%q must be an absolute path (the working directory inside)", c.v)
+			}
+			p.Cwd = filepath.Clean(v)
+			return nil
+		}
+	}
+	if r.res.Workspace != "" {
+		p.Cwd = r.res.Workspace
+		return nil
+	}
+	// Kept when visible inside; the worker falls back to / when not.
+	p.Cwd = r.h.Cwd
+	return nil
+}
+
+func (r *resolver) hostDirs() error {
+	if !r.m.hostDirsSet {
+		return nil
+	}
+	dirs := []string{}
+	for _, d := range r.m.hostDirs {
+		v, ok, err := r.expandAt(d.v, d.at)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(r.h.Cwd, v)
+		}
+		v = filepath.Clean(v)
+		if v == "/" {
+			if len(r.m.hostDirs) > 1 {
+				return d.at.err(nil, `"/" (the whole host root) cannot be combined with other host_dirs`)
+			}
+			return nil // the whole root
+		}
+		// The last component stays as written: a top-level symlink such as
+		// /bin -> usr/bin is recreated inside as a symlink.
+		parent, err := resolvePath(filepath.Dir(v), "/")
+		if err != nil {
+			return d.at.err(err, "%v", err)
+		}
+		v = filepath.Join(parent.Path, filepath.Base(v))
+		if _, err := os.Lstat(v); err != nil {
+			r.warn(d.at.warn(true, "%s does not exist; skipped", v))
+			continue
+		}
+		dirs = append(dirs, v)
+	}
+	sort.Strings(dirs)
+	r.res.Policy.HostDirs = dedupStrings(dirs)
+	return nil
+}
+
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+func (r *resolver) binds() error {
+	var cands []mountItem
+	order := 0
+	add := func(it mountItem) {
+		it.order = order
+		order++
+		cands = append(cands, it)
+	}
+	bind := func(e entry, ro bool, why string) error {
+		src, ok, err := r.expandAt(e.Path, e.at)
+		if !ok {
+			return err
+		}
+		rp, err := resolvePath(src, r.h.Cwd)
+		if err != nil {
+			return e.at.err(err, "%v", err)
+		}
+		dest := rp.Path
+		if e.Dest != "" {
+			d, ok, err := r.expandAt(e.Dest, e.at)
+			if !ok {
+				return err
+			}
+			if !filepath.IsAbs(d) {
+				return e.at.err(nil, "destination %q must be an absolute path", d)
+			}
+			dest = filepath.Clean(d)
+		}
+		if rp.Missing > 0 || rp.NotDir {
+			if e.Try {
+				r.warn(e.at.warn(true, "%s does not exist; optional entry skipped", rp.Path))
+				return nil
+			}
+			return e.at.err(fs.ErrNotExist, "mount %s on %s: no such file or directory", rp.Path, dest)
+		}
+		if reservedDest[dest] {
+			return e.at.err(nil, "destination %s is managed by nsbox and cannot be replaced", dest)
+		}
+		add(mountItem{m: sandbox.Mount{Kind: sandbox.MountBind, Source: rp.Path, Dest: dest, ReadOnly: ro}, why: why, rank: e.at.rank, at: e.at})
+		return nil
+	}
+	for _, e := range r.m.ro {
+		if err := bind(e, true, "read-only bind ("+r.whereText(e.at)+")"); err != nil {
+			return err
+		}
+	}
+	for _, e := range r.m.rw {
+		why := "read-write bind (" + r.whereText(e.at) + ")"
+		if src, err := expand(e.Path, r.vars); err == nil && r.res.Workspace != "" && src == r.res.Workspace {
+			why = "the workspace, read-write (" + r.whereText(e.at) + ")"
+		}
+		if err := bind(e, false, why); err != nil {
+			return err
+		}
+	}
+	for _, e := range r.m.tmpfs {
+		d, ok, err := r.expandAt(e.Path, e.at)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if !filepath.IsAbs(d) {
+			return e.at.err(nil, "%q must be an absolute path", d)
+		}
+		var size int64
+		if e.Size != "" {
+			size, _ = ParseSize(e.Size) // checked with the layer
+		}
+		d = filepath.Clean(d)
+		if reservedDest[d] {
+			return e.at.err(nil, "%s is managed by nsbox and cannot be replaced", d)
+		}
+		add(mountItem{m: sandbox.Mount{Kind: sandbox.MountTmpfs, Dest: d, Size: size}, why: "empty tmpfs (" + r.whereText(e.at) + ")", rank: e.at.rank, at: e.at})
+	}
+	for _, io := range []struct {
+		v    sval
+		dest string
+		ro   bool
+	}{{r.m.input, "/input", true}, {r.m.output, "/output", false}} {
+		if !io.v.set || io.v.v == "" {
+			continue
+		}
+		if err := bind(entry{PathEntry: PathEntry{Path: io.v.v, Dest: io.dest}, at: io.v.at}, io.ro, map[bool]string{true: "input, read-only", false: "output, read-write"}[io.ro]+" ("+r.whereText(io.v.at)+")"); err != nil {
+			return err
+		}
+	}
+	// One mount per destination: the entry from the higher layer wins
+	// (flags over the profile), and within a layer the later one.
+	best := map[string]int{}
+	for i, c := range cands {
+		j, ok := best[c.m.Dest]
+		if !ok || c.rank > cands[j].rank || (c.rank == cands[j].rank && c.order > cands[j].order) {
+			best[c.m.Dest] = i
+		}
+	}
+	for i, c := range cands {
+		if best[c.m.Dest] == i {
+			r.mounts = append(r.mounts, c)
+		}
+	}
+	r.sortMounts()
+	for _, it := range r.mounts {
+		if it.m.Kind != sandbox.MountBind || it.m.ReadOnly {
+			continue
+		}
+		if st, err := os.Stat(it.m.Source); err == nil && st.IsDir() {
+			r.rwRoots = append(r.rwRoots, it.m.Source)
+		}
+		// Invariant: a policy file used for this run is read-only inside,
+		// even when it lies in a writable directory: it decides the next
+		// sandbox's policy.
+		for _, l := range r.layers {
+			if (l.Kind == KindProfile || l.Kind == KindConfig) && filepath.IsAbs(l.Name) && within(filepath.Clean(l.Name), it.m.Source) {
+				r.policyFiles = append(r.policyFiles, entry{PathEntry: PathEntry{Path: filepath.Clean(l.Name)}, at: origin{l, "", it.rank}})
+				r.warn(Warning{Source: l.Name, Msg: fmt.Sprintf("this policy file is inside %s, which the sandbox can write; it is kept read-only inside", it.m.Source), Note: true})
+			}
+		}
+	}
+	sort.Strings(r.rwRoots)
+	r.rwRoots = dedupStrings(r.rwRoots)
+	for _, it := range r.mounts {
+		if it.m.Kind == sandbox.MountBind && !it.m.ReadOnly && r.home != "" && within(r.home, it.m.Source) {
+			r.warn(it.at.warn(false, "makes %s writable, which holds your home directory: shell startup files and nsbox's config stay read-only, other startup files (editor, git, systemd user units) do not", it.m.Source))
+		}
+	}
+	return nil
+}
+
+// sortMounts orders mounts parents first, so that a bind inside another
+// one lands on top of it; equal depths keep their order.
+func (r *resolver) sortMounts() {
+	sort.SliceStable(r.mounts, func(a, b int) bool { return depth(r.mounts[a].m.Dest) < depth(r.mounts[b].m.Dest) })
+}
+
+// whereText names an origin for the plan ("--rw", "profile workspace").
+func (r *resolver) whereText(at origin) string {
+	if at.layer == nil {
+		return ""
+	}
+	src, line, key := at.layer.where(at.key)
+	if at.key == "" {
+		return "the policy file itself"
+	}
+	switch at.layer.Kind {
+	case KindFlags:
+		return key
+	case KindProfile:
+		return fmt.Sprintf("profile %s, %s", at.layer.Profile, stripIndex(at.key))
+	case KindDefaults:
+		return "built-in default"
+	}
+	if line > 0 {
+		return fmt.Sprintf("%s:%d", src, line)
+	}
+	return src
+}
+
+// Providers of an inside path: a mount index, or one of these.
+const (
+	provHostRoot = -1 // the read-only host root (same path on the host)
+	provFresh    = -2 // nsbox's own /proc, /dev, /tmp, /run, or nothing
+)
+
+// freshDirs are nsbox's own; the host's are never visible there.
+var freshDirs = []string{"/proc", "/dev", "/tmp", "/run"}
+
+// provider returns what the sandbox shows at inside path q: the deepest
+// mount covering it, else the host root, else nothing of the host.
+func (r *resolver) provider(q string) int {
+	best, bestDepth := provFresh, -1
+	for i, it := range r.mounts {
+		if within(q, it.m.Dest) && depth(it.m.Dest) >= bestDepth {
+			best, bestDepth = i, depth(it.m.Dest)
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	for _, f := range freshDirs {
+		if within(q, f) {
+			return provFresh
+		}
+	}
+	if r.res.Policy.HostDirs == nil {
+		return provHostRoot
+	}
+	for _, d := range r.res.Policy.HostDirs {
+		if within(q, d) {
+			return provHostRoot
+		}
+	}
+	return provFresh
+}
+
+// insideLocations lists where host path h is visible inside: through the
+// host root and through every bind of a directory above it. writable keeps
+// only read-write binds.
+func (r *resolver) insideLocations(h string, writable bool) []struct {
+	q    string
+	prov int
+} {
+	var out []struct {
+		q    string
+		prov int
+	}
+	if !writable && r.provider(h) == provHostRoot {
+		out = append(out, struct {
+			q    string
+			prov int
+		}{h, provHostRoot})
+	}
+	for i, it := range r.mounts {
+		if it.m.Kind != sandbox.MountBind || !within(h, it.m.Source) || (writable && it.m.ReadOnly) {
+			continue
+		}
+		q := rebase(h, it.m.Source, it.m.Dest)
+		if r.provider(q) == i {
+			out = append(out, struct {
+				q    string
+				prov int
+			}{q, i})
+		}
+	}
+	return out
+}
+
+func (r *resolver) protect() error {
+	pins := map[string]bool{}
+	for _, it := range r.mounts {
+		pins[it.m.Dest] = true // already mount points
+	}
+	seen := map[string]bool{}
+	var newPins []mountItem
+	for _, e := range r.policyFiles {
+		if err := r.protectOne(e, e.Path, pins, seen, &newPins); err != nil {
+			return err
+		}
+	}
+	for _, e := range r.m.protect {
+		paths, err := r.expandEach(e.Path, e.at)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			if err := r.protectOne(e, p, pins, seen, &newPins); err != nil {
+				return err
+			}
+		}
+	}
+	r.mounts = append(r.mounts, newPins...)
+	r.sortMounts()
+	sort.SliceStable(r.protects, func(a, b int) bool { return depth(r.protects[a].Dest) < depth(r.protects[b].Dest) })
+	return nil
+}
+
+func (r *resolver) protectOne(e entry, p string, pins, seen map[string]bool, newPins *[]mountItem) error {
+	rp, err := resolvePath(p, r.h.Cwd)
+	if err != nil {
+		return e.at.err(err, "%v", err)
+	}
+	for _, loc := range r.insideLocations(rp.Path, true) {
+		b := r.mounts[loc.prov].m
+		// The path to make read-only: the protected path itself when it
+		// exists, else the first component that does not exist (or the
+		// file standing where a directory should be), so that nothing
+		// on the way can be created either.
+		t, dir, missing := rp.Path, false, false
+		switch {
+		case rp.Missing == 0:
+			st, err := os.Stat(t)
+			dir = err == nil && st.IsDir()
+		case rp.NotDir:
+			t = rp.firstMissing()
+		default:
+			t, missing = rp.firstMissing(), true
+			dir = t != rp.Path || e.Dir
+		}
+		if !within(t, b.Source) {
+			continue
+		}
+		dest := rebase(t, b.Source, b.Dest)
+		if seen[dest] {
+			continue
+		}
+		seen[dest] = true
+		// Invariant: every directory between the writable bind and
+		// the protected path is a mount point (a "pin"). A mount point
+		// cannot be renamed or removed (EBUSY), so the sandbox cannot
+		// move .git away and put a .git of its own, with hooks, in
+		// its place.
+		var chain []string
+		for x := filepath.Dir(t); x != b.Source && within(x, b.Source); x = filepath.Dir(x) {
+			chain = append(chain, x)
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			x := chain[i]
+			xd := rebase(x, b.Source, b.Dest)
+			if pins[xd] {
+				continue
+			}
+			pins[xd] = true
+			*newPins = append(*newPins, mountItem{
+				m:   sandbox.Mount{Kind: sandbox.MountBind, Source: x, Dest: xd},
+				why: "pin: a mount point cannot be renamed, so " + dest + " stays protected (" + r.whereText(e.at) + ")",
+				at:  e.at, rank: e.at.rank,
+			})
+		}
+		why := "protected: read-only inside a writable bind (" + r.whereText(e.at) + ")"
+		if missing {
+			why = "protected: does not exist; an empty read-only placeholder keeps it from being created (" + r.whereText(e.at) + ")"
+			r.res.Placeholders = append(r.res.Placeholders, Placeholder{Path: t, Dir: dir, Root: b.Source})
+		}
+		r.protects = append(r.protects, PlanEntry{Mount: sandbox.Mount{Kind: sandbox.MountProtect, Dest: dest, Dir: dir}, Why: why})
+	}
+	return nil
+}
+
+func (r *resolver) hide() error {
+	type target struct {
+		path string
+		at   origin
+	}
+	var targets []target
+	var paths []entry
+	for _, e := range r.m.hide {
+		ps, err := r.expandEach(e.Path, e.at)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			x := e
+			x.Path = p
+			paths = append(paths, x)
+		}
+	}
+	for _, e := range paths {
+		p := e.Path
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(r.h.Cwd, p)
+		}
+		if !hasGlob(p) {
+			rp, err := resolvePath(p, "/")
+			if err != nil {
+				return e.at.err(err, "%v", err)
+			}
+			if rp.Missing == 0 {
+				targets = append(targets, target{rp.Path, e.at})
+			}
+			continue
+		}
+		// Resolve the part before the first wildcard, then match.
+		parts := splitPath(p)
+		i := 0
+		for i < len(parts) && !hasGlob(parts[i]) && parts[i] != "**" {
+			i++
+		}
+		prefix, err := resolvePath("/"+strings.Join(parts[:i], "/"), "/")
+		if err != nil {
+			return e.at.err(err, "%v", err)
+		}
+		if prefix.Missing > 0 {
+			continue
+		}
+		g, err := glob(filepath.Join(append([]string{prefix.Path}, parts[i:]...)...), !e.Dir)
+		if err != nil {
+			return e.at.err(err, "%v", err)
+		}
+		if g.truncated {
+			r.warn(e.at.warn(false, "stopped matching %s after %d directories or %d levels: matches deeper down are not hidden (hide them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDirs, walkMaxDepth, e.Path))
+		}
+		for _, m := range g.matches {
+			if st, err := os.Lstat(m); err == nil && e.Dir != st.IsDir() {
+				continue
+			}
+			targets = append(targets, target{m, e.at})
+		}
+	}
+	// Invariant: a hidden path is hidden wherever it is visible inside,
+	// through the host root and through every bind above it; a hide is
+	// applied after every other mount, so no later mount uncovers it.
+	seen := map[string]bool{}
+	for _, t := range targets {
+		for _, loc := range r.insideLocations(t.path, false) {
+			if seen[loc.q] {
+				continue
+			}
+			seen[loc.q] = true
+			// A hidden directory above another mount would bury it: the
+			// empty read-only tmpfs has no room for its mount point.
+			for _, it := range r.mounts {
+				if it.m.Dest != loc.q && within(it.m.Dest, loc.q) && !strings.HasPrefix(it.why, "pin:") {
+					return t.at.err(nil, "hiding %s would also hide %s (%s); hide a narrower path or mount it elsewhere", loc.q, it.m.Dest, it.why)
+				}
+			}
+			r.hides = append(r.hides, PlanEntry{Mount: sandbox.Mount{Kind: sandbox.MountHide, Dest: loc.q}, Why: "hidden: reads as empty (" + r.whereText(t.at) + ")"})
+		}
+	}
+	// A hide inside another hide is already hidden.
+	sort.SliceStable(r.hides, func(a, b int) bool { return r.hides[a].Dest < r.hides[b].Dest })
+	var out []PlanEntry
+	for _, h := range r.hides {
+		covered := false
+		for _, o := range out {
+			covered = covered || within(h.Dest, o.Dest)
+		}
+		if !covered {
+			out = append(out, h)
+		}
+	}
+	r.hides = out
+	return nil
+}
+
+func (r *resolver) plan() error {
+	// The plan: binds, tmpfs and pins (parents first), then protections,
+	// then hides (last, on top of everything).
+	for _, it := range r.mounts {
+		r.res.Plan = append(r.res.Plan, PlanEntry{Mount: it.m, Why: it.why})
+	}
+	r.res.Plan = append(r.res.Plan, r.protects...)
+	r.res.Plan = append(r.res.Plan, r.hides...)
+	for _, pe := range r.res.Plan {
+		r.res.Policy.Mounts = append(r.res.Policy.Mounts, pe.Mount)
+	}
+	return nil
+}
+
+func (r *resolver) env() error {
+	var env []string
+	lookup := r.h.LookupEnv
+	// Invariant: the policy's environment is always complete (never nil),
+	// so nothing of the caller's environment crosses unless listed.
+	if !r.m.envClear.set || r.m.envClear.v {
+		env = sandbox.BaseEnv(func(k string) string { v, _ := lookup(k); return v })
+	} else {
+		env = append(env, r.h.Environ()...)
+		r.warn(r.m.envClear.at.warn(false, "the caller's whole environment, secrets included, is visible inside"))
+	}
+	for _, p := range r.m.envPass {
+		if v, ok := lookup(p.v); ok {
+			env = append(env, p.v+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(r.m.envSet))
+	for k := range r.m.envSet {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+r.m.envSet[k].v)
+	}
+	r.res.Policy.Env = dedupEnv(env)
+	return nil
+}
+
+// dedupEnv keeps the last value of each key, at the place of the first.
+func dedupEnv(env []string) []string {
+	idx := map[string]int{}
+	out := []string{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.ContainsRune(kv, 0) || k == "" {
+			continue
+		}
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+func (r *resolver) limits() error {
+	l := &r.res.Policy.Limits
+	m := r.m
+	// Every value was checked with its layer; parsing cannot fail here.
+	if m.memory.set {
+		l.Memory, _ = ParseSize(m.memory.v)
+	}
+	if m.pids != nil {
+		l.Pids = *m.pids
+	}
+	if m.cpu != nil {
+		l.CPU = *m.cpu
+	}
+	if m.timeout.set {
+		l.Time, _ = ParseDuration(m.timeout.v)
+	}
+	if m.tmpSize.set {
+		l.Tmp, _ = ParseSize(m.tmpSize.v)
+	}
+	return nil
+}
+
+func (r *resolver) tools() error {
+	t := &r.res.Policy.Tools
+	for _, b := range r.m.blocked {
+		t.BlockedCommands = append(t.BlockedCommands, b.v)
+	}
+	t.BlockedCommands = dedupStrings(t.BlockedCommands)
+	if r.m.toolTimeout.set {
+		t.Timeout, _ = ParseDuration(r.m.toolTimeout.v)
+	}
+	if r.m.toolMaxOutput.set {
+		t.MaxOutput, _ = ParseSize(r.m.toolMaxOutput.v)
+	}
+	if r.m.toolMaxResults != nil {
+		t.MaxResults = *r.m.toolMaxResults
+	}
+	return nil
+}
+
+func (r *resolver) seccomp() error {
+	s := r.m.seccomp
+	r.res.Policy.Seccomp = s.v
+	switch s.v {
+	case "", "default":
+		r.res.Policy.Seccomp = "default"
+		return nil
+	case "unconfined":
+		r.warn(s.at.warn(false, "seccomp unconfined: commands may use every system call, including the kernel interfaces the default profile closes"))
+		return nil
+	}
+	p, err := expand(s.v, r.vars)
+	if err != nil {
+		// A filter that silently went missing would loosen the sandbox.
+		return s.at.err(err, "%v", err)
+	}
+	rp, err := resolvePath(p, r.h.Cwd)
+	if err != nil {
+		return s.at.err(err, "%v", err)
+	}
+	if rp.Missing > 0 || rp.NotDir {
+		return s.at.err(fs.ErrNotExist, "seccomp profile %s does not exist", rp.Path)
+	}
+	// Parsed now so that a bad profile is reported before anything starts.
+	if _, err := seccomp.LoadFile(rp.Path); err != nil {
+		return s.at.err(err, "%v", err)
+	}
+	r.res.Policy.Seccomp = rp.Path
+	return nil
+}
+
+func (r *resolver) hostAPIs() error {
+	var out []string
+	known := map[string]bool{}
+	for _, k := range r.h.KnownHostAPIs {
+		known[k] = true
+	}
+	for _, a := range r.m.hostAPIs {
+		api, method, _ := strings.Cut(a.v, ".")
+		if method != "*" {
+			if len(known) > 0 && !known[a.v] {
+				r.warn(a.at.warn(false, "%s is not a host API method nsbox knows; calls to it will be refused", a.v))
+			}
+			out = append(out, a.v)
+			continue
+		}
+		n := 0
+		for _, k := range r.h.KnownHostAPIs {
+			if strings.HasPrefix(k, api+".") {
+				out = append(out, k)
+				n++
+			}
+		}
+		if n == 0 {
+			return a.at.err(nil, "%s matches no known host API method (known: %s)", a.v, strings.Join(r.h.KnownHostAPIs, ", "))
+		}
+	}
+	sort.Strings(out)
+	r.res.Policy.HostAPIs = dedupStrings(out)
+	return nil
+}
+
+func (r *resolver) options() error {
+	p, m := &r.res.Policy, r.m
+	p.Network = sandbox.Network(m.network.v)
+	if p.Network == "" {
+		p.Network = sandbox.NetworkNone
+	}
+	p.Hostname = m.hostname.v
+	p.AllowPrivileged = m.allowPrivileged.v
+	p.AllowUserns = m.allowUserns.v
+	p.AllowToolRegistration = m.allowToolReg.v
+	p.Workspace = r.res.Workspace
+	r.res.Backend = m.backend.v
+	if r.res.Backend == "" {
+		r.res.Backend = BackendAuto
+	}
+	r.res.BackendFallback = m.backendFallback.v
+	if p.AllowPrivileged {
+		r.warn(m.allowPrivileged.at.warn(false, "commands keep every capability inside the sandbox's user namespace (mount, network administration, ...)"))
+	}
+	if p.AllowUserns {
+		r.warn(m.allowUserns.at.warn(false, "commands may create nested user namespaces, a large kernel attack surface"))
+	}
+	if r.res.BackendFallback && r.res.Backend == BackendAuto {
+		r.warn(m.backendFallback.at.warn(true, "when no sandbox can be built here, commands run WITHOUT one"))
+	}
+	return nil
+}
+
+func (r *resolver) validate() error {
+	if err := r.res.Policy.Validate(); err != nil {
+		var pe *sandbox.PolicyError
+		if errors.As(err, &pe) {
+			return &Error{Source: "resolved policy", Key: pe.Field, Msg: pe.Msg, Err: err}
+		}
+		return &Error{Source: "resolved policy", Msg: err.Error(), Err: err}
+	}
+	return nil
+}
+
+// BackendSettings reads the backend mode and backend_fallback from the
+// defaults and the user's config file alone (for `nsbox status`, which
+// needs no workspace).
+func BackendSettings(h Host) (mode string, fallback bool, err error) {
+	h = h.withDefaults()
+	layers := []*Layer{Defaults()}
+	if p := ConfigPath(h); p != "" {
+		if _, serr := os.Stat(p); serr == nil || !errors.Is(serr, fs.ErrNotExist) {
+			l, err := LoadLayer(p, KindConfig)
+			if err != nil {
+				return "", false, err
+			}
+			layers = append(layers, l)
+		}
+	}
+	for _, l := range layers {
+		if err := CheckLayer(l); err != nil {
+			return "", false, err
+		}
+	}
+	m := merge(layers)
+	return m.backend.v, m.backendFallback.v, nil
+}

@@ -1,0 +1,89 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+)
+
+// Builtin returns nsbox's built-in tools: the five workspace tools and
+// run_script.
+func Builtin() []Tool {
+	return []Tool{
+		readFileTool{},
+		writeFileTool{},
+		listDirectoryTool{},
+		runCommandTool{},
+		searchFilesTool{},
+		runScriptTool{},
+	}
+}
+
+// settings returns the policy's tool bounds (zero values: the defaults).
+func settings(env sandbox.ToolEnv) sandbox.ToolSettings {
+	if env == nil {
+		return sandbox.ToolSettings{}
+	}
+	return env.Settings()
+}
+
+func maxOutput(env sandbox.ToolEnv) int64 {
+	if m := settings(env).MaxOutput; m > 0 {
+		return m
+	}
+	return DefaultMaxOutput
+}
+
+func maxResults(env sandbox.ToolEnv) int {
+	if m := settings(env).MaxResults; m > 0 {
+		return m
+	}
+	return DefaultMaxResults
+}
+
+func defaultTimeout(env sandbox.ToolEnv) time.Duration {
+	if t := settings(env).Timeout; t > 0 {
+		return t
+	}
+	return DefaultTimeout
+}
+
+// openWorkspace opens the session's workspace as the confinement root.
+func openWorkspace(env sandbox.ToolEnv) (*Root, error) {
+	if env == nil || env.Workspace() == "" {
+		return nil, errors.New("this session has no workspace")
+	}
+	return OpenRoot(env.Workspace())
+}
+
+// decode reads validated arguments into v.
+func decode(args json.RawMessage, v any) error {
+	if err := json.Unmarshal(args, v); err != nil {
+		return fmt.Errorf("arguments: %v", err)
+	}
+	return nil
+}
+
+// failErr is Fail with an error's message.
+func failErr(err error) Result { return Fail(err.Error()) }
+
+// seconds converts a timeout argument in seconds.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// callTimeout is the time a process may run: the tool's own bound, never
+// past the call's deadline.
+func callTimeout(ctx context.Context, want time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < want {
+			want = left
+		}
+	}
+	if want < time.Millisecond {
+		want = time.Millisecond
+	}
+	return want
+}

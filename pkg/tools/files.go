@@ -1,0 +1,310 @@
+package tools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+// binarySniff is how much of a file is looked at for a NUL byte.
+const binarySniff = 8 << 10
+
+// ---- read_file
+
+type readFileTool struct{}
+
+func (readFileTool) Definition() Definition {
+	return Definition{
+		Name:        "read_file",
+		Description: "Read a text file of the workspace. Optionally only lines start_line..end_line (1-based, inclusive). Large files are cut at the output bound (truncated: true).",
+		Parameters: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "File path, relative to the workspace root (or absolute, inside the workspace)"},
+    "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)"},
+    "end_line": {"type": "integer", "minimum": 1, "description": "Last line to return (inclusive)"}
+  },
+  "required": ["path"],
+  "additionalProperties": false
+}`),
+	}
+}
+
+type readFileArgs struct {
+	Path      string `json:"path"`
+	StartLine int64  `json:"start_line"`
+	EndLine   int64  `json:"end_line"`
+}
+
+type readFileOutput struct {
+	Path       string `json:"path"`
+	Content    string `json:"content"`
+	Size       int64  `json:"size"`
+	StartLine  int64  `json:"start_line"`
+	EndLine    int64  `json:"end_line"`
+	TotalLines int64  `json:"total_lines,omitempty"`
+	Truncated  bool   `json:"truncated"`
+}
+
+func (readFileTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.RawMessage) Result {
+	var a readFileArgs
+	if err := decode(args, &a); err != nil {
+		return failErr(err)
+	}
+	if a.EndLine > 0 && a.StartLine > a.EndLine {
+		return Fail(fmt.Sprintf(`argument "end_line": %d is before start_line %d`, a.EndLine, a.StartLine))
+	}
+	root, err := openWorkspace(env)
+	if err != nil {
+		return failErr(err)
+	}
+	defer root.Close()
+	f, err := root.OpenFile(a.Path)
+	if err != nil {
+		return failErr(err)
+	}
+	defer f.Close()
+	out, err := readText(ctx, f, a, maxOutput(env))
+	if err != nil {
+		return failErr(err)
+	}
+	out.Path, _ = root.Rel(a.Path)
+	return OK(out)
+}
+
+// readText reads the lines asked for, at most max bytes of them, without
+// ever holding more than that (a single huge line is read in pieces).
+func readText(ctx context.Context, f io.Reader, a readFileArgs, max int64) (*readFileOutput, error) {
+	out := &readFileOutput{}
+	if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		if fi, err := st.Stat(); err == nil {
+			out.Size = fi.Size()
+		}
+	}
+	r := bufio.NewReaderSize(f, 2*binarySniff)
+	head, _ := r.Peek(binarySniff)
+	if bytes.IndexByte(head, 0) >= 0 {
+		return nil, fmt.Errorf("%q is a binary file (it has a NUL byte in its first 8 KiB); read_file returns text only", a.Path)
+	}
+	start := a.StartLine
+	if start < 1 {
+		start = 1
+	}
+	end := a.EndLine // 0: to the end
+	var buf bytes.Buffer
+	if a.StartLine <= 1 && a.EndLine == 0 {
+		buf.Grow(int(min(out.Size, max)) + 1)
+	}
+	line := int64(1)
+	atLineStart := true
+	for {
+		if line%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		chunk, err := r.ReadSlice('\n')
+		if len(chunk) > 0 {
+			if line >= start && (end == 0 || line <= end) {
+				if room := max - int64(buf.Len()); int64(len(chunk)) > room {
+					buf.Write(chunk[:room])
+					out.Truncated = true
+				} else {
+					buf.Write(chunk)
+				}
+				if out.StartLine == 0 {
+					out.StartLine = line
+				}
+				out.EndLine = line
+			}
+			atLineStart = chunk[len(chunk)-1] == '\n'
+			if atLineStart {
+				line++
+			}
+		}
+		if out.Truncated || (end > 0 && line > end) {
+			// Past what was asked for: the rest is not read.
+			break
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == io.EOF {
+			total := line - 1
+			if !atLineStart {
+				total = line
+			}
+			out.TotalLines = total
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if out.StartLine == 0 {
+		if start > 1 && out.TotalLines < start {
+			return nil, fmt.Errorf(`argument "start_line": %d is past the end of the file (%d lines)`, start, out.TotalLines)
+		}
+		out.StartLine = start
+		out.EndLine = start - 1
+	}
+	out.Content = buf.String()
+	return out, nil
+}
+
+// ---- write_file
+
+type writeFileTool struct{}
+
+func (writeFileTool) Definition() Definition {
+	return Definition{
+		Name:        "write_file",
+		Description: "Write a text file in the workspace, replacing its content; missing parent directories are created. Protected paths (.git/hooks, .git/config and the policy's own) are refused.",
+		Parameters: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "File path, relative to the workspace root (or absolute, inside the workspace)"},
+    "content": {"type": "string", "description": "The file's new content"},
+    "create_dirs": {"type": "boolean", "description": "Create missing parent directories (default true)"}
+  },
+  "required": ["path", "content"],
+  "additionalProperties": false
+}`),
+	}
+}
+
+type writeFileArgs struct {
+	Path       string `json:"path"`
+	Content    string `json:"content"`
+	CreateDirs *bool  `json:"create_dirs"`
+}
+
+type writeFileOutput struct {
+	Path         string `json:"path"`
+	BytesWritten int    `json:"bytes_written"`
+	Created      bool   `json:"created"`
+}
+
+func (writeFileTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.RawMessage) Result {
+	var a writeFileArgs
+	if err := decode(args, &a); err != nil {
+		return failErr(err)
+	}
+	root, err := openWorkspace(env)
+	if err != nil {
+		return failErr(err)
+	}
+	defer root.Close()
+	out, err := writeFile(root, a.Path, []byte(a.Content), a.CreateDirs == nil || *a.CreateDirs)
+	if err != nil {
+		return failErr(err)
+	}
+	return OK(out)
+}
+
+// writeFile writes content to the user path p below root. Every check is
+// made on what the kernel resolved, by fd, before a byte is written.
+func writeFile(root *Root, p string, content []byte, mkdirs bool) (*writeFileOutput, error) {
+	rel, err := root.Rel(p)
+	if err != nil {
+		return nil, err
+	}
+	if rel == "." {
+		return nil, &PathError{Path: p, Err: unix.EISDIR}
+	}
+	// Refused up front by name, before any directory is created.
+	if isProtected(rel) {
+		return nil, &PathError{Path: p, Err: ErrProtectedPath}
+	}
+	parent, base := path.Dir(rel), path.Base(rel)
+	if mkdirs {
+		if err := root.MkdirAll(parent); err != nil {
+			return nil, err
+		}
+	}
+	pfd, _, err := root.open(parent, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, reword(err, p)
+	}
+	defer unix.Close(pfd)
+	// The parent, as resolved (through symlinks inside the workspace),
+	// must not be a protected place either: "hooks-link/pre-commit" with
+	// hooks-link -> .git/hooks.
+	prel, err := root.RelOf(pfd)
+	if err != nil {
+		return nil, &PathError{Path: p, Err: ErrOutsideWorkspace}
+	}
+	if isProtected(joinRel(prel, base)) {
+		return nil, &PathError{Path: p, Err: ErrProtectedPath, Detail: "through a symlink"}
+	}
+	// A read-only mount is how the policy's protected paths (and anything
+	// outside the writable binds) are enforced: say so before trying.
+	if readOnlyMount(pfd) {
+		return nil, &PathError{Path: p, Err: ErrProtectedPath}
+	}
+
+	created := false
+	// An existing file: opened below the root (symlinks followed only
+	// while they stay inside), without O_TRUNC, so that nothing changes
+	// before the checks below. O_NONBLOCK: a FIFO must not hang the call.
+	fd, _, err := root.open(rel, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if errors.Is(err, ErrNotExist) {
+		// A new file, created exactly at parent/base: O_EXCL never
+		// follows a symlink, so a dangling symlink planted here is an
+		// error (EEXIST), not a way to create its target.
+		fd, err = openat2(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o644, resolveFlags|unix.RESOLVE_NO_SYMLINKS)
+		if errors.Is(err, unix.EEXIST) {
+			return nil, &PathError{Path: p, Err: unix.EEXIST, Detail: "it is a symlink to a missing file, or it appeared during the write"}
+		}
+		if err != nil {
+			return nil, pathErr(p, err)
+		}
+		created = true
+	} else if err != nil {
+		return nil, reword(err, p)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, pathErr(p, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, &PathError{Path: p, Err: errNotRegular}
+	}
+	// Where the file really is, now that it is open: a symlink to
+	// .git/config is refused here, before the truncate.
+	frel, err := root.RelOf(fd)
+	if err != nil {
+		return nil, &PathError{Path: p, Err: ErrOutsideWorkspace}
+	}
+	if isProtected(frel) || readOnlyMount(fd) {
+		return nil, &PathError{Path: p, Err: ErrProtectedPath}
+	}
+	if err := unix.Ftruncate(fd, 0); err != nil {
+		return nil, pathErr(p, err)
+	}
+	if _, err := f.Write(content); err != nil {
+		return nil, pathErr(p, errors.Unwrap(err))
+	}
+	return &writeFileOutput{Path: rel, BytesWritten: len(content), Created: created}, nil
+}
+
+// reword keeps a *PathError but names the user's path.
+func reword(err error, p string) error {
+	var pe *PathError
+	if errors.As(err, &pe) {
+		return &PathError{Path: p, Err: pe.Err, Detail: pe.Detail}
+	}
+	return err
+}

