@@ -198,11 +198,26 @@ func (b *builder) cloneSources() error {
 		if m.Kind != Bind {
 			continue
 		}
-		fd, err := cloneTree(unix.AT_FDCWD, m.Source, true)
+		// The source is opened without following any symlink: the policy
+		// resolved it, and a symlink swapped into its path since (by a
+		// sandbox sharing the directory, say) must not redirect a
+		// writable bind somewhere else.
+		src, err := unix.Openat2(unix.AT_FDCWD, m.Source, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_NO_SYMLINKS,
+		})
 		if err != nil {
 			if m.Optional && errors.Is(err, unix.ENOENT) {
 				continue
 			}
+			if errors.Is(err, unix.ELOOP) {
+				err = fmt.Errorf("the path has a symlink in it; give the resolved path")
+			}
+			return &Error{Step: "mount", Source: m.Source, Dest: m.Dest, Err: err}
+		}
+		fd, err := cloneTree(src, "", true)
+		unix.Close(src)
+		if err != nil {
 			return &Error{Step: "mount", Source: m.Source, Dest: m.Dest, Err: err}
 		}
 		set := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)

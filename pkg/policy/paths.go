@@ -135,7 +135,8 @@ const (
 var walkSkip = map[string]bool{
 	".git": true, ".hg": true, ".svn": true,
 	"node_modules": true, ".venv": true, "venv": true, "__pycache__": true,
-	".tox": true, ".mypy_cache": true, ".pytest_cache": true,
+	".tox": true, ".mypy_cache": true, ".pytest_cache": true, ".cache": true,
+	"target": true, ".gradle": true, ".terraform": true,
 }
 
 // globResult is the expansion of one pattern.
