@@ -338,6 +338,27 @@ func (b *builder) target(dest string, dir bool) (int, error) {
 	if !errors.Is(err, unix.ENOENT) {
 		return -1, err
 	}
+	// Fast path: the parent exists. It is resolved inside the root like
+	// every path here; the last component is created relative to that fd
+	// with O_EXCL/mkdirat, which never follow a symlink.
+	if pfd, perr := openInRoot(b.rootFD(), path.Dir(dest)); perr == nil {
+		defer unix.Close(pfd)
+		base := path.Base(dest)
+		if dir {
+			if err := unix.Mkdirat(pfd, base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+				return -1, createError(dest, err)
+			}
+		} else {
+			f, err := unix.Openat(pfd, base, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			if err != nil && !errors.Is(err, unix.EEXIST) {
+				return -1, createError(dest, err)
+			}
+			if err == nil {
+				unix.Close(f)
+			}
+		}
+		return unix.Openat(pfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
 	if dir {
 		h, err := pathrs.MkdirAllHandle(b.root, dest, 0o755)
 		if err != nil {

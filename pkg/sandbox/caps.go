@@ -42,7 +42,8 @@ func (w *worker) dropCaps() error {
 	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
 		return fmt.Errorf("lock securebits: %w", err)
 	}
-	for c := 0; c <= lastCap(); c++ {
+	last := lastCap()
+	for c := 0; c <= last; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
@@ -81,7 +82,8 @@ func keepCaps() error {
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("set inheritable capabilities: %w", err)
 	}
-	for c := 0; c <= lastCap(); c++ {
+	last := lastCap()
+	for c := 0; c <= last; c++ {
 		word, bit := c/32, uint32(1)<<(c%32)
 		if data[word].Permitted&bit == 0 {
 			continue

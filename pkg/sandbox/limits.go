@@ -21,7 +21,9 @@ type limiter struct {
 func newLimiter(l Limits) (*limiter, error) {
 	// A supervisor that was SIGKILLed could not remove its groups; the
 	// next run does.
-	cgroups.CleanupStale()
+	if l.Memory > 0 || l.Pids > 0 || l.CPU > 0 {
+		cgroups.CleanupStale()
+	}
 	m, err := cgroups.New(strconv.Itoa(os.Getpid()), cgroups.Limits{Memory: l.Memory, Pids: l.Pids, CPU: l.CPU})
 	if err != nil {
 		return nil, err

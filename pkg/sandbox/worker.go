@@ -239,7 +239,6 @@ func (w *worker) installSeccomp() error {
 // serve answers requests until the supervisor hangs up. Forks happen on this
 // (the main, locked) thread; everything else in goroutines.
 func (w *worker) serve() int {
-	prewarmThreads()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, unix.SIGCHLD)
 	go func() {
@@ -537,26 +536,6 @@ func closeInts(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
-}
-
-// prewarmThreads makes the Go runtime create the OS threads the worker will
-// need before any command runs. Threads count against the sandbox's pids
-// limit; a runtime that must create one while a fork bomb holds every pid
-// would abort, taking the session down. Idle threads are kept by the
-// runtime and reused, so later work rarely needs a new one.
-func prewarmThreads() {
-	const n = 6
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// A blocking syscall holds its thread, so the runtime starts
-			// another for the next goroutine.
-			unix.Nanosleep(&unix.Timespec{Nsec: 2e6}, nil)
-		}()
-	}
-	wg.Wait()
 }
 
 func intsToUintptrs(in []int) []uintptr {
