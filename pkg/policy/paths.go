@@ -69,7 +69,7 @@ func resolvePath(p, cwd string) (resolved, error) {
 			// cur is not a directory: the component before is in the way.
 			return resolved{Path: filepath.Join(append([]string{cur, name}, todo...)...), Missing: 2 + len(todo), NotDir: true}, nil
 		case err != nil:
-			return resolved{}, fmt.Errorf("%s: %s", next, errText(err))
+			return resolved{}, &unreachableError{path: next, err: err}
 		}
 		if st.Mode()&fs.ModeSymlink == 0 {
 			if !st.IsDir() && len(todo) > 0 {
@@ -93,6 +93,21 @@ func resolvePath(p, cwd string) (resolved, error) {
 	}
 	return resolved{Path: cur}, nil
 }
+
+// unreachableError is a path whose lookup failed (permission denied, say);
+// errors.Is sees the cause.
+type unreachableError struct {
+	path string
+	err  error
+}
+
+func (e *unreachableError) Error() string { return e.path + ": " + errText(e.err) }
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// skippable: a hidden or protected path this user cannot even look up is
+// out of the sandbox's reach too (it runs with the same uid), so it needs
+// no mount; the typical case is a $HOME of another user (sudo -E).
+func skippable(err error) bool { return errors.Is(err, fs.ErrPermission) }
 
 func splitPath(p string) []string {
 	var out []string

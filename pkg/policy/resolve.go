@@ -109,7 +109,7 @@ func Load(h Host, req Request) (*Result, error) {
 	}
 	var cfg *Layer
 	if cfgPath != "" && cfgPath != "-" {
-		if _, err := os.Stat(cfgPath); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(cfgPath); err == nil || !(errors.Is(err, fs.ErrNotExist) || implicitUnreachable(req.ConfigFile, err)) {
 			cfg, err = LoadLayer(cfgPath, KindConfig)
 			if err != nil {
 				return nil, err
@@ -668,6 +668,9 @@ func (r *resolver) protect() error {
 
 func (r *resolver) protectOne(e entry, p string, pins, seen map[string]bool, newPins *[]mountItem) error {
 	rp, err := resolvePath(p, r.h.Cwd)
+	if skippable(err) {
+		return nil
+	}
 	if err != nil {
 		return e.at.err(err, "%v", err)
 	}
@@ -753,6 +756,9 @@ func (r *resolver) hide() error {
 		}
 		if !hasGlob(p) {
 			rp, err := resolvePath(p, "/")
+			if skippable(err) {
+				continue
+			}
 			if err != nil {
 				return e.at.err(err, "%v", err)
 			}
@@ -768,6 +774,9 @@ func (r *resolver) hide() error {
 			i++
 		}
 		prefix, err := resolvePath("/"+strings.Join(parts[:i], "/"), "/")
+		if skippable(err) {
+			continue
+		}
 		if err != nil {
 			return e.at.err(err, "%v", err)
 		}
@@ -1033,7 +1042,7 @@ func BackendSettings(h Host) (mode string, fallback bool, err error) {
 	h = h.withDefaults()
 	layers := []*Layer{Defaults()}
 	if p := ConfigPath(h); p != "" {
-		if _, serr := os.Stat(p); serr == nil || !errors.Is(serr, fs.ErrNotExist) {
+		if _, serr := os.Stat(p); serr == nil || !(errors.Is(serr, fs.ErrNotExist) || implicitUnreachable("", serr)) {
 			l, err := LoadLayer(p, KindConfig)
 			if err != nil {
 				return "", false, err
@@ -1048,4 +1057,12 @@ func BackendSettings(h Host) (mode string, fallback bool, err error) {
 	}
 	m := merge(layers)
 	return m.backend.v, m.backendFallback.v, nil
+}
+
+// implicitUnreachable: the default config path lies under a $HOME this user
+// cannot search (sudo -E, setpriv without --reset-env): that is no config
+// of this user's, so it is skipped rather than failing every run. A file
+// named explicitly is always read, and its errors reported.
+func implicitUnreachable(explicit string, err error) bool {
+	return explicit == "" && errors.Is(err, fs.ErrPermission)
 }

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# nsbox start-up benchmark (make bench, after make build). Prints markdown.
+#
+# 1. Wall time of `/bin/true` run bare, under bubblewrap and under
+#    `nsbox run`, interleaved in one run (a b c a b c ...), as root and as
+#    uid 65534: median, p90, ratios. The driver (bench/startbench) fork+execs
+#    each command directly: no shell in the measured path.
+# 2. A leak check: LOOP runs of `nsbox run -- /bin/true` (every 10th leaves a
+#    marked background process inside), then: no leftover process, no
+#    nsbox-* cgroup directory, no new host mount, no fd growth. Repeated with
+#    --memory 256M --pids 64 when this nsbox has those flags.
+#
+# Knobs (environment): N=300 runs per command, WARMUP=20, LOOP=1000,
+# NSBOX=bin/nsbox, BENCH_USER=65534, SKIP_LEAK=1, SKIP_ROOTLESS=1.
+# docs/benchmarks.md explains every figure and how to profile further.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+REPO=$PWD
+GO=${GO:-$(command -v go 2>/dev/null || echo /usr/local/go/bin/go)}
+N=${N:-300}
+WARMUP=${WARMUP:-20}
+LOOP=${LOOP:-1000}
+NSBOX=${NSBOX:-bin/nsbox}
+BENCH_USER=${BENCH_USER:-65534}
+status=0
+
+if [ ! -x "$NSBOX" ]; then
+  echo "bench: $NSBOX not found: run make build first" >&2
+  exit 2
+fi
+
+# Everything the measured processes run lives in a world-readable temp dir,
+# so that uid $BENCH_USER can execute it whatever the permissions of the
+# checkout. The binary is a copy of $NSBOX (same bytes, same page cache).
+work=$(mktemp -d "${TMPDIR:-/tmp}/nsbox-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+chmod 755 "$work"
+if ! (cd "$REPO" && CGO_ENABLED=0 "$GO" build -trimpath -o "$work/startbench" ./bench/startbench &&
+  CGO_ENABLED=0 "$GO" build -trimpath -o "$work/gostart" ./bench/gostart); then
+  echo "bench: cannot build bench/startbench and bench/gostart" >&2
+  exit 2
+fi
+install -m 0755 "$NSBOX" "$work/nsbox"
+nsbox="$work/nsbox"
+
+BWRAP_ARGS="--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent --new-session"
+
+echo "# nsbox start-up benchmark"
+echo
+echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "- host: $(uname -sr), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
+echo "- nsbox: $NSBOX ($(git -C "$REPO" describe --always --dirty 2>/dev/null || echo unknown), $(stat -c %s "$NSBOX") bytes, $(file -b "$NSBOX" 2>/dev/null | grep -o 'statically linked\|dynamically linked' || echo '?'))"
+if command -v bwrap >/dev/null 2>&1; then
+  echo "- bwrap: $(bwrap --version 2>&1)"
+fi
+echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- runs: $N per command after $WARMUP warm-up runs, interleaved"
+
+# run_table TITLE [setpriv prefix...]
+run_table() {
+  local title=$1
+  shift
+  local specs=(-c "bare=/bin/true")
+  if command -v bwrap >/dev/null 2>&1; then
+    specs+=(-c "bwrap=bwrap $BWRAP_ARGS /bin/true")
+  fi
+  specs+=(-c "nsbox=$nsbox run -- /bin/true")
+  specs+=(-c "nsbox-net-host=$nsbox run --net host -- /bin/true")
+  # cwd /: visible inside every sandbox (a cwd under /tmp is not).
+  (cd / && "$@" "$work/startbench" -n "$N" -warmup "$WARMUP" -title "$title" \
+    -ratio "nsbox/bwrap,nsbox/bare,bwrap/bare,nsbox-net-host/nsbox" "${specs[@]}")
+}
+
+if ! command -v bwrap >/dev/null 2>&1; then
+  echo
+  echo "SKIP bwrap: not installed (apt-get install bubblewrap); its rows are missing"
+fi
+
+run_table "as root (uid $(id -u))" || status=1
+
+if [ "${SKIP_ROOTLESS:-}" = 1 ]; then
+  echo
+  echo "SKIP root-less table: SKIP_ROOTLESS=1"
+elif [ "$(id -u)" != 0 ]; then
+  echo
+  echo "SKIP second table: not root, the table above is already root-less"
+elif ! command -v setpriv >/dev/null 2>&1; then
+  echo
+  echo "SKIP root-less table: setpriv not installed (util-linux)"
+else
+  # --reset-env: HOME, PATH and USER of that user, as a login would set
+  # them (an inherited HOME=/root makes nsbox fail on /root/.config).
+  run_table "as uid $BENCH_USER (root-less)" setpriv --reuid="$BENCH_USER" --regid="$BENCH_USER" --clear-groups --reset-env || status=1
+fi
+
+# ------------------------------------------------------------ process start
+
+# What one process start costs before any sandboxing: C, an empty static Go
+# program, and the nsbox binary in worker mode without its channel (it runs
+# the Go runtime and every package init of the binary, then exits 125). A
+# sandbox start pays the Go figure twice (supervisor and worker).
+(cd / && "$work/startbench" -n "$N" -warmup "$WARMUP" -title "process start floor (as root)" \
+  -ratio "go-empty/c-true,nsbox-init-only/go-empty" \
+  -c "c-true=/bin/true" -c "go-empty=$work/gostart" -c "nsbox-init-only:125=_NSBOX_INIT=1 $nsbox") || status=1
+
+# ------------------------------------------------------------ leak check
+
+leak_loop() {
+  local title=$1
+  shift
+  # Every 10th run leaves a background process that outlives the command
+  # inside the sandbox; its command line carries the marker the driver
+  # looks for afterwards.
+  local marker_cmd="$nsbox run $* -- /bin/sh -c '/bin/sh -c \"sleep 600; :\" @MARKER@ & exit 0'"
+  echo
+  echo "### leak check: $title"
+  echo
+  echo '```'
+  (cd / && "$work/startbench" -loop "$LOOP" -marker-every 10 -marker-cmd "$marker_cmd" -c "nsbox=$nsbox run $* -- /bin/true") || status=1
+  echo '```'
+}
+
+if [ "${SKIP_LEAK:-}" = 1 ]; then
+  echo
+  echo "SKIP leak check: SKIP_LEAK=1"
+else
+  echo
+  echo "## Leak check ($LOOP runs each)"
+  leak_loop "nsbox run -- /bin/true"
+  if "$nsbox" run --help 2>&1 | grep -q -- '--memory'; then
+    leak_loop "nsbox run --memory 256M --pids 64 -- /bin/true" --memory 256M --pids 64
+  else
+    echo
+    echo "SKIP leak check with limits: this nsbox has no --memory flag (nsbox run --help)"
+  fi
+fi
+
+echo
+echo "- load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit $status
