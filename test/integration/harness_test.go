@@ -117,6 +117,13 @@ type runOpts struct {
 // run executes nsbox with args as u and returns its output and exit code.
 func (u user) run(t *testing.T, o *runOpts, args ...string) result {
 	t.Helper()
+	return u.runAs(t, o, nsboxBin(t), args...)
+}
+
+// runAs runs any program as u: the identity, clean environment and bounds
+// every nsbox run gets.
+func (u user) runAs(t *testing.T, o *runOpts, name string, args ...string) result {
+	t.Helper()
 	if o == nil {
 		o = &runOpts{}
 	}
@@ -126,7 +133,7 @@ func (u user) run(t *testing.T, o *runOpts, args ...string) result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nsboxBin(t), args...)
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, o.env...)
 	cmd.Dir = o.dir
 	if cmd.Dir == "" {
@@ -146,10 +153,10 @@ func (u user) run(t *testing.T, o *runOpts, args ...string) result {
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("running nsbox %v: %v", args, err)
+		t.Fatalf("running %s %v: %v", name, args, err)
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("nsbox %v did not finish within %s; stderr: %s", args, timeout, stderr.String())
+		t.Fatalf("%s %v did not finish within %s; stderr: %s", name, args, timeout, stderr.String())
 	}
 	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }

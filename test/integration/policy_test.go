@@ -1,17 +1,12 @@
 package integration
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // visibleDir returns a fresh directory owned by u under /var/tmp: unlike
@@ -51,37 +46,6 @@ func (u user) mkdirs(t *testing.T, dirs ...string) {
 			}
 		}
 	}
-}
-
-// runAs runs any program as u (as u.run does for nsbox).
-func (u user) runAs(t *testing.T, o *runOpts, name string, args ...string) result {
-	t.Helper()
-	if o == nil {
-		o = &runOpts{}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, o.env...)
-	cmd.Dir = o.dir
-	if cmd.Dir == "" {
-		cmd.Dir = "/"
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if u.switchTo {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-	}
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running %s %v: %v", name, args, err)
-	}
-	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
 
 func oneLine(t *testing.T, r result) {
