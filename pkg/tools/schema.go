@@ -5,28 +5,32 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"reflect"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // Schema is a compiled JSON schema of a tool's arguments.
+//
+// Validation is google/jsonschema-go's (the validator the MCP SDK uses for
+// the same schemas). It stops at the first failure and names schema paths,
+// so when it says no, explain walks the schema over the arguments once more
+// to tell users which argument is wrong in their terms. explain never
+// decides validity: a call passes or fails on the library's word alone.
 type Schema struct {
-	s *jsonschema.Schema
+	root     *jsonschema.Schema
+	resolved *jsonschema.Resolved
 }
 
-// noLoader refuses every external reference: a schema (possibly registered
-// from inside the sandbox) must not make the worker read files or reach the
-// network through "$ref".
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("external schema references are not allowed (%s)", url)
-}
+// maxSchemaDepth bounds how deeply subschemas may nest. A schema can come
+// from inside the sandbox (a registered tool): the checks below recurse, so
+// an adversarial nesting must end in an error, not a deep stack.
+const maxSchemaDepth = 64
 
 // CompileSchema compiles a tool's parameters schema. An empty schema means
 // "an object with any properties". The schema must describe a JSON object,
@@ -35,8 +39,8 @@ func CompileSchema(name string, raw json.RawMessage) (*Schema, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = json.RawMessage(`{"type":"object"}`)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("parameters: not valid JSON: %v", err)
 	}
 	obj, ok := doc.(map[string]any)
@@ -46,25 +50,113 @@ func CompileSchema(name string, raw json.RawMessage) (*Schema, error) {
 	if t, ok := obj["type"]; ok && t != "object" {
 		return nil, errors.New(`parameters: "type" must be "object" (tool arguments are a JSON object)`)
 	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	c.DefaultDraft(jsonschema.Draft2020)
-	url := "nsbox:///tools/" + name + ".json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("parameters: %v", err)
+	var root jsonschema.Schema
+	if err := json.Unmarshal(raw, &root); err != nil {
+		return nil, fmt.Errorf("parameters: invalid JSON schema: %v", err)
 	}
-	s, err := c.Compile(url)
+	if err := checkSchema(&root, "", 0); err != nil {
+		return nil, fmt.Errorf("parameters: invalid JSON schema: %v", err)
+	}
+	resolved, err := root.Resolve(&jsonschema.ResolveOptions{
+		BaseURI: "nsbox:///tools/" + url.PathEscape(name) + ".json",
+		// A schema (possibly registered from inside the sandbox) must not
+		// make the worker read files or reach the network through "$ref":
+		// every reference outside the schema itself is refused.
+		Loader: func(u *url.URL) (*jsonschema.Schema, error) {
+			return nil, fmt.Errorf("external schema references are not allowed (%s)", u.Redacted())
+		},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("parameters: invalid JSON schema: %s", schemaErrText(err))
+		return nil, fmt.Errorf("parameters: invalid JSON schema: %s", strings.ReplaceAll(err.Error(), "nsbox:///tools/", ""))
 	}
-	return &Schema{s: s}, nil
+	return &Schema{root: &root, resolved: resolved}, nil
 }
 
-func schemaErrText(err error) string {
-	msg := err.Error()
-	// The library's messages carry our internal URL; users never gave it.
-	msg = strings.ReplaceAll(msg, "nsbox:///tools/", "")
-	return msg
+// jsonTypes are the type names JSON Schema knows. The validator accepts any
+// string there and then fails every call; a tool author should hear about a
+// typo when the tool is registered instead.
+var jsonTypes = map[string]bool{
+	"null": true, "boolean": true, "object": true, "array": true,
+	"number": true, "integer": true, "string": true,
+}
+
+// checkSchema rejects what the validator would accept but can never mean
+// anything: unknown type names and nesting beyond maxSchemaDepth.
+func checkSchema(s *jsonschema.Schema, at string, depth int) error {
+	if s == nil {
+		return nil
+	}
+	if depth > maxSchemaDepth {
+		return fmt.Errorf("%s: nested more than %d levels deep", where(at), maxSchemaDepth)
+	}
+	for _, t := range append([]string{s.Type}, s.Types...) {
+		if t != "" && !jsonTypes[t] {
+			return fmt.Errorf("%s: unknown type %q (want one of null, boolean, object, array, number, integer, string)", where(at), t)
+		}
+	}
+	var err error
+	visit := func(key string, c *jsonschema.Schema) {
+		if err == nil {
+			err = checkSchema(c, at+"/"+key, depth+1)
+		}
+	}
+	for _, k := range sortedKeys(s.Properties) {
+		visit("properties/"+k, s.Properties[k])
+	}
+	for _, k := range sortedKeys(s.PatternProperties) {
+		visit("patternProperties/"+k, s.PatternProperties[k])
+	}
+	for _, k := range sortedKeys(s.Defs) {
+		visit("$defs/"+k, s.Defs[k])
+	}
+	for _, k := range sortedKeys(s.Definitions) {
+		visit("definitions/"+k, s.Definitions[k])
+	}
+	for _, k := range sortedKeys(s.DependentSchemas) {
+		visit("dependentSchemas/"+k, s.DependentSchemas[k])
+	}
+	for _, k := range sortedKeys(s.DependencySchemas) {
+		visit("dependencies/"+k, s.DependencySchemas[k])
+	}
+	type named struct {
+		key string
+		s   *jsonschema.Schema
+	}
+	var children []named
+	for _, list := range []struct {
+		key string
+		l   []*jsonschema.Schema
+	}{{"allOf", s.AllOf}, {"anyOf", s.AnyOf}, {"oneOf", s.OneOf}, {"prefixItems", s.PrefixItems}, {"items", s.ItemsArray}} {
+		for i, c := range list.l {
+			children = append(children, named{list.key + "/" + strconv.Itoa(i), c})
+		}
+	}
+	children = append(children,
+		named{"items", s.Items}, named{"additionalItems", s.AdditionalItems},
+		named{"additionalProperties", s.AdditionalProperties}, named{"propertyNames", s.PropertyNames},
+		named{"unevaluatedItems", s.UnevaluatedItems}, named{"unevaluatedProperties", s.UnevaluatedProperties},
+		named{"contains", s.Contains}, named{"not", s.Not}, named{"if", s.If}, named{"then", s.Then},
+		named{"else", s.Else}, named{"contentSchema", s.ContentSchema})
+	for _, c := range children {
+		visit(c.key, c.s)
+	}
+	return err
+}
+
+func where(at string) string {
+	if at == "" {
+		return "the schema"
+	}
+	return at[1:]
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // ArgumentError is an argument that does not match the tool's schema.
@@ -94,13 +186,16 @@ func (es ArgumentErrors) Error() string {
 	return strings.Join(parts, "; ")
 }
 
+// maxArgumentErrors is how many problems one answer names.
+const maxArgumentErrors = 3
+
 // DecodeArgs parses a tool call's arguments: absent or null means {}.
 func DecodeArgs(raw json.RawMessage) (any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return map[string]any{}, nil
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, &ArgumentError{Msg: "not valid JSON: " + err.Error()}
 	}
 	return v, nil
@@ -112,90 +207,191 @@ func (s *Schema) Validate(v any) error {
 	if _, ok := v.(map[string]any); !ok {
 		return ArgumentErrors{{Msg: "expected an object, got " + jsonType(v)}}
 	}
-	err := s.s.Validate(v)
+	err := s.resolved.Validate(v)
 	if err == nil {
 		return nil
 	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return ArgumentErrors{{Msg: err.Error()}}
+	x := explainer{root: s.root, seen: map[string]bool{}}
+	x.explain(s.root, v, "", 0)
+	if len(x.out) == 0 {
+		// A keyword explain does not cover (pattern, minimum, oneOf, ...):
+		// the validator's own words, without its schema-path prefixes.
+		return ArgumentErrors{{Field: fieldFromSchemaPath(err.Error()), Msg: innermost(err.Error())}}
 	}
-	var out ArgumentErrors
-	seen := map[string]bool{}
-	for _, leaf := range leaves(ve, nil) {
-		for _, ae := range describe(leaf) {
-			k := ae.Error()
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, ae)
-			}
-		}
+	sort.SliceStable(x.out, func(i, j int) bool { return x.out[i].Field < x.out[j].Field })
+	if len(x.out) > maxArgumentErrors {
+		x.out = x.out[:maxArgumentErrors]
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Field < out[j].Field })
-	if len(out) > 3 {
-		out = out[:3]
-	}
-	if len(out) == 0 {
-		return ArgumentErrors{{Msg: ve.Error()}}
-	}
-	return out
+	return x.out
 }
 
-func leaves(e *jsonschema.ValidationError, acc []*jsonschema.ValidationError) []*jsonschema.ValidationError {
-	if len(e.Causes) == 0 {
-		return append(acc, e)
-	}
-	for _, c := range e.Causes {
-		acc = leaves(c, acc)
-	}
-	return acc
+// explainer collects messages for the common mistakes: a wrong type, a
+// missing or unknown argument, a value outside an enum, at any depth of
+// properties and items.
+type explainer struct {
+	root *jsonschema.Schema
+	out  ArgumentErrors
+	seen map[string]bool
 }
 
-var printer = message.NewPrinter(language.English)
+func (x *explainer) add(field, msg string) {
+	e := &ArgumentError{Field: field, Msg: msg}
+	if k := e.Error(); !x.seen[k] {
+		x.seen[k] = true
+		x.out = append(x.out, e)
+	}
+}
 
-// describe turns one leaf error into messages for users: the field is the
-// instance location ("path", "argv[0]", "env.HOME").
-func describe(e *jsonschema.ValidationError) []*ArgumentError {
-	field := fieldName(e.InstanceLocation)
-	switch k := e.ErrorKind.(type) {
-	case *kind.Type:
-		return []*ArgumentError{{Field: field, Msg: fmt.Sprintf("expected %s, got %s", strings.Join(k.Want, " or "), k.Got)}}
-	case *kind.Required:
-		out := make([]*ArgumentError, 0, len(k.Missing))
-		for _, m := range k.Missing {
-			out = append(out, &ArgumentError{Field: joinField(field, m), Msg: "is required"})
-		}
-		return out
-	case *kind.AdditionalProperties:
-		out := make([]*ArgumentError, 0, len(k.Properties))
-		for _, p := range k.Properties {
-			out = append(out, &ArgumentError{Field: joinField(field, p), Msg: "is not a known argument"})
-		}
-		return out
-	case *kind.Enum:
-		want := make([]string, 0, len(k.Want))
-		for _, w := range k.Want {
+func (x *explainer) explain(s *jsonschema.Schema, v any, field string, depth int) {
+	if s == nil || depth > maxSchemaDepth {
+		return
+	}
+	if s.Ref != "" {
+		x.explain(x.local(s.Ref), v, field, depth+1)
+	}
+	if want := schemaTypes(s); len(want) > 0 && !typeMatches(want, v) {
+		x.add(field, fmt.Sprintf("expected %s, got %s", strings.Join(want, " or "), jsonType(v)))
+		return // the rest of the schema is about a value of another type
+	}
+	if len(s.Enum) > 0 && !inEnum(s.Enum, v) {
+		want := make([]string, 0, len(s.Enum))
+		for _, w := range s.Enum {
 			b, _ := json.Marshal(w)
 			want = append(want, string(b))
 		}
-		return []*ArgumentError{{Field: field, Msg: "must be one of " + strings.Join(want, ", ")}}
+		x.add(field, "must be one of "+strings.Join(want, ", "))
 	}
-	return []*ArgumentError{{Field: field, Msg: e.ErrorKind.LocalizedString(printer)}}
+	for _, c := range s.AllOf {
+		x.explain(c, v, field, depth+1)
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for _, name := range s.Required {
+			if _, ok := v[name]; !ok {
+				x.add(joinField(field, name), "is required")
+			}
+		}
+		for _, name := range sortedKeys(v) {
+			child := joinField(field, name)
+			if ps, ok := s.Properties[name]; ok {
+				x.explain(ps, v[name], child, depth+1)
+				continue
+			}
+			if matchesPattern(s.PatternProperties, name) || s.AdditionalProperties == nil {
+				continue
+			}
+			if isFalse(s.AdditionalProperties) {
+				x.add(child, "is not a known argument")
+				continue
+			}
+			x.explain(s.AdditionalProperties, v[name], child, depth+1)
+		}
+	case []any:
+		for i, item := range v {
+			child := field + "[" + strconv.Itoa(i) + "]"
+			switch {
+			case i < len(s.PrefixItems):
+				x.explain(s.PrefixItems[i], item, child, depth+1)
+			case s.Items != nil:
+				x.explain(s.Items, item, child, depth+1)
+			}
+		}
+	}
 }
 
-func fieldName(loc []string) string {
-	var b strings.Builder
-	for _, p := range loc {
-		if isIndex(p) && b.Len() > 0 {
-			b.WriteString("[" + p + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(p)
+// local finds the target of a reference inside the schema ("#",
+// "#/$defs/NAME", "#/definitions/NAME"); other forms are not explained
+// (nil), only validated.
+func (x *explainer) local(ref string) *jsonschema.Schema {
+	if ref == "#" {
+		return x.root
 	}
-	return b.String()
+	if name, ok := strings.CutPrefix(ref, "#/$defs/"); ok {
+		return x.root.Defs[name]
+	}
+	if name, ok := strings.CutPrefix(ref, "#/definitions/"); ok {
+		return x.root.Definitions[name]
+	}
+	return nil
+}
+
+func schemaTypes(s *jsonschema.Schema) []string {
+	if s.Type != "" {
+		return []string{s.Type}
+	}
+	return s.Types
+}
+
+func typeMatches(want []string, v any) bool {
+	got := jsonType(v)
+	for _, w := range want {
+		switch {
+		case w == got:
+			return true
+		case w == "integer" && got == "number":
+			if f, ok := v.(float64); ok && f == float64(int64(f)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func inEnum(enum []any, v any) bool {
+	for _, e := range enum {
+		if reflect.DeepEqual(e, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// isFalse reports whether s is the schema false (nothing validates), which
+// the library represents as {"not": {}}.
+func isFalse(s *jsonschema.Schema) bool {
+	b, err := json.Marshal(s)
+	return err == nil && string(b) == "false"
+}
+
+func matchesPattern(patterns map[string]*jsonschema.Schema, name string) bool {
+	for p := range patterns {
+		// The patterns compiled when the schema was resolved.
+		if re, err := regexp.Compile(p); err == nil && re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// schemaPathPrefix is how the validator introduces each level of a failure
+// ("validating /properties/a: minimum: ...").
+var schemaPathPrefix = regexp.MustCompile(`validating ([^:]*): `)
+
+// innermost drops the validator's "validating <schema path>: " prefixes.
+func innermost(msg string) string {
+	if loc := schemaPathPrefix.FindAllStringIndex(msg, -1); len(loc) > 0 {
+		return msg[loc[len(loc)-1][1]:]
+	}
+	return msg
+}
+
+// fieldFromSchemaPath turns the innermost schema path the validator names
+// ("/properties/env/properties/HOME") into an argument name ("env.HOME").
+// Paths through anything but properties give "", the arguments as a whole.
+func fieldFromSchemaPath(msg string) string {
+	m := schemaPathPrefix.FindAllStringSubmatch(msg, -1)
+	if len(m) == 0 {
+		return ""
+	}
+	parts := strings.Split(strings.TrimPrefix(m[len(m)-1][1], "/"), "/")
+	var names []string
+	for i := 0; i+1 < len(parts); i += 2 {
+		if parts[i] != "properties" {
+			return ""
+		}
+		names = append(names, strings.NewReplacer("~1", "/", "~0", "~").Replace(parts[i+1]))
+	}
+	return strings.Join(names, ".")
 }
 
 func joinField(parent, child string) string {
@@ -203,18 +399,6 @@ func joinField(parent, child string) string {
 		return child
 	}
 	return parent + "." + child
-}
-
-func isIndex(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 func jsonType(v any) string {
