@@ -31,6 +31,14 @@ unit:
 integration: build
 	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 20m ./test/integration/...
 
+# Regenerates pkg/seccomp/precompiled/ (the default seccomp profile compiled
+# ahead of time and embedded in nsbox) after profiles/seccomp/default.json,
+# pkg/seccomp or libseccomp changes; `go test ./pkg/seccomp` fails until the
+# result is committed. `make build` does not need it.
+.PHONY: generate
+generate:
+	$(GO) generate ./pkg/seccomp/...
+
 fuzz:
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzReadMessage -fuzztime 10s ./pkg/ipc
 

@@ -10,22 +10,26 @@ import (
 // profile is an error before any namespace exists, and the worker only
 // loads ready BPF.
 func compileSeccomp(p *Policy) ([]byte, error) {
+	o := seccomp.Options{AllowUserns: p.AllowUserns}
 	var (
-		prof *seccomp.Profile
-		err  error
+		f   *seccomp.Filter
+		err error
 	)
 	switch p.Seccomp {
 	case "unconfined":
 		return nil, nil
 	case "", "default":
-		prof, err = seccomp.Default()
+		// The built-in profile: the filter precompiled into the binary for
+		// this architecture and these options when there is one, otherwise
+		// compiled now (see seccomp.DefaultFilter).
+		f, err = seccomp.DefaultFilter(o)
 	default:
-		prof, err = seccomp.LoadFile(p.Seccomp)
+		prof, lerr := seccomp.LoadFile(p.Seccomp)
+		if lerr != nil {
+			return nil, lerr
+		}
+		f, err = seccomp.Compile(prof, o)
 	}
-	if err != nil {
-		return nil, err
-	}
-	f, err := seccomp.Compile(prof, seccomp.Options{AllowUserns: p.AllowUserns})
 	if err != nil {
 		return nil, fmt.Errorf("seccomp profile %s: %w", seccompName(p.Seccomp), err)
 	}

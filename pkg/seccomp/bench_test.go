@@ -29,6 +29,24 @@ func BenchmarkCompileDefault(b *testing.B) {
 	b.ReportMetric(float64(f.Len()), "insns")
 }
 
+// BenchmarkDefaultFilter is what a sandbox start pays for the default
+// profile: the precompiled filter where the binary carries one for this
+// architecture (check, decode, validate), otherwise parse and compile.
+func BenchmarkDefaultFilter(b *testing.B) {
+	for _, v := range defaultVariants {
+		b.Run(fmt.Sprintf("%+v", v.opts), func(b *testing.B) {
+			var f *Filter
+			var err error
+			for i := 0; i < b.N; i++ {
+				if f, err = DefaultFilter(v.opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(f.Len()), "insns")
+		})
+	}
+}
+
 func BenchmarkCompileDocker(b *testing.B) {
 	p, err := LoadFile("testdata/docker-default.json")
 	if err != nil {

@@ -10,6 +10,13 @@
 // (Filter.Bytes, FilterFromBytes). The worker installs it (Filter.Install)
 // as its last setup step, with one seccomp(2) call and no libseccomp.
 //
+// The built-in default profile is also compiled ahead of time: `go
+// generate ./pkg/seccomp/...` writes it, compiled for each Options variant,
+// into precompiled/, which is embedded in the binary, and DefaultFilter
+// returns that filter without parsing or compiling anything (see
+// precompiled.go). Other profiles and architectures without a precompiled
+// filter are compiled at run time.
+//
 // # Why the default profile is a denylist
 //
 // profiles/seccomp/default.json allows by default and refuses a list of

@@ -7,8 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
-
-	"github.com/nsbox/nsbox/profiles"
 )
 
 // MaxProfileSize bounds how much of a profile file is read and parsed.
@@ -186,11 +184,13 @@ func pathCause(err error) error {
 const defaultSource = "default.json"
 
 // Default returns the built-in default profile, profiles/seccomp/default.json
-// embedded in the binary. Each call returns a fresh copy.
+// embedded in the binary. Each call returns a fresh copy. DefaultFilter
+// returns it compiled, without parsing it when the binary carries it
+// precompiled.
 func Default() (*Profile, error) {
-	data, err := profiles.Seccomp.ReadFile("seccomp/" + defaultSource)
+	data, err := defaultProfileBytes()
 	if err != nil {
-		return nil, fmt.Errorf("seccomp: built-in profile %s missing from the binary: %w", defaultSource, err)
+		return nil, err
 	}
 	return Parse(data, defaultSource)
 }
