@@ -1,12 +1,15 @@
 package ipc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // ProtocolVersion is exchanged in the handshake. A peer speaking another
@@ -114,21 +117,47 @@ type incoming struct {
 
 // Options bound a Peer.
 type Options struct {
-	// MaxInFlight bounds the requests from the other side handled at once;
-	// more get a "busy" error reply. 0 means 64.
+	// MaxInFlight bounds the requests from the other side handled at once,
+	// and with them the handler goroutines the peer keeps; more get a
+	// "busy" error reply. 0 means 64.
 	MaxInFlight int
 	// MaxMessage bounds one message; 0 means DefaultMaxMessage.
 	MaxMessage int
 }
 
+// job is one admitted request waiting for a handler goroutine.
+type job struct {
+	h   Handler
+	req *Request
+}
+
 // Peer runs request/response and notifications over a Conn, in both
 // directions: each side may call the other. Replies are matched by id.
+//
+// Requests from the other side run on handler goroutines that live as long
+// as the peer (their stacks stay grown, and no goroutine is created per
+// request); there are never more of them than MaxInFlight.
 type Peer struct {
-	conn     *Conn
-	handlers map[string]Handler
-	sem      chan struct{}
-	ctx      context.Context
-	cancel   context.CancelFunc
+	conn        *Conn
+	handlers    map[string]Handler
+	maxInFlight int32
+	ctx         context.Context
+	cancel      context.CancelFunc
+
+	// inFlight counts admitted requests whose reply is not yet being
+	// written; it never exceeds maxInFlight.
+	inFlight atomic.Int32
+	// idle is the number of handler goroutines waiting for a job, less
+	// the jobs queued for none in particular; it is negative while jobs
+	// wait for a goroutine to finish its reply.
+	idle atomic.Int32
+	// workers is the number of handler goroutines started. Only the
+	// goroutine running Serve changes it.
+	workers int32
+	// jobs hands admitted requests to handler goroutines. It holds at most
+	// maxInFlight jobs (each holds an in-flight slot), so a send on it
+	// never blocks the reader.
+	jobs chan job
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -148,13 +177,14 @@ func NewPeer(conn *Conn, o Options) *Peer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Peer{
-		conn:     conn,
-		handlers: map[string]Handler{},
-		sem:      make(chan struct{}, o.MaxInFlight),
-		ctx:      ctx,
-		cancel:   cancel,
-		pending:  map[uint64]chan incoming{},
-		done:     make(chan struct{}),
+		conn:        conn,
+		handlers:    map[string]Handler{},
+		maxInFlight: int32(o.MaxInFlight),
+		jobs:        make(chan job, o.MaxInFlight),
+		ctx:         ctx,
+		cancel:      cancel,
+		pending:     map[uint64]chan incoming{},
+		done:        make(chan struct{}),
 	}
 }
 
@@ -195,7 +225,8 @@ func (p *Peer) shutdown(err error) {
 	close(p.done)
 }
 
-// Serve reads messages until the channel closes. It returns the reason.
+// Serve reads messages until the channel closes. It returns the reason,
+// once every handler goroutine has returned.
 func (p *Peer) Serve() error {
 	for {
 		msg, fds, err := p.conn.ReadMessage()
@@ -203,10 +234,7 @@ func (p *Peer) Serve() error {
 			if errors.Is(err, ErrProtocol) {
 				p.sendError(0, CodeProtocol, err.Error())
 			}
-			p.conn.Close()
-			p.shutdown(err)
-			p.wg.Wait()
-			return err
+			return p.stop(err)
 		}
 		var env Envelope
 		if err := json.Unmarshal(msg, &env); err != nil || env.Type == "" {
@@ -215,10 +243,7 @@ func (p *Peer) Serve() error {
 			// malformed message meant is how parsers get confused.
 			perr := fmt.Errorf("%w: malformed envelope", ErrProtocol)
 			p.sendError(0, CodeProtocol, perr.Error())
-			p.conn.Close()
-			p.shutdown(perr)
-			p.wg.Wait()
-			return perr
+			return p.stop(perr)
 		}
 		p.dispatch(&env, fds)
 		// Let the goroutine just made runnable (a waiting caller or a
@@ -226,6 +251,22 @@ func (p *Peer) Serve() error {
 		// recvmsg: a P held by a blocking syscall is only retaken by
 		// sysmon, 20 µs to 10 ms later.
 		runtime.Gosched()
+	}
+}
+
+// stop ends serving: it hangs up, fails pending calls, waits for the
+// handler goroutines and closes the fds of requests no handler took.
+func (p *Peer) stop(err error) error {
+	p.conn.Close()
+	p.shutdown(err)
+	p.wg.Wait()
+	for {
+		select {
+		case j := <-p.jobs:
+			closeFDs(j.req.FDs)
+		default:
+			return err
+		}
 	}
 }
 
@@ -253,35 +294,98 @@ func (p *Peer) dispatch(env *Envelope, fds []int) {
 		}
 		return
 	}
-	select {
-	case p.sem <- struct{}{}:
-	default:
+	// Admission: at most maxInFlight requests are handled at once; the
+	// others are refused at once, so a flood from the other side costs a
+	// bounded number of goroutines and never queues without limit.
+	if p.inFlight.Add(1) > p.maxInFlight {
+		p.inFlight.Add(-1)
 		closeFDs(fds)
 		if env.ID != 0 {
 			p.sendError(env.ID, CodeBusy, "too many requests in flight")
 		}
 		return
 	}
-	req := &Request{Type: env.Type, ID: env.ID, Payload: env.Payload, FDs: fds}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		defer func() { <-p.sem }()
-		res, err := p.runHandler(h, req)
-		if req.ID == 0 {
+	j := job{h: h, req: &Request{Type: env.Type, ID: env.ID, Payload: env.Payload, FDs: fds}}
+	if p.idle.Add(-1) >= 0 {
+		// A handler goroutine is idle: it takes the job.
+		p.jobs <- j
+		return
+	}
+	if p.workers < p.maxInFlight {
+		p.idle.Add(1)
+		p.workers++
+		p.wg.Add(1)
+		go p.handlerLoop(j)
+		return
+	}
+	// Every handler goroutine is busy and their number is at the bound.
+	// This request holds a slot, so one of them has already released its
+	// own and is writing its reply: it takes the job next (idle stays
+	// negative until then).
+	p.jobs <- j
+}
+
+// handlerLoop runs jobs until the peer stops. It keeps a reply buffer
+// between calls.
+func (p *Peer) handlerLoop(j job) {
+	defer p.wg.Done()
+	var buf []byte
+	for {
+		buf = p.serveRequest(j, buf)
+		p.idle.Add(1)
+		select {
+		case j = <-p.jobs:
+		case <-p.done:
 			return
 		}
+	}
+}
+
+// maxKeptBuffer bounds the reply buffer a handler goroutine keeps between
+// calls: one large reply does not pin its memory for the peer's life.
+const maxKeptBuffer = 64 << 10
+
+// serveRequest runs one handler and writes its reply.
+func (p *Peer) serveRequest(j job, buf []byte) []byte {
+	req := j.req
+	res, err := p.runHandler(j.h, req)
+	if req.ID == 0 {
+		p.inFlight.Add(-1)
+		return buf
+	}
+	var fds []int
+	closeAfter := false
+	var msg []byte
+	if err == nil {
+		if r, ok := res.(ReplyWithFDs); ok {
+			res, fds, closeAfter = r.Result, r.FDs, r.CloseAfter
+		}
+		msg, err = appendEnvelope(buf[:0], TypeReply, req.ID, res)
 		if err != nil {
-			var re *RemoteError
-			if errors.As(err, &re) {
-				p.sendErrorBody(req.ID, &ErrorBody{Code: re.Code, Message: re.Message, Step: re.Step})
-			} else {
-				p.sendError(req.ID, CodeHandlerFailed, err.Error())
-			}
-			return
+			err = &RemoteError{Code: CodeHandlerFailed, Message: err.Error()}
 		}
-		p.sendReply(req.ID, res)
-	}()
+	}
+	sendFDs := fds
+	if err != nil {
+		msg, sendFDs = encodeError(req.ID, err), nil
+	}
+	// The slot is free before the reply can reach the caller: a caller
+	// that answers each reply with a new request, keeping within
+	// MaxInFlight, is never refused as busy.
+	p.inFlight.Add(-1)
+	werr := p.conn.WriteMessage(msg, sendFDs)
+	if closeAfter {
+		closeFDs(fds)
+	}
+	if werr != nil && !errors.Is(werr, ErrClosed) {
+		// A result that cannot be sent (too large) still gets an answer:
+		// the caller must never wait for a reply that will not come.
+		p.sendError(req.ID, CodeHandlerFailed, "reply not sent: "+werr.Error())
+	}
+	if cap(msg) > maxKeptBuffer {
+		return nil
+	}
+	return msg
 }
 
 // runHandler turns a panicking handler into an error reply: the caller gets
@@ -303,56 +407,74 @@ type ReplyWithFDs struct {
 	CloseAfter bool
 }
 
-func (p *Peer) sendReply(id uint64, res any) {
-	var fds []int
-	if r, ok := res.(ReplyWithFDs); ok {
-		res, fds = r.Result, r.FDs
-		if r.CloseAfter {
-			defer closeFDs(fds)
-		}
+// encodeError encodes the error reply to request id (an error message when
+// id is 0). A *RemoteError keeps its code.
+func encodeError(id uint64, err error) []byte {
+	body := &ErrorBody{Code: CodeHandlerFailed, Message: err.Error()}
+	var re *RemoteError
+	if errors.As(err, &re) {
+		body = &ErrorBody{Code: re.Code, Message: re.Message, Step: re.Step}
 	}
-	payload, err := marshalPayload(res)
-	if err != nil {
-		p.sendError(id, CodeHandlerFailed, err.Error())
-		return
-	}
-	if err := p.write(&Envelope{Type: TypeReply, ID: id, Payload: payload}, fds); err != nil && !errors.Is(err, ErrClosed) {
-		// A result that cannot be sent (too large) still gets an answer:
-		// the caller must never wait for a reply that will not come.
-		p.sendError(id, CodeHandlerFailed, "reply not sent: "+err.Error())
-	}
-}
-
-func (p *Peer) sendError(id uint64, code, msg string) {
-	p.sendErrorBody(id, &ErrorBody{Code: code, Message: msg})
-}
-
-func (p *Peer) sendErrorBody(id uint64, body *ErrorBody) {
 	typ := TypeReply
 	if id == 0 {
 		typ = TypeError
 	}
-	p.write(&Envelope{Type: typ, ID: id, Error: body}, nil)
+	data, _ := json.Marshal(&Envelope{Type: typ, ID: id, Error: body})
+	return data
 }
 
-func (p *Peer) write(env *Envelope, fds []int) error {
-	data, err := json.Marshal(env)
-	if err != nil {
-		return err
+func (p *Peer) sendError(id uint64, code, msg string) {
+	p.conn.WriteMessage(encodeError(id, &RemoteError{Code: code, Message: msg}), nil)
+}
+
+// appendEnvelope appends the envelope {"type","id","payload"} to buf, with
+// the payload encoded in place: the same text json.Marshal gives for an
+// Envelope, without encoding the payload twice.
+func appendEnvelope(buf []byte, typ string, id uint64, payload any) ([]byte, error) {
+	buf = append(buf, `{"type":`...)
+	buf = appendJSONString(buf, typ)
+	if id != 0 {
+		buf = append(buf, `,"id":`...)
+		buf = strconv.AppendUint(buf, id, 10)
 	}
-	return p.conn.WriteMessage(data, fds)
+	mark := len(buf)
+	buf = append(buf, `,"payload":`...)
+	n := len(buf)
+	buf, err := appendPayload(buf, payload)
+	if err != nil {
+		return nil, err
+	}
+	if len(buf) == n {
+		// No payload (nil, or an empty json.RawMessage): omitted.
+		buf = buf[:mark]
+	}
+	return append(buf, '}'), nil
 }
 
-func marshalPayload(v any) (json.RawMessage, error) {
+// appendPayload appends the JSON form of v; nothing for nil.
+func appendPayload(buf []byte, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case nil:
-		return nil, nil
+		return buf, nil
 	case json.RawMessage:
-		return x, nil
+		if len(x) == 0 {
+			return buf, nil
+		}
+		// Raw text from a handler is checked, never trusted: invalid JSON
+		// here would be a malformed envelope on the wire.
+		b := bytes.NewBuffer(buf)
+		if err := json.Compact(b, x); err != nil {
+			return nil, fmt.Errorf("payload is not valid JSON: %w", err)
+		}
+		return b.Bytes(), nil
 	case Value:
-		return MarshalValue(x)
+		return appendValue(buf, x, 0)
 	}
-	return json.Marshal(v)
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, data...), nil
 }
 
 // CallCancelable is Call, and when ctx ends first it also tells the other
@@ -370,10 +492,6 @@ func (p *Peer) Call(ctx context.Context, typ string, payload any, fds []int) (*R
 }
 
 func (p *Peer) call(ctx context.Context, typ string, payload any, fds []int, cancelRemote bool) (*Reply, error) {
-	data, err := marshalPayload(payload)
-	if err != nil {
-		return nil, err
-	}
 	ch := make(chan incoming, 1)
 	p.mu.Lock()
 	if p.err != nil {
@@ -384,8 +502,13 @@ func (p *Peer) call(ctx context.Context, typ string, payload any, fds []int, can
 	id := p.nextID
 	p.pending[id] = ch
 	p.mu.Unlock()
+	msg, err := appendEnvelope(nil, typ, id, payload)
+	if err != nil {
+		p.forget(id)
+		return nil, err
+	}
 
-	if err := p.write(&Envelope{Type: typ, ID: id, Payload: data}, fds); err != nil {
+	if err := p.conn.WriteMessage(msg, fds); err != nil {
 		p.forget(id)
 		return nil, err
 	}
@@ -424,9 +547,9 @@ func (p *Peer) forget(id uint64) {
 
 // Notify sends a message that expects no reply (a push event).
 func (p *Peer) Notify(typ string, payload any) error {
-	data, err := marshalPayload(payload)
+	msg, err := appendEnvelope(nil, typ, 0, payload)
 	if err != nil {
 		return err
 	}
-	return p.write(&Envelope{Type: typ, Payload: data}, nil)
+	return p.conn.WriteMessage(msg, nil)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Value is plain JSON data: Null, Bool, Number, String, List or Map.
@@ -82,73 +84,144 @@ func Decode(v Value, out any) error {
 	return json.Unmarshal(data, out)
 }
 
-// MarshalValue encodes a Value as JSON. A nil Value encodes as null.
+// MarshalValue encodes a Value as JSON. A nil Value encodes as null. The
+// text is what json.Marshal gives for the same data (map keys sorted).
 func MarshalValue(v Value) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := encode(&buf, v, 0); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return appendValue(nil, v, 0)
 }
 
-func encode(buf *bytes.Buffer, v Value, depth int) error {
+// appendValue appends the JSON text of v to buf.
+func appendValue(buf []byte, v Value, depth int) ([]byte, error) {
 	if depth > maxDepth {
-		return fmt.Errorf("value nested deeper than %d levels", maxDepth)
+		return nil, fmt.Errorf("value nested deeper than %d levels", maxDepth)
 	}
+	var err error
 	switch x := v.(type) {
 	case nil, Null:
-		buf.WriteString("null")
+		buf = append(buf, "null"...)
 	case Bool:
-		if x {
-			buf.WriteString("true")
-		} else {
-			buf.WriteString("false")
-		}
+		buf = strconv.AppendBool(buf, bool(x))
 	case Number:
 		f := float64(x)
 		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("number %v is not valid JSON", f)
+			return nil, fmt.Errorf("number %v is not valid JSON", f)
 		}
-		b, _ := json.Marshal(f)
-		buf.Write(b)
+		buf = appendNumber(buf, f)
 	case String:
-		b, _ := json.Marshal(string(x))
-		buf.Write(b)
+		buf = appendJSONString(buf, string(x))
 	case List:
-		buf.WriteByte('[')
+		buf = append(buf, '[')
 		for i, e := range x {
 			if i > 0 {
-				buf.WriteByte(',')
+				buf = append(buf, ',')
 			}
-			if err := encode(buf, e, depth+1); err != nil {
-				return err
+			if buf, err = appendValue(buf, e, depth+1); err != nil {
+				return nil, err
 			}
 		}
-		buf.WriteByte(']')
+		buf = append(buf, ']')
 	case Map:
 		keys := make([]string, 0, len(x))
 		for k := range x {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		buf.WriteByte('{')
+		buf = append(buf, '{')
 		for i, k := range keys {
 			if i > 0 {
-				buf.WriteByte(',')
+				buf = append(buf, ',')
 			}
-			b, _ := json.Marshal(k)
-			buf.Write(b)
-			buf.WriteByte(':')
-			if err := encode(buf, x[k], depth+1); err != nil {
-				return err
+			buf = appendJSONString(buf, k)
+			buf = append(buf, ':')
+			if buf, err = appendValue(buf, x[k], depth+1); err != nil {
+				return nil, err
 			}
 		}
-		buf.WriteByte('}')
+		buf = append(buf, '}')
 	default:
 		// Unreachable for code outside this package: Value is sealed.
-		return fmt.Errorf("unsupported value type %T", v)
+		return nil, fmt.Errorf("unsupported value type %T", v)
 	}
-	return nil
+	return buf, nil
+}
+
+// appendNumber formats a finite float as encoding/json does: plain decimal
+// for magnitudes in [1e-6, 1e21), otherwise an exponent without a leading
+// zero (1e-07 is written 1e-7).
+func appendNumber(buf []byte, f float64) []byte {
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	start := len(buf)
+	buf = strconv.AppendFloat(buf, f, format, -1, 64)
+	if format == 'e' {
+		exp := bytes.LastIndexByte(buf[start:], 'e') + start
+		if len(buf)-exp == 4 && buf[exp+2] == '0' {
+			// e-07 / e+07 -> e-7 / e+7
+			buf[exp+2] = buf[exp+3]
+			buf = buf[:len(buf)-1]
+		}
+	}
+	return buf
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// escapes it: quotes, backslashes and control characters; <, > and & as
+// \u escapes (safe inside HTML); U+2028 and U+2029 (line breaks to
+// JavaScript); and each byte of invalid UTF-8 as U+FFFD, so that the text
+// is always valid UTF-8.
+func appendJSONString(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	done := 0 // s[:done] is already in buf
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			buf = append(buf, s[done:i]...)
+			switch c {
+			case '"', '\\':
+				buf = append(buf, '\\', c)
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			done = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			buf = append(buf, s[done:i]...)
+			buf = append(buf, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			buf = append(buf, s[done:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		done = i
+	}
+	buf = append(buf, s[done:]...)
+	return append(buf, '"')
 }
 
 func fromAny(raw any, depth int) (Value, error) {

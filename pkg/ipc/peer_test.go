@@ -1,0 +1,349 @@
+package ipc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// servePeer starts Serve on p and returns a channel that yields its result.
+func servePeer(p *Peer) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- p.Serve() }()
+	return done
+}
+
+// rawRequest is a request as a client in another language writes it.
+func rawRequest(typ string, id int) []byte {
+	return []byte(`{"type":"` + typ + `","id":` + strconv.Itoa(id) + `,"payload":` + strconv.Itoa(id) + `}`)
+}
+
+// TestHandlerGoroutinesAreBounded holds MaxInFlight handlers blocked and
+// sends more requests: the extra ones are refused as busy, and the peer
+// never starts more handler goroutines than MaxInFlight.
+func TestHandlerGoroutinesAreBounded(t *testing.T) {
+	const max = 4
+	a, b := pair(t)
+	pb := NewPeer(b, Options{MaxInFlight: max})
+	release := make(chan struct{})
+	var running, peak atomic.Int32
+	entered := make(chan struct{}, 100)
+	pb.Handle("block", func(ctx context.Context, r *Request) (any, error) {
+		n := running.Add(1)
+		for {
+			old := peak.Load()
+			if n <= old || peak.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		entered <- struct{}{}
+		<-release
+		running.Add(-1)
+		return nil, nil
+	})
+	served := servePeer(pb)
+	for i := 1; i <= max; i++ {
+		if err := a.WriteMessage(rawRequest("block", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < max; i++ {
+		<-entered
+	}
+	// Every slot is taken: each further request is answered busy.
+	for i := max + 1; i <= max+6; i++ {
+		if err := a.WriteMessage(rawRequest("block", i), nil); err != nil {
+			t.Fatal(err)
+		}
+		env, _, err := a.ReadEnvelope()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.ID != uint64(i) || env.Error == nil || env.Error.Code != CodeBusy {
+			t.Fatalf("request %d past the bound: %+v %+v", i, env, env.Error)
+		}
+	}
+	close(release)
+	for i := 0; i < max; i++ {
+		env, _, err := a.ReadEnvelope()
+		if err != nil || env.Error != nil {
+			t.Fatalf("blocked request: %+v %v", env, err)
+		}
+	}
+	// With the slots free again, a second wave is served by the same
+	// goroutines.
+	for i := 100; i < 100+max; i++ {
+		if err := a.WriteMessage(rawRequest("block", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < max; i++ {
+		env, _, err := a.ReadEnvelope()
+		if err != nil || env.Error != nil {
+			t.Fatalf("second wave: %+v %v", env, err)
+		}
+	}
+	pb.Close()
+	<-served
+	if p := peak.Load(); p > max {
+		t.Fatalf("%d handlers ran at once, bound %d", p, max)
+	}
+	if pb.workers > max {
+		t.Fatalf("%d handler goroutines started, bound %d", pb.workers, max)
+	}
+}
+
+// TestSlowHandlerDoesNotBlockOthers keeps one call blocked in its handler
+// while many others complete on the same connection.
+func TestSlowHandlerDoesNotBlockOthers(t *testing.T) {
+	pa, pb := peers(t)
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	pb.Handle("slow", func(ctx context.Context, r *Request) (any, error) {
+		close(entered)
+		<-release
+		return "slow done", nil
+	})
+	pb.Handle("fast", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+	go pa.Serve()
+	go pb.Serve()
+	slow := make(chan error, 1)
+	go func() {
+		_, err := pa.Call(context.Background(), "slow", nil, nil)
+		slow <- err
+	}()
+	<-entered
+	for i := 0; i < 200; i++ {
+		rep, err := pa.Call(context.Background(), "fast", i, nil)
+		if err != nil || string(rep.Payload) != strconv.Itoa(i) {
+			t.Fatalf("fast call %d while a slow one runs: %v %s", i, err, rep.Payload)
+		}
+	}
+	select {
+	case err := <-slow:
+		t.Fatalf("the slow call returned before it was released: %v", err)
+	default:
+	}
+	close(release)
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNoBusyWithinTheBound: a client that keeps exactly MaxInFlight
+// requests in flight, sending the next one as each reply arrives, is never
+// refused. The in-flight slot is free before the reply is written.
+func TestNoBusyWithinTheBound(t *testing.T) {
+	const max = 2
+	a, b := pair(t)
+	pb := NewPeer(b, Options{MaxInFlight: max})
+	pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+	served := servePeer(pb)
+	const n = 3000
+	sent := 0
+	for ; sent < max; sent++ {
+		if err := a.WriteMessage(rawRequest("echo", sent+1), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for got := 0; got < n; got++ {
+		env, _, err := a.ReadEnvelope()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Error != nil {
+			t.Fatalf("reply %d of %d with %d in flight: %s: %s", got, n, max, env.Error.Code, env.Error.Message)
+		}
+		if sent < n {
+			sent++
+			if err := a.WriteMessage(rawRequest("echo", sent), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pb.Close()
+	<-served
+}
+
+// TestNoGoroutineLeftAfterClose: once Serve has returned, every handler
+// goroutine of the peer has ended.
+func TestNoGoroutineLeftAfterClose(t *testing.T) {
+	before := handlerGoroutines()
+	for round := 0; round < 3; round++ {
+		a, b := pair(t)
+		pa, pb := NewPeer(a, Options{}), NewPeer(b, Options{MaxInFlight: 16})
+		pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+		block := make(chan struct{})
+		pb.Handle("block", func(ctx context.Context, r *Request) (any, error) {
+			select {
+			case <-block:
+			case <-ctx.Done():
+			}
+			return nil, nil
+		})
+		servedA, servedB := servePeer(pa), servePeer(pb)
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 50; i++ {
+					pa.Call(context.Background(), "echo", i, nil)
+				}
+			}()
+		}
+		wg.Wait()
+		// One handler is still blocked when the peer closes: Close
+		// cancels its context.
+		go pa.Call(context.Background(), "block", nil, nil)
+		pb.Close()
+		pa.Close()
+		<-servedB
+		<-servedA
+	}
+	// A goroutine that has called wg.Done may not have exited yet: give
+	// the scheduler a bounded number of turns.
+	after := handlerGoroutines()
+	for i := 0; i < 1000 && after > before; i++ {
+		runtime.Gosched()
+		after = handlerGoroutines()
+	}
+	if after > before {
+		t.Fatalf("handler goroutines: %d before, %d after Close", before, after)
+	}
+}
+
+func handlerGoroutines() int {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	return bytes.Count(buf[:n], []byte("ipc.(*Peer).handlerLoop"))
+}
+
+// TestInvalidRawResultIsAnErrorReply: a handler returning text that is not
+// JSON gets the caller an error, and the channel stays usable.
+func TestInvalidRawResultIsAnErrorReply(t *testing.T) {
+	pa, pb := peers(t)
+	pb.Handle("bad", func(ctx context.Context, r *Request) (any, error) { return json.RawMessage(`{"a":`), nil })
+	pb.Handle("spaced", func(ctx context.Context, r *Request) (any, error) {
+		return json.RawMessage(" { \"a\" : [1, 2] }\n"), nil
+	})
+	go pa.Serve()
+	go pb.Serve()
+	var re *RemoteError
+	if _, err := pa.Call(context.Background(), "bad", nil, nil); !errors.As(err, &re) || re.Code != CodeHandlerFailed {
+		t.Fatalf("invalid raw result: %v", err)
+	}
+	rep, err := pa.Call(context.Background(), "spaced", nil, nil)
+	if err != nil || string(rep.Payload) != `{"a":[1,2]}` {
+		t.Fatalf("raw result: %v %s", err, rep.Payload)
+	}
+}
+
+// TestEnvelopeTextMatchesMarshal: the envelope written around the payload
+// is the text json.Marshal gives for the same Envelope.
+func TestEnvelopeTextMatchesMarshal(t *testing.T) {
+	type result struct {
+		OK   bool   `json:"ok"`
+		Text string `json:"text,omitempty"`
+	}
+	for _, c := range []struct {
+		typ     string
+		id      uint64
+		payload any
+	}{
+		{TypeReply, 7, result{OK: true, Text: "a<b>&\"c\"\n\u2028"}},
+		{TypeHostCall, 1, map[string]any{"api": "x", "args": []any{1.5, nil, "é"}}},
+		{TypeReply, math.MaxUint64, nil},
+		{TypeToolsChanged, 0, json.RawMessage(`{"tools":[]}`)},
+		{TypeCancel, 0, json.RawMessage(nil)},
+		{"odd\"type<", 3, 42},
+		{TypeReply, 9, Map{"b": List{Number(1e21), Number(1e-7), Bool(false), Null{}}, "a": String("\x01\xff")}},
+	} {
+		got, err := appendEnvelope(nil, c.typ, c.id, c.payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw json.RawMessage
+		switch x := c.payload.(type) {
+		case nil:
+		case json.RawMessage:
+			raw = x
+		case Value:
+			raw, _ = json.Marshal(valueToAny(x))
+		default:
+			raw, _ = json.Marshal(x)
+		}
+		want, _ := json.Marshal(Envelope{Type: c.typ, ID: c.id, Payload: raw})
+		if string(got) != string(want) {
+			t.Errorf("envelope\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+// valueToAny is the encoding/json form of a Value, for comparisons.
+func valueToAny(v Value) any {
+	switch x := v.(type) {
+	case Null:
+		return nil
+	case Bool:
+		return bool(x)
+	case Number:
+		return float64(x)
+	case String:
+		return string(x)
+	case List:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = valueToAny(e)
+		}
+		return out
+	case Map:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = valueToAny(e)
+		}
+		return out
+	}
+	return nil
+}
+
+// FuzzValueEncoding checks the Value encoder against encoding/json on
+// arbitrary strings and numbers.
+func FuzzValueEncoding(f *testing.F) {
+	f.Add("plain", 1.0)
+	f.Add("<script>&\"\\\x00\x1f\x7f", -0.0)
+	f.Add("\u2028\u2029\xff\xfe\xc3", 1e21)
+	f.Add("é日本\U0001F600", 1e-7)
+	f.Add("", 123456789.125)
+	f.Fuzz(func(t *testing.T, s string, x float64) {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			if _, err := MarshalValue(Number(x)); err == nil {
+				t.Fatalf("%v encoded", x)
+			}
+			return
+		}
+		v := Map{s: List{String(s), Number(x)}, "k" + s: Null{}}
+		got, err := MarshalValue(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(valueToAny(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("value %q %v\n got %s\nwant %s", s, x, got, want)
+		}
+		if !strings.HasPrefix(string(got), "{") || !json.Valid(got) {
+			t.Fatalf("invalid JSON %s", got)
+		}
+	})
+}
