@@ -3,9 +3,11 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -198,4 +200,150 @@ func TestSignalsToNsboxCleanUp(t *testing.T) {
 			t.Fatalf("cgroups left behind: %v", left)
 		}
 	})
+}
+
+// TestLimitsApplyToTheCommandOnly: a command under limits is in the
+// sandbox's limited cgroup(s) or has the rlimits, while PID 1 (the worker)
+// is not in the group, and no cgroup fd reaches the command.
+func TestLimitsApplyToTheCommandOnly(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		r := u.run(t, nil, "run", "--json-status", "fd:2", "--memory", "64M", "--pids", "32", "--", "/bin/sh", "-c",
+			`cat /proc/self/cgroup; echo @; cat /proc/1/cgroup; echo @; cat /proc/self/limits; echo @; ls -l /proc/$$/fd/`)
+		expectCode(t, r, 0)
+		parts := strings.Split(r.stdout, "@\n")
+		if len(parts) != 4 {
+			t.Fatalf("stdout %q", r.stdout)
+		}
+		self, worker, limits, fds := cgroupPaths(parts[0]), cgroupPaths(parts[1]), parts[2], parts[3]
+		if strings.Contains(fds, "cgroup") {
+			t.Errorf("a cgroup file is open in the command: %q", fds)
+		}
+		if soft, hard := limitOf(limits, "Max core file size"); soft != "0" || hard != "0" {
+			t.Errorf("RLIMIT_CORE is not 0: %q", limits)
+		}
+		mode, _ := limitStatus(t, r.stderr)
+		switch mode {
+		case "cgroup1", "cgroup2", "cgroup2-delegated":
+			keys := []string{"memory", "pids"}
+			if mode != "cgroup1" {
+				keys = []string{""}
+			}
+			for _, k := range keys {
+				if !strings.Contains(self[k], "nsbox-") {
+					t.Errorf("%s: the command is in %q (%q), not the sandbox's group", mode, self[k], k)
+				}
+				// A systemd scope can only be made around a process: there
+				// the worker is in the group too (limiter.join).
+				if self[k] == worker[k] && !strings.Contains(r.stderr, "systemd scope") {
+					t.Errorf("%s: the worker shares the command's group %q", mode, self[k])
+				}
+			}
+		case "rlimit":
+			if soft, hard := limitOf(limits, "Max data size"); soft != "67108864" || hard != soft {
+				t.Errorf("RLIMIT_DATA is not 64 MiB: %q", limits)
+			}
+			// 32, plus the worker's threads, which the kernel counts too.
+			soft, hard := limitOf(limits, "Max processes")
+			if n, err := strconv.Atoi(soft); err != nil || n < 32 || n > 32+100 || hard != soft {
+				t.Errorf("RLIMIT_NPROC is not 32 plus a few threads: %q", limits)
+			}
+			for k, p := range self {
+				if strings.Contains(p, "nsbox-") {
+					t.Errorf("rlimit mode, yet the command is in group %q (%q)", p, k)
+				}
+			}
+		default:
+			t.Fatalf("limit mode %q (stderr %q)", mode, r.stderr)
+		}
+	})
+}
+
+// cgroupPaths parses /proc/PID/cgroup: each controller ("" for cgroup v2)
+// to its path.
+func cgroupPaths(text string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(f[1], ",") {
+			out[c] = f[2]
+		}
+	}
+	return out
+}
+
+// limitOf returns the soft and hard values of the line name in
+// /proc/PID/limits.
+func limitOf(limits, name string) (soft, hard string) {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` +(\S+) +(\S+)`)
+	if m := re.FindStringSubmatch(limits); m != nil {
+		return m[1], m[2]
+	}
+	return "", ""
+}
+
+// TestLimitShimOfTheBinary: the shim of the built binary, started by hand
+// as a child of the sandbox's PID 1 (a shell exec'ing it under the shim's
+// name), refuses bad arguments with one line and exit 125, and reports a
+// command it cannot run with 126 or 127, as nsbox does.
+func TestLimitShimOfTheBinary(t *testing.T) {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Skip("needs /bin/bash (exec -a): ", err)
+	}
+	bin := nsboxBin(t)
+	eachUser(t, func(t *testing.T, u user) {
+		for _, c := range []struct {
+			args string
+			code int
+			msg  string
+		}{
+			{`7:1 '' /bin/true true`, 125, `nsbox: bad rlimit "7:1"`},
+			{`7:-1:64 '' /bin/true true`, 125, `nsbox: bad rlimit "7:-1:64"`},
+			{`7:20:10 '' /bin/true true`, 125, `nsbox: set rlimit 7: invalid argument`},
+			{`'' 1 /bin/true true`, 125, `nsbox: bad cgroup fd "1"`},
+			{`'' x /bin/true true`, 125, `nsbox: bad cgroup fd "x"`},
+			{`'' 250 /bin/true true`, 125, `nsbox: join the sandbox's cgroup: bad file descriptor`},
+			{`'' '' /nonexistent/nsbox-cmd nsbox-cmd`, 127, `nsbox: nsbox-cmd: command not found`},
+			{`'' '' /etc/passwd passwd`, 126, `nsbox: passwd: cannot execute: permission denied`},
+			{`7:64:64 '' /bin/sh sh -c 'ulimit -n'`, 0, ``},
+		} {
+			r := u.run(t, nil, "run", "--", "/bin/bash", "-c", "exec -a nsbox-limit-exec '"+bin+"' "+c.args)
+			if c.code == 0 {
+				if r.code != 0 || r.stdout != "64\n" {
+					t.Errorf("%s: code %d stdout %q stderr %q; want 64 open files", c.args, r.code, r.stdout, r.stderr)
+				}
+				continue
+			}
+			if r.code != c.code || r.stderr != c.msg+"\n" {
+				t.Errorf("%s: code %d stderr %q; want %d and %q", c.args, r.code, r.stderr, c.code, c.msg)
+			}
+		}
+	})
+}
+
+// TestLimitShimNameOutsideTheSandbox: started under the shim's name by a
+// process other than a sandbox's PID 1, the binary is the plain CLI: it
+// runs no command and writes nothing to the fd it is handed.
+func TestLimitShimNameOutsideTheSandbox(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	cmd := exec.Command(nsboxBin(t))
+	cmd.Args = []string{"nsbox-limit-exec", "", "3", "/bin/sh", "sh", "-c", "echo command ran"}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{pw}
+	out, _ := cmd.CombinedOutput()
+	pw.Close()
+	written, _ := io.ReadAll(pr)
+	if strings.Contains(string(out), "command ran") || cmd.ProcessState.ExitCode() != 125 || !strings.HasPrefix(string(out), "nsbox: unknown command") {
+		t.Errorf("code %d output %q; want the CLI's unknown command", cmd.ProcessState.ExitCode(), out)
+	}
+	if len(written) != 0 {
+		t.Errorf("%q written to fd 3", written)
+	}
 }
