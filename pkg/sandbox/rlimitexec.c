@@ -143,8 +143,9 @@ static void msg_int(struct msg *m, int v)
 
 // msg_errno appends the error's text as Go spells it (glibc's text with a
 // lower-case first letter): the same words as a failed start without limits.
-// The locale is still "C" here (nothing has called setlocale), and this
-// process has one thread, so strerror's static buffer is safe.
+// The locale is still "C" here (nothing has called setlocale), and no other
+// code of this process runs (the Go runtime has not started), so
+// strerror's buffer is not shared.
 static void msg_errno(struct msg *m, int err)
 {
 	const char *s = strerror(err);
@@ -315,9 +316,9 @@ static void for_each_cgroup_fd(const char *list, int apply)
 		}
 		if (!apply)
 			continue;
-		// "0" moves the writing process into the group; this process has
-		// one thread (the Go runtime has not started), so that is all of
-		// it, and every child of the command is born inside.
+		// "0" written to cgroup.procs moves the writing process, all its
+		// threads, into the group; every child of the command is then
+		// born inside.
 		ssize_t w;
 		do {
 			w = write(fd, "0", 1);
