@@ -289,8 +289,8 @@ func verdictInputs(t testing.TB, p *Profile) []seccompData {
 			}
 		}
 	}
-	// Requests and flags named in the profile's comments and docs/security.md,
-	// whether or not a rule tests them today.
+	// Requests, flag combinations and socket families worth checking whether
+	// or not a rule tests them today.
 	extra := map[string]map[uint][]uint64{
 		"ioctl":  {1: {unix.TIOCSTI, unix.TIOCLINUX, unix.TIOCSETD, unix.TCGETS, unix.TIOCSTI | 0xffffffff00000000}},
 		"clone":  {0: {unix.CLONE_NEWUSER | unix.CLONE_NEWNET, uint64(unix.SIGCHLD), unix.CLONE_VM | unix.CLONE_THREAD}},
