@@ -285,7 +285,7 @@ func (c *Conn) ReadEnvelope() (*Envelope, []int, error) {
 		return nil, nil, err
 	}
 	var env Envelope
-	if err := json.Unmarshal(msg, &env); err != nil || env.Type == "" {
+	if err := decodeEnvelope(msg, &env); err != nil || env.Type == "" {
 		closeFDs(fds)
 		return nil, nil, fmt.Errorf("%w: malformed envelope", ErrProtocol)
 	}

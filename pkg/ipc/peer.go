@@ -1,7 +1,6 @@
 package ipc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -237,7 +236,7 @@ func (p *Peer) Serve() error {
 			return p.stop(err)
 		}
 		var env Envelope
-		if err := json.Unmarshal(msg, &env); err != nil || env.Type == "" {
+		if err := decodeEnvelope(msg, &env); err != nil || env.Type == "" {
 			closeFDs(fds)
 			// Garbage: tell the peer why, then hang up. Guessing what a
 			// malformed message meant is how parsers get confused.
@@ -461,12 +460,9 @@ func appendPayload(buf []byte, v any) ([]byte, error) {
 			return buf, nil
 		}
 		// Raw text from a handler is checked, never trusted: invalid JSON
-		// here would be a malformed envelope on the wire.
-		b := bytes.NewBuffer(buf)
-		if err := json.Compact(b, x); err != nil {
-			return nil, fmt.Errorf("payload is not valid JSON: %w", err)
-		}
-		return b.Bytes(), nil
+		// here would be a malformed envelope on the wire. The payload is
+		// the envelope's member: one level down.
+		return appendRawValue(buf, x, 1)
 	case Value:
 		return appendValue(buf, x, 0)
 	}

@@ -46,18 +46,22 @@ func (Map) isValue()    {}
 // recurse without limit.
 const maxDepth = 64
 
-// ParseValue decodes JSON text into a Value.
+// ParseValue decodes JSON text (one value, nothing after it but
+// whitespace) into a Value. Strings are decoded as encoding/json decodes
+// them, numbers must fit a float64, and nesting is bounded.
 func ParseValue(data []byte) (Value, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var raw any
-	if err := dec.Decode(&raw); err != nil {
+	s := scanner{data: data}
+	v, err := s.parseValue(0)
+	if err == nil && !s.atEnd() {
+		err = fmt.Errorf("trailing data after the value")
+	}
+	if err == errSyntax {
+		return nil, fmt.Errorf("invalid JSON at byte %d", s.pos)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("invalid JSON: trailing data after the value")
-	}
-	return fromAny(raw, 0)
+	return v, nil
 }
 
 // ToValue converts a Go value made only of JSON-compatible data (as produced
@@ -88,6 +92,17 @@ func Decode(v Value, out any) error {
 // text is what json.Marshal gives for the same data (map keys sorted).
 func MarshalValue(v Value) ([]byte, error) {
 	return appendValue(nil, v, 0)
+}
+
+// AppendValue appends the JSON text of v (as MarshalValue gives it) to buf.
+func AppendValue(buf []byte, v Value) ([]byte, error) {
+	return appendValue(buf, v, 0)
+}
+
+// AppendString appends s as a JSON string, escaped as json.Marshal escapes
+// it.
+func AppendString(buf []byte, s string) []byte {
+	return appendJSONString(buf, s)
 }
 
 // appendValue appends the JSON text of v to buf.
@@ -222,47 +237,4 @@ func appendJSONString(buf []byte, s string) []byte {
 	}
 	buf = append(buf, s[done:]...)
 	return append(buf, '"')
-}
-
-func fromAny(raw any, depth int) (Value, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("value nested deeper than %d levels", maxDepth)
-	}
-	switch x := raw.(type) {
-	case nil:
-		return Null{}, nil
-	case bool:
-		return Bool(x), nil
-	case json.Number:
-		f, err := x.Float64()
-		if err != nil {
-			return nil, fmt.Errorf("number %s out of range", x)
-		}
-		return Number(f), nil
-	case float64:
-		return Number(x), nil
-	case string:
-		return String(x), nil
-	case []any:
-		l := make(List, len(x))
-		for i, e := range x {
-			v, err := fromAny(e, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			l[i] = v
-		}
-		return l, nil
-	case map[string]any:
-		m := make(Map, len(x))
-		for k, e := range x {
-			v, err := fromAny(e, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			m[k] = v
-		}
-		return m, nil
-	}
-	return nil, fmt.Errorf("unsupported JSON value %T", raw)
 }
