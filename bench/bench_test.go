@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -453,7 +454,7 @@ func BenchmarkIPCPeerCall(b *testing.B) {
 
 // hostCallSession starts a session that allows bench.echo, served by an
 // echo handler on this (host) side.
-func hostCallSession(tb testing.TB) *sandbox.Session {
+func hostCallSession(tb testing.TB, opts ...sandbox.Option) *sandbox.Session {
 	h := sandbox.NewHandlers()
 	if err := h.Handle("bench", "echo", func(ctx context.Context, c sandbox.HostCall) (ipc.Value, error) {
 		return c.Args, nil
@@ -462,7 +463,7 @@ func hostCallSession(tb testing.TB) *sandbox.Session {
 	}
 	p := policy()
 	p.HostAPIs = []string{"bench.echo"}
-	return startSession(tb, p, sandbox.WithHandlers(h))
+	return startSession(tb, p, append(opts, sandbox.WithHandlers(h))...)
 }
 
 type clientResult struct {
@@ -518,12 +519,27 @@ func BenchmarkHostCall(b *testing.B) {
 				n = 100
 			}
 			r := runClient(b, s, c.mode, n, c.conc)
-			b.ReportMetric(float64(r.elapsed.Nanoseconds())/float64(r.calls)/1e3, "µs/call")
-			b.ReportMetric(float64(r.calls)/r.elapsed.Seconds(), "calls/s")
-			if r.busy > 0 {
-				b.ReportMetric(float64(r.busy), "busy-replies")
-			}
+			reportCalls(b, r)
 		})
+	}
+	// The same calls with an audit log (one JSON line per call, secrets
+	// redacted), written to io.Discard.
+	b.Run("raw-sequential-audit", func(b *testing.B) {
+		sa := hostCallSession(b, sandbox.WithAudit(io.Discard))
+		defer sa.Close()
+		n := b.N
+		if n < 100 {
+			n = 100
+		}
+		reportCalls(b, runClient(b, sa, "raw", n, 1))
+	})
+}
+
+func reportCalls(b *testing.B, r clientResult) {
+	b.ReportMetric(float64(r.elapsed.Nanoseconds())/float64(r.calls)/1e3, "µs/call")
+	b.ReportMetric(float64(r.calls)/r.elapsed.Seconds(), "calls/s")
+	if r.busy > 0 {
+		b.ReportMetric(float64(r.busy), "busy-replies")
 	}
 }
 

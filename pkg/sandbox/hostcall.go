@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,9 +9,12 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nsbox/nsbox/pkg/ipc"
 )
@@ -56,10 +60,10 @@ func (h *Handlers) Handle(api, method string, fn HostFunc) error {
 	return nil
 }
 
-func (h *Handlers) lookup(key string) HostFunc {
+func (h *Handlers) lookup(key []byte) HostFunc {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.funcs[key]
+	return h.funcs[string(key)]
 }
 
 // hostCallRequest and hostCallResult are the hostCall payloads.
@@ -183,46 +187,73 @@ func (s *hostCallServer) connect(ctx context.Context, req *ipc.Request) (any, er
 func (s *hostCallServer) serveCall(ctx context.Context, req *ipc.Request) (any, error) {
 	closeInts(req.FDs) // fds from inside are never used
 	var call hostCallRequest
-	if err := json.Unmarshal(req.Payload, &call); err != nil {
+	if err := ipc.DecodeFields(req.Payload, []ipc.Field{
+		{Name: "api", String: &call.API},
+		{Name: "method", String: &call.Method},
+		{Name: "args", Raw: &call.Args},
+	}); err != nil {
 		return nil, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "bad hostCall payload: " + err.Error()}
 	}
-	start := time.Now()
-	key := call.API + "." + call.Method
-	res := s.dispatch(ctx, key, call)
-	s.audit.record(s.session, call, res, time.Since(start))
-	return res, nil
+	var start time.Time
+	if s.audit.enabled() {
+		start = time.Now()
+	}
+	out, args, errMsg := s.dispatch(ctx, &call)
+	var result json.RawMessage
+	if errMsg == "" {
+		// {"ok":true,"result":...}, the text json.Marshal gives for a
+		// hostCallResult, with the result encoded once.
+		buf := make([]byte, 0, 64)
+		buf = append(buf, `{"ok":true,"result":`...)
+		buf, err := ipc.AppendValue(buf, out)
+		if err != nil {
+			errMsg = "handler result is not plain data: " + err.Error()
+		} else {
+			result = append(buf, '}')
+		}
+	}
+	if s.audit.enabled() {
+		s.audit.record(s.session, &call, args, errMsg, time.Since(start))
+	}
+	if errMsg != "" {
+		return hostCallResult{Error: errMsg}, nil
+	}
+	return result, nil
 }
 
-func (s *hostCallServer) dispatch(ctx context.Context, key string, call hostCallRequest) hostCallResult {
+// dispatch checks the call against the policy and runs its handler. It
+// returns the handler's result, the parsed arguments (nil when they were
+// not parsed) and, for a failed call, the message the caller gets.
+func (s *hostCallServer) dispatch(ctx context.Context, call *hostCallRequest) (out, args ipc.Value, errMsg string) {
+	// "api.method" without allocating: map lookups by string(bytes) do
+	// not copy.
+	var keyBuf [64]byte
+	key := append(append(append(keyBuf[:0], call.API...), '.'), call.Method...)
 	// The allowlist is checked before anything else: a method that is not
 	// on it never reaches a handler, whatever handlers exist.
-	if !s.allow[key] {
-		return hostCallResult{Error: fmt.Sprintf("host API %s is not allowed by the policy", key)}
+	if !s.allow[string(key)] {
+		return nil, nil, fmt.Sprintf("host API %s is not allowed by the policy", key)
 	}
 	var fn HostFunc
 	if s.handlers != nil {
 		fn = s.handlers.lookup(key)
 	}
 	if fn == nil {
-		return hostCallResult{Error: fmt.Sprintf("host API %s has no handler", key)}
+		return nil, nil, fmt.Sprintf("host API %s has no handler", key)
 	}
-	var args ipc.Value = ipc.Null{}
+	args = ipc.Null{}
 	if len(call.Args) > 0 {
 		v, err := ipc.ParseValue(call.Args)
 		if err != nil {
-			return hostCallResult{Error: "bad arguments: " + err.Error()}
+			return nil, nil, "bad arguments: " + err.Error()
 		}
 		args = v
 	}
 	out, err := runHostFunc(ctx, fn, HostCall{API: call.API, Method: call.Method, Args: args})
 	if err != nil {
-		return hostCallResult{Error: err.Error()}
+		return nil, args, err.Error()
 	}
-	data, err := ipc.MarshalValue(out)
-	if err != nil {
-		return hostCallResult{Error: "handler result is not plain data: " + err.Error()}
-	}
-	return hostCallResult{OK: true, Result: data}
+	return out, args, ""
 }
 
 // runHostFunc turns a panicking handler into an error for the caller: it
@@ -252,30 +283,143 @@ type auditLog struct {
 	w  io.Writer
 }
 
+func (a *auditLog) enabled() bool { return a != nil && a.w != nil }
+
 var secretKey = regexp.MustCompile(`(?i)(token|password|passwd|secret|key|credential|auth)`)
 
-func (a *auditLog) record(session string, call hostCallRequest, res hostCallResult, d time.Duration) {
-	if a == nil || a.w == nil {
+// secretWords are secretKey's alternatives, for keys in plain ASCII.
+var secretWords = []string{"token", "password", "passwd", "secret", "key", "credential", "auth"}
+
+// isSecretKey reports whether values under key are redacted: key contains
+// one of secretWords, in any case. A key with non-ASCII characters goes
+// through the regexp, whose case folding also matches, for example, the
+// Kelvin sign for k and the long s for s: no spelling slips through.
+func isSecretKey(key string) bool {
+	var lower [64]byte
+	if len(key) > len(lower) {
+		return secretKey.MatchString(key)
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c >= utf8.RuneSelf {
+			return secretKey.MatchString(key)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	k := lower[:len(key)]
+	for _, w := range secretWords {
+		if bytes.Contains(k, []byte(w)) {
+			return true
+		}
+	}
+	return false
+}
+
+// auditBuffers holds line buffers between hostCalls.
+var auditBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// record writes the line for one hostCall: {api, args, duration_us,
+// error?, kind, method, ok, session, time}, members in this (sorted) order,
+// the text json.Marshal gives for the same map. args is the parsed Value,
+// or nil when the call failed before its arguments were parsed.
+func (a *auditLog) record(session string, call *hostCallRequest, args ipc.Value, errMsg string, d time.Duration) {
+	if !a.enabled() {
 		return
 	}
-	var args any
-	if len(call.Args) > 0 && json.Unmarshal(call.Args, &args) != nil {
-		args = "<invalid JSON>"
+	bp := auditBuffers.Get().(*[]byte)
+	defer auditBuffers.Put(bp)
+	b := (*bp)[:0]
+	b = append(b, `{"api":`...)
+	b = ipc.AppendString(b, call.API)
+	b = append(b, `,"args":`...)
+	switch {
+	case args != nil:
+		b = appendRedacted(b, args)
+	case len(call.Args) == 0:
+		b = append(b, "null"...)
+	default:
+		// Not parsed (refused before, or not a Value): decoded here, as
+		// any JSON encoding/json takes.
+		var v any
+		if json.Unmarshal(call.Args, &v) != nil {
+			v = "<invalid JSON>"
+		}
+		line, err := json.Marshal(Redact(v))
+		if err != nil {
+			return
+		}
+		b = append(b, line...)
 	}
-	entry := map[string]any{
-		"time":        time.Now().UTC().Format(time.RFC3339Nano),
-		"session":     session,
-		"kind":        "hostCall",
-		"api":         call.API,
-		"method":      call.Method,
-		"args":        Redact(args),
-		"ok":          res.OK,
-		"duration_us": d.Microseconds(),
+	b = append(b, `,"duration_us":`...)
+	b = strconv.AppendInt(b, d.Microseconds(), 10)
+	if errMsg != "" {
+		b = append(b, `,"error":`...)
+		b = ipc.AppendString(b, errMsg)
 	}
-	if res.Error != "" {
-		entry["error"] = res.Error
+	b = append(b, `,"kind":"hostCall","method":`...)
+	b = ipc.AppendString(b, call.Method)
+	b = append(b, `,"ok":`...)
+	b = strconv.AppendBool(b, errMsg == "")
+	b = append(b, `,"session":`...)
+	b = ipc.AppendString(b, session)
+	b = append(b, `,"time":"`...)
+	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, "\"}\n"...)
+	*bp = b
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.w.Write(b)
+}
+
+// appendRedacted appends v as JSON with the values under secret-looking
+// keys replaced by "[REDACTED]", at any depth: what json.Marshal(Redact(v))
+// gives for the same data.
+func appendRedacted(b []byte, v ipc.Value) []byte {
+	switch x := v.(type) {
+	case ipc.Map:
+		if len(x) == 0 {
+			return append(b, "{}"...)
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			if i == 0 {
+				b = append(b, '{')
+			} else {
+				b = append(b, ',')
+			}
+			b = ipc.AppendString(b, k)
+			b = append(b, ':')
+			if isSecretKey(k) {
+				b = append(b, `"[REDACTED]"`...)
+			} else {
+				b = appendRedacted(b, x[k])
+			}
+		}
+		return append(b, '}')
+	case ipc.List:
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendRedacted(b, e)
+		}
+		return append(b, ']')
 	}
-	a.write(entry)
+	// A scalar: it was parsed from JSON, so it encodes (finite number,
+	// nesting within the parser's bound).
+	out, err := ipc.AppendValue(b, v)
+	if err != nil {
+		return append(b, "null"...)
+	}
+	return out
 }
 
 // recordTool writes one line for a tool call.
@@ -328,7 +472,7 @@ func Redact(v any) any {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			if secretKey.MatchString(k) {
+			if isSecretKey(k) {
 				out[k] = "[REDACTED]"
 			} else {
 				out[k] = Redact(e)
