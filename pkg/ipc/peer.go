@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ProtocolVersion is exchanged in the handshake. A peer speaking another
@@ -122,6 +123,15 @@ type Options struct {
 	MaxInFlight int
 	// MaxMessage bounds one message; 0 means DefaultMaxMessage.
 	MaxMessage int
+	// InlineBudget, when positive, lets a request that arrives while no
+	// other is being handled, and with nothing more waiting on the socket
+	// (a caller that waits for each reply), run on the reading goroutine:
+	// no hand-off to a handler goroutine. If its handler has not returned
+	// within InlineBudget, another goroutine takes over reading, so a
+	// slow handler holds the requests behind it back for about that long
+	// at most. For peers whose handlers never call the other side over
+	// the same peer (such a call would wait for the takeover).
+	InlineBudget time.Duration
 }
 
 // job is one admitted request waiting for a handler goroutine.
@@ -158,6 +168,16 @@ type Peer struct {
 	// never blocks the reader.
 	jobs chan job
 
+	inlineBudget time.Duration
+	// inline is 2*n while the reader runs its n-th inline request, 2*n+1
+	// once another goroutine has taken over reading from it, 0 otherwise.
+	inline    atomic.Uint64
+	inlineGen uint64 // only the reading goroutine changes it
+	// stopped is closed, and stopErr set, once the reading goroutine has
+	// stopped the peer and every handler has returned.
+	stopped chan struct{}
+	stopErr error
+
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]chan incoming
@@ -176,14 +196,16 @@ func NewPeer(conn *Conn, o Options) *Peer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Peer{
-		conn:        conn,
-		handlers:    map[string]Handler{},
-		maxInFlight: int32(o.MaxInFlight),
-		jobs:        make(chan job, o.MaxInFlight),
-		ctx:         ctx,
-		cancel:      cancel,
-		pending:     map[uint64]chan incoming{},
-		done:        make(chan struct{}),
+		conn:         conn,
+		handlers:     map[string]Handler{},
+		maxInFlight:  int32(o.MaxInFlight),
+		jobs:         make(chan job, o.MaxInFlight),
+		inlineBudget: o.InlineBudget,
+		stopped:      make(chan struct{}),
+		ctx:          ctx,
+		cancel:       cancel,
+		pending:      map[uint64]chan incoming{},
+		done:         make(chan struct{}),
 	}
 }
 
@@ -225,8 +247,25 @@ func (p *Peer) shutdown(err error) {
 }
 
 // Serve reads messages until the channel closes. It returns the reason,
-// once every handler goroutine has returned.
+// once every handler has returned.
 func (p *Peer) Serve() error {
+	if err := p.readLoop(); err != errTakenOver {
+		return err
+	}
+	// Another goroutine reads now (see InlineBudget); Serve still returns
+	// only once the peer has stopped.
+	<-p.stopped
+	return p.stopErr
+}
+
+// errTakenOver ends a reading loop whose inline request outlasted the
+// budget: another goroutine reads from then on.
+var errTakenOver = errors.New("ipc: reading taken over")
+
+// readLoop reads and dispatches messages until the peer stops (it returns
+// the reason) or another goroutine takes reading over (errTakenOver).
+func (p *Peer) readLoop() error {
+	var buf []byte // reply buffer for inline requests
 	for {
 		msg, fds, err := p.conn.ReadMessage()
 		if err != nil {
@@ -244,7 +283,17 @@ func (p *Peer) Serve() error {
 			p.sendError(0, CodeProtocol, perr.Error())
 			return p.stop(perr)
 		}
-		p.dispatch(&env, fds)
+		j, ok := p.dispatch(&env, fds)
+		if ok && p.inlineBudget > 0 && p.inFlight.Load() == 1 && !p.conn.pending() {
+			var done bool
+			if buf, done = p.runInline(j, buf); !done {
+				return errTakenOver
+			}
+			continue
+		}
+		if ok {
+			p.handOff(j)
+		}
 		// Let the goroutine just made runnable (a waiting caller or a
 		// handler) run on this P before this one blocks its thread in
 		// recvmsg: a P held by a blocking syscall is only retaken by
@@ -253,23 +302,51 @@ func (p *Peer) Serve() error {
 	}
 }
 
+// runInline runs j on the reading goroutine. If the handler outlasts the
+// budget, a timer's goroutine becomes the reader; runInline then reports
+// false and this goroutine reads no more.
+func (p *Peer) runInline(j job, buf []byte) ([]byte, bool) {
+	p.wg.Add(1) // Serve waits for inline handlers too
+	defer p.wg.Done()
+	p.inlineGen++
+	running := p.inlineGen << 1
+	p.inline.Store(running)
+	t := time.AfterFunc(p.inlineBudget, func() {
+		if p.inline.CompareAndSwap(running, running|1) {
+			p.readLoop()
+		}
+	})
+	buf = p.serveRequest(j, buf)
+	if p.inline.CompareAndSwap(running, 0) {
+		t.Stop()
+		return buf, true
+	}
+	return buf, false
+}
+
 // stop ends serving: it hangs up, fails pending calls, waits for the
-// handler goroutines and closes the fds of requests no handler took.
+// handlers and closes the fds of requests no handler took.
 func (p *Peer) stop(err error) error {
 	p.conn.Close()
 	p.shutdown(err)
 	p.wg.Wait()
-	for {
+	for drained := false; !drained; {
 		select {
 		case j := <-p.jobs:
 			closeFDs(j.req.FDs)
 		default:
-			return err
+			drained = true
 		}
 	}
+	p.stopErr = err
+	close(p.stopped)
+	return err
 }
 
-func (p *Peer) dispatch(env *Envelope, fds []int) {
+// dispatch delivers replies to their callers and answers what no handler
+// takes. It returns the job of an admitted request, which holds an
+// in-flight slot.
+func (p *Peer) dispatch(env *Envelope, fds []int) (job, bool) {
 	if env.Type == TypeReply {
 		p.mu.Lock()
 		ch, ok := p.pending[env.ID]
@@ -280,10 +357,10 @@ func (p *Peer) dispatch(env *Envelope, fds []int) {
 		if !ok {
 			// A reply to nothing we asked: drop it and its fds.
 			closeFDs(fds)
-			return
+			return job{}, false
 		}
 		ch <- incoming{env, fds}
-		return
+		return job{}, false
 	}
 	h, ok := p.handlers[env.Type]
 	if !ok {
@@ -291,7 +368,7 @@ func (p *Peer) dispatch(env *Envelope, fds []int) {
 		if env.ID != 0 {
 			p.sendError(env.ID, CodeUnknownType, fmt.Sprintf("unknown message type %q", env.Type))
 		}
-		return
+		return job{}, false
 	}
 	// Admission: at most maxInFlight requests are handled at once; the
 	// others are refused at once, so a flood from the other side costs a
@@ -302,9 +379,13 @@ func (p *Peer) dispatch(env *Envelope, fds []int) {
 		if env.ID != 0 {
 			p.sendError(env.ID, CodeBusy, "too many requests in flight")
 		}
-		return
+		return job{}, false
 	}
-	j := job{h: h, req: &Request{Type: env.Type, ID: env.ID, Payload: env.Payload, FDs: fds}}
+	return job{h: h, req: &Request{Type: env.Type, ID: env.ID, Payload: env.Payload, FDs: fds}}, true
+}
+
+// handOff gives j to a handler goroutine.
+func (p *Peer) handOff(j job) {
 	if p.idle.Add(-1) >= 0 {
 		// A handler goroutine is idle: it takes the job.
 		p.jobs <- j

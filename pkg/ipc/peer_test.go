@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // servePeer starts Serve on p and returns a channel that yields its result.
@@ -174,12 +175,13 @@ func TestNoBusyWithinTheBound(t *testing.T) {
 }
 
 // TestNoGoroutineLeftAfterClose: once Serve has returned, every handler
-// goroutine of the peer has ended.
+// and reading goroutine of the peer has ended.
 func TestNoGoroutineLeftAfterClose(t *testing.T) {
 	before := handlerGoroutines()
 	for round := 0; round < 3; round++ {
 		a, b := pair(t)
-		pa, pb := NewPeer(a, Options{}), NewPeer(b, Options{MaxInFlight: 16})
+		// Round 1 and 2 run lone requests inline, with takeovers.
+		pa, pb := NewPeer(a, Options{}), NewPeer(b, Options{MaxInFlight: 16, InlineBudget: time.Duration(round) * time.Microsecond})
 		pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
 		block := make(chan struct{})
 		pb.Handle("block", func(ctx context.Context, r *Request) (any, error) {
@@ -224,7 +226,7 @@ func TestNoGoroutineLeftAfterClose(t *testing.T) {
 func handlerGoroutines() int {
 	buf := make([]byte, 1<<20)
 	n := runtime.Stack(buf, true)
-	return bytes.Count(buf[:n], []byte("ipc.(*Peer).handlerLoop"))
+	return bytes.Count(buf[:n], []byte("ipc.(*Peer).handlerLoop")) + bytes.Count(buf[:n], []byte("ipc.(*Peer).readLoop"))
 }
 
 // TestInvalidRawResultIsAnErrorReply: a handler returning text that is not
@@ -346,4 +348,108 @@ func FuzzValueEncoding(f *testing.F) {
 			t.Fatalf("invalid JSON %s", got)
 		}
 	})
+}
+
+// TestInlineRequestsUseNoHandlerGoroutine: with InlineBudget, a caller that
+// waits for each reply is served on the reading goroutine alone.
+func TestInlineRequestsUseNoHandlerGoroutine(t *testing.T) {
+	a, b := pair(t)
+	pb := NewPeer(b, Options{InlineBudget: time.Hour})
+	pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+	served := servePeer(pb)
+	for i := 1; i <= 200; i++ {
+		if err := a.WriteMessage(rawRequest("echo", i), nil); err != nil {
+			t.Fatal(err)
+		}
+		env, _, err := a.ReadEnvelope()
+		if err != nil || env.ID != uint64(i) || string(env.Payload) != strconv.Itoa(i) {
+			t.Fatalf("call %d: %+v %v", i, env, err)
+		}
+	}
+	pb.Close()
+	<-served
+	if pb.workers != 0 {
+		t.Fatalf("%d handler goroutines started for sequential calls", pb.workers)
+	}
+}
+
+// TestInlineSlowHandlerIsTakenOver: a request run inline whose handler
+// blocks does not hold back the requests after it: another goroutine takes
+// reading over. Serve still returns only after that handler has returned.
+func TestInlineSlowHandlerIsTakenOver(t *testing.T) {
+	a, b := pair(t)
+	pb := NewPeer(b, Options{InlineBudget: time.Millisecond, MaxInFlight: 4})
+	release := map[uint64]chan struct{}{1: make(chan struct{}), 101: make(chan struct{})}
+	entered := make(chan bool, 2)
+	var slowReturned atomic.Bool
+	pb.Handle("slow", func(ctx context.Context, r *Request) (any, error) {
+		st := make([]byte, 64<<10)
+		entered <- bytes.Contains(st[:runtime.Stack(st, false)], []byte("ipc.(*Peer).runInline"))
+		<-release[r.ID] // ignores ctx: Serve must wait for it all the same
+		slowReturned.Store(true)
+		return "slow", nil
+	})
+	pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+	served := servePeer(pb)
+	if err := a.WriteMessage(rawRequest("slow", 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if inline := <-entered; !inline {
+		t.Fatal("a lone request did not run on the reading goroutine")
+	}
+	for i := 2; i <= 100; i++ {
+		if err := a.WriteMessage(rawRequest("echo", i), nil); err != nil {
+			t.Fatal(err)
+		}
+		env, _, err := a.ReadEnvelope()
+		if err != nil || env.ID != uint64(i) || env.Error != nil {
+			t.Fatalf("call %d behind a slow one: %+v %v", i, env, err)
+		}
+	}
+	close(release[1])
+	env, _, err := a.ReadEnvelope()
+	if err != nil || env.ID != 1 || string(env.Payload) != `"slow"` {
+		t.Fatalf("slow call: %+v %v", env, err)
+	}
+	// Close while another slow call runs: Serve returns after it.
+	slowReturned.Store(false)
+	if err := a.WriteMessage(rawRequest("slow", 101), nil); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	pb.Close()
+	close(release[101])
+	<-served
+	if !slowReturned.Load() {
+		t.Fatal("Serve returned while a handler was still running")
+	}
+}
+
+// TestInlineWithRequestsInFlight: callers that keep several requests in
+// flight are served by handler goroutines, correctly and without busy
+// replies, on a peer that runs lone requests inline.
+func TestInlineWithRequestsInFlight(t *testing.T) {
+	a, b := pair(t)
+	pb := NewPeer(b, Options{InlineBudget: time.Millisecond, MaxInFlight: 8})
+	pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+	served := servePeer(pb)
+	const n, window = 2000, 8
+	sent := 0
+	for ; sent < window; sent++ {
+		a.WriteMessage(rawRequest("echo", sent+1), nil)
+	}
+	seen := map[uint64]bool{}
+	for got := 0; got < n; got++ {
+		env, _, err := a.ReadEnvelope()
+		if err != nil || env.Error != nil || string(env.Payload) != strconv.FormatUint(env.ID, 10) || seen[env.ID] {
+			t.Fatalf("reply %d: %+v %+v %v", got, env, env.Error, err)
+		}
+		seen[env.ID] = true
+		if sent < n {
+			sent++
+			a.WriteMessage(rawRequest("echo", sent), nil)
+		}
+	}
+	pb.Close()
+	<-served
 }

@@ -125,6 +125,11 @@ func (s *hostCallServer) newConn() (*hostCallConn, error) {
 	return &hostCallConn{child: child}, nil
 }
 
+// hostCallInline is how long a hostCall run on the socket's reading
+// goroutine may hold back the calls behind it before another goroutine
+// reads them.
+const hostCallInline = 100 * time.Microsecond
+
 // maxHostCallConns bounds the connections a session's programs may open:
 // a loop of connect messages cannot exhaust the supervisor.
 const maxHostCallConns = 256
@@ -143,8 +148,12 @@ func (s *hostCallServer) serve(host *os.File) error {
 		return err
 	}
 	// Bounded: a program inside can hold at most 64 calls in flight and
-	// send at most 4 MiB in one message.
-	peer := ipc.NewPeer(conn, ipc.Options{MaxInFlight: 64, MaxMessage: 4 << 20})
+	// send at most 4 MiB in one message. A lone call runs on the reading
+	// goroutine (no hand-off: the common case of a program waiting for
+	// each reply); one whose handler takes longer than hostCallInline
+	// lets the next calls on this socket be read by another goroutine.
+	// No handler here calls back over the same socket.
+	peer := ipc.NewPeer(conn, ipc.Options{MaxInFlight: 64, MaxMessage: 4 << 20, InlineBudget: hostCallInline})
 	peer.Handle(ipc.TypeHostCall, s.serveCall)
 	// connect hands us the end of a fresh private socketpair: a process
 	// inside gets a connection of its own instead of sharing replies.
