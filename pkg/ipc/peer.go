@@ -123,21 +123,23 @@ type Options struct {
 	MaxInFlight int
 	// MaxMessage bounds one message; 0 means DefaultMaxMessage.
 	MaxMessage int
-	// InlineBudget, when positive, lets a request that arrives while no
-	// other is being handled, and with nothing more waiting on the socket
-	// (a caller that waits for each reply), run on the reading goroutine:
-	// no hand-off to a handler goroutine. If its handler has not returned
-	// within InlineBudget, another goroutine takes over reading, so a
-	// slow handler holds the requests behind it back for about that long
-	// at most. For peers whose handlers never call the other side over
-	// the same peer (such a call would wait for the takeover).
+	// InlineBudget bounds how long a request for a handler registered
+	// with HandleInline, run on the reading goroutine, holds back the
+	// messages behind it: past it, another goroutine takes over reading.
+	// 0 means 100 µs.
 	InlineBudget time.Duration
 }
 
 // job is one admitted request waiting for a handler goroutine.
 type job struct {
-	h   Handler
-	req *Request
+	h      Handler
+	req    *Request
+	inline bool // the handler was registered with HandleInline
+}
+
+type handler struct {
+	h      Handler
+	inline bool
 }
 
 // Peer runs request/response and notifications over a Conn, in both
@@ -148,7 +150,7 @@ type job struct {
 // request); there are never more of them than MaxInFlight.
 type Peer struct {
 	conn        *Conn
-	handlers    map[string]Handler
+	handlers    map[string]handler
 	maxInFlight int32
 	ctx         context.Context
 	cancel      context.CancelFunc
@@ -194,10 +196,13 @@ func NewPeer(conn *Conn, o Options) *Peer {
 	if o.MaxMessage > 0 {
 		conn.SetMaxMessage(o.MaxMessage)
 	}
+	if o.InlineBudget <= 0 {
+		o.InlineBudget = 100 * time.Microsecond
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Peer{
 		conn:         conn,
-		handlers:     map[string]Handler{},
+		handlers:     map[string]handler{},
 		maxInFlight:  int32(o.MaxInFlight),
 		jobs:         make(chan job, o.MaxInFlight),
 		inlineBudget: o.InlineBudget,
@@ -210,7 +215,19 @@ func NewPeer(conn *Conn, o Options) *Peer {
 }
 
 // Handle registers h for messages of type typ. Not safe after Serve starts.
-func (p *Peer) Handle(typ string, h Handler) { p.handlers[typ] = h }
+func (p *Peer) Handle(typ string, h Handler) { p.handlers[typ] = handler{h: h} }
+
+// HandleInline is Handle for a handler that may run on the reading
+// goroutine: when its request arrives while no other request is being
+// handled and nothing more waits on the socket (a caller that waits for
+// each reply), it runs where it was read, without the hand-off to a handler
+// goroutine. If it has not returned within InlineBudget, another goroutine
+// takes over reading, so a slow one holds the messages behind it back for
+// about that long at most. h must not wait for a reply over this same peer
+// (the reply would wait for the takeover).
+func (p *Peer) HandleInline(typ string, h Handler) {
+	p.handlers[typ] = handler{h: h, inline: true}
+}
 
 // Done is closed when the peer stops serving.
 func (p *Peer) Done() <-chan struct{} { return p.done }
@@ -284,7 +301,7 @@ func (p *Peer) readLoop() error {
 			return p.stop(perr)
 		}
 		j, ok := p.dispatch(&env, fds)
-		if ok && p.inlineBudget > 0 && p.inFlight.Load() == 1 && !p.conn.pending() {
+		if ok && j.inline && p.inFlight.Load() == 1 && !p.conn.pending() {
 			var done bool
 			if buf, done = p.runInline(j, buf); !done {
 				return errTakenOver
@@ -381,7 +398,7 @@ func (p *Peer) dispatch(env *Envelope, fds []int) (job, bool) {
 		}
 		return job{}, false
 	}
-	return job{h: h, req: &Request{Type: env.Type, ID: env.ID, Payload: env.Payload, FDs: fds}}, true
+	return job{h: h.h, req: &Request{Type: env.Type, ID: env.ID, Payload: env.Payload, FDs: fds}, inline: h.inline}, true
 }
 
 // handOff gives j to a handler goroutine.

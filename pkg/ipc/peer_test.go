@@ -180,11 +180,11 @@ func TestNoGoroutineLeftAfterClose(t *testing.T) {
 	before := handlerGoroutines()
 	for round := 0; round < 3; round++ {
 		a, b := pair(t)
-		// Round 1 and 2 run lone requests inline, with takeovers.
-		pa, pb := NewPeer(a, Options{}), NewPeer(b, Options{MaxInFlight: 16, InlineBudget: time.Duration(round) * time.Microsecond})
-		pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+		// Lone requests run inline, with takeovers (often in round 0).
+		pa, pb := NewPeer(a, Options{}), NewPeer(b, Options{MaxInFlight: 16, InlineBudget: time.Duration(round*100+1) * time.Microsecond})
+		pb.HandleInline("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
 		block := make(chan struct{})
-		pb.Handle("block", func(ctx context.Context, r *Request) (any, error) {
+		pb.HandleInline("block", func(ctx context.Context, r *Request) (any, error) {
 			select {
 			case <-block:
 			case <-ctx.Done():
@@ -355,7 +355,7 @@ func FuzzValueEncoding(f *testing.F) {
 func TestInlineRequestsUseNoHandlerGoroutine(t *testing.T) {
 	a, b := pair(t)
 	pb := NewPeer(b, Options{InlineBudget: time.Hour})
-	pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+	pb.HandleInline("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
 	served := servePeer(pb)
 	for i := 1; i <= 200; i++ {
 		if err := a.WriteMessage(rawRequest("echo", i), nil); err != nil {
@@ -382,14 +382,14 @@ func TestInlineSlowHandlerIsTakenOver(t *testing.T) {
 	release := map[uint64]chan struct{}{1: make(chan struct{}), 101: make(chan struct{})}
 	entered := make(chan bool, 2)
 	var slowReturned atomic.Bool
-	pb.Handle("slow", func(ctx context.Context, r *Request) (any, error) {
+	pb.HandleInline("slow", func(ctx context.Context, r *Request) (any, error) {
 		st := make([]byte, 64<<10)
 		entered <- bytes.Contains(st[:runtime.Stack(st, false)], []byte("ipc.(*Peer).runInline"))
 		<-release[r.ID] // ignores ctx: Serve must wait for it all the same
 		slowReturned.Store(true)
 		return "slow", nil
 	})
-	pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+	pb.HandleInline("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
 	served := servePeer(pb)
 	if err := a.WriteMessage(rawRequest("slow", 1), nil); err != nil {
 		t.Fatal(err)
@@ -431,7 +431,7 @@ func TestInlineSlowHandlerIsTakenOver(t *testing.T) {
 func TestInlineWithRequestsInFlight(t *testing.T) {
 	a, b := pair(t)
 	pb := NewPeer(b, Options{InlineBudget: time.Millisecond, MaxInFlight: 8})
-	pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+	pb.HandleInline("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
 	served := servePeer(pb)
 	const n, window = 2000, 8
 	sent := 0

@@ -148,16 +148,17 @@ func (s *hostCallServer) serve(host *os.File) error {
 		return err
 	}
 	// Bounded: a program inside can hold at most 64 calls in flight and
-	// send at most 4 MiB in one message. A lone call runs on the reading
-	// goroutine (no hand-off: the common case of a program waiting for
-	// each reply); one whose handler takes longer than hostCallInline
-	// lets the next calls on this socket be read by another goroutine.
-	// No handler here calls back over the same socket.
+	// send at most 4 MiB in one message.
 	peer := ipc.NewPeer(conn, ipc.Options{MaxInFlight: 64, MaxMessage: 4 << 20, InlineBudget: hostCallInline})
-	peer.Handle(ipc.TypeHostCall, s.serveCall)
+	// A lone call runs on the reading goroutine (no hand-off: the common
+	// case of a program waiting for each reply); one whose handler takes
+	// longer than hostCallInline lets the next calls on this socket be
+	// read by another goroutine. Neither handler calls back over the
+	// socket.
+	peer.HandleInline(ipc.TypeHostCall, s.serveCall)
 	// connect hands us the end of a fresh private socketpair: a process
 	// inside gets a connection of its own instead of sharing replies.
-	peer.Handle(ipc.TypeConnect, s.connect)
+	peer.HandleInline(ipc.TypeConnect, s.connect)
 	if s.forward != nil {
 		for _, typ := range []string{ipc.TypeRegisterTool, ipc.TypeUnregisterTool, ipc.TypeListSessionDefinitions} {
 			typ := typ
