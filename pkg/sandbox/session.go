@@ -436,38 +436,22 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	}
 	before := s.limits.events()
 	start := time.Now()
-	ctxCall, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	type callRes struct {
-		rep *ipc.Reply
-		err error
-	}
-	done := make(chan callRes, 1)
-	go func() {
-		rep, err := s.peer.CallCancelable(ctxCall, ipc.TypeExecute, msg, fds)
-		done <- callRes{rep, err}
-	}()
 	io.start()
-	var cr callRes
-	canceled := false
-	select {
-	case cr = <-done:
-	case <-ctx.Done():
-		// The worker kills the command's process group; the session
-		// lives on.
-		canceled = true
-		s.peer.Notify(ipc.TypeCancel, cancelMsg{})
-		cr = <-done
-	}
+	// Cancelling ctx tells the worker to kill the command's process group;
+	// the session lives on, and the reply still reports how it ended. The
+	// call runs on this goroutine: no hand-off to another one and back.
+	stopCancel := context.AfterFunc(ctx, func() { s.peer.Notify(ipc.TypeCancel, cancelMsg{}) })
+	rep, callErr := s.peer.Call(context.Background(), ipc.TypeExecute, msg, fds)
+	canceled := !stopCancel()
 	io.closeChildEnds()
 	if hc != nil {
 		// Only after the request (and its fds) went out.
 		hc.closeChild()
 	}
 	res := Result{Duration: time.Since(start)}
-	if cr.err != nil {
+	if callErr != nil {
 		io.finish(&res)
-		if errors.Is(cr.err, ipc.ErrClosed) {
+		if errors.Is(callErr, ipc.ErrClosed) {
 			// The worker died under the command. If a limit was hit
 			// meanwhile (the OOM killer chose PID 1, or the worker could
 			// not get a thread at the pids limit), that is the reason.
@@ -477,31 +461,31 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 			}
 			return res, ErrClosed
 		}
-		return res, cr.err
+		return res, callErr
 	}
-	var rep executeReply
-	if err := cr.rep.Decode(&rep); err != nil {
+	var er executeReply
+	if err := rep.Decode(&er); err != nil {
 		return res, err
 	}
 	io.finish(&res)
-	res.ExitCode = rep.ExitCode
-	res.Signal = syscall.Signal(rep.Signal)
+	res.ExitCode = er.ExitCode
+	res.Signal = syscall.Signal(er.Signal)
 	switch {
-	case rep.StartErr == "not_found":
+	case er.StartErr == "not_found":
 		return res, fmt.Errorf("%w: %s", ErrCommandNotFound, c.Argv[0])
-	case rep.StartErr == "pids":
+	case er.StartErr == "pids":
 		res.Reason = ReasonPids
 		return res, &ResourceLimitError{Resource: "pids", Limit: strconv.FormatInt(s.policy.Limits.Pids, 10), Enforcer: string(s.limits.mode())}
-	case rep.StartErr == "not_executable":
-		return res, fmt.Errorf("%w: %s", ErrNotExecutable, rep.Message)
-	case rep.StartErr != "":
-		return res, errors.New(rep.Message)
-	case rep.Signal != 0:
+	case er.StartErr == "not_executable":
+		return res, fmt.Errorf("%w: %s", ErrNotExecutable, er.Message)
+	case er.StartErr != "":
+		return res, errors.New(er.Message)
+	case er.Signal != 0:
 		res.Reason = ReasonSignaled
 	default:
 		res.Reason = ReasonExited
 	}
-	if rep.TimedOut {
+	if er.TimedOut {
 		res.Reason = ReasonTimeout
 		return res, &ResourceLimitError{Resource: "time", Limit: timeout.String(), Enforcer: "timer"}
 	}

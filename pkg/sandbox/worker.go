@@ -272,13 +272,17 @@ type spawnReq struct {
 	env   []string
 	dir   string
 	files []uintptr
+	// pidfd asks for a pidfd of the command (spawnRes.pidfd, -1 when
+	// the kernel gives none); the caller then closes it.
+	pidfd bool
 	reply chan spawnRes
 }
 
 type spawnRes struct {
-	pid  int
-	wait chan unix.WaitStatus
-	err  error
+	pid   int
+	pidfd int
+	wait  chan unix.WaitStatus
+	err   error
 }
 
 func (w *worker) spawn(r *spawnReq) spawnRes {
@@ -303,25 +307,30 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 		argv = append([]string{limitExecArg0, encodeRlimits(rl), strings.Join(cg, ","), path}, argv...)
 		path = "/proc/self/exe"
 	}
+	sys := &syscall.SysProcAttr{
+		// A new session: no controlling terminal, so no TIOCSTI
+		// injection into a terminal outside (CVE-2017-5226), and one
+		// process group to kill on timeout.
+		Setsid: true,
+	}
+	pidfd := -1
+	if r.pidfd {
+		sys.PidFD = &pidfd
+	}
 	w.reaper.mu.Lock()
 	defer w.reaper.mu.Unlock()
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   r.dir,
 		Env:   r.env,
 		Files: files,
-		Sys: &syscall.SysProcAttr{
-			// A new session: no controlling terminal, so no TIOCSTI
-			// injection into a terminal outside (CVE-2017-5226), and one
-			// process group to kill on timeout.
-			Setsid: true,
-		},
+		Sys:   sys,
 	})
 	if err != nil {
-		return spawnRes{err: err}
+		return spawnRes{err: err, pidfd: -1}
 	}
 	ch := make(chan unix.WaitStatus, 1)
 	w.reaper.waiters[pid] = ch
-	return spawnRes{pid: pid, wait: ch}
+	return spawnRes{pid: pid, pidfd: pidfd, wait: ch}
 }
 
 // reaper collects every child of PID 1, including orphans re-parented to it,
@@ -389,7 +398,7 @@ func (w *worker) execute(ctx context.Context, req *ipc.Request) (any, error) {
 	for i, fd := range fds {
 		files[i] = uintptr(fd)
 	}
-	r := &spawnReq{path: path, argv: m.Argv, env: env, dir: dir, files: files, reply: make(chan spawnRes, 1)}
+	r := &spawnReq{path: path, argv: m.Argv, env: env, dir: dir, files: files, pidfd: true, reply: make(chan spawnRes, 1)}
 	w.spawnCh <- r
 	res := <-r.reply
 	if res.err != nil {
@@ -407,24 +416,9 @@ func (w *worker) execute(ctx context.Context, req *ipc.Request) (any, error) {
 		w.mu.Unlock()
 	}()
 
-	var timeout <-chan time.Time
-	if m.TimeoutMs > 0 {
-		t := time.NewTimer(time.Duration(m.TimeoutMs) * time.Millisecond)
-		defer t.Stop()
-		timeout = t.C
-	}
 	reply := executeReply{Pid: res.pid}
-	var ws unix.WaitStatus
-	select {
-	case ws = <-res.wait:
-	case <-timeout:
-		reply.TimedOut = true
-		killGroup(res.pid)
-		ws = <-res.wait
-	case <-ctx.Done():
-		killGroup(res.pid)
-		ws = <-res.wait
-	}
+	ws, timedOut := w.waitCommand(ctx, res, time.Duration(m.TimeoutMs)*time.Millisecond)
+	reply.TimedOut = timedOut
 	switch {
 	case ws.Exited():
 		reply.ExitCode = ws.ExitStatus()
@@ -433,6 +427,111 @@ func (w *worker) execute(ctx context.Context, req *ipc.Request) (any, error) {
 		reply.ExitCode = 128 + int(ws.Signal())
 	}
 	return reply, nil
+}
+
+// waitCommand waits for the command to end and returns its status. When
+// the timeout (if any) passes or ctx ends first, it kills the command's
+// process group and reports whether the timeout did.
+//
+// With a pidfd, this goroutine sleeps in waitid until the kernel reports the
+// exit: no SIGCHLD -> signal goroutine -> reaper -> channel chain on the
+// way. The reaper still reaps orphans, and may reap the command first; its
+// status then comes through the channel as before.
+func (w *worker) waitCommand(ctx context.Context, res spawnRes, timeout time.Duration) (unix.WaitStatus, bool) {
+	if res.pidfd < 0 {
+		return waitChannel(ctx, res, timeout)
+	}
+	defer unix.Close(res.pidfd)
+	var mu sync.Mutex
+	exited, timedOut := false, false
+	kill := func(byTimeout bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		// Only before the exit is seen, while the command is at most a
+		// zombie: its pid and group id are still its own and cannot
+		// have been reused for another process.
+		if !exited {
+			killGroup(res.pid)
+			timedOut = timedOut || byTimeout
+		}
+	}
+	var timer *time.Timer
+	if timeout > 0 {
+		timer = time.AfterFunc(timeout, func() { kill(true) })
+	}
+	stop := context.AfterFunc(ctx, func() { kill(false) })
+	defer func() {
+		stop()
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var err error
+	for {
+		// WNOWAIT: the exit is reported, the zombie stays for the reap
+		// below (or the reaper's).
+		var si unix.Siginfo
+		if err = unix.Waitid(unix.P_PIDFD, res.pidfd, &si, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil && err != unix.ECHILD {
+		// This kernel cannot wait on a pidfd (before 5.4): the reaper's
+		// path, with the whole timeout again.
+		stop()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Lock()
+		killed := timedOut
+		mu.Unlock()
+		ws, to := waitChannel(ctx, res, timeout)
+		return ws, to || killed
+	}
+	mu.Lock()
+	exited = true
+	mu.Unlock()
+	w.reaper.mu.Lock()
+	if _, ok := w.reaper.waiters[res.pid]; ok {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(res.pid, &ws, unix.WNOHANG, nil)
+		for err == unix.EINTR {
+			got, err = unix.Wait4(res.pid, &ws, unix.WNOHANG, nil)
+		}
+		if got == res.pid {
+			delete(w.reaper.waiters, res.pid)
+			w.reaper.mu.Unlock()
+			mu.Lock()
+			defer mu.Unlock()
+			return ws, timedOut
+		}
+	}
+	w.reaper.mu.Unlock()
+	// The reaper reaped it (ECHILD above, or between waitid and here).
+	ws := <-res.wait
+	mu.Lock()
+	defer mu.Unlock()
+	return ws, timedOut
+}
+
+// waitChannel waits for the status the reaper sends on SIGCHLD.
+func waitChannel(ctx context.Context, res spawnRes, timeout time.Duration) (unix.WaitStatus, bool) {
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case ws := <-res.wait:
+		return ws, false
+	case <-timer:
+		killGroup(res.pid)
+		return <-res.wait, true
+	case <-ctx.Done():
+		killGroup(res.pid)
+		return <-res.wait, false
+	}
 }
 
 // killGroup kills the command's process group (it is a session leader, so
