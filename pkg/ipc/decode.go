@@ -531,19 +531,25 @@ func (s *scanner) decodeErrorBody(env *Envelope, typeErr *error) error {
 	}
 }
 
-// Field is one member of a flat JSON object for DecodeFields: a string
-// (String set) or any value kept as raw text (Raw set).
+// Field is one member of a flat JSON object for DecodeFields. Exactly one
+// destination is set: a string, a list of strings, an integer, a boolean, or
+// any value kept as raw text.
 type Field struct {
-	Name   string
-	String *string
-	Raw    *json.RawMessage
+	Name    string
+	String  *string
+	Strings *[]string
+	Int     *int64
+	Bool    *bool
+	Raw     *json.RawMessage
 }
 
 // DecodeFields decodes the JSON object in data into fields as json.Unmarshal
-// decodes it into a struct of string and json.RawMessage fields: member
-// names match case-insensitively, the last duplicate wins, null leaves a
-// string field alone, unknown members are skipped, and a value of the wrong
-// type is an error. Raw values are sub-slices of data.
+// decodes it into a freshly declared struct of string, []string, int64,
+// bool and json.RawMessage fields: member names match case-insensitively,
+// the last duplicate wins, null leaves a field alone (a list: sets it to
+// nil), an integer must be written without fraction or exponent, unknown
+// members are skipped, and a value of the wrong type is an error. Raw values
+// are sub-slices of data.
 func DecodeFields(data []byte, fields []Field) error {
 	s := scanner{data: data}
 	switch s.peek() {
@@ -592,6 +598,20 @@ func DecodeFields(data []byte, fields []Field) error {
 					return err
 				}
 				*f.Raw = raw
+			case f != nil && f.Strings != nil:
+				if err := s.readStrings(f.Strings); err == errType {
+					typeErr = fmt.Errorf("%s: not a list of strings", f.Name)
+				} else if err != nil {
+					return err
+				}
+			case f != nil && (f.Int != nil || f.Bool != nil):
+				raw, err := s.skipValue(1)
+				if err != nil {
+					return err
+				}
+				if err := scalarInto(raw, f); err != nil {
+					typeErr = err
+				}
 			default:
 				if _, err := s.skipValue(1); err != nil {
 					return err
@@ -630,6 +650,74 @@ func appendRawValue(buf, raw []byte, depth int) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// readStrings reads null (the list becomes nil) or a list of strings, whose
+// null elements are empty strings.
+func (s *scanner) readStrings(out *[]string) error {
+	switch s.peek() {
+	case 'n':
+		if err := s.skipLiteral("null"); err != nil {
+			return err
+		}
+		*out = nil
+		return nil
+	case '[':
+	default:
+		if _, err := s.skipValue(1); err != nil {
+			return err
+		}
+		return errType
+	}
+	s.pos++
+	list := []string{}
+	var typeErr error
+	if s.peek() == ']' {
+		s.pos++
+		*out = list
+		return nil
+	}
+	for {
+		str, _, err := s.readString(2)
+		if err == errType {
+			typeErr = err
+		} else if err != nil {
+			return err
+		}
+		list = append(list, str)
+		c := s.peek()
+		s.pos++
+		if c == ']' {
+			*out = list
+			return typeErr
+		}
+		if c != ',' {
+			return errSyntax
+		}
+	}
+}
+
+// scalarInto stores the checked value raw into an Int or Bool field; null
+// leaves it alone.
+func scalarInto(raw []byte, f *Field) error {
+	switch {
+	case raw[0] == 'n':
+		return nil
+	case f.Bool != nil && raw[0] == 't':
+		*f.Bool = true
+		return nil
+	case f.Bool != nil && raw[0] == 'f':
+		*f.Bool = false
+		return nil
+	case f.Int != nil && (raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9')):
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: not an integer", f.Name)
+		}
+		*f.Int = n
+		return nil
+	}
+	return fmt.Errorf("%s: value of the wrong type", f.Name)
 }
 
 // parseValue decodes one value at nesting level depth into a Value.

@@ -61,27 +61,41 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	})
 }
 
-// FuzzDecodeFields: DecodeFields decodes like json.Unmarshal into a struct
-// of string and RawMessage fields.
+// FuzzDecodeFields: DecodeFields decodes like json.Unmarshal into a fresh
+// struct of string, []string, int64, bool and RawMessage fields.
 func FuzzDecodeFields(f *testing.F) {
 	for _, s := range decodeSeeds {
 		f.Add([]byte(s))
 	}
+	for _, s := range []string{
+		`{"argv":["/bin/true","a\u00e9",null],"env":null,"dir":"/","timeoutMs":1500,"hostCall":true}`,
+		`{"argv":[],"n":-0,"ok":false,"n":null,"ok":null}`,
+		`{"argv":"x"}`, `{"argv":[1]}`, `{"argv":[["a"]]}`, `{"n":1.5}`, `{"n":1e3}`, `{"n":"1"}`, `{"n":true}`,
+		`{"n":9223372036854775807}`, `{"n":9223372036854775808}`, `{"n":-9223372036854775808}`, `{"ok":1}`, `{"ok":"true"}`,
+		`{"ARGV":["x"],"argv":null}`, `{"argv":["x",]}`, `{"argv":["x" "y"]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	type target struct {
+		API    string          `json:"api"`
+		Method string          `json:"method"`
+		Args   json.RawMessage `json:"args"`
+		Argv   []string        `json:"argv"`
+		N      int64           `json:"n"`
+		OK     bool            `json:"ok"`
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var want struct {
-			API    string          `json:"api"`
-			Method string          `json:"method"`
-			Args   json.RawMessage `json:"args"`
-		}
-		var api, method string
-		var args json.RawMessage
+		var want, got target
 		werr := json.Unmarshal(data, &want)
-		gerr := DecodeFields(data, []Field{{Name: "api", String: &api}, {Name: "method", String: &method}, {Name: "args", Raw: &args}})
+		gerr := DecodeFields(data, []Field{
+			{Name: "api", String: &got.API}, {Name: "method", String: &got.Method}, {Name: "args", Raw: &got.Args},
+			{Name: "argv", Strings: &got.Argv}, {Name: "n", Int: &got.N}, {Name: "ok", Bool: &got.OK},
+		})
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("%q: encoding/json says %v, DecodeFields says %v", data, werr, gerr)
 		}
-		if werr == nil && (api != want.API || method != want.Method || !bytes.Equal(args, want.Args)) {
-			t.Fatalf("%q: got %q %q %q, want %+v", data, api, method, args, want)
+		if werr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n got %#v\nwant %#v", data, got, want)
 		}
 	})
 }
