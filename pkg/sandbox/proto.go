@@ -1,6 +1,12 @@
 package sandbox
 
-import "github.com/nsbox/nsbox/pkg/mounts"
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/nsbox/nsbox/pkg/ipc"
+	"github.com/nsbox/nsbox/pkg/mounts"
+)
 
 // Payloads of the supervisor–worker protocol (docs/protocol.md). Only plain
 // data: these cross a socket into the sandbox's PID 1.
@@ -58,6 +64,97 @@ type executeReply struct {
 	Canceled bool   `json:"canceled,omitempty"`
 	StartErr string `json:"startError,omitempty"` // "not_found", "not_executable", "bad_dir"
 	Message  string `json:"message,omitempty"`
+}
+
+// The execute request and reply cross on every Exec: they are written and
+// read without reflection. The text is what encoding/json gives for the same
+// structs, and it is read as encoding/json reads it (proto_test.go compares
+// both ways).
+
+// encode returns the execute payload.
+func (m *executeMsg) encode() json.RawMessage {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"argv":`...)
+	b = appendStrings(b, m.Argv)
+	b = append(b, `,"env":`...)
+	b = appendStrings(b, m.Env)
+	b = append(b, `,"dir":`...)
+	b = ipc.AppendString(b, m.Dir)
+	if m.TimeoutMs != 0 {
+		b = append(b, `,"timeoutMs":`...)
+		b = strconv.AppendInt(b, m.TimeoutMs, 10)
+	}
+	if m.HostCall {
+		b = append(b, `,"hostCall":true`...)
+	}
+	return append(b, '}')
+}
+
+func (m *executeMsg) decode(data []byte) error {
+	return ipc.DecodeFields(data, []ipc.Field{
+		{Name: "argv", Strings: &m.Argv},
+		{Name: "env", Strings: &m.Env},
+		{Name: "dir", String: &m.Dir},
+		{Name: "timeoutMs", Int: &m.TimeoutMs},
+		{Name: "hostCall", Bool: &m.HostCall},
+	})
+}
+
+func appendStrings(b []byte, list []string) []byte {
+	if list == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, s := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = ipc.AppendString(b, s)
+	}
+	return append(b, ']')
+}
+
+// encode returns the execute reply payload.
+func (r *executeReply) encode() json.RawMessage {
+	b := make([]byte, 0, 64)
+	b = append(b, `{"pid":`...)
+	b = strconv.AppendInt(b, int64(r.Pid), 10)
+	b = append(b, `,"exitCode":`...)
+	b = strconv.AppendInt(b, int64(r.ExitCode), 10)
+	if r.Signal != 0 {
+		b = append(b, `,"signal":`...)
+		b = strconv.AppendInt(b, int64(r.Signal), 10)
+	}
+	if r.TimedOut {
+		b = append(b, `,"timedOut":true`...)
+	}
+	if r.Canceled {
+		b = append(b, `,"canceled":true`...)
+	}
+	if r.StartErr != "" {
+		b = append(b, `,"startError":`...)
+		b = ipc.AppendString(b, r.StartErr)
+	}
+	if r.Message != "" {
+		b = append(b, `,"message":`...)
+		b = ipc.AppendString(b, r.Message)
+	}
+	return append(b, '}')
+}
+
+func (r *executeReply) decode(data []byte) error {
+	var pid, code, sig int64
+	err := ipc.DecodeFields(data, []ipc.Field{
+		{Name: "pid", Int: &pid},
+		{Name: "exitCode", Int: &code},
+		{Name: "signal", Int: &sig},
+		{Name: "timedOut", Bool: &r.TimedOut},
+		{Name: "canceled", Bool: &r.Canceled},
+		{Name: "startError", String: &r.StartErr},
+		{Name: "message", String: &r.Message},
+	})
+	r.Pid, r.ExitCode, r.Signal = int(pid), int(code), int(sig)
+	return err
 }
 
 type cancelMsg struct {

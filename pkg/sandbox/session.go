@@ -441,7 +441,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	// the session lives on, and the reply still reports how it ended. The
 	// call runs on this goroutine: no hand-off to another one and back.
 	stopCancel := context.AfterFunc(ctx, func() { s.peer.Notify(ipc.TypeCancel, cancelMsg{}) })
-	rep, callErr := s.peer.Call(context.Background(), ipc.TypeExecute, msg, fds)
+	rep, callErr := s.peer.Call(context.Background(), ipc.TypeExecute, msg.encode(), fds)
 	canceled := !stopCancel()
 	io.closeChildEnds()
 	if hc != nil {
@@ -464,8 +464,10 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		return res, callErr
 	}
 	var er executeReply
-	if err := rep.Decode(&er); err != nil {
-		return res, err
+	if len(rep.Payload) > 0 {
+		if err := er.decode(rep.Payload); err != nil {
+			return res, fmt.Errorf("bad execute reply: %w", err)
+		}
 	}
 	io.finish(&res)
 	res.ExitCode = er.ExitCode

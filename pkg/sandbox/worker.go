@@ -360,21 +360,31 @@ func (r *reaper) reap() {
 }
 
 func (w *worker) execute(ctx context.Context, req *ipc.Request) (any, error) {
+	rep, err := w.runExecute(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return rep.encode(), nil
+}
+
+func (w *worker) runExecute(ctx context.Context, req *ipc.Request) (executeReply, error) {
 	fds := req.FDs
 	defer func() { closeInts(fds) }()
 	var m executeMsg
-	if err := req.Decode(&m); err != nil {
-		return nil, err
+	if len(req.Payload) > 0 {
+		if err := m.decode(req.Payload); err != nil {
+			return executeReply{}, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "bad execute payload: " + err.Error()}
+		}
 	}
 	want := 3
 	if m.HostCall {
 		want = 4
 	}
 	if len(fds) != want {
-		return nil, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: fmt.Sprintf("execute needs %d fds, got %d", want, len(fds))}
+		return executeReply{}, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: fmt.Sprintf("execute needs %d fds, got %d", want, len(fds))}
 	}
 	if len(m.Argv) == 0 || m.Argv[0] == "" {
-		return nil, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "empty command"}
+		return executeReply{}, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "empty command"}
 	}
 	w.execMu.Lock()
 	defer w.execMu.Unlock()
