@@ -49,12 +49,18 @@ type Conn struct {
 	fd         int
 	maxMessage int
 
-	fdmu   sync.RWMutex // held shared during syscalls, exclusively to close
-	wmu    sync.Mutex   // one writer at a time: fragments must not interleave
-	rmu    sync.Mutex   // one reader at a time
+	// refs is 1 while the Conn is open, plus 1 for each call using fd;
+	// the fd is closed when it drops to 0, never under a running syscall
+	// (its number could be reused meanwhile). A count, not a lock, so a
+	// call may nest in another (a write from a SetWait function).
+	refs   atomic.Int32
+	wmu    sync.Mutex // one writer at a time: fragments must not interleave
+	rmu    sync.Mutex // one reader at a time
 	closed atomic.Bool
 	rbuf   []byte
 	oob    []byte
+	// wait: see SetWait.
+	wait func(fd int)
 }
 
 // Socketpair returns the two ends of a new SOCK_SEQPACKET socketpair. Both
@@ -85,19 +91,49 @@ func NewConn(f *os.File) (*Conn, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("ipc: fd is not a SOCK_SEQPACKET socket")
 	}
-	return &Conn{
+	c := &Conn{
 		fd:         fd,
 		maxMessage: DefaultMaxMessage,
 		rbuf:       make([]byte, MaxFrame+1),
 		oob:        make([]byte, unix.CmsgSpace(MaxFDs*4)),
-	}, nil
+	}
+	c.refs.Store(1)
+	return c, nil
 }
+
+// use takes a reference on fd for one call; false once the fd is closed.
+func (c *Conn) use() bool {
+	for {
+		n := c.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if c.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference; the last one closes fd.
+func (c *Conn) release() {
+	if c.refs.Add(-1) == 0 {
+		unix.Close(c.fd)
+	}
+}
+
+// SetWait has ReadMessage call wait(fd), on the reading goroutine, before
+// each receive: wait returns once the socket fd is readable (or hung up),
+// and may do other work on that goroutine's thread meanwhile (poll the
+// socket with other fds, for example). fd stays open while wait runs; wait
+// must not close it or read from it. Call SetWait before the first read.
+func (c *Conn) SetWait(wait func(fd int)) { c.wait = wait }
 
 // SetMaxMessage changes the bound on one reassembled message.
 func (c *Conn) SetMaxMessage(n int) { c.maxMessage = n }
 
-// Close shuts the socket down, which wakes any blocked reader, and then
-// releases the fd. It is safe to call more than once and from any goroutine.
+// Close shuts the socket down, which wakes any blocked reader, and
+// releases the fd once no call uses it. It is safe to call more than once
+// and from any goroutine.
 func (c *Conn) Close() error {
 	if c.closed.Swap(true) {
 		return nil
@@ -106,9 +142,8 @@ func (c *Conn) Close() error {
 	// closing first would leave it blocked and let the fd number be reused
 	// under it.
 	unix.Shutdown(c.fd, unix.SHUT_RDWR)
-	c.fdmu.Lock()
-	defer c.fdmu.Unlock()
-	return unix.Close(c.fd)
+	c.release()
+	return nil
 }
 
 // WriteMessage sends one message (JSON text) with optional fds. Messages
@@ -124,8 +159,10 @@ func (c *Conn) WriteMessage(msg []byte, fds []int) error {
 	if len(fds) > MaxFDs {
 		return fmt.Errorf("ipc: %d fds exceed the limit of %d per message", len(fds), MaxFDs)
 	}
-	c.fdmu.RLock()
-	defer c.fdmu.RUnlock()
+	if !c.use() {
+		return ErrClosed
+	}
+	defer c.release()
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -162,8 +199,10 @@ func (c *Conn) WriteMessage(msg []byte, fds []int) error {
 // pending reports whether data (a message, or part of one) waits to be
 // read. When it cannot tell, it says yes.
 func (c *Conn) pending() bool {
-	c.fdmu.RLock()
-	defer c.fdmu.RUnlock()
+	if !c.use() {
+		return true
+	}
+	defer c.release()
 	if c.closed.Load() {
 		return true
 	}
@@ -193,8 +232,10 @@ func (c *Conn) send(frame, oob []byte) error {
 // The fds are close-on-exec and owned by the caller. A framing violation
 // returns an error wrapping ErrProtocol; a hang-up returns ErrClosed.
 func (c *Conn) ReadMessage() ([]byte, []int, error) {
-	c.fdmu.RLock()
-	defer c.fdmu.RUnlock()
+	if !c.use() {
+		return nil, nil, ErrClosed
+	}
+	defer c.release()
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 
@@ -207,6 +248,9 @@ func (c *Conn) ReadMessage() ([]byte, []int, error) {
 	for {
 		if c.closed.Load() {
 			return fail(ErrClosed)
+		}
+		if c.wait != nil {
+			c.wait(c.fd)
 		}
 		// MSG_CMSG_CLOEXEC: fds received from the peer are never leaked
 		// into a program we start later (see close-before-exec).

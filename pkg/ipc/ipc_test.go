@@ -313,3 +313,35 @@ func FuzzReadMessage(f *testing.F) {
 		}
 	})
 }
+
+// TestCloseWhileAWaitFunctionWrites: a SetWait function may write on its
+// Conn (a deferred reply); Close from another goroutine meanwhile neither
+// deadlocks nor closes the fd under the calls still using it.
+func TestCloseWhileAWaitFunctionWrites(t *testing.T) {
+	a, b := pair(t)
+	inWait := make(chan struct{})
+	closed := make(chan struct{})
+	first := true
+	b.SetWait(func(fd int) {
+		if first {
+			first = false
+			close(inWait)
+			<-closed
+			// The fd is still this Conn's: the write fails cleanly.
+			if err := b.WriteMessage([]byte(`{"type":"late"}`), nil); !errors.Is(err, ErrClosed) {
+				t.Errorf("write after Close: %v", err)
+			}
+		}
+	})
+	done := make(chan error)
+	go func() { _, _, err := b.ReadMessage(); done <- err }()
+	<-inWait
+	b.Close()
+	close(closed)
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("read after Close: %v", err)
+	}
+	if _, _, err := a.ReadMessage(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("the other end: %v", err)
+	}
+}

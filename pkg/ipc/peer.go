@@ -135,12 +135,20 @@ type job struct {
 	h      Handler
 	req    *Request
 	inline bool // the handler was registered with HandleInline
+	direct bool // ... with HandleDirect
 }
 
 type handler struct {
-	h      Handler
-	inline bool
+	h              Handler
+	inline, direct bool
 }
+
+// Deferred, returned as a handler's result, means the handler has arranged
+// to answer later with Peer.Reply. The request keeps its in-flight slot
+// until then.
+var Deferred any = deferred{}
+
+type deferred struct{}
 
 // Peer runs request/response and notifications over a Conn, in both
 // directions: each side may call the other. Replies are matched by id.
@@ -229,6 +237,17 @@ func (p *Peer) HandleInline(typ string, h Handler) {
 	p.handlers[typ] = handler{h: h, inline: true}
 }
 
+// HandleDirect is Handle for a handler that always runs on the reading
+// goroutine, before the next message is read: it must not block (it
+// returns Deferred and answers with Reply when its work waits). It is for
+// work that must happen on the reading goroutine's thread: with
+// Conn.SetWait, Serve can run on a locked thread and do other work there
+// while it waits for messages. Not with HandleInline handlers on the same
+// peer: their takeover would move reading to another goroutine.
+func (p *Peer) HandleDirect(typ string, h Handler) {
+	p.handlers[typ] = handler{h: h, direct: true}
+}
+
 // Done is closed when the peer stops serving.
 func (p *Peer) Done() <-chan struct{} { return p.done }
 
@@ -301,6 +320,10 @@ func (p *Peer) readLoop() error {
 			return p.stop(perr)
 		}
 		j, ok := p.dispatch(&env, fds)
+		if ok && j.direct {
+			buf = p.serveRequest(j, buf)
+			continue
+		}
 		if ok && j.inline && p.inFlight.Load() == 1 && !p.conn.pending() {
 			var done bool
 			if buf, done = p.runInline(j, buf); !done {
@@ -398,7 +421,7 @@ func (p *Peer) dispatch(env *Envelope, fds []int) (job, bool) {
 		}
 		return job{}, false
 	}
-	return job{h: h.h, req: &Request{Type: env.Type, ID: env.ID, Payload: env.Payload, FDs: fds}, inline: h.inline}, true
+	return job{h: h.h, req: &Request{Type: env.Type, ID: env.ID, Payload: env.Payload, FDs: fds}, inline: h.inline, direct: h.direct}, true
 }
 
 // handOff gives j to a handler goroutine.
@@ -444,9 +467,24 @@ const maxKeptBuffer = 64 << 10
 
 // serveRequest runs one handler and writes its reply.
 func (p *Peer) serveRequest(j job, buf []byte) []byte {
-	req := j.req
-	res, err := p.runHandler(j.h, req)
-	if req.ID == 0 {
+	res, err := p.runHandler(j.h, j.req)
+	if res == Deferred && err == nil {
+		return buf
+	}
+	return p.reply(j.req.ID, res, err, buf)
+}
+
+// Reply answers a request whose handler returned Deferred, with what a
+// handler would have returned. Call it exactly once for each such request
+// (also for a notification, whose slot it frees), from any goroutine.
+func (p *Peer) Reply(id uint64, result any, err error) {
+	p.reply(id, result, err, nil)
+}
+
+// reply frees the request's in-flight slot and writes its reply, encoded in
+// buf, which it returns for the next reply.
+func (p *Peer) reply(id uint64, res any, err error, buf []byte) []byte {
+	if id == 0 {
 		p.inFlight.Add(-1)
 		return buf
 	}
@@ -457,14 +495,14 @@ func (p *Peer) serveRequest(j job, buf []byte) []byte {
 		if r, ok := res.(ReplyWithFDs); ok {
 			res, fds, closeAfter = r.Result, r.FDs, r.CloseAfter
 		}
-		msg, err = appendEnvelope(buf[:0], TypeReply, req.ID, res)
+		msg, err = appendEnvelope(buf[:0], TypeReply, id, res)
 		if err != nil {
 			err = &RemoteError{Code: CodeHandlerFailed, Message: err.Error()}
 		}
 	}
 	sendFDs := fds
 	if err != nil {
-		msg, sendFDs = encodeError(req.ID, err), nil
+		msg, sendFDs = encodeError(id, err), nil
 	}
 	// The slot is free before the reply can reach the caller: a caller
 	// that answers each reply with a new request, keeping within
@@ -477,7 +515,7 @@ func (p *Peer) serveRequest(j job, buf []byte) []byte {
 	if werr != nil && !errors.Is(werr, ErrClosed) {
 		// A result that cannot be sent (too large) still gets an answer:
 		// the caller must never wait for a reply that will not come.
-		p.sendError(req.ID, CodeHandlerFailed, "reply not sent: "+werr.Error())
+		p.sendError(id, CodeHandlerFailed, "reply not sent: "+werr.Error())
 	}
 	if cap(msg) > maxKeptBuffer {
 		return nil

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // servePeer starts Serve on p and returns a channel that yields its result.
@@ -449,6 +451,83 @@ func TestInlineWithRequestsInFlight(t *testing.T) {
 			sent++
 			a.WriteMessage(rawRequest("echo", sent), nil)
 		}
+	}
+	pb.Close()
+	<-served
+}
+
+// TestDirectHandlerAndWaitRunOnTheReadingThread: Serve on a locked thread,
+// with SetWait, runs direct handlers and the wait function on that thread;
+// a Deferred request keeps its in-flight slot until Reply.
+func TestDirectHandlerAndWaitRunOnTheReadingThread(t *testing.T) {
+	a, b := pair(t)
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	readerTid := make(chan int, 1)
+	woken := make(chan int, 1)
+	b.SetWait(func(fd int) {
+		for {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
+			if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
+				return
+			}
+			if pfd[1].Revents != 0 {
+				var buf [8]byte
+				unix.Read(efd, buf[:])
+				woken <- unix.Gettid()
+			}
+			if pfd[0].Revents != 0 {
+				return
+			}
+		}
+	})
+	pb := NewPeer(b, Options{MaxInFlight: 1})
+	var directTid atomic.Int64
+	deferredID := make(chan uint64, 1)
+	pb.HandleDirect("start", func(ctx context.Context, r *Request) (any, error) {
+		directTid.Store(int64(unix.Gettid()))
+		deferredID <- r.ID
+		return Deferred, nil
+	})
+	served := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		readerTid <- unix.Gettid()
+		served <- pb.Serve()
+	}()
+	tid := <-readerTid
+	if err := a.WriteMessage(rawRequest("start", 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	first := <-deferredID
+	// The deferred request holds the only slot: the next one is refused.
+	a.WriteMessage(rawRequest("start", 2), nil)
+	env, _, err := a.ReadEnvelope()
+	if err != nil || env.ID != 2 || env.Error == nil || env.Error.Code != CodeBusy {
+		t.Fatalf("second request: %+v %v", env, err)
+	}
+	if got := directTid.Load(); got != int64(tid) {
+		t.Fatalf("direct handler ran on thread %d, the reader is %d", got, tid)
+	}
+	unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	if got := <-woken; got != tid {
+		t.Fatalf("wait function ran on thread %d, the reader is %d", got, tid)
+	}
+	pb.Reply(first, "done", nil)
+	env, _, err = a.ReadEnvelope()
+	if err != nil || env.ID != 1 || string(env.Payload) != `"done"` {
+		t.Fatalf("first request: %+v %v", env, err)
+	}
+	// The slot is free again.
+	a.WriteMessage(rawRequest("start", 3), nil)
+	pb.Reply(<-deferredID, nil, &RemoteError{Code: CodeDenied, Message: "no"})
+	env, _, err = a.ReadEnvelope()
+	if err != nil || env.ID != 3 || env.Error == nil || env.Error.Code != CodeDenied {
+		t.Fatalf("third request: %+v %v", env, err)
 	}
 	pb.Close()
 	<-served
