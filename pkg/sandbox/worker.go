@@ -72,11 +72,22 @@ type worker struct {
 	setup   setupMsg
 	selfFD  int
 	spawnCh chan *spawnReq
+	// forkTid is the thread that dropped the capabilities: the only one
+	// commands are forked from.
+	forkTid int
 	reaper  reaper
 
 	mu      sync.Mutex
-	running map[uint64]int // execute request id -> process group
-	execMu  sync.Mutex
+	running map[uint64]*command // execute request id -> its command
+
+	// Main-thread state: only the main thread touches it (see serve).
+	efd      int            // wakes the main thread for spawnQ, doneQ
+	spawnQ   chan *spawnReq // forks asked for by other goroutines
+	doneQ    chan *command  // exits seen without a pidfd
+	cmds     []*command     // commands execute started, until reaped
+	execQ    []queuedExec   // execute requests waiting for cmds to end
+	pollFDs  []unix.PollFd  // reused by waitMain
+	pidfdsOK bool           // this kernel has pidfds that poll
 
 	tools       WorkerTools
 	toolCancels map[uint64]context.CancelFunc
@@ -100,7 +111,7 @@ func runWorker() int {
 	if err != nil {
 		return 125
 	}
-	w := &worker{conn: conn, selfFD: -1, spawnCh: make(chan *spawnReq), running: map[uint64]int{},
+	w := &worker{conn: conn, selfFD: -1, spawnCh: make(chan *spawnReq), running: map[uint64]*command{},
 		tools: workerTools, toolCancels: map[uint64]context.CancelFunc{}}
 	w.reaper.waiters = map[int]chan unix.WaitStatus{}
 	env, fds, err := conn.ReadEnvelope()
@@ -126,6 +137,7 @@ func runWorker() int {
 			Message: fmt.Sprintf("protocol version mismatch: supervisor speaks %d, worker speaks %d", w.setup.Protocol, ipc.ProtocolVersion)}}, nil)
 		return 125
 	}
+	w.forkTid = unix.Gettid()
 	if name, err := w.runSetup(); err != nil {
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeSetupFailed, Step: name, Message: err.Error()}}, nil)
 		return 125
@@ -236,8 +248,13 @@ func (w *worker) installSeccomp() error {
 	return installFilter(w.setup.Seccomp)
 }
 
-// serve answers requests until the supervisor hangs up. Forks happen on this
-// (the main, locked) thread; everything else in goroutines.
+// serve answers requests until the supervisor hangs up. It reads the
+// channel on this, the main and locked, thread, which is also the one
+// commands are forked from: an execute request is forked where it was read,
+// and while it waits for the next message the thread also forks what other
+// goroutines (tools) asked for and reaps the commands that ended (their
+// pidfds are polled with the channel), so an Exec makes no goroutine
+// hand-off on its way.
 func (w *worker) serve() int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, unix.SIGCHLD)
@@ -246,22 +263,86 @@ func (w *worker) serve() int {
 			w.reaper.reap()
 		}
 	}()
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return 125
+	}
+	w.efd = efd
+	w.spawnQ = make(chan *spawnReq, 16)
+	w.doneQ = make(chan *command, 16)
+	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err == nil {
+		unix.Close(fd)
+		w.pidfdsOK = true
+	}
+	go func() {
+		for r := range w.spawnCh {
+			w.spawnQ <- r
+			w.wake() // after the request is queued: the wake-up sees it
+		}
+	}()
+	w.conn.SetWait(w.waitMain)
 	w.peer = ipc.NewPeer(w.conn, ipc.Options{})
-	w.peer.Handle(ipc.TypeExecute, w.execute)
+	w.peer.HandleDirect(ipc.TypeExecute, w.execute)
 	w.peer.Handle(ipc.TypeCancel, w.cancel)
 	w.peer.Handle(ipc.TypeCallTool, w.callTool)
 	w.peer.Handle(ipc.TypeListSessionDefinitions, w.listDefinitions)
 	w.peer.Handle(ipc.TypeRegisterTool, w.registerTool)
 	w.peer.Handle(ipc.TypeUnregisterTool, w.unregisterTool)
-	go w.peer.Serve()
+	// Returns when the supervisor is gone or closed the session: PID 1
+	// exits and the kernel kills every process of the namespace.
+	w.peer.Serve()
+	return 0
+}
+
+// wake makes the main thread look at spawnQ and doneQ.
+func (w *worker) wake() {
+	unix.Write(w.efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+}
+
+// waitMain returns once the channel fd is readable. Meanwhile, on the main
+// thread, it forks the queued requests and finishes the commands that
+// ended.
+func (w *worker) waitMain(fd int) {
+	for {
+		p := append(w.pollFDs[:0], unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(w.efd), Events: unix.POLLIN})
+		for _, c := range w.cmds {
+			if c.res.pidfd >= 0 {
+				// A pidfd polls readable once its process has exited.
+				p = append(p, unix.PollFd{Fd: int32(c.res.pidfd), Events: unix.POLLIN})
+			}
+		}
+		w.pollFDs = p
+		if _, err := unix.Poll(p, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return // the receive reports what is wrong
+		}
+		if p[1].Revents != 0 {
+			var buf [8]byte
+			unix.Read(w.efd, buf[:])
+			w.drainQueues()
+		}
+		for _, pf := range p[2:] {
+			if pf.Revents != 0 {
+				w.pidfdReady(int(pf.Fd))
+			}
+		}
+		if p[0].Revents != 0 {
+			return
+		}
+	}
+}
+
+func (w *worker) drainQueues() {
 	for {
 		select {
-		case r := <-w.spawnCh:
+		case r := <-w.spawnQ:
 			r.reply <- w.spawn(r)
-		case <-w.peer.Done():
-			// The supervisor is gone or closed the session: PID 1 exits
-			// and the kernel kills every process of the namespace.
-			return 0
+		case c := <-w.doneQ:
+			w.complete(c, c.ws)
+		default:
+			return
 		}
 	}
 }
@@ -285,7 +366,18 @@ type spawnRes struct {
 	err   error
 }
 
+// errForkThread refuses a fork from any thread but the one that dropped the
+// capabilities.
+var errForkThread = errors.New("commands are started from the worker's main thread only")
+
 func (w *worker) spawn(r *spawnReq) spawnRes {
+	// Capabilities, securebits and the bounding set are per thread: only
+	// forkTid dropped them (the others keep the sandbox user namespace's
+	// capabilities), so a command forked from another thread could start
+	// with them. Forks happen on that thread alone.
+	if unix.Gettid() != w.forkTid {
+		return spawnRes{err: errForkThread, pidfd: -1}
+	}
 	path, argv, files := r.path, r.argv, r.files
 	if len(w.setup.ExecRlimits) > 0 || len(w.cgroupFDs) > 0 {
 		// Limits apply to the command alone: a shim between fork and exec
@@ -359,148 +451,111 @@ func (r *reaper) reap() {
 	}
 }
 
+// command is a command started by execute, until it is reaped.
+type command struct {
+	id    uint64
+	res   spawnRes
+	timer *time.Timer
+	ws    unix.WaitStatus // set before it goes through doneQ
+
+	mu       sync.Mutex
+	exited   bool // its exit was seen: it may be reaped, no more kills
+	timedOut bool
+}
+
+// kill kills the command's process group, unless its exit was already seen:
+// until then the command is at least a zombie, so its pid and group id are
+// still its own and cannot have been given to another process.
+func (c *command) kill(byTimeout bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.exited {
+		killGroup(c.res.pid)
+		c.timedOut = c.timedOut || byTimeout
+	}
+}
+
+func (c *command) markExited() {
+	c.mu.Lock()
+	c.exited = true
+	c.mu.Unlock()
+}
+
+// execute runs on the reading goroutine, which is the main thread
+// (HandleDirect): the command is forked right there. The reply is sent when
+// the main thread sees the command end. Commands run one at a time: a
+// request that arrives while one runs waits for it.
 func (w *worker) execute(ctx context.Context, req *ipc.Request) (any, error) {
-	rep, err := w.runExecute(ctx, req)
+	m, err := parseExecute(req)
 	if err != nil {
+		closeInts(req.FDs)
 		return nil, err
 	}
-	return rep.encode(), nil
+	if len(w.cmds) > 0 {
+		w.execQ = append(w.execQ, queuedExec{req, m})
+	} else {
+		w.startExecute(req, &m)
+	}
+	return ipc.Deferred, nil
 }
 
-func (w *worker) runExecute(ctx context.Context, req *ipc.Request) (executeReply, error) {
-	fds := req.FDs
-	defer func() { closeInts(fds) }()
-	var m executeMsg
-	if len(req.Payload) > 0 {
-		if err := m.decode(req.Payload); err != nil {
-			return executeReply{}, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "bad execute payload: " + err.Error()}
-		}
-	}
-	want := 3
-	if m.HostCall {
-		want = 4
-	}
-	if len(fds) != want {
-		return executeReply{}, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: fmt.Sprintf("execute needs %d fds, got %d", want, len(fds))}
-	}
-	if len(m.Argv) == 0 || m.Argv[0] == "" {
-		return executeReply{}, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "empty command"}
-	}
-	w.execMu.Lock()
-	defer w.execMu.Unlock()
+type queuedExec struct {
+	req *ipc.Request
+	m   executeMsg
+}
 
-	env := m.Env
-	if m.HostCall {
-		env = append(env[:len(env):len(env)], hostCallFDEnv+"=3")
+// startExecute starts the command of a checked execute request (on the main
+// thread), or replies why it could not.
+func (w *worker) startExecute(req *ipc.Request, m *executeMsg) {
+	res, rep := w.startCommand(req, m)
+	if res.pid == 0 {
+		w.peer.Reply(req.ID, rep.encode(), nil)
+		w.startQueued()
+		return
 	}
-	dir := m.Dir
-	if dir == "" {
-		dir = "/"
+	c := &command{id: req.ID, res: res}
+	if m.TimeoutMs > 0 {
+		c.timer = time.AfterFunc(time.Duration(m.TimeoutMs)*time.Millisecond, func() { c.kill(true) })
 	}
-	if err := checkDir(dir); err != nil {
-		return executeReply{ExitCode: 125, StartErr: "bad_dir", Message: fmt.Sprintf("working directory %s: %v", dir, err)}, nil
-	}
-	path, err := lookPath(m.Argv[0], envValue(env, "PATH"))
-	if err != nil {
-		return startFailure(m.Argv[0], err), nil
-	}
-	files := make([]uintptr, len(fds))
-	for i, fd := range fds {
-		files[i] = uintptr(fd)
-	}
-	r := &spawnReq{path: path, argv: m.Argv, env: env, dir: dir, files: files, pidfd: true, reply: make(chan spawnRes, 1)}
-	w.spawnCh <- r
-	res := <-r.reply
-	if res.err != nil {
-		return startFailure(m.Argv[0], res.err), nil
-	}
-	closeInts(fds)
-	fds = nil
-
 	w.mu.Lock()
-	w.running[req.ID] = res.pid
+	w.running[req.ID] = c
 	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		delete(w.running, req.ID)
-		w.mu.Unlock()
-	}()
-
-	reply := executeReply{Pid: res.pid}
-	ws, timedOut := w.waitCommand(ctx, res, time.Duration(m.TimeoutMs)*time.Millisecond)
-	reply.TimedOut = timedOut
-	switch {
-	case ws.Exited():
-		reply.ExitCode = ws.ExitStatus()
-	case ws.Signaled():
-		reply.Signal = int(ws.Signal())
-		reply.ExitCode = 128 + int(ws.Signal())
+	w.cmds = append(w.cmds, c)
+	if res.pidfd < 0 {
+		// No pidfd to poll (kernels before 5.3): the status comes from
+		// the reaper, through doneQ.
+		go func() {
+			ws := <-res.wait
+			c.markExited()
+			c.ws = ws
+			w.doneQ <- c
+			w.wake()
+		}()
 	}
-	return reply, nil
 }
 
-// waitCommand waits for the command to end and returns its status. When
-// the timeout (if any) passes or ctx ends first, it kills the command's
-// process group and reports whether the timeout did.
-//
-// With a pidfd, this goroutine sleeps in waitid until the kernel reports the
-// exit: no SIGCHLD -> signal goroutine -> reaper -> channel chain on the
-// way. The reaper still reaps orphans, and may reap the command first; its
-// status then comes through the channel as before.
-func (w *worker) waitCommand(ctx context.Context, res spawnRes, timeout time.Duration) (unix.WaitStatus, bool) {
-	if res.pidfd < 0 {
-		return waitChannel(ctx, res, timeout)
+func (w *worker) startQueued() {
+	if len(w.cmds) == 0 && len(w.execQ) > 0 {
+		q := w.execQ[0]
+		w.execQ = w.execQ[1:]
+		w.startExecute(q.req, &q.m)
 	}
-	defer unix.Close(res.pidfd)
-	var mu sync.Mutex
-	exited, timedOut := false, false
-	kill := func(byTimeout bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		// Only before the exit is seen, while the command is at most a
-		// zombie: its pid and group id are still its own and cannot
-		// have been reused for another process.
-		if !exited {
-			killGroup(res.pid)
-			timedOut = timedOut || byTimeout
+}
+
+// pidfdReady finishes the command whose pidfd polled readable: it exited.
+func (w *worker) pidfdReady(pidfd int) {
+	for _, c := range w.cmds {
+		if c.res.pidfd == pidfd {
+			c.markExited()
+			w.complete(c, w.reap(c.res))
+			return
 		}
 	}
-	var timer *time.Timer
-	if timeout > 0 {
-		timer = time.AfterFunc(timeout, func() { kill(true) })
-	}
-	stop := context.AfterFunc(ctx, func() { kill(false) })
-	defer func() {
-		stop()
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	var err error
-	for {
-		// WNOWAIT: the exit is reported, the zombie stays for the reap
-		// below (or the reaper's).
-		var si unix.Siginfo
-		if err = unix.Waitid(unix.P_PIDFD, res.pidfd, &si, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil && err != unix.ECHILD {
-		// This kernel cannot wait on a pidfd (before 5.4): the reaper's
-		// path, with the whole timeout again.
-		stop()
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Lock()
-		killed := timedOut
-		mu.Unlock()
-		ws, to := waitChannel(ctx, res, timeout)
-		return ws, to || killed
-	}
-	mu.Lock()
-	exited = true
-	mu.Unlock()
+}
+
+// reap collects the status of an exited command: here, unless the reaper
+// got to it first (it then sent the status before forgetting the pid).
+func (w *worker) reap(res spawnRes) unix.WaitStatus {
 	w.reaper.mu.Lock()
 	if _, ok := w.reaper.waiters[res.pid]; ok {
 		var ws unix.WaitStatus
@@ -511,37 +566,95 @@ func (w *worker) waitCommand(ctx context.Context, res spawnRes, timeout time.Dur
 		if got == res.pid {
 			delete(w.reaper.waiters, res.pid)
 			w.reaper.mu.Unlock()
-			mu.Lock()
-			defer mu.Unlock()
-			return ws, timedOut
+			return ws
 		}
 	}
 	w.reaper.mu.Unlock()
-	// The reaper reaped it (ECHILD above, or between waitid and here).
-	ws := <-res.wait
-	mu.Lock()
-	defer mu.Unlock()
-	return ws, timedOut
+	return <-res.wait
 }
 
-// waitChannel waits for the status the reaper sends on SIGCHLD.
-func waitChannel(ctx context.Context, res spawnRes, timeout time.Duration) (unix.WaitStatus, bool) {
-	var timer <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		timer = t.C
+// complete replies to the execute request of a reaped command and starts
+// the next queued one.
+func (w *worker) complete(c *command, ws unix.WaitStatus) {
+	if c.timer != nil {
+		c.timer.Stop()
 	}
-	select {
-	case ws := <-res.wait:
-		return ws, false
-	case <-timer:
-		killGroup(res.pid)
-		return <-res.wait, true
-	case <-ctx.Done():
-		killGroup(res.pid)
-		return <-res.wait, false
+	if c.res.pidfd >= 0 {
+		unix.Close(c.res.pidfd)
 	}
+	for i, x := range w.cmds {
+		if x == c {
+			w.cmds = append(w.cmds[:i], w.cmds[i+1:]...)
+			break
+		}
+	}
+	w.mu.Lock()
+	delete(w.running, c.id)
+	w.mu.Unlock()
+	c.mu.Lock()
+	reply := executeReply{Pid: c.res.pid, TimedOut: c.timedOut}
+	c.mu.Unlock()
+	switch {
+	case ws.Exited():
+		reply.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		reply.Signal = int(ws.Signal())
+		reply.ExitCode = 128 + int(ws.Signal())
+	}
+	w.peer.Reply(c.id, reply.encode(), nil)
+	w.startQueued()
+}
+
+// parseExecute decodes and checks an execute request.
+func parseExecute(req *ipc.Request) (executeMsg, error) {
+	var m executeMsg
+	if len(req.Payload) > 0 {
+		if err := m.decode(req.Payload); err != nil {
+			return m, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "bad execute payload: " + err.Error()}
+		}
+	}
+	want := 3
+	if m.HostCall {
+		want = 4
+	}
+	if len(req.FDs) != want {
+		return m, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: fmt.Sprintf("execute needs %d fds, got %d", want, len(req.FDs))}
+	}
+	if len(m.Argv) == 0 || m.Argv[0] == "" {
+		return m, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "empty command"}
+	}
+	return m, nil
+}
+
+// startCommand forks the command of an execute request (on the main
+// thread) and closes the request's fds. It returns the started command (pid
+// 0 when it did not start, with the reply that says why).
+func (w *worker) startCommand(req *ipc.Request, m *executeMsg) (spawnRes, executeReply) {
+	defer closeInts(req.FDs)
+	env := m.Env
+	if m.HostCall {
+		env = append(env[:len(env):len(env)], hostCallFDEnv+"=3")
+	}
+	dir := m.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	if err := checkDir(dir); err != nil {
+		return spawnRes{}, executeReply{ExitCode: 125, StartErr: "bad_dir", Message: fmt.Sprintf("working directory %s: %v", dir, err)}
+	}
+	path, err := lookPath(m.Argv[0], envValue(env, "PATH"))
+	if err != nil {
+		return spawnRes{}, startFailure(m.Argv[0], err)
+	}
+	files := make([]uintptr, len(req.FDs))
+	for i, fd := range req.FDs {
+		files[i] = uintptr(fd)
+	}
+	res := w.spawn(&spawnReq{path: path, argv: m.Argv, env: env, dir: dir, files: files, pidfd: w.pidfdsOK})
+	if res.err != nil {
+		return spawnRes{}, startFailure(m.Argv[0], res.err)
+	}
+	return res, executeReply{}
 }
 
 // killGroup kills the command's process group (it is a session leader, so
@@ -561,9 +674,9 @@ func (w *worker) cancel(ctx context.Context, req *ipc.Request) (any, error) {
 	// command the supervisor is waiting for.
 	w.mu.Lock()
 	n := 0
-	for id, pid := range w.running {
+	for id, c := range w.running {
 		if m.ID == 0 || id == m.ID {
-			killGroup(pid)
+			c.kill(false)
 			n++
 		}
 	}
