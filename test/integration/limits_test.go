@@ -309,7 +309,9 @@ func TestLimitShimOfTheBinary(t *testing.T) {
 			{`'' '' /etc/passwd passwd`, 126, `nsbox: passwd: cannot execute: permission denied`},
 			{`7:64:64 '' /bin/sh sh -c 'ulimit -n'`, 0, ``},
 		} {
-			r := u.run(t, nil, "run", "--", "/bin/bash", "-c", "exec -a nsbox-limit-exec '"+bin+"' "+c.args)
+			// The binary is bound at a fixed path: the checkout may be
+			// anywhere, also under /tmp, which is private inside.
+			r := u.run(t, nil, "run", "--ro", bin+":/tmp/nsbox-under-test", "--", "/bin/bash", "-c", "exec -a nsbox-limit-exec /tmp/nsbox-under-test "+c.args)
 			if c.code == 0 {
 				if r.code != 0 || r.stdout != "64\n" {
 					t.Errorf("%s: code %d stdout %q stderr %q; want 64 open files", c.args, r.code, r.stdout, r.stderr)
