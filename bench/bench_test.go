@@ -522,6 +522,44 @@ func BenchmarkHostCall(b *testing.B) {
 			reportCalls(b, r)
 		})
 	}
+	// A hostCall and a raw round trip of the same ~100 bytes between the
+	// same two processes (the client in the sandbox, an echo process on
+	// the host), alternated call by call so that load hits both alike:
+	// the ratio of the medians is the "≤ 2× raw" target.
+	b.Run("raw-vs-seqpacket-interleaved", func(b *testing.B) {
+		n := b.N
+		if n < 100 {
+			n = 100
+		}
+		fds := seqpacketPair(b)
+		mine := os.NewFile(uintptr(fds[0]), "client")
+		echo := os.NewFile(uintptr(fds[1]), "echo")
+		cmd := exec.Command("/proc/self/exe")
+		cmd.Env = append(os.Environ(), benchEchoEnv+"=1")
+		cmd.ExtraFiles = []*os.File{echo}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		echo.Close()
+		res, err := s.Exec(context.Background(), sandbox.Command{
+			Argv:  []string{sandbox.SelfPath, "-test.run=^$"},
+			Env:   []string{benchClientEnv + "=interleaved", "NSBOX_BENCH_N=" + strconv.Itoa(n)},
+			Stdin: mine,
+		})
+		mine.Close()
+		cmd.Wait()
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("client: %v exit %d: %s %s", err, res.ExitCode, res.Stdout, res.Stderr)
+		}
+		var calls int
+		var hcNs, spNs int64
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(res.Stdout)), "calls=%d hostcall_ns=%d seqpacket_ns=%d", &calls, &hcNs, &spNs); err != nil {
+			b.Fatalf("client output %q: %v", res.Stdout, err)
+		}
+		b.ReportMetric(float64(hcNs)/1e3, "hostcall-median-µs")
+		b.ReportMetric(float64(spNs)/1e3, "seqpacket-median-µs")
+		b.ReportMetric(float64(hcNs)/float64(spNs), "ratio")
+	})
 	// The same calls with an audit log (one JSON line per call, secrets
 	// redacted), written to io.Discard.
 	b.Run("raw-sequential-audit", func(b *testing.B) {
@@ -562,6 +600,8 @@ func clientMain(mode string) int {
 	var d time.Duration
 	busy := 0
 	switch mode {
+	case "interleaved":
+		return interleavedClient(fd, n)
 	case "raw":
 		d, busy, err = rawClient(fd, n, conc)
 	case "peer":
@@ -574,6 +614,44 @@ func clientMain(mode string) int {
 		return 1
 	}
 	fmt.Printf("calls=%d ns=%d busy=%d\n", n, d.Nanoseconds(), busy)
+	return 0
+}
+
+// interleavedClient alternates one raw hostCall (on fd) with one raw
+// seqpacket round trip of msg100 to an echo process on the host (on its
+// stdin), n of each, and prints the median of each.
+func interleavedClient(fd, n int) int {
+	unix.SetNonblock(fd, false)
+	buf := make([]byte, 70000)
+	hc := make([]time.Duration, 0, n)
+	sp := make([]time.Duration, 0, n)
+	okMark := []byte(`"ok":true`)
+	for i := 1; i <= n; i++ {
+		req := rawRequest(i)
+		t0 := time.Now()
+		if _, err := unix.Write(fd, req); err != nil {
+			fmt.Fprintln(os.Stderr, "client:", err)
+			return 1
+		}
+		m, err := unix.Read(fd, buf)
+		t1 := time.Now()
+		if err != nil || !bytes.Contains(buf[:m], okMark) {
+			fmt.Fprintf(os.Stderr, "client: call %d: %v %s\n", i, err, buf[:max(m, 0)])
+			return 1
+		}
+		if _, err := unix.Write(0, msg100); err != nil {
+			fmt.Fprintln(os.Stderr, "client: echo:", err)
+			return 1
+		}
+		if _, err := unix.Read(0, buf); err != nil {
+			fmt.Fprintln(os.Stderr, "client: echo:", err)
+			return 1
+		}
+		t2 := time.Now()
+		hc = append(hc, t1.Sub(t0))
+		sp = append(sp, t2.Sub(t1))
+	}
+	fmt.Printf("calls=%d hostcall_ns=%d seqpacket_ns=%d\n", n, median(hc).Nanoseconds(), median(sp).Nanoseconds())
 	return 0
 }
 
