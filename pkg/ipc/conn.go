@@ -41,10 +41,11 @@ var (
 )
 
 // Conn is one end of a SOCK_SEQPACKET socketpair. It uses the fd in blocking
-// mode from dedicated goroutines, so that it also works on fds inherited in
-// any state (a hostCall socket in a child). docs/benchmarks.md measures the
-// alternatives: the netpoller is faster once a goroutine hand-off follows
-// each read, and is the next step for hostCall throughput.
+// mode, so that it also works on fds inherited in any state (a hostCall
+// socket in a child), and so that a reader can wait on its own thread (see
+// SetWait). docs/benchmarks.md measured the netpoller: faster than a
+// blocking read only when a goroutine hand-off follows each read, which
+// Peer avoids for lone requests (HandleInline, HandleDirect).
 type Conn struct {
 	fd         int
 	maxMessage int
