@@ -155,7 +155,9 @@ type deferred struct{}
 //
 // Requests from the other side run on handler goroutines that live as long
 // as the peer (their stacks stay grown, and no goroutine is created per
-// request); there are never more of them than MaxInFlight.
+// request); there are never more of them than MaxInFlight. Handlers
+// registered with HandleInline or HandleDirect may also run on the reading
+// goroutine.
 type Peer struct {
 	conn        *Conn
 	handlers    map[string]handler
@@ -171,7 +173,7 @@ type Peer struct {
 	// wait for a goroutine to finish its reply.
 	idle atomic.Int32
 	// workers is the number of handler goroutines started. Only the
-	// goroutine running Serve changes it.
+	// reading goroutine changes it.
 	workers int32
 	// jobs hands admitted requests to handler goroutines. It holds at most
 	// maxInFlight jobs (each holds an in-flight slot), so a send on it
