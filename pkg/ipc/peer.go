@@ -185,6 +185,9 @@ type Peer struct {
 	// once another goroutine has taken over reading from it, 0 otherwise.
 	inline    atomic.Uint64
 	inlineGen uint64 // only the reading goroutine changes it
+	// detached counts goroutines taken over while running an inline
+	// request that is not done yet (see takeOver).
+	detached atomic.Int32
 	// stopped is closed, and stopErr set, once the reading goroutine has
 	// stopped the peer and every handler has returned.
 	stopped chan struct{}
@@ -354,7 +357,7 @@ func (p *Peer) runInline(j job, buf []byte) ([]byte, bool) {
 	running := p.inlineGen << 1
 	p.inline.Store(running)
 	t := time.AfterFunc(p.inlineBudget, func() {
-		if p.inline.CompareAndSwap(running, running|1) {
+		if p.takeOver(running) {
 			p.readLoop()
 		}
 	})
@@ -363,7 +366,30 @@ func (p *Peer) runInline(j job, buf []byte) ([]byte, bool) {
 		t.Stop()
 		return buf, true
 	}
+	p.detached.Add(-1)
 	return buf, false
+}
+
+// takeOver decides whether the goroutine calling it becomes the reader in
+// place of the one running the inline request running (2*n).
+//
+// The goroutine taken over is counted in detached until its request is
+// done, and there are never more than maxInFlight of them: the slot of an
+// inline request is free once its reply is being written, so a program that
+// sends lone requests and never reads the replies would otherwise leave one
+// goroutine blocked in a write per takeover, without end. At the bound
+// there is no takeover: reading waits for the inline request, as it waits
+// for any reply the socket cannot take.
+func (p *Peer) takeOver(running uint64) bool {
+	if p.detached.Add(1) > p.maxInFlight {
+		p.detached.Add(-1)
+		return false
+	}
+	if !p.inline.CompareAndSwap(running, running|1) {
+		p.detached.Add(-1) // the request ended first
+		return false
+	}
+	return true
 }
 
 // stop ends serving: it hangs up, fails pending calls, waits for the

@@ -425,6 +425,42 @@ func TestInlineSlowHandlerIsTakenOver(t *testing.T) {
 	if !slowReturned.Load() {
 		t.Fatal("Serve returned while a handler was still running")
 	}
+	if n := pb.detached.Load(); n != 0 {
+		t.Fatalf("%d taken-over goroutines still counted after Serve returned", n)
+	}
+}
+
+// TestTakeoversAreBounded: at most MaxInFlight goroutines may be taken over
+// while their inline request is not done (each may be stuck writing a
+// reply the other side never reads); past that, reading waits.
+func TestTakeoversAreBounded(t *testing.T) {
+	_, b := pair(t)
+	pb := NewPeer(b, Options{MaxInFlight: 3})
+	for i := uint64(1); i <= 3; i++ {
+		pb.inline.Store(i << 1)
+		if !pb.takeOver(i << 1) {
+			t.Fatalf("takeover %d refused below the bound", i)
+		}
+	}
+	pb.inline.Store(4 << 1)
+	if pb.takeOver(4 << 1) {
+		t.Fatal("a fourth goroutine taken over with MaxInFlight 3")
+	}
+	if got := pb.inline.Load(); got != 4<<1 {
+		t.Fatalf("a refused takeover changed the inline state: %d", got)
+	}
+	pb.detached.Add(-1) // one of them finished its request
+	if !pb.takeOver(4 << 1) {
+		t.Fatal("takeover refused once below the bound again")
+	}
+	// A takeover that comes after the request ended is not one.
+	pb.inline.Store(0)
+	if pb.takeOver(5 << 1) {
+		t.Fatal("took over a request that had ended")
+	}
+	if n := pb.detached.Load(); n != 3 {
+		t.Fatalf("detached = %d, want 3", n)
+	}
 }
 
 // TestInlineWithRequestsInFlight: callers that keep several requests in
