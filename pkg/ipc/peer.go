@@ -185,6 +185,12 @@ type Peer struct {
 	// once another goroutine has taken over reading from it, 0 otherwise.
 	inline    atomic.Uint64
 	inlineGen uint64 // only the reading goroutine changes it
+	// inlineTimer, made on the first inline request and re-armed for each
+	// one after, fires when an inline request has run for InlineBudget.
+	// Only the reading goroutine arms or stops it. armed is the value of
+	// inline it was last armed for.
+	inlineTimer *time.Timer
+	armed       atomic.Uint64
 	// detached counts goroutines taken over while running an inline
 	// request that is not done yet (see takeOver).
 	detached atomic.Int32
@@ -355,19 +361,34 @@ func (p *Peer) runInline(j job, buf []byte) ([]byte, bool) {
 	defer p.wg.Done()
 	p.inlineGen++
 	running := p.inlineGen << 1
+	p.armed.Store(running)
 	p.inline.Store(running)
-	t := time.AfterFunc(p.inlineBudget, func() {
-		if p.takeOver(running) {
-			p.readLoop()
-		}
-	})
+	// One timer per peer, re-armed, not one per request. A firing that
+	// started just as an earlier inline request ended reads the current
+	// armed value and may take over from this request before its budget:
+	// harmless, a takeover is correct at any point (takeOver's CAS only
+	// succeeds while the request it names still runs).
+	if p.inlineTimer == nil {
+		p.inlineTimer = time.AfterFunc(p.inlineBudget, p.inlineExpired)
+	} else {
+		p.inlineTimer.Reset(p.inlineBudget)
+	}
 	buf = p.serveRequest(j, buf)
 	if p.inline.CompareAndSwap(running, 0) {
-		t.Stop()
+		p.inlineTimer.Stop()
 		return buf, true
 	}
 	p.detached.Add(-1)
 	return buf, false
+}
+
+// inlineExpired runs on the timer's goroutine when an inline request has
+// run for InlineBudget: that goroutine becomes the reader if the request
+// still runs.
+func (p *Peer) inlineExpired() {
+	if p.takeOver(p.armed.Load()) {
+		p.readLoop()
+	}
 }
 
 // takeOver decides whether the goroutine calling it becomes the reader in

@@ -381,8 +381,8 @@ func TestInlineRequestsUseNoHandlerGoroutine(t *testing.T) {
 func TestInlineSlowHandlerIsTakenOver(t *testing.T) {
 	a, b := pair(t)
 	pb := NewPeer(b, Options{InlineBudget: time.Millisecond, MaxInFlight: 4})
-	release := map[uint64]chan struct{}{1: make(chan struct{}), 101: make(chan struct{})}
-	entered := make(chan bool, 2)
+	release := map[uint64]chan struct{}{1: make(chan struct{}), 101: make(chan struct{}), 201: make(chan struct{})}
+	entered := make(chan bool, 3)
 	var slowReturned atomic.Bool
 	pb.HandleInline("slow", func(ctx context.Context, r *Request) (any, error) {
 		st := make([]byte, 64<<10)
@@ -412,6 +412,28 @@ func TestInlineSlowHandlerIsTakenOver(t *testing.T) {
 	env, _, err := a.ReadEnvelope()
 	if err != nil || env.ID != 1 || string(env.Payload) != `"slow"` {
 		t.Fatalf("slow call: %+v %v", env, err)
+	}
+	// Again, on the goroutine that took over: the peer's one timer,
+	// re-armed there, hands reading on once more.
+	if err := a.WriteMessage(rawRequest("slow", 201), nil); err != nil {
+		t.Fatal(err)
+	}
+	if inline := <-entered; !inline {
+		t.Fatal("a lone request after a takeover did not run on the reading goroutine")
+	}
+	for i := 202; i <= 220; i++ {
+		if err := a.WriteMessage(rawRequest("echo", i), nil); err != nil {
+			t.Fatal(err)
+		}
+		env, _, err := a.ReadEnvelope()
+		if err != nil || env.ID != uint64(i) || env.Error != nil {
+			t.Fatalf("call %d behind the second slow one: %+v %v", i, env, err)
+		}
+	}
+	close(release[201])
+	env, _, err = a.ReadEnvelope()
+	if err != nil || env.ID != 201 || string(env.Payload) != `"slow"` {
+		t.Fatalf("second slow call: %+v %v", env, err)
 	}
 	// Close while another slow call runs: Serve returns after it.
 	slowReturned.Store(false)
