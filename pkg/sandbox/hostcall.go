@@ -71,6 +71,10 @@ type hostCallRequest struct {
 	API    string          `json:"api"`
 	Method string          `json:"method"`
 	Args   json.RawMessage `json:"args,omitempty"`
+	// api and method as sent, before API and Method are set from them.
+	// Here, not in variables of serveCall, so that decoding into them
+	// allocates nothing more (call is on the heap already).
+	api, method json.RawMessage
 }
 
 type hostCallResult struct {
@@ -81,7 +85,10 @@ type hostCallResult struct {
 
 // hostCallServer serves the hostCall sockets of one session's commands.
 type hostCallServer struct {
-	allow    map[string]bool
+	// allow maps each allowed "api.method" to itself: a call's API and
+	// Method are cut from the stored key, so an allowed call allocates no
+	// strings for them.
+	allow    map[string]string
 	handlers *Handlers
 	audit    *auditLog
 	session  string
@@ -95,9 +102,9 @@ type hostCallServer struct {
 }
 
 func newHostCallServer(allow []string) *hostCallServer {
-	s := &hostCallServer{allow: map[string]bool{}, peers: map[*ipc.Peer]bool{}}
+	s := &hostCallServer{allow: map[string]string{}, peers: map[*ipc.Peer]bool{}}
 	for _, a := range allow {
-		s.allow[a] = true
+		s.allow[a] = a
 	}
 	return s
 }
@@ -197,18 +204,34 @@ func (s *hostCallServer) connect(ctx context.Context, req *ipc.Request) (any, er
 func (s *hostCallServer) serveCall(ctx context.Context, req *ipc.Request) (any, error) {
 	closeInts(req.FDs) // fds from inside are never used
 	var call hostCallRequest
-	if err := ipc.DecodeFields(req.Payload, []ipc.Field{
-		{Name: "api", String: &call.API},
-		{Name: "method", String: &call.Method},
+	err := ipc.DecodeFields(req.Payload, []ipc.Field{
+		{Name: "api", Raw: &call.api},
+		{Name: "method", Raw: &call.method},
 		{Name: "args", Raw: &call.Args},
-	}); err != nil {
+	})
+	var api, method []byte
+	if err == nil && (isNull(call.api) || isNull(call.method)) {
+		// A null member leaves the field as an earlier duplicate set it,
+		// which the raw value no longer shows: decoded again, the slow way.
+		err = ipc.DecodeFields(req.Payload, []ipc.Field{
+			{Name: "api", String: &call.API},
+			{Name: "method", String: &call.Method},
+		})
+		api, method = []byte(call.API), []byte(call.Method)
+	} else if err == nil {
+		api, err = rawString("api", call.api)
+		if err == nil {
+			method, err = rawString("method", call.method)
+		}
+	}
+	if err != nil {
 		return nil, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "bad hostCall payload: " + err.Error()}
 	}
 	var start time.Time
 	if s.audit.enabled() {
 		start = time.Now()
 	}
-	out, args, errMsg := s.dispatch(ctx, &call)
+	out, args, errMsg := s.dispatch(ctx, &call, api, method)
 	var result json.RawMessage
 	if errMsg == "" {
 		// {"ok":true,"result":...}, the text json.Marshal gives for a
@@ -231,19 +254,56 @@ func (s *hostCallServer) serveCall(ctx context.Context, req *ipc.Request) (any, 
 	return result, nil
 }
 
-// dispatch checks the call against the policy and runs its handler. It
-// returns the handler's result, the parsed arguments (nil when they were
-// not parsed) and, for a failed call, the message the caller gets.
-func (s *hostCallServer) dispatch(ctx context.Context, call *hostCallRequest) (out, args ipc.Value, errMsg string) {
+func isNull(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == 'n' }
+
+// rawString returns the text of the JSON string raw (a member of a payload
+// DecodeFields has checked, not null): a sub-slice when it is plain ASCII
+// without escapes, else decoded as encoding/json decodes it (invalid UTF-8
+// becomes U+FFFD, as before); nothing when raw is absent.
+func rawString(name string, raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if raw[0] != '"' {
+		return nil, fmt.Errorf("%s is not a string", name)
+	}
+	plain := true
+	for _, c := range raw {
+		if c == '\\' || c >= utf8.RuneSelf {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return raw[1 : len(raw)-1], nil
+	}
+	var str string
+	if err := json.Unmarshal(raw, &str); err != nil {
+		return nil, err
+	}
+	return []byte(str), nil
+}
+
+// dispatch checks the call (api.method) against the policy and runs its
+// handler; it fills call.API and call.Method. It returns the handler's
+// result, the parsed arguments (nil when they were not parsed) and, for a
+// failed call, the message the caller gets.
+func (s *hostCallServer) dispatch(ctx context.Context, call *hostCallRequest, api, method []byte) (out, args ipc.Value, errMsg string) {
 	// "api.method" without allocating: map lookups by string(bytes) do
 	// not copy.
 	var keyBuf [64]byte
-	key := append(append(append(keyBuf[:0], call.API...), '.'), call.Method...)
+	key := append(append(append(keyBuf[:0], api...), '.'), method...)
 	// The allowlist is checked before anything else: a method that is not
 	// on it never reaches a handler, whatever handlers exist.
-	if !s.allow[string(key)] {
+	allowed, ok := s.allow[string(key)]
+	if !ok {
+		call.API, call.Method = string(api), string(method)
 		return nil, nil, fmt.Sprintf("host API %s is not allowed by the policy", key)
 	}
+	// allowed equals key byte for byte, so its two parts are exactly the
+	// api and method the caller sent (an allowed name with several dots
+	// is cut where this call's api ends).
+	call.API, call.Method = allowed[:len(api)], allowed[len(api)+1:]
 	var fn HostFunc
 	if s.handlers != nil {
 		fn = s.handlers.lookup(key)

@@ -52,7 +52,7 @@ func TestAuditLineMatchesReference(t *testing.T) {
 	h.Handle("t", "fail", func(ctx context.Context, c HostCall) (ipc.Value, error) { return nil, errors.New("it <failed>") })
 	h.Handle("t", "nan", func(ctx context.Context, c HostCall) (ipc.Value, error) { return ipc.Number(math.NaN()), nil })
 	var out bytes.Buffer
-	s := newHostCallServer([]string{"t.echo", "t.fail", "t.nan", "t.none"})
+	s := newHostCallServer([]string{"t.echo", "t.fail", "t.nan", "t.none", "a.b.c"})
 	s.handlers = h
 	s.audit = &auditLog{w: &out}
 	s.session = "sess<1>"
@@ -71,6 +71,15 @@ func TestAuditLineMatchesReference(t *testing.T) {
 		`{"api":"t","method":"none","args":{"auth":"x"}}`,
 		`{"api":"x","method":"denied","args":{"credential":"x","ok":[1,2]}}`,
 		`{"API":"t","Method":"echo","args":{"é":"\u2028"}}`,
+		// api and method escaped, or not ASCII, or cut at either dot of
+		// an allowed name: the audit line names them as sent.
+		`{"api":"\u0074","method":"ech\u006f","args":1}`,
+		`{"api":"t","method":"echo","api":null,"method":"none"}`,
+		`{"api":"t` + "\xff" + `","method":"éc\"ho"}`,
+		`{"api":"a.b","method":"c"}`,
+		`{"api":"a","method":"b.c"}`,
+		`{"api":"a.b.c"}`,
+		`{"method":"a.b.c"}`,
 	} {
 		out.Reset()
 		res, err := s.serveCall(context.Background(), &ipc.Request{Type: ipc.TypeHostCall, ID: 1, Payload: json.RawMessage(payload)})
@@ -123,8 +132,10 @@ func TestHostCallResultText(t *testing.T) {
 		}
 	}
 	var re *ipc.RemoteError
-	if _, err := s.serveCall(context.Background(), &ipc.Request{Payload: json.RawMessage(`{"api":1}`)}); !errors.As(err, &re) || re.Code != ipc.CodeBadRequest {
-		t.Fatalf("bad payload: %v", err)
+	for _, payload := range []string{`{"api":1}`, `{"api":"t","method":["echo"]}`, `{"api":"t","method":"echo"`} {
+		if _, err := s.serveCall(context.Background(), &ipc.Request{Payload: json.RawMessage(payload)}); !errors.As(err, &re) || re.Code != ipc.CodeBadRequest {
+			t.Fatalf("bad payload %s: %v", payload, err)
+		}
 	}
 }
 
