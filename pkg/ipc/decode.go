@@ -356,16 +356,38 @@ func unquote(q []byte) string {
 // errType is a value of the wrong JSON type for its field.
 var errType = errors.New("value of the wrong type")
 
+// typeName is unquote for a message type: a known type is its constant,
+// with no string allocated for each message.
+func typeName(q []byte) string {
+	switch string(q) {
+	case `"` + TypeReply + `"`:
+		return TypeReply
+	case `"` + TypeHostCall + `"`:
+		return TypeHostCall
+	case `"` + TypeExecute + `"`:
+		return TypeExecute
+	case `"` + TypeCallTool + `"`:
+		return TypeCallTool
+	}
+	return unquote(q)
+}
+
 // readString reads a string or null (ok false) for a string field at
 // nesting level depth.
 func (s *scanner) readString(depth int) (str string, ok bool, err error) {
+	return s.readStringAs(depth, unquote)
+}
+
+// readStringAs is readString with conv decoding the string (with its
+// quotes).
+func (s *scanner) readStringAs(depth int, conv func([]byte) string) (str string, ok bool, err error) {
 	switch s.peek() {
 	case '"':
 		start := s.pos
 		if _, err := s.skipString(); err != nil {
 			return "", false, err
 		}
-		return unquote(s.data[start:s.pos]), true, nil
+		return conv(s.data[start:s.pos]), true, nil
 	case 'n':
 		return "", false, s.skipLiteral("null")
 	}
@@ -409,7 +431,7 @@ func decodeEnvelope(msg []byte, env *Envelope) error {
 			}
 			switch {
 			case nameIs(name, escaped, "type"):
-				str, ok, err := s.readString(1)
+				str, ok, err := s.readStringAs(1, typeName)
 				if err == errType {
 					typeErr = err
 				} else if err != nil {

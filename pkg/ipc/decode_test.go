@@ -36,6 +36,7 @@ var decodeSeeds = []string{
 	`{"type":"x","payload":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`,
 	`{"api":"a","API":"b","method":null,"args":[1,{"k":"v"}],"ARGS":null}`,
 	`{"api":1}`, `{"api":"x","args":}`,
+	`{"type":"hostCall","id":2}`, `{"type":"reply","id":2}`, `{"type":"host\u0043all"}`, `{"type":"hostcall"}`, `{"type":"execute","type":"callTool"}`,
 }
 
 // FuzzDecodeEnvelope: decodeEnvelope accepts what json.Unmarshal accepts
