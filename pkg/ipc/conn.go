@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,6 +61,10 @@ type Conn struct {
 	closed atomic.Bool
 	rbuf   []byte
 	oob    []byte
+	// hdr and iov describe rbuf and oob to recvmsg; kept (under rmu) so
+	// that a receive allocates nothing.
+	hdr unix.Msghdr
+	iov unix.Iovec
 	// wait: see SetWait.
 	wait func(fd int)
 }
@@ -255,7 +260,7 @@ func (c *Conn) ReadMessage() ([]byte, []int, error) {
 		}
 		// MSG_CMSG_CLOEXEC: fds received from the peer are never leaked
 		// into a program we start later (see close-before-exec).
-		n, oobn, flags, _, err := unix.Recvmsg(c.fd, c.rbuf, c.oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, err := c.recvmsg(unix.MSG_CMSG_CLOEXEC)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
@@ -301,6 +306,22 @@ func (c *Conn) ReadMessage() ([]byte, []int, error) {
 			return msg, fds, nil
 		}
 	}
+}
+
+// recvmsg receives one frame into rbuf and its control data into oob. It
+// is unix.Recvmsg without the sender's address (a socketpair has none),
+// which that function allocates for every call. Called with rmu held.
+func (c *Conn) recvmsg(flags int) (n, oobn, recvflags int, err error) {
+	c.iov.Base = &c.rbuf[0]
+	c.iov.SetLen(len(c.rbuf))
+	c.hdr = unix.Msghdr{Iov: &c.iov, Control: &c.oob[0]}
+	c.hdr.SetIovlen(1)
+	c.hdr.SetControllen(len(c.oob))
+	r, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&c.hdr)), uintptr(flags))
+	if e != 0 {
+		return 0, 0, 0, e
+	}
+	return int(r), int(c.hdr.Controllen), int(c.hdr.Flags), nil
 }
 
 func parseRights(oob []byte) ([]int, error) {
