@@ -87,8 +87,12 @@ func printStatus(r backend.Report) {
 	fmt.Fprintln(w)
 	for _, c := range r.Checks {
 		fmt.Fprintf(w, "%s: %s\n", c.Name, c.Detail)
-		if c.Fix != "" && !c.OK {
+		switch {
+		case c.Fix != "" && !c.OK:
 			fmt.Fprintf(w, "  fix: %s\n", c.Fix)
+		case c.Fix != "":
+			// Works, but a host setting would make it faster or better.
+			fmt.Fprintf(w, "  tune: %s\n", c.Fix)
 		}
 	}
 	if r.Limits != nil && len(r.Limits.Enforcement) > 0 {

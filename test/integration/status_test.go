@@ -76,7 +76,7 @@ func TestStatus(t *testing.T) {
 				t.Errorf("%s fails without a reason", c.Name)
 			}
 		}
-		for _, n := range []string{"user namespaces", "fresh /proc", "sandbox", "cgroups", "seccomp", "landlock", "pidfd", "clone3 into cgroup"} {
+		for _, n := range []string{"user namespaces", "fresh /proc", "sandbox", "cgroups", "cgroup attach", "seccomp", "landlock", "pidfd", "clone3 into cgroup"} {
 			if _, ok := checks[n]; !ok {
 				t.Fatalf("no %q line: %s", n, r.stdout)
 			}
@@ -94,6 +94,21 @@ func TestStatus(t *testing.T) {
 			}
 			if want == "rlimit" && (cg.OK || cg.Fix == "") {
 				t.Errorf("rlimit mode must say how to get cgroups: %+v", cg)
+			}
+		}
+		// The attach line follows the limit mode: no group, no attach.
+		at := rep.Checks[checks["cgroup attach"]]
+		switch cg.Value {
+		case "rlimit", "none":
+			if at.Value != "not used" {
+				t.Errorf("cgroup attach with %s limits: %+v", cg.Value, at)
+			}
+		default:
+			if at.Value != "slow" && at.Value != "fast" {
+				t.Errorf("cgroup attach with %s limits: %+v", cg.Value, at)
+			}
+			if at.Value == "slow" && !strings.Contains(at.Fix, "favordynmods") {
+				t.Errorf("a slow attach must name the knob: %+v", at)
 			}
 		}
 		// What a run does matches what status says.

@@ -59,7 +59,7 @@ func Inspect(ctx context.Context, mode string, fallback bool) Report {
 	r.Checks = append(r.Checks, checkProc(probe))
 	r.Checks = append(r.Checks, probe.check)
 	cg, lim := checkCgroups(probe)
-	r.Checks = append(r.Checks, cg)
+	r.Checks = append(r.Checks, cg, checkCgroupAttach(cgroups.Mode(cg.Value)))
 	r.Limits = lim
 	r.Checks = append(r.Checks, checkSeccomp(probe), checkLandlock(), checkPidfd(), checkClone3())
 	return r
