@@ -5,7 +5,9 @@
 #    `nsbox run`, interleaved in one run (a b c a b c ...), as root and as
 #    uid 65534: median, p90, ratios. The driver (bench/startbench) fork+execs
 #    each command directly: no shell in the measured path.
-# 2. A leak check: LOOP runs of `nsbox run -- /bin/true` (every 10th leaves a
+# 2. What seccomp adds: nsbox run against nsbox run --seccomp unconfined,
+#    and the filter's compile and load times (pkg/seccomp benchmarks).
+# 3. A leak check: LOOP runs of `nsbox run -- /bin/true` (every 10th leaves a
 #    marked background process inside), then: no leftover process, no
 #    nsbox-* cgroup directory, no new host mount, no fd growth. Repeated with
 #    --memory 256M --pids 64 when this nsbox has those flags.
@@ -103,6 +105,26 @@ fi
 (cd / && "$work/startbench" -n "$N" -warmup "$WARMUP" -title "process start floor (as root)" \
   -ratio "go-empty/c-true,nsbox-init-only/go-empty" \
   -c "c-true=/bin/true" -c "go-empty=$work/gostart" -c "nsbox-init-only:125=_NSBOX_INIT=1 $nsbox") || status=1
+
+# ------------------------------------------------------------ seccomp
+
+# What the seccomp filter adds to a cold start (issue target: under 5 %):
+# the same run with and without the filter, interleaved; then the filter's
+# own costs from pkg/seccomp's Go benchmarks: the embedded default filter
+# (what a start uses), parsing and compiling a profile with libseccomp
+# (what --seccomp FILE costs), decoding the BPF in the worker and
+# installing it (seccomp(2) with TSYNC, in child processes).
+echo
+(cd / && "$work/startbench" -n "$N" -warmup "$WARMUP" -title "seccomp in the cold start (as root)" \
+  -ratio "nsbox/unconfined" \
+  -c "nsbox=$nsbox run -- /bin/true" -c "unconfined=$nsbox run --seccomp unconfined -- /bin/true") || status=1
+echo
+echo "### seccomp filter: compile and load (go test -bench ./pkg/seccomp)"
+echo
+echo '```'
+(cd "$REPO" && "$GO" test -tags seccomp -run '^$' -bench 'DefaultFilter|ParseDefault|CompileDefault|FilterFromBytes|Install$' \
+  -benchtime 200x ./pkg/seccomp 2>&1 | grep -E '^(Benchmark|ok|FAIL)') || status=1
+echo '```'
 
 # ------------------------------------------------------------ leak check
 
