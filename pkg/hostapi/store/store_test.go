@@ -344,6 +344,25 @@ func TestHelperProcess(t *testing.T) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
 		}
+		if i == 0 {
+			// Rendezvous: neither process goes on until the other has
+			// written once, so both really contend for the store however
+			// late the scheduler starts one of them (a fixed start time
+			// alone let a slow start run the writers one after the other).
+			other := map[string]string{"p1": "p2", "p2": "p1"}[name]
+			deadline := time.Now().Add(30 * time.Second)
+			for seen := false; !seen; {
+				if err := s.View(context.Background(), func(tx *Tx) error { seen = tx.Get("b", other+"-0") != nil; return nil }); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(3)
+				}
+				if !seen && time.Now().After(deadline) {
+					fmt.Fprintln(os.Stderr, "the other writer never wrote")
+					os.Exit(3)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
 		// Readers interleave with writers.
 		if err := s.View(context.Background(), func(tx *Tx) error { tx.Get("b", "counter"); return nil }); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -382,7 +401,9 @@ func TestConcurrentWritersTwoProcesses(t *testing.T) {
 			t.Fatalf("key %s missing", k)
 		}
 	}
-	// The processes interleaved: neither kept the store for all its writes.
+	// The processes interleaved: neither kept the store for all its writes
+	// (the rendezvous after each one's first write makes at least two
+	// changes of writer the minimum when the lock works).
 	switches, prev := 0, ""
 	s.View(context.Background(), func(tx *Tx) error {
 		return tx.ForEach("order", func(_ string, v []byte) error {
