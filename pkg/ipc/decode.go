@@ -180,6 +180,21 @@ func (s *scanner) skipLiteral(lit string) error {
 	return nil
 }
 
+// endOfElement consumes what follows a member or element: the closer (the
+// container ends: closed) or a comma (another one follows); anything else
+// is a syntax error.
+func (s *scanner) endOfElement(closer byte) (closed bool, err error) {
+	c := s.peek()
+	s.pos++
+	switch c {
+	case closer:
+		return true, nil
+	case ',':
+		return false, nil
+	}
+	return false, errSyntax
+}
+
 // skipValue consumes one value (after whitespace) at nesting level depth
 // (the levels already open around it) and returns its text. It checks the
 // whole grammar without recursion.
@@ -471,13 +486,12 @@ func decodeEnvelope(msg []byte, env *Envelope) error {
 					return err
 				}
 			}
-			c := s.peek()
-			s.pos++
-			if c == '}' {
-				break
+			closed, err := s.endOfElement('}')
+			if err != nil {
+				return err
 			}
-			if c != ',' {
-				return errSyntax
+			if closed {
+				break
 			}
 		}
 	}
@@ -542,13 +556,12 @@ func (s *scanner) decodeErrorBody(env *Envelope, typeErr *error) error {
 				*field = str
 			}
 		}
-		c := s.peek()
-		s.pos++
-		if c == '}' {
-			return nil
+		closed, err := s.endOfElement('}')
+		if err != nil {
+			return err
 		}
-		if c != ',' {
-			return errSyntax
+		if closed {
+			return nil
 		}
 	}
 }
@@ -639,13 +652,12 @@ func DecodeFields(data []byte, fields []Field) error {
 					return err
 				}
 			}
-			c := s.peek()
-			s.pos++
-			if c == '}' {
-				break
+			closed, err := s.endOfElement('}')
+			if err != nil {
+				return err
 			}
-			if c != ',' {
-				return errSyntax
+			if closed {
+				break
 			}
 		}
 	}
@@ -707,14 +719,13 @@ func (s *scanner) readStrings(out *[]string) error {
 			return err
 		}
 		list = append(list, str)
-		c := s.peek()
-		s.pos++
-		if c == ']' {
+		closed, err := s.endOfElement(']')
+		if err != nil {
+			return err
+		}
+		if closed {
 			*out = list
 			return typeErr
-		}
-		if c != ',' {
-			return errSyntax
 		}
 	}
 }
@@ -766,13 +777,12 @@ func (s *scanner) parseValue(depth int) (Value, error) {
 				return nil, err
 			}
 			m[unquote(name)] = v
-			c := s.peek()
-			s.pos++
-			if c == '}' {
-				return m, nil
+			closed, err := s.endOfElement('}')
+			if err != nil {
+				return nil, err
 			}
-			if c != ',' {
-				return nil, errSyntax
+			if closed {
+				return m, nil
 			}
 		}
 	case '[':
@@ -788,13 +798,12 @@ func (s *scanner) parseValue(depth int) (Value, error) {
 				return nil, err
 			}
 			l = append(l, v)
-			c := s.peek()
-			s.pos++
-			if c == ']' {
-				return l, nil
+			closed, err := s.endOfElement(']')
+			if err != nil {
+				return nil, err
 			}
-			if c != ',' {
-				return nil, errSyntax
+			if closed {
+				return l, nil
 			}
 		}
 	case '"':
