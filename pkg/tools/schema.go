@@ -100,23 +100,17 @@ func checkSchema(s *jsonschema.Schema, at string, depth int) error {
 			err = checkSchema(c, at+"/"+key, depth+1)
 		}
 	}
-	for _, k := range sortedKeys(s.Properties) {
-		visit("properties/"+k, s.Properties[k])
-	}
-	for _, k := range sortedKeys(s.PatternProperties) {
-		visit("patternProperties/"+k, s.PatternProperties[k])
-	}
-	for _, k := range sortedKeys(s.Defs) {
-		visit("$defs/"+k, s.Defs[k])
-	}
-	for _, k := range sortedKeys(s.Definitions) {
-		visit("definitions/"+k, s.Definitions[k])
-	}
-	for _, k := range sortedKeys(s.DependentSchemas) {
-		visit("dependentSchemas/"+k, s.DependentSchemas[k])
-	}
-	for _, k := range sortedKeys(s.DependencySchemas) {
-		visit("dependencies/"+k, s.DependencySchemas[k])
+	for _, group := range []struct {
+		key string
+		m   map[string]*jsonschema.Schema
+	}{
+		{"properties", s.Properties}, {"patternProperties", s.PatternProperties},
+		{"$defs", s.Defs}, {"definitions", s.Definitions},
+		{"dependentSchemas", s.DependentSchemas}, {"dependencies", s.DependencySchemas},
+	} {
+		for _, k := range sortedKeys(group.m) {
+			visit(group.key+"/"+k, group.m[k])
+		}
 	}
 	type named struct {
 		key string
