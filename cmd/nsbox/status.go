@@ -20,9 +20,11 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Show what nsbox can enforce on this host, and how to fix what it cannot",
 		Long: `Show the backend runs use here and, for each mechanism (user namespaces,
-a fresh /proc, cgroups, seccomp, Landlock, pidfd, clone3 into a cgroup),
-whether it works for this user and, when it does not, the exact host setting
-or command that would fix it. It starts one small test sandbox.
+a fresh /proc, cgroups, how fast a command joins its cgroup, seccomp,
+Landlock, pidfd, clone3 into a cgroup), whether it works for this user and,
+when it does not, the exact host setting or command that would fix it
+("fix:"); when it works but a host setting would make it better, that setting
+("tune:"). It starts one small test sandbox.
 
 Exit status: 0 when a sandbox can be built here, 1 when not.`,
 		Args: cobra.NoArgs,
