@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/cgroups"
@@ -55,10 +56,10 @@ func checkKinds(l *Layer) error {
 	if l.Kind != KindProfile && c.Extend != "" {
 		return errorf(l, "extend", nil, "only allowed in a profile")
 	}
-	if c.Profile != "" && !isPathRef(c.Profile) && !profileNameRE.MatchString(c.Profile) {
+	if c.Profile != "" && !isPathRef(c.Profile) && !profileNameRE().MatchString(c.Profile) {
 		return errorf(l, "profile", nil, "%q is not a profile name or a file path", c.Profile)
 	}
-	if c.Extend != "" && !isPathRef(c.Extend) && !profileNameRE.MatchString(c.Extend) {
+	if c.Extend != "" && !isPathRef(c.Extend) && !profileNameRE().MatchString(c.Extend) {
 		return errorf(l, "extend", nil, "%q is not a profile name or a file path", c.Extend)
 	}
 	return nil
@@ -213,17 +214,17 @@ func checkTools(l *Layer) error {
 	return nil
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 func checkEnv(l *Layer) error {
 	e := &l.Config.Env
 	for i, n := range e.Pass {
-		if !envNameRE.MatchString(strings.TrimPrefix(n, "!")) {
+		if !envNameRE().MatchString(strings.TrimPrefix(n, "!")) {
 			return errorf(l, fmt.Sprintf("env.pass[%d]", i), nil, "%q is not a variable name", n)
 		}
 	}
 	for k, v := range e.Set {
-		if !envNameRE.MatchString(k) {
+		if !envNameRE().MatchString(k) {
 			return errorf(l, "env.set."+k, nil, "%q is not a variable name", k)
 		}
 		if strings.ContainsRune(v, 0) {
@@ -233,11 +234,13 @@ func checkEnv(l *Layer) error {
 	return nil
 }
 
-var hostAPIRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*\.([A-Za-z][A-Za-z0-9_-]*|\*)$`)
+var hostAPIRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*\.([A-Za-z][A-Za-z0-9_-]*|\*)$`)
+})
 
 func checkHostAPIs(l *Layer) error {
 	for i, m := range l.Config.HostAPIs {
-		if !hostAPIRE.MatchString(strings.TrimPrefix(m, "!")) {
+		if !hostAPIRE().MatchString(strings.TrimPrefix(m, "!")) {
 			return errorf(l, fmt.Sprintf("host_apis[%d]", i), nil, "%q is not api.method or api.* (e.g. memory.save, memory.*)", m)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode/utf8"
 
@@ -90,10 +91,10 @@ func (l *Layer) line(key string) int {
 	return 0
 }
 
-var indexRE = regexp.MustCompile(`\[\d+\]`)
+var indexRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[\d+\]`) })
 
 func stripIndex(key string) string {
-	key = indexRE.ReplaceAllString(key, "")
+	key = indexRE().ReplaceAllString(key, "")
 	if i := strings.Index(key, "."); i >= 0 && strings.HasPrefix(key, "env.set.") {
 		return "env.set"
 	}
@@ -209,11 +210,13 @@ func tomlError(name string, err error) error {
 	return &Error{Source: name, Msg: err.Error(), Err: err}
 }
 
-var typeMsgRE = regexp.MustCompile(`^cannot decode TOML (\w+) into (?:struct field \S+ of type )?(\*?[\w.\[\]]+)$`)
+var typeMsgRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^cannot decode TOML (\w+) into (?:struct field \S+ of type )?(\*?[\w.\[\]]+)$`)
+})
 
 // typeMsg rewords go-toml's Go-typed message for users.
 func typeMsg(msg string) string {
-	m := typeMsgRE.FindStringSubmatch(msg)
+	m := typeMsgRE().FindStringSubmatch(msg)
 	if m == nil {
 		return msg
 	}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/nsbox/nsbox/profiles"
 )
@@ -20,7 +21,7 @@ const DefaultProfile = "workspace"
 // maxExtendDepth bounds an extend chain (a cycle is reported before).
 const maxExtendDepth = 16
 
-var profileNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var profileNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 // isPathRef tells a profile file path from a profile name.
 func isPathRef(ref string) bool {
@@ -87,7 +88,7 @@ func (ld Loader) List() []ProfileInfo {
 		ents, _ := os.ReadDir(ld.UserDir)
 		for _, e := range ents {
 			n, ok := strings.CutSuffix(e.Name(), ".toml")
-			if !ok || !profileNameRE.MatchString(n) {
+			if !ok || !profileNameRE().MatchString(n) {
 				continue
 			}
 			p := filepath.Join(ld.UserDir, e.Name())
@@ -124,7 +125,7 @@ func (ld Loader) loadBuiltin(name string) (*Layer, error) {
 // find loads the profile called name; skipUser skips the user's directory
 // (a user profile that extends its own name means the built-in one).
 func (ld Loader) find(name string, skipUser bool) (*Layer, string, error) {
-	if !profileNameRE.MatchString(name) {
+	if !profileNameRE().MatchString(name) {
 		return nil, "", fmt.Errorf("%w: %q is not a profile name (letters, digits, - _ .) or a file path", ErrProfileNotFound, name)
 	}
 	if ld.UserDir != "" && !skipUser {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/nsbox/nsbox/pkg/seccomp"
@@ -243,12 +244,12 @@ func (r *resolver) expandAt(s string, at origin) (string, bool, error) {
 	return v, true, nil
 }
 
-var rwVarRE = regexp.MustCompile(`\$(\{NSBOX_RW\}|NSBOX_RW([^A-Za-z0-9_]|$))`)
+var rwVarRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$(\{NSBOX_RW\}|NSBOX_RW([^A-Za-z0-9_]|$))`) })
 
 // expandEach expands a hide or protect entry: once, or, when it uses
 // $NSBOX_RW, once per writable bind directory.
 func (r *resolver) expandEach(s string, at origin) ([]string, error) {
-	if !rwVarRE.MatchString(s) {
+	if !rwVarRE().MatchString(s) {
 		v, ok, err := r.expandAt(s, at)
 		if !ok {
 			return nil, err

@@ -355,7 +355,9 @@ type auditLog struct {
 
 func (a *auditLog) enabled() bool { return a != nil && a.w != nil }
 
-var secretKey = regexp.MustCompile(`(?i)(token|password|passwd|secret|key|credential|auth)`)
+var secretKey = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(token|password|passwd|secret|key|credential|auth)`)
+})
 
 // secretWords are secretKey's alternatives, for keys in plain ASCII.
 var secretWords = []string{"token", "password", "passwd", "secret", "key", "credential", "auth"}
@@ -367,12 +369,12 @@ var secretWords = []string{"token", "password", "passwd", "secret", "key", "cred
 func isSecretKey(key string) bool {
 	var lower [64]byte
 	if len(key) > len(lower) {
-		return secretKey.MatchString(key)
+		return secretKey().MatchString(key)
 	}
 	for i := 0; i < len(key); i++ {
 		c := key[i]
 		if c >= utf8.RuneSelf {
-			return secretKey.MatchString(key)
+			return secretKey().MatchString(key)
 		}
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // maxRetData is the largest value SECCOMP_RET_DATA (16 bits) can carry.
@@ -37,7 +38,7 @@ const (
 
 var knownFlags = map[string]bool{flagTSync: true, flagLog: true, flagSpecAllow: true, flagWaitKillableRcv: true}
 
-var minKernelRE = regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}$`)
+var minKernelRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}$`) })
 
 // effect is what a rule does, with the OCI defaults applied: SCMP_ACT_ERRNO
 // and SCMP_ACT_TRACE without errnoRet mean EPERM, SCMP_ACT_KILL is
@@ -229,7 +230,7 @@ func validateRule(p *Profile, r *Rule, field string) error {
 				return p.fail(index(f+".arches", k), "unknown architecture %q (Docker uses Go names: amd64, arm64, ...)", a)
 			}
 		}
-		if c.c.MinKernel != "" && !minKernelRE.MatchString(c.c.MinKernel) {
+		if c.c.MinKernel != "" && !minKernelRE().MatchString(c.c.MinKernel) {
 			return p.fail(f+".minKernel", "%q is not a kernel version like \"5.8\"", c.c.MinKernel)
 		}
 	}

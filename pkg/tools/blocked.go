@@ -5,6 +5,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -93,9 +94,9 @@ func NewBlockList(entries []string) (*BlockList, error) {
 
 // rootOperand matches "/", "//", "/.", "/*", "/./*": operands that mean the
 // whole root (a glob that expands to every top-level entry included).
-var rootOperand = regexp.MustCompile(`^/[/.*]*$`)
+var rootOperand = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/[/.*]*$`) })
 
-func isRootOperand(s string) bool { return rootOperand.MatchString(s) }
+func isRootOperand(s string) bool { return rootOperand().MatchString(s) }
 
 func (r *blockRule) matches(argv []string) bool {
 	if ok, _ := path.Match(r.name, path.Base(argv[0])); !ok {

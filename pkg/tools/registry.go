@@ -29,7 +29,7 @@ const DefaultMaxResults = 50
 // own (more precise) result before the registry answers for it.
 const timeoutGrace = 2 * time.Second
 
-var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // Registry is a set of tools: the built-in ones it was made with, plus
 // tools registered at run time. It implements sandbox.WorkerTools and is
@@ -69,8 +69,8 @@ func NewRegistry(tools ...Tool) *Registry {
 	for _, t := range tools {
 		def := t.Definition()
 		switch {
-		case !nameRE.MatchString(def.Name):
-			r.errs = append(r.errs, fmt.Errorf("tool %q: invalid name (want %s)", def.Name, nameRE))
+		case !nameRE().MatchString(def.Name):
+			r.errs = append(r.errs, fmt.Errorf("tool %q: invalid name (want %s)", def.Name, nameRE()))
 			continue
 		case r.entries[def.Name] != nil:
 			r.errs = append(r.errs, fmt.Errorf("tool %q: defined twice", def.Name))

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -359,11 +360,11 @@ func matchesPattern(patterns map[string]*jsonschema.Schema, name string) bool {
 
 // schemaPathPrefix is how the validator introduces each level of a failure
 // ("validating /properties/a: minimum: ...").
-var schemaPathPrefix = regexp.MustCompile(`validating ([^:]*): `)
+var schemaPathPrefix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`validating ([^:]*): `) })
 
 // innermost drops the validator's "validating <schema path>: " prefixes.
 func innermost(msg string) string {
-	if loc := schemaPathPrefix.FindAllStringIndex(msg, -1); len(loc) > 0 {
+	if loc := schemaPathPrefix().FindAllStringIndex(msg, -1); len(loc) > 0 {
 		return msg[loc[len(loc)-1][1]:]
 	}
 	return msg
@@ -373,7 +374,7 @@ func innermost(msg string) string {
 // ("/properties/env/properties/HOME") into an argument name ("env.HOME").
 // Paths through anything but properties give "", the arguments as a whole.
 func fieldFromSchemaPath(msg string) string {
-	m := schemaPathPrefix.FindAllStringSubmatch(msg, -1)
+	m := schemaPathPrefix().FindAllStringSubmatch(msg, -1)
 	if len(m) == 0 {
 		return ""
 	}

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -95,10 +96,10 @@ func Open(dataDir string, o store.Options) (*Notepad, error) {
 // Path is the store file.
 func (n *Notepad) Path() string { return n.st.Path() }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 func checkID(id string) error {
-	if !idPattern.MatchString(id) {
+	if !idPattern().MatchString(id) {
 		return &store.ArgError{Field: "id", Msg: fmt.Sprintf("%q is not a tab id (1-64 letters, digits, '.', '_' or '-')", clipID(id))}
 	}
 	return nil
