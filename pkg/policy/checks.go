@@ -56,10 +56,10 @@ func checkKinds(l *Layer) error {
 	if l.Kind != KindProfile && c.Extend != "" {
 		return errorf(l, "extend", nil, "only allowed in a profile")
 	}
-	if c.Profile != "" && !isPathRef(c.Profile) && !profileNameRE().MatchString(c.Profile) {
+	if c.Profile != "" && !isPathRef(c.Profile) && !isProfileName(c.Profile) {
 		return errorf(l, "profile", nil, "%q is not a profile name or a file path", c.Profile)
 	}
-	if c.Extend != "" && !isPathRef(c.Extend) && !profileNameRE().MatchString(c.Extend) {
+	if c.Extend != "" && !isPathRef(c.Extend) && !isProfileName(c.Extend) {
 		return errorf(l, "extend", nil, "%q is not a profile name or a file path", c.Extend)
 	}
 	return nil

@@ -6,10 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/nsbox/nsbox/profiles"
 )
@@ -21,7 +19,22 @@ const DefaultProfile = "workspace"
 // maxExtendDepth bounds an extend chain (a cycle is reported before).
 const maxExtendDepth = 16
 
-var profileNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
+// isProfileName reports whether s names a profile: a letter or digit, then
+// at most 63 of letters, digits, _ . - (^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$).
+// No slash, so a name never walks out of the profile directory.
+func isProfileName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // isPathRef tells a profile file path from a profile name.
 func isPathRef(ref string) bool {
@@ -88,7 +101,7 @@ func (ld Loader) List() []ProfileInfo {
 		ents, _ := os.ReadDir(ld.UserDir)
 		for _, e := range ents {
 			n, ok := strings.CutSuffix(e.Name(), ".toml")
-			if !ok || !profileNameRE().MatchString(n) {
+			if !ok || !isProfileName(n) {
 				continue
 			}
 			p := filepath.Join(ld.UserDir, e.Name())
@@ -125,7 +138,7 @@ func (ld Loader) loadBuiltin(name string) (*Layer, error) {
 // find loads the profile called name; skipUser skips the user's directory
 // (a user profile that extends its own name means the built-in one).
 func (ld Loader) find(name string, skipUser bool) (*Layer, string, error) {
-	if !profileNameRE().MatchString(name) {
+	if !isProfileName(name) {
 		return nil, "", fmt.Errorf("%w: %q is not a profile name (letters, digits, - _ .) or a file path", ErrProfileNotFound, name)
 	}
 	if ld.UserDir != "" && !skipUser {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +28,22 @@ const DefaultMaxResults = 50
 // own (more precise) result before the registry answers for it.
 const timeoutGrace = 2 * time.Second
 
-var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
+// validName reports whether s is a tool name: 1 to 64 of a-z A-Z 0-9 _ -,
+// what the function-calling APIs accept (^[a-zA-Z0-9_-]{1,64}$). A loop,
+// not that regexp: its bounded repetition compiles to 64 states, and every
+// worker start validates the built-in tools.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Registry is a set of tools: the built-in ones it was made with, plus
 // tools registered at run time. It implements sandbox.WorkerTools and is
@@ -69,8 +83,8 @@ func NewRegistry(tools ...Tool) *Registry {
 	for _, t := range tools {
 		def := t.Definition()
 		switch {
-		case !nameRE().MatchString(def.Name):
-			r.errs = append(r.errs, fmt.Errorf("tool %q: invalid name (want %s)", def.Name, nameRE()))
+		case !validName(def.Name):
+			r.errs = append(r.errs, fmt.Errorf("tool %q: invalid name (want 1 to 64 of a-z A-Z 0-9 _ -)", def.Name))
 			continue
 		case r.entries[def.Name] != nil:
 			r.errs = append(r.errs, fmt.Errorf("tool %q: defined twice", def.Name))

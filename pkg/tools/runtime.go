@@ -66,7 +66,7 @@ func ParseRuntimeTool(raw json.RawMessage) (Tool, error) {
 	if err := dec.Decode(&d); err != nil {
 		return nil, fmt.Errorf("tool definition: %v", err)
 	}
-	if !nameRE().MatchString(d.Name) {
+	if !validName(d.Name) {
 		return nil, fmt.Errorf("tool definition: invalid name %q (want 1 to 64 of a-z A-Z 0-9 _ -)", d.Name)
 	}
 	if len(d.Description) > maxDescription || !utf8.ValidString(d.Description) {

@@ -11,11 +11,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -96,10 +94,25 @@ func Open(dataDir string, o store.Options) (*Notepad, error) {
 // Path is the store file.
 func (n *Notepad) Path() string { return n.st.Path() }
 
-var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
+// isID reports whether id is a tab id: ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$
+// (idSchema says the same to callers), checked byte by byte.
+func isID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func checkID(id string) error {
-	if !idPattern().MatchString(id) {
+	if !isID(id) {
 		return &store.ArgError{Field: "id", Msg: fmt.Sprintf("%q is not a tab id (1-64 letters, digits, '.', '_' or '-')", clipID(id))}
 	}
 	return nil
