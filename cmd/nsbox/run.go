@@ -129,6 +129,15 @@ func runMain(f *runFlags, argv []string) error {
 	}
 	defer status.close()
 
+	// The worker process starts while the policy is resolved below. The
+	// flags are the best guess of the namespaces it needs; a profile or
+	// config file that decides otherwise gets a fresh worker from Start.
+	var pre *sandbox.Prestarted
+	if !f.dryRun {
+		pre = sandbox.Prestart(sandbox.PrestartHint{HostNetwork: f.network == "host", AllowPrivileged: f.allowPrivileged})
+		defer pre.Discard()
+	}
+
 	host, err := hostForCLI()
 	if err != nil {
 		return status.setupFailed("policy", err)
@@ -188,7 +197,7 @@ func runMain(f *runFlags, argv []string) error {
 		return status.setupFailed("host APIs", err)
 	}
 	defer closeStores()
-	s, err := b.Start(ctx, res.Policy, opts...)
+	s, err := b.Start(ctx, res.Policy, append(opts, sandbox.WithPrestarted(pre))...)
 	if err != nil && b.Isolates() {
 		if reason := backend.Unavailable(b, err); reason != nil {
 			if choice.Fallback == nil {

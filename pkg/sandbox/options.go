@@ -9,6 +9,8 @@ type options struct {
 	handlers *Handlers
 	audit    io.Writer
 	id       string
+	// prestarted is a worker to adopt (WithPrestarted).
+	prestarted *Prestarted
 }
 
 // WithHandlers serves host API methods from h to the session's commands

@@ -74,15 +74,27 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 	for _, f := range opts {
 		f(&o)
 	}
-	s = &Session{policy: p, opts: o, exited: make(chan struct{})}
 	var (
 		workerEnd *os.File
 		conn      *ipc.Conn
+		supEnd    *os.File
 	)
+	// A prestarted worker is adopted only when it was started with the
+	// namespaces and capabilities this policy asks for; otherwise it is
+	// discarded and a worker is started below, as without one.
+	if w := o.prestarted.take(specFor(&p)); w != nil {
+		s, workerEnd, supEnd = w.s, w.workerEnd, w.supEnd
+	} else {
+		s = &Session{exited: make(chan struct{})}
+	}
+	s.policy, s.opts = p, o
 	defer func() {
 		if err != nil {
 			if conn != nil {
 				conn.Close()
+			}
+			if supEnd != nil {
+				supEnd.Close()
 			}
 			for _, f := range s.cgroupProcs {
 				f.Close()
@@ -91,6 +103,9 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 				workerEnd.Close()
 			}
 			s.kill()
+			if s.pid > 0 {
+				<-s.exited // reaped: nothing of a failed Start outlives it
+			}
 			if s.limits != nil {
 				s.limits.destroy()
 			}
@@ -113,15 +128,23 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			return err
 		}},
 		{"create channel", func() error {
-			sup, wk, err := ipc.Socketpair()
-			if err != nil {
-				return err
+			if supEnd == nil {
+				sup, wk, err := ipc.Socketpair()
+				if err != nil {
+					return err
+				}
+				supEnd, workerEnd = sup, wk
 			}
-			workerEnd = wk
-			conn, err = ipc.NewConn(sup)
+			conn, err = ipc.NewConn(supEnd)
+			supEnd = nil // NewConn owns it now, error or not
 			return err
 		}},
-		{"start worker", func() error { return s.startWorker(workerEnd) }},
+		{"start worker", func() error {
+			if s.pid > 0 {
+				return nil // prestarted
+			}
+			return s.startWorker(specFor(&p), workerEnd)
+		}},
 		{"join limits", func() error { return s.limits.join(s.pid) }},
 		{"handshake", func() error { return s.handshake(ctx, conn, &setup) }},
 	}
@@ -206,13 +229,25 @@ func (s *Session) prepare(setup *setupMsg) error {
 	return nil
 }
 
-func (s *Session) startWorker(workerEnd *os.File) error {
+// workerSpec is what the worker process is created with, as opposed to what
+// it is told in the handshake: the namespaces and the capability set are
+// fixed by clone(2) and cannot be changed afterwards.
+type workerSpec struct {
+	hostNetwork bool
+	allCaps     bool
+}
+
+func specFor(p *Policy) workerSpec {
+	return workerSpec{hostNetwork: p.Network == NetworkHost, allCaps: p.AllowPrivileged}
+}
+
+func (s *Session) startWorker(spec workerSpec, workerEnd *os.File) error {
 	attr := namespaces.SysProcAttr(namespaces.Options{
-		HostNetwork: s.policy.Network == NetworkHost,
+		HostNetwork: spec.hostNetwork,
 		UID:         os.Getuid(),
 		GID:         os.Getgid(),
 		CgroupFD:    -1,
-		AllCaps:     s.policy.AllowPrivileged,
+		AllCaps:     spec.allCaps,
 	})
 	cmd := &exec.Cmd{
 		// /proc/self/exe, not a path: the very binary that is running,

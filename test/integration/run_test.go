@@ -88,6 +88,13 @@ c=socket.create_connection(s.getsockname(), timeout=3); print('lo-ok')"`)
 		if !strings.Contains(r.stdout, "connected") {
 			t.Fatalf("--net host cannot reach the host's %s: %q %q", addr, r.stdout, r.stderr)
 		}
+		// So does a profile that says network = "host". nsbox starts its
+		// worker while it reads the profile, guessing the namespaces from
+		// the flags (none here); the guess is wrong and must not stick.
+		r = u.sh(t, nil, []string{"--profile", "network"}, probe)
+		if !strings.Contains(r.stdout, "connected") {
+			t.Fatalf("--profile network cannot reach the host's %s: %q %q", addr, r.stdout, r.stderr)
+		}
 	})
 }
 

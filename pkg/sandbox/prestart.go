@@ -1,0 +1,149 @@
+package sandbox
+
+import (
+	"os"
+	"sync"
+
+	"github.com/nsbox/nsbox/pkg/ipc"
+)
+
+// Prestarted is a worker process started before its policy is known. Most
+// of a sandbox's start-up is the worker's process start: clone(2) with the
+// namespaces, the exec of this binary and the Go runtime's start. Begun
+// with Prestart while the caller is still resolving its policy, that time
+// overlaps the caller's own work instead of following it.
+//
+// A prestarted worker has done nothing but start: it holds no mount, no
+// host path and no policy, and waits for its handshake on its channel. The
+// namespaces it was created in are its only commitment, so Start adopts it
+// only for a policy that asks for the same ones (PrestartHint); any other
+// policy gets a fresh worker and this one is discarded.
+//
+// Pass a Prestarted to Start with WithPrestarted, which takes ownership of
+// it whatever Start returns, or end it with Discard. Both are safe to call
+// more than once; only the first use counts.
+type Prestarted struct {
+	spec workerSpec
+	// ready receives the worker's start error (nil when it runs) once.
+	ready chan error
+
+	mu   sync.Mutex
+	used bool // taken by Start or discarded
+
+	s         *Session // pid, exited and waitErr are set by startWorker
+	supEnd    *os.File
+	workerEnd *os.File
+}
+
+// PrestartHint is what a worker must be created with: the parts of a
+// Policy that clone(2) fixes.
+type PrestartHint struct {
+	HostNetwork     bool // Policy.Network == NetworkHost
+	AllowPrivileged bool // Policy.AllowPrivileged
+}
+
+// HintFor returns the hint under which a prestarted worker suits p.
+func HintFor(p Policy) PrestartHint {
+	return PrestartHint{HostNetwork: p.Network == NetworkHost, AllowPrivileged: p.AllowPrivileged}
+}
+
+// Prestart begins starting a worker in the background and returns at once.
+// It never fails: a worker that could not start is not adopted, and Start
+// then starts one itself and reports the error.
+func Prestart(h PrestartHint) *Prestarted {
+	w := &Prestarted{
+		spec:  workerSpec{hostNetwork: h.HostNetwork, allCaps: h.AllowPrivileged},
+		ready: make(chan error, 1),
+		s:     &Session{exited: make(chan struct{})},
+	}
+	sup, wk, err := ipc.Socketpair()
+	if err != nil {
+		close(w.s.exited)
+		w.ready <- err
+		return w
+	}
+	w.supEnd, w.workerEnd = sup, wk
+	go func() {
+		err := w.s.startWorker(w.spec, wk)
+		if err != nil {
+			// startWorker closed exited: there is no process to wait for.
+			sup.Close()
+			wk.Close()
+		}
+		w.ready <- err
+	}()
+	return w
+}
+
+// Pid is the worker's process id on the host, once its clone and exec are
+// done; 0 when it could not start. It does not say whether the worker is
+// still running.
+func (w *Prestarted) Pid() int {
+	err := <-w.ready
+	w.ready <- err // for the next reader
+	if err != nil {
+		return 0
+	}
+	return w.s.pid
+}
+
+// WithPrestarted lets Start adopt w (see Prestarted). Start owns w from
+// then on, whether it adopts it, discards it or fails.
+func WithPrestarted(w *Prestarted) Option { return func(o *options) { o.prestarted = w } }
+
+// take hands w to Start when it runs, is unused and suits spec; otherwise
+// it discards w and returns nil. It waits for the worker's clone and exec
+// to finish, which Start would otherwise wait for itself.
+func (w *Prestarted) take(spec workerSpec) *Prestarted {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.used {
+		return nil
+	}
+	w.used = true
+	if err := <-w.ready; err != nil {
+		return nil
+	}
+	select {
+	case <-w.s.exited:
+		// Killed from outside since it started: a fresh worker serves
+		// better than a handshake that fails.
+		w.end()
+		return nil
+	default:
+	}
+	if w.spec != spec {
+		w.end()
+		return nil
+	}
+	return w
+}
+
+// Discard ends w if Start has not taken it: the worker is killed and
+// reaped, and its channel closed. It is a no-op after Start or Discard.
+func (w *Prestarted) Discard() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.used {
+		return
+	}
+	w.used = true
+	if err := <-w.ready; err != nil {
+		return
+	}
+	w.end()
+}
+
+// end kills a started, untaken worker and waits until it is reaped.
+func (w *Prestarted) end() {
+	w.supEnd.Close()
+	w.workerEnd.Close()
+	w.s.kill()
+	<-w.s.exited
+}

@@ -1,0 +1,118 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+)
+
+// gone reports whether no process has pid: a reaped worker. (A pid reused
+// within the test's few milliseconds would read as alive and fail the test,
+// never pass it wrongly.)
+func gone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// interfaces lists the network interfaces a session's commands see.
+func interfaces(t *testing.T, s *sandbox.Session) []string {
+	t.Helper()
+	res := sh(t, s, "tail -n +3 /proc/net/dev | cut -d: -f1")
+	if res.ExitCode != 0 {
+		t.Fatalf("reading /proc/net/dev: exit %d, %s", res.ExitCode, res.Stderr)
+	}
+	return strings.Fields(string(res.Stdout))
+}
+
+func TestPrestartedWorkerIsAdopted(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		p := sandbox.Policy{}
+		w := sandbox.Prestart(sandbox.HintFor(p))
+		pid := w.Pid()
+		if pid <= 0 {
+			t.Fatal("the prestarted worker did not start")
+		}
+		s := start(t, p, sandbox.WithPrestarted(w))
+		if s.Pid() != pid {
+			t.Fatalf("session worker %d, prestarted worker %d: not adopted", s.Pid(), pid)
+		}
+		if got := interfaces(t, s); len(got) != 1 || got[0] != "lo" {
+			t.Fatalf("interfaces %v, want only lo", got)
+		}
+		if res := sh(t, s, "cat /proc/1/cmdline; echo; hostname"); string(res.Stdout) != "nsbox-init\x00\nnsbox\n" {
+			t.Fatalf("PID 1 and hostname: %q", res.Stdout)
+		}
+		w.Discard() // Start owns it: a no-op
+		if res := sh(t, s, "echo still"); strings.TrimSpace(string(res.Stdout)) != "still" {
+			t.Fatalf("Discard after Start touched the session: %q", res.Stdout)
+		}
+	})
+}
+
+// A worker prestarted with the host's network must not serve a policy that
+// asks for an isolated one: clone(2) fixed its namespaces.
+func TestPrestartedWorkerWithOtherNamespacesIsReplaced(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		w := sandbox.Prestart(sandbox.PrestartHint{HostNetwork: true})
+		pid := w.Pid()
+		s := start(t, sandbox.Policy{}, sandbox.WithPrestarted(w))
+		if s.Pid() == pid {
+			t.Fatal("a worker in the host's network namespace was adopted for an isolated policy")
+		}
+		if !gone(pid) {
+			t.Fatalf("the unsuitable prestarted worker %d is still there", pid)
+		}
+		if got := interfaces(t, s); len(got) != 1 || got[0] != "lo" {
+			t.Fatalf("interfaces %v, want only lo", got)
+		}
+
+		// And the other way round: host network asked, isolated prestarted.
+		host, err := os.ReadFile("/proc/net/dev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = sandbox.Prestart(sandbox.PrestartHint{})
+		pid = w.Pid()
+		s = start(t, sandbox.Policy{Network: sandbox.NetworkHost}, sandbox.WithPrestarted(w))
+		if s.Pid() == pid || !gone(pid) {
+			t.Fatalf("isolated prestarted worker %d adopted or left running for a host-network policy (worker %d)", pid, s.Pid())
+		}
+		if got, want := len(interfaces(t, s)), strings.Count(string(host), "\n")-2; got != want {
+			t.Fatalf("%d interfaces inside, the host has %d", got, want)
+		}
+	})
+}
+
+func TestPrestartedWorkerEndsWithAFailedStartOrDiscard(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		w := sandbox.Prestart(sandbox.PrestartHint{})
+		pid := w.Pid()
+		bad := sandbox.Policy{Mounts: []sandbox.Mount{{Kind: sandbox.MountBind, Source: "/nonexistent/nsbox-prestart", Dest: "/x"}}}
+		if _, err := sandbox.Start(context.Background(), bad, sandbox.WithPrestarted(w)); err == nil {
+			t.Fatal("Start with a missing mount source succeeded")
+		}
+		if !gone(pid) {
+			t.Fatalf("prestarted worker %d survived a failed Start", pid)
+		}
+
+		w = sandbox.Prestart(sandbox.PrestartHint{})
+		pid = w.Pid()
+		w.Discard()
+		if !gone(pid) {
+			t.Fatalf("prestarted worker %d survived Discard", pid)
+		}
+		w.Discard()
+		// A discarded Prestarted is not adopted: Start starts its own.
+		s := start(t, sandbox.Policy{}, sandbox.WithPrestarted(w))
+		if s.Pid() == pid {
+			t.Fatal("a discarded worker was adopted")
+		}
+		if res := sh(t, s, "echo ok"); strings.TrimSpace(string(res.Stdout)) != "ok" {
+			t.Fatalf("%q", res.Stdout)
+		}
+	})
+}
