@@ -1,11 +1,11 @@
-// Package namespaces builds the clone flags and id maps of a sandbox and
-// holds the small steps the worker runs inside its new namespaces (hostname,
-// loopback). It imports no other nsbox package.
+// Package namespaces starts a sandbox's worker in its new namespaces
+// (Spawn: clone flags, id maps, session, parent death signal, ambient
+// capabilities) and holds the small steps the worker runs inside them
+// (hostname, loopback). It imports no other nsbox package.
 package namespaces
 
 import (
 	"fmt"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,9 +18,6 @@ type Options struct {
 	// UID and GID are the caller's ids on the host, mapped to themselves
 	// inside: the sandbox sees the caller's own ids, and owns nothing else.
 	UID, GID int
-	// CgroupFD, when >= 0, clones the worker straight into that cgroup v2
-	// directory (CLONE_INTO_CGROUP), so it never runs outside its limits.
-	CgroupFD int
 	// AllCaps gives the worker every capability (of its user namespace),
 	// for policies that let commands keep them (--allow-privileged).
 	AllCaps bool
@@ -48,43 +45,6 @@ var workerCaps = []uintptr{
 	unix.CAP_SETPCAP,      // drop the bounding set, lock securebits
 	unix.CAP_DAC_OVERRIDE, // create mount points in directories we do not own
 	unix.CAP_SYS_CHROOT,
-}
-
-// SysProcAttr returns the process attributes that clone the worker into its
-// new namespaces.
-func SysProcAttr(o Options) *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{
-		Cloneflags: CloneFlags(o),
-		// Map exactly one id, the caller's own, and nothing else: the
-		// sandbox cannot act as any other host user. No newuidmap helper,
-		// no setuid binary (user_namespaces(7), "Defining user and group
-		// ID mappings").
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: o.UID, HostID: o.UID, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: o.GID, HostID: o.GID, Size: 1}},
-		// Root-less, setgroups must be denied before a gid map may be
-		// written; it also stops the sandbox from dropping a supplementary
-		// group that a negative ACL relies on (CVE-2014-8989).
-		GidMappingsEnableSetgroups: o.UID == 0,
-		// The worker dies when the supervisor thread that started it does;
-		// the supervisor starts it from a locked OS thread kept for the
-		// whole session (prctl(2) PR_SET_PDEATHSIG is per thread).
-		Pdeathsig: syscall.SIGKILL,
-		Setsid:    true,
-	}
-	if o.UID != 0 {
-		// A non-root id loses its capabilities at execve; ambient
-		// capabilities carry the few the worker needs across the re-exec,
-		// inside the new user namespace only.
-		attr.AmbientCaps = workerCaps
-		if o.AllCaps {
-			attr.AmbientCaps = allCaps()
-		}
-	}
-	if o.CgroupFD >= 0 {
-		attr.UseCgroupFD = true
-		attr.CgroupFD = o.CgroupFD
-	}
-	return attr
 }
 
 // SetHostname sets the UTS hostname of the (new) UTS namespace.

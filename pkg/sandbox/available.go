@@ -3,7 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -30,9 +30,18 @@ func probe() error {
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
 		return fmt.Errorf("%w: user namespaces are disabled: user.max_user_namespaces is 0 (sudo sysctl -w user.max_user_namespaces=15000)", ErrUnavailable)
 	}
-	attr := namespaces.SysProcAttr(namespaces.Options{UID: os.Getuid(), GID: os.Getgid(), CgroupFD: -1})
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{probeArg0}, Env: []string{}, SysProcAttr: attr}
-	if err := cmd.Run(); err != nil {
+	// The same spawn as a sandbox's worker, which exits at once.
+	err := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the parent death signal's thread; ends with the goroutine
+		proc, serr := namespaces.Spawn(namespaces.Options{UID: os.Getuid(), GID: os.Getgid()},
+			namespaces.SpawnArgs{Path: "/proc/self/exe", Argv: []string{probeArg0}})
+		if serr == nil {
+			serr = waitError(proc.Wait())
+		}
+		err <- serr
+	}()
+	if err := <-err; err != nil {
 		reason := describeStartError(err)
 		if b, rerr := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); rerr == nil && strings.TrimSpace(string(b)) == "1" && os.Getuid() != 0 {
 			return fmt.Errorf("%w: AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1): install contrib/apparmor/nsbox (make install) or run sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (%v)", ErrUnavailable, err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -242,46 +241,54 @@ func specFor(p *Policy) workerSpec {
 }
 
 func (s *Session) startWorker(spec workerSpec, workerEnd *os.File) error {
-	attr := namespaces.SysProcAttr(namespaces.Options{
+	opts := namespaces.Options{
 		HostNetwork: spec.hostNetwork,
 		UID:         os.Getuid(),
 		GID:         os.Getgid(),
-		CgroupFD:    -1,
 		AllCaps:     spec.allCaps,
-	})
-	cmd := &exec.Cmd{
+	}
+	args := namespaces.SpawnArgs{
 		// /proc/self/exe, not a path: the very binary that is running,
 		// whatever happened to its path on disk since.
-		Path:        "/proc/self/exe",
-		Args:        []string{"nsbox-init"},
-		Env:         []string{initEnv + "=1"},
-		ExtraFiles:  []*os.File{workerEnd},
-		SysProcAttr: attr,
+		Path:  "/proc/self/exe",
+		Argv:  []string{"nsbox-init"},
+		Env:   []string{initEnv + "=1"},
+		Extra: workerEnd,
 	}
 	if os.Getenv("NSBOX_DEBUG_WORKER") != "" {
-		cmd.Stderr = os.Stderr
+		args.Stderr = os.Stderr
 	}
 	started := make(chan error, 1)
 	go func() {
-		// PR_SET_PDEATHSIG fires when the *thread* that forked the worker
+		// PR_SET_PDEATHSIG fires when the *thread* that cloned the worker
 		// exits. This goroutine owns its thread for the worker's whole
 		// life (it never unlocks, so the thread ends with it), which ties
 		// the sandbox's life to the supervisor process.
 		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
+		proc, err := namespaces.Spawn(opts, args)
+		if err != nil {
 			started <- err
 			close(s.exited)
 			return
 		}
-		s.pid = cmd.Process.Pid
+		s.pid = proc.Pid
 		started <- nil
-		s.waitErr = cmd.Wait()
+		s.waitErr = waitError(proc.Wait())
 		close(s.exited)
 	}()
 	if err := <-started; err != nil {
 		return describeStartError(err)
 	}
 	return nil
+}
+
+// waitError is os.Process.Wait's outcome as an error: nil for exit status
+// 0, else "exit status 125" or "signal: killed".
+func waitError(st *os.ProcessState, err error) error {
+	if err == nil && !st.Success() {
+		err = errors.New(st.String())
+	}
+	return err
 }
 
 // describeStartError turns the errno of a failed clone into the host knob

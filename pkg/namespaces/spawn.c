@@ -1,0 +1,184 @@
+// The worker's clone and exec, in C: clone(CLONE_VM|CLONE_VFORK) with the
+// namespace flags, then a handful of raw steps in the child and execve.
+//
+// Why not os/exec: with CLONE_NEWUSER, Go's forkExec cannot use vfork (the
+// parent must write the child's id maps while the child waits), so it
+// copies the supervisor's page tables and the child waits on a pipe: 2.2 to
+// 2.6 ms per sandbox here against 1.0 to 1.1 ms for this. The child writes
+// its own maps instead, which user_namespaces(7) allows for exactly one
+// line mapping the creator's own id once setgroups is "deny".
+//
+// The child shares the parent's memory and runs while the parent thread is
+// suspended (CLONE_VFORK) but the Go runtime's other threads are not. So it
+// touches only this struct, strings the parent built before the clone, and
+// its own stack; it calls no allocator and nothing that takes a lock; and
+// every signal stays blocked until its disposition is the default, so that
+// no Go signal handler ever runs on this stack.
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spawn.h"
+
+#ifndef SYS_close_range
+#define SYS_close_range 436 /* the same number on every architecture; glibc < 2.34 lacks it */
+#endif
+
+// The kernel's struct sigaction (asm-generic and x86_64 alike), for
+// rt_sigaction(2) on every signal, including the two glibc reserves.
+struct kernel_sigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	uint64_t mask;
+};
+
+static void fail(struct nsbox_spawn *a, int step) {
+	a->fail_errno = errno;
+	a->fail_step = step;
+	_exit(127);
+}
+
+static int write_file(const char *path, const char *buf) {
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t len = strlen(buf);
+	ssize_t n = write(fd, buf, len);
+	int err = errno;
+	close(fd);
+	errno = err;
+	return n == (ssize_t)len ? 0 : -1;
+}
+
+static int child(void *arg) {
+	struct nsbox_spawn *a = arg;
+
+	// The handlers are copies of the Go runtime's; they must not run here.
+	// Default dispositions also give the worker a clean start.
+	struct kernel_sigaction dfl = {.handler = SIG_DFL};
+	for (int s = 1; s < 65; s++) {
+		if (s == SIGKILL || s == SIGSTOP)
+			continue;
+		if (syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof dfl.mask) < 0)
+			fail(a, NSBOX_STEP_SIGNALS);
+	}
+
+	// setgroups "deny" before the gid map: required to write one's own map
+	// without CAP_SETGID in the parent namespace, and it stops the sandbox
+	// from dropping a supplementary group that a negative ACL relies on
+	// (CVE-2014-8989).
+	if (write_file("/proc/self/setgroups", "deny") < 0)
+		fail(a, NSBOX_STEP_SETGROUPS);
+	// Exactly one id, the caller's own, mapped to itself: the sandbox cannot
+	// act as any other host user. No newuidmap, no setuid helper.
+	if (write_file("/proc/self/uid_map", a->uid_map) < 0)
+		fail(a, NSBOX_STEP_UID_MAP);
+	if (write_file("/proc/self/gid_map", a->gid_map) < 0)
+		fail(a, NSBOX_STEP_GID_MAP);
+
+	// A new session: no controlling terminal, so no TIOCSTI injection into
+	// the caller's terminal (CVE-2017-5226 in bubblewrap).
+	if (setsid() < 0)
+		fail(a, NSBOX_STEP_SETSID);
+	// The worker dies with the supervisor thread that cloned it (a locked
+	// thread kept for the worker's life). A supervisor killed before this
+	// line leaves a worker whose channel reads EOF at once: it exits.
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		fail(a, NSBOX_STEP_PDEATHSIG);
+
+	// A non-root id loses its capabilities at execve; ambient ones carry
+	// the few the worker needs across it, inside the new user namespace
+	// only (capabilities(7)). They must be inheritable first.
+	if (a->ambient) {
+		struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+		struct __user_cap_data_struct d[2];
+		if (syscall(SYS_capget, &h, d) < 0)
+			fail(a, NSBOX_STEP_CAPS);
+		d[0].inheritable = (uint32_t)a->ambient;
+		d[1].inheritable = (uint32_t)(a->ambient >> 32);
+		if (syscall(SYS_capset, &h, d) < 0)
+			fail(a, NSBOX_STEP_CAPS);
+		for (int c = 0; c < 64; c++)
+			if (((a->ambient >> c) & 1) && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) < 0)
+				fail(a, NSBOX_STEP_CAPS);
+	}
+
+	// Only fds 0 to 3 cross the exec. The sources are first moved above 3
+	// so that placing one cannot overwrite another.
+	int src[4];
+	for (int i = 0; i < 4; i++) {
+		src[i] = -1;
+		if (a->fds[i] >= 0 && (src[i] = fcntl(a->fds[i], F_DUPFD_CLOEXEC, 4)) < 0)
+			fail(a, NSBOX_STEP_FDS);
+	}
+	int null = -1;
+	for (int i = 0; i < 3; i++)
+		if (src[i] < 0) {
+			if (null < 0 && (null = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+				fail(a, NSBOX_STEP_FDS);
+			src[i] = null;
+		}
+	for (int i = 0; i < 4; i++)
+		if (src[i] >= 0 && dup2(src[i], i) < 0) // dup2 clears O_CLOEXEC
+			fail(a, NSBOX_STEP_FDS);
+	// And fds the supervisor inherited without O_CLOEXEC from whoever
+	// started it (a caller's secret on fd 7) end here, before the
+	// sandbox's first instruction. The worker closes any it still finds
+	// (close_range(2) is Linux 5.9+; ENOSYS leaves that to the worker).
+	if (syscall(SYS_close_range, 4, ~0U, 0) < 0 && errno != ENOSYS)
+		fail(a, NSBOX_STEP_FDS);
+
+	// Every disposition is the default now: unblocking cannot run a handler.
+	uint64_t none = 0;
+	if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none) < 0)
+		fail(a, NSBOX_STEP_SIGNALS);
+	execve(a->path, a->argv, a->envp);
+	fail(a, NSBOX_STEP_EXEC);
+	return 127;
+}
+
+int nsbox_spawn(struct nsbox_spawn *a) {
+	const size_t stack_size = 64 * 1024;
+	a->fail_step = 0;
+	// Blocked in this thread and so in the child from its first
+	// instruction, until its dispositions are reset.
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	char *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		a->fail_errno = errno;
+		a->fail_step = NSBOX_STEP_CLONE;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		return -1;
+	}
+	// CLONE_VFORK: this thread sleeps until the child has exec'd or exited,
+	// so the stack is free to unmap once clone returns.
+	int pid = clone(child, stack + stack_size, CLONE_VM | CLONE_VFORK | a->flags | SIGCHLD, a);
+	int err = errno;
+	munmap(stack, stack_size);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
+		a->fail_errno = err;
+		a->fail_step = NSBOX_STEP_CLONE;
+		return -1;
+	}
+	if (a->fail_step) {
+		waitpid(pid, NULL, __WALL);
+		return -1;
+	}
+	return pid;
+}

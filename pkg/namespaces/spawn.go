@@ -1,0 +1,117 @@
+package namespaces
+
+/*
+#include <stdlib.h>
+#include "spawn.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+	"unsafe"
+)
+
+// SpawnArgs is the program Spawn starts and the fds it gets.
+type SpawnArgs struct {
+	Path string
+	Argv []string
+	Env  []string
+	// Stdin, Stdout and Stderr become fds 0 to 2 (nil: /dev/null); Extra,
+	// when set, becomes fd 3. No other fd crosses the exec.
+	Stdin, Stdout, Stderr, Extra *os.File
+}
+
+// SpawnError is a failed step of Spawn. It unwraps to the errno, so that
+// errors.Is(err, syscall.EPERM) tells a refused user namespace.
+type SpawnError struct {
+	Step string
+	Err  error
+}
+
+func (e *SpawnError) Error() string { return "spawn worker: " + e.Step + ": " + e.Err.Error() }
+func (e *SpawnError) Unwrap() error { return e.Err }
+
+var spawnSteps = map[C.int]string{
+	C.NSBOX_STEP_CLONE:     "clone",
+	C.NSBOX_STEP_SIGNALS:   "reset signals",
+	C.NSBOX_STEP_SETGROUPS: "write setgroups",
+	C.NSBOX_STEP_UID_MAP:   "write uid_map",
+	C.NSBOX_STEP_GID_MAP:   "write gid_map",
+	C.NSBOX_STEP_SETSID:    "setsid",
+	C.NSBOX_STEP_PDEATHSIG: "set parent death signal",
+	C.NSBOX_STEP_CAPS:      "raise ambient capabilities",
+	C.NSBOX_STEP_FDS:       "set up fds",
+	C.NSBOX_STEP_EXEC:      "exec",
+}
+
+// Spawn starts a program in the namespaces o asks for, as PID 1 of the new
+// PID namespace: the caller's uid and gid mapped to themselves (setgroups
+// denied), a new session, SIGKILL when the calling thread exits
+// (PR_SET_PDEATHSIG), default signal dispositions and an empty signal mask,
+// and, for a non-root caller, the worker's capabilities as ambient ones.
+//
+// The parent death signal is tied to the calling OS thread: callers lock
+// the goroutine to its thread and keep it for the child's life. Spawn
+// returns once the child has exec'd; the child is the caller's to reap.
+func Spawn(o Options, a SpawnArgs) (*os.Process, error) {
+	var c C.struct_nsbox_spawn
+	var frees []unsafe.Pointer
+	defer func() {
+		for _, p := range frees {
+			C.free(p)
+		}
+	}()
+	cstr := func(s string) *C.char {
+		p := C.CString(s)
+		frees = append(frees, unsafe.Pointer(p))
+		return p
+	}
+	// NUL-terminated arrays of C strings, in C memory: the child reads
+	// them while Go's collector may run on other threads.
+	cvec := func(ss []string) **C.char {
+		n := C.size_t(len(ss) + 1)
+		v := (**C.char)(C.calloc(n, C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+		frees = append(frees, unsafe.Pointer(v))
+		s := unsafe.Slice(v, len(ss)+1)
+		for i, x := range ss {
+			s[i] = cstr(x)
+		}
+		return v
+	}
+	c.path = cstr(a.Path)
+	c.argv = cvec(a.Argv)
+	c.envp = cvec(a.Env)
+	c.flags = C.int(CloneFlags(o))
+	c.uid_map = cstr(fmt.Sprintf("%d %d 1\n", o.UID, o.UID))
+	c.gid_map = cstr(fmt.Sprintf("%d %d 1\n", o.GID, o.GID))
+	for i, f := range []*os.File{a.Stdin, a.Stdout, a.Stderr, a.Extra} {
+		c.fds[i] = -1
+		if f != nil {
+			c.fds[i] = C.int(f.Fd())
+		}
+	}
+	if o.UID != 0 {
+		caps := workerCaps
+		if o.AllCaps {
+			caps = allCaps()
+		}
+		for _, cp := range caps {
+			c.ambient |= 1 << cp
+		}
+	}
+	pid := C.nsbox_spawn(&c)
+	// The fds were read by the child; keep their files open until here.
+	runtime.KeepAlive(a)
+	if pid < 0 {
+		step, ok := spawnSteps[c.fail_step]
+		if !ok {
+			step = fmt.Sprintf("step %d", int(c.fail_step))
+		}
+		return nil, &SpawnError{Step: step, Err: syscall.Errno(c.fail_errno)}
+	}
+	// Our own unreaped child: FindProcess gets a pidfd for it, race-free.
+	return os.FindProcess(int(pid))
+}

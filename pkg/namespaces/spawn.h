@@ -1,0 +1,39 @@
+/* The C half of Spawn (spawn.go): see spawn.c. */
+#ifndef NSBOX_SPAWN_H
+#define NSBOX_SPAWN_H
+
+#include <stdint.h>
+
+/* The step of the child that failed, for the error message. */
+enum {
+	NSBOX_STEP_CLONE = 1,
+	NSBOX_STEP_SIGNALS,
+	NSBOX_STEP_SETGROUPS,
+	NSBOX_STEP_UID_MAP,
+	NSBOX_STEP_GID_MAP,
+	NSBOX_STEP_SETSID,
+	NSBOX_STEP_PDEATHSIG,
+	NSBOX_STEP_CAPS,
+	NSBOX_STEP_FDS,
+	NSBOX_STEP_EXEC,
+};
+
+struct nsbox_spawn {
+	/* In: everything is prepared by the parent before clone; the child
+	 * only reads it. */
+	const char *path;
+	char *const *argv;
+	char *const *envp;
+	int flags;                 /* CLONE_NEW* */
+	const char *uid_map;       /* one line: "ID ID 1\n" */
+	const char *gid_map;
+	int fds[4];                /* become 0..3; -1: /dev/null (0..2), nothing (3) */
+	uint64_t ambient;          /* capabilities raised as ambient (bit n: cap n) */
+	/* Out: written by the child when a step fails, before it exits. */
+	volatile int fail_step;
+	volatile int fail_errno;
+};
+
+int nsbox_spawn(struct nsbox_spawn *a);
+
+#endif

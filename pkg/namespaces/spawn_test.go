@@ -1,0 +1,181 @@
+package namespaces
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// spawnSh runs script under /bin/sh through Spawn and returns its stdout.
+// extra, when set, becomes fd 3.
+func spawnSh(t *testing.T, o Options, script string, extra *os.File) (string, *os.ProcessState, int) {
+	t.Helper()
+	return spawnArgv(t, o, []string{"/bin/sh", "-c", script}, extra)
+}
+
+func spawnArgv(t *testing.T, o Options, argv []string, extra *os.File) (string, *os.ProcessState, int) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	done := make(chan error, 1)
+	var (
+		st  *os.ProcessState
+		pid int
+	)
+	go func() {
+		runtime.LockOSThread() // the parent death signal's thread
+		p, err := Spawn(o, SpawnArgs{Path: argv[0], Argv: argv, Env: []string{"ONLY=this"}, Stdout: w, Extra: extra})
+		w.Close()
+		if err == nil {
+			pid = p.Pid
+			st, err = p.Wait()
+		}
+		done <- err
+	}()
+	out, _ := io.ReadAll(r)
+	if err := <-done; err != nil {
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+			t.Skipf("user namespaces are not available here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	return string(out), st, pid
+}
+
+func TestSpawnSetsUpTheWorkerProcess(t *testing.T) {
+	extra, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	uid, gid := os.Getuid(), os.Getgid()
+	// /proc is still the host's here (the worker mounts its own later):
+	// /proc/self is each reading process, which inherited all of this from
+	// the shell.
+	out, st, pid := spawnSh(t, Options{UID: uid, GID: gid}, `
+echo pid=$$
+echo sid=$(cut -d' ' -f6 /proc/self/stat)
+set -- $(cat /proc/self/uid_map); echo uid_map=$*
+set -- $(cat /proc/self/gid_map); echo gid_map=$*
+echo setgroups=$(cat /proc/self/setgroups)
+grep -E '^Sig(Blk|Ign):' /proc/self/status | tr -d '\t'
+echo fd0=$(readlink /proc/self/fd/0) fd3=$(readlink /proc/self/fd/3)
+echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ')
+echo env=$(env | grep -v '^PWD=' | sort | tr '\n' ' ')
+`, extra)
+	if !st.Success() {
+		t.Fatalf("child failed: %v\n%s", st, out)
+	}
+	for _, want := range []string{
+		"pid=1\n",                    // PID 1 of a new PID namespace
+		fmt.Sprintf("sid=%d\n", pid), // its own session: no controlling terminal
+		fmt.Sprintf("uid_map=%d %d 1\n", uid, uid),
+		fmt.Sprintf("gid_map=%d %d 1\n", gid, gid),
+		"setgroups=deny\n",
+		"SigBlk:0000000000000000\n",
+		"SigIgn:0000000000000000\n",
+		"fd0=/dev/null fd3=/dev/zero\n",
+		"ifaces=lo\n",
+		"env=ONLY=this\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}
+
+// Only fds 0 to 3 cross the exec, also one the test process inherited
+// without O_CLOEXEC.
+func TestSpawnPassesOnlyItsFDs(t *testing.T) {
+	leak, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	if _, err := unix.FcntlInt(leak.Fd(), unix.F_SETFD, 0); err != nil {
+		t.Fatal(err)
+	}
+	out, st, _ := spawnArgv(t, Options{UID: os.Getuid(), GID: os.Getgid(), HostNetwork: true}, []string{"/bin/ls", "/proc/self/fd"}, leak)
+	// 3 is Extra (the same file, placed on purpose); 4 is ls's own directory.
+	if got := strings.Fields(out); !st.Success() || strings.Join(got, " ") != "0 1 2 3 4" {
+		t.Fatalf("fds in the child: %q (%v), want 0 1 2 3 4; fd %d was inheritable", got, st, leak.Fd())
+	}
+}
+
+func TestSpawnHostNetworkAndAmbientCaps(t *testing.T) {
+	out, _, _ := spawnSh(t, Options{UID: os.Getuid(), GID: os.Getgid(), HostNetwork: true}, `
+echo ifaces=$(tail -n +3 /proc/net/dev | wc -l)
+grep '^CapAmb:' /proc/self/status | tr -d '\t'`, nil)
+	host, err := os.ReadFile("/proc/net/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("ifaces=%d\n", strings.Count(string(host), "\n")-2); !strings.Contains(out, want) {
+		t.Errorf("host network: want %q in\n%s", want, out)
+	}
+	// Root inside keeps its capabilities by being root; any other id gets
+	// exactly the worker's set as ambient capabilities.
+	var want uint64
+	if os.Getuid() != 0 {
+		for _, c := range workerCaps {
+			want |= 1 << c
+		}
+	}
+	if w := fmt.Sprintf("CapAmb:%016x", want); !strings.Contains(out, w) {
+		t.Errorf("want %q in\n%s", w, out)
+	}
+}
+
+func TestSpawnReportsTheFailedStep(t *testing.T) {
+	_, err := Spawn(Options{UID: os.Getuid(), GID: os.Getgid()}, SpawnArgs{Path: "/nonexistent/nsbox-worker", Argv: []string{"x"}})
+	var se *SpawnError
+	if errors.Is(err, syscall.EPERM) {
+		t.Skipf("user namespaces are not available here: %v", err)
+	}
+	if !errors.As(err, &se) || se.Step != "exec" || !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("got %v, want the exec step failing with ENOENT", err)
+	}
+}
+
+// The child shares the parent's memory until it execs. Spawning while
+// other goroutines allocate and collect must leave the Go process sound.
+func TestSpawnUnderGarbageCollection(t *testing.T) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var keep [][]byte
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				keep = append(keep, make([]byte, 64<<10))
+				if len(keep) > 64 {
+					keep = nil
+					runtime.GC()
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := 0; i < 40; i++ {
+		if out, st, _ := spawnSh(t, Options{UID: os.Getuid(), GID: os.Getgid(), HostNetwork: true}, "echo ok", nil); out != "ok\n" || !st.Success() {
+			t.Fatalf("spawn %d: %q %v", i, out, st)
+		}
+	}
+}
