@@ -30,7 +30,7 @@ func (e *exitError) Error() string { return e.msg }
 func main() {
 	// The sandbox worker is this same binary re-executed: it must take over
 	// before anything else runs.
-	sandbox.Init(sandbox.WithWorkerTools(toolRegistry()))
+	sandbox.Init(sandbox.WithWorkerToolsFunc(func() sandbox.WorkerTools { return toolRegistry() }))
 	defer func() {
 		// No panic reaches a user as a stack dump.
 		if r := recover(); r != nil {

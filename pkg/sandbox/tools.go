@@ -88,6 +88,32 @@ type initOptions struct {
 // WithWorkerTools makes the worker serve t's tools.
 func WithWorkerTools(t WorkerTools) InitOption { return func(o *initOptions) { o.tools = t } }
 
+// WithWorkerToolsFunc makes the worker serve the tools newTools returns,
+// built on the first tool request: Init runs in every process of the
+// binary, and most sandboxes never call a tool.
+func WithWorkerToolsFunc(newTools func() WorkerTools) InitOption {
+	return func(o *initOptions) { o.tools = &lazyTools{newTools: newTools} }
+}
+
+// lazyTools is a WorkerTools built on first use.
+type lazyTools struct {
+	once     sync.Once
+	newTools func() WorkerTools
+	t        WorkerTools
+}
+
+func (l *lazyTools) get() WorkerTools {
+	l.once.Do(func() { l.t = l.newTools() })
+	return l.t
+}
+
+func (l *lazyTools) Definitions() json.RawMessage       { return l.get().Definitions() }
+func (l *lazyTools) Register(def json.RawMessage) error { return l.get().Register(def) }
+func (l *lazyTools) Unregister(name string) error       { return l.get().Unregister(name) }
+func (l *lazyTools) Call(ctx context.Context, env ToolEnv, name string, args json.RawMessage) (json.RawMessage, error) {
+	return l.get().Call(ctx, env, name, args)
+}
+
 type callToolMsg struct {
 	Name      string          `json:"name"`
 	Args      json.RawMessage `json:"args,omitempty"`
