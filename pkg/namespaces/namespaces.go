@@ -36,17 +36,6 @@ func CloneFlags(o Options) uintptr {
 	return flags
 }
 
-// workerCaps are the capabilities the worker needs inside its user namespace
-// to build the sandbox. They exist only in the new user namespace and are
-// dropped before any command runs.
-var workerCaps = []uintptr{
-	unix.CAP_SYS_ADMIN,    // mount, pivot_root, sethostname
-	unix.CAP_NET_ADMIN,    // bring up lo
-	unix.CAP_SETPCAP,      // drop the bounding set, lock securebits
-	unix.CAP_DAC_OVERRIDE, // create mount points in directories we do not own
-	unix.CAP_SYS_CHROOT,
-}
-
 // SetHostname sets the UTS hostname of the (new) UTS namespace.
 func SetHostname(name string) error {
 	if err := unix.Sethostname([]byte(name)); err != nil {
@@ -85,12 +74,4 @@ func Inode(name string) (uint64, error) {
 		return 0, err
 	}
 	return st.Ino, nil
-}
-
-func allCaps() []uintptr {
-	caps := make([]uintptr, 0, unix.CAP_LAST_CAP+1)
-	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
-		caps = append(caps, uintptr(c))
-	}
-	return caps
 }

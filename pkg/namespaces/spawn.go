@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // SpawnArgs is the program Spawn starts and the fds it gets.
@@ -94,13 +96,7 @@ func Spawn(o Options, a SpawnArgs) (*os.Process, error) {
 		}
 	}
 	if o.UID != 0 {
-		caps := workerCaps
-		if o.AllCaps {
-			caps = allCaps()
-		}
-		for _, cp := range caps {
-			c.ambient |= 1 << cp
-		}
+		c.ambient = C.uint64_t(ambientCaps(o))
 	}
 	pid := C.nsbox_spawn(&c)
 	// The fds were read by the child; keep their files open until here.
@@ -114,4 +110,17 @@ func Spawn(o Options, a SpawnArgs) (*os.Process, error) {
 	}
 	// Our own unreaped child: FindProcess gets a pidfd for it, race-free.
 	return os.FindProcess(int(pid))
+}
+
+// workerCaps is NSBOX_WORKER_CAPS (spawn.h), the one list of the
+// capabilities the worker keeps across its exec.
+const workerCaps = uint64(C.NSBOX_WORKER_CAPS)
+
+// ambientCaps is the ambient set of a non-root worker: workerCaps, or every
+// capability the kernel knows for --allow-privileged.
+func ambientCaps(o Options) uint64 {
+	if !o.AllCaps {
+		return workerCaps
+	}
+	return 1<<(unix.CAP_LAST_CAP+1) - 1
 }

@@ -18,6 +18,16 @@ enum {
 	NSBOX_STEP_EXEC,
 };
 
+/* The capabilities the worker needs inside its user namespace to build the
+ * sandbox; it drops them before any command runs. As ambient capabilities
+ * for a non-root caller (root inside keeps its own). */
+#define NSBOX_WORKER_CAPS ( \
+	(1ULL << 21) /* CAP_SYS_ADMIN: mount, pivot_root, sethostname */ | \
+	(1ULL << 12) /* CAP_NET_ADMIN: bring up lo */ | \
+	(1ULL << 8)  /* CAP_SETPCAP: drop the bounding set, lock securebits */ | \
+	(1ULL << 1)  /* CAP_DAC_OVERRIDE: mount points in directories we do not own */ | \
+	(1ULL << 18) /* CAP_SYS_CHROOT */ )
+
 struct nsbox_spawn {
 	/* In: everything is prepared by the parent before clone; the child
 	 * only reads it. */
