@@ -134,7 +134,11 @@ func runMain(f *runFlags, argv []string) error {
 	// config file that decides otherwise gets a fresh worker from Start.
 	var pre *sandbox.Prestarted
 	if !f.dryRun {
-		pre = sandbox.Prestart(sandbox.PrestartHint{HostNetwork: f.network == "host", AllowPrivileged: f.allowPrivileged})
+		// Usually the worker is already starting: prespawn.c spawned it
+		// before the Go runtime started.
+		if pre = takePrespawned(); pre == nil {
+			pre = sandbox.Prestart(sandbox.PrestartHint{HostNetwork: f.network == "host", AllowPrivileged: f.allowPrivileged})
+		}
 		defer pre.Discard()
 	}
 

@@ -1,6 +1,7 @@
 package namespaces
 
 /*
+#define _GNU_SOURCE
 #include <stdlib.h>
 #include "spawn.h"
 */
@@ -124,3 +125,7 @@ func ambientCaps(o Options) uint64 {
 	}
 	return 1<<(unix.CAP_LAST_CAP+1) - 1
 }
+
+// cloneFlagsC is NSBOX_CLONE_FLAGS, what a C caller of nsbox_spawn uses;
+// a test holds it equal to CloneFlags.
+const cloneFlagsC = uintptr(C.NSBOX_CLONE_FLAGS)

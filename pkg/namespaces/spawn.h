@@ -2,6 +2,7 @@
 #ifndef NSBOX_SPAWN_H
 #define NSBOX_SPAWN_H
 
+#include <sched.h>
 #include <stdint.h>
 
 /* The step of the child that failed, for the error message. */
@@ -27,6 +28,10 @@ enum {
 	(1ULL << 8)  /* CAP_SETPCAP: drop the bounding set, lock securebits */ | \
 	(1ULL << 1)  /* CAP_DAC_OVERRIDE: mount points in directories we do not own */ | \
 	(1ULL << 18) /* CAP_SYS_CHROOT */ )
+
+/* The namespaces of every sandbox (CloneFlags in Go, which adds
+ * CLONE_NEWNET unless the policy shares the host's network). */
+#define NSBOX_CLONE_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
 
 struct nsbox_spawn {
 	/* In: everything is prepared by the parent before clone; the child

@@ -179,3 +179,12 @@ func TestSpawnUnderGarbageCollection(t *testing.T) {
 		}
 	}
 }
+
+func TestCloneFlagsAgreeWithC(t *testing.T) {
+	if got, want := cloneFlagsC, CloneFlags(Options{HostNetwork: true}); got != want {
+		t.Fatalf("NSBOX_CLONE_FLAGS = %#x, CloneFlags = %#x", got, want)
+	}
+	if CloneFlags(Options{})&^cloneFlagsC != unix.CLONE_NEWNET {
+		t.Fatal("an isolated network must add exactly CLONE_NEWNET")
+	}
+}

@@ -32,7 +32,7 @@ type Prestarted struct {
 
 	s         *Session // pid, exited and waitErr are set by startWorker
 	supEnd    *os.File
-	workerEnd *os.File
+	workerEnd *os.File // nil once the worker holds its only copy
 }
 
 // PrestartHint is what a worker must be created with: the parts of a
@@ -85,6 +85,38 @@ func (w *Prestarted) Pid() int {
 		return 0
 	}
 	return w.s.pid
+}
+
+// AdoptWorker wraps a worker the program spawned itself, before its Go
+// runtime started (nsbox's own CLI does, from an ELF constructor): pid must
+// be the caller's child, started by namespaces.Spawn or its C half
+// (nsbox_spawn) with the namespaces h describes, running this binary
+// (/proc/self/exe) with argv {"nsbox-init"} and environment
+// {"_NSBOX_INIT=1"}; channel is the supervisor's end of the SOCK_SEQPACKET
+// socketpair whose other end is the worker's fd 3.
+// Its parent death signal belongs to the thread that spawned it.
+func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
+	w := &Prestarted{
+		spec:   workerSpec{hostNetwork: h.HostNetwork, allCaps: h.AllowPrivileged},
+		ready:  make(chan error, 1),
+		s:      &Session{exited: make(chan struct{})},
+		supEnd: channel,
+	}
+	// Our own unreaped child: FindProcess holds it by pidfd.
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		channel.Close()
+		close(w.s.exited)
+		w.ready <- err
+		return w
+	}
+	w.s.pid = pid
+	w.ready <- nil
+	go func() {
+		w.s.waitErr = waitError(proc.Wait())
+		close(w.s.exited)
+	}()
+	return w
 }
 
 // WithPrestarted lets Start adopt w (see Prestarted). Start owns w from
@@ -143,7 +175,9 @@ func (w *Prestarted) Discard() {
 // end kills a started, untaken worker and waits until it is reaped.
 func (w *Prestarted) end() {
 	w.supEnd.Close()
-	w.workerEnd.Close()
+	if w.workerEnd != nil {
+		w.workerEnd.Close()
+	}
 	w.s.kill()
 	<-w.s.exited
 }

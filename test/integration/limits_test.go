@@ -101,9 +101,12 @@ func TestLimitsMemory(t *testing.T) {
 
 func TestLimitsPidsStopForkBomb(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
+		// A sleep time no other test uses: test packages run side by side,
+		// and this one counts survivors by command line.
+		marker := strconv.Itoa(800000 + os.Getpid()%100000)
 		begin := time.Now()
 		r := u.run(t, nil, "run", "--json-status", "fd:1", "--pids", "32", "--timeout", "60s", "--", "/bin/sh", "-c",
-			`i=0; while [ $i -lt 300 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; wait`)
+			`i=0; while [ $i -lt 300 ]; do sleep `+marker+` & i=$((i+1)); done 2>/dev/null; wait`)
 		mode, exited := limitStatus(t, r.stdout)
 		if time.Since(begin) > 45*time.Second || r.code == 124 {
 			t.Fatalf("the fork bomb was not stopped (%s, code %d)", time.Since(begin), r.code)
@@ -119,9 +122,9 @@ func TestLimitsPidsStopForkBomb(t *testing.T) {
 			}
 		}
 		// Nothing of the bomb survives nsbox.
-		if left := pidsOfMarker("sleep\x0030\x00"); len(left) > 0 {
+		if left := pidsOfMarker("sleep\x00" + marker + "\x00"); len(left) > 0 {
 			time.Sleep(500 * time.Millisecond)
-			if left = pidsOfMarker("sleep\x0030\x00"); len(left) > 0 {
+			if left = pidsOfMarker("sleep\x00" + marker + "\x00"); len(left) > 0 {
 				t.Fatalf("processes survived: %v", left)
 			}
 		}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/nsbox/nsbox/pkg/ipc"
+	"github.com/nsbox/nsbox/pkg/namespaces"
 	"github.com/nsbox/nsbox/pkg/sandbox"
 )
 
@@ -113,6 +116,50 @@ func TestPrestartedWorkerEndsWithAFailedStartOrDiscard(t *testing.T) {
 		}
 		if res := sh(t, s, "echo ok"); strings.TrimSpace(string(res.Stdout)) != "ok" {
 			t.Fatalf("%q", res.Stdout)
+		}
+	})
+}
+
+// A worker the program spawned itself (as nsbox's CLI does before its Go
+// runtime starts) is adopted like a prestarted one.
+func TestAdoptWorkerSpawnedByTheProgram(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		sup, wk, err := ipc.Socketpair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spawned := make(chan int, 1)
+		done := make(chan struct{})
+		t.Cleanup(func() { close(done) })
+		go func() {
+			// The parent death signal's thread: kept until the test ends.
+			runtime.LockOSThread()
+			p, err := namespaces.Spawn(namespaces.Options{UID: os.Getuid(), GID: os.Getgid()}, namespaces.SpawnArgs{
+				Path: "/proc/self/exe", Argv: []string{"nsbox-init"}, Env: []string{"_NSBOX_INIT=1"}, Extra: wk})
+			wk.Close()
+			if err != nil {
+				t.Error(err)
+				spawned <- 0
+				return
+			}
+			spawned <- p.Pid
+			<-done
+		}()
+		pid := <-spawned
+		if pid == 0 {
+			return
+		}
+		w := sandbox.AdoptWorker(pid, sup, sandbox.PrestartHint{})
+		s := start(t, sandbox.Policy{}, sandbox.WithPrestarted(w))
+		if s.Pid() != pid {
+			t.Fatalf("session worker %d, spawned worker %d: not adopted", s.Pid(), pid)
+		}
+		if res := sh(t, s, "cat /proc/1/cmdline; echo; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"); string(res.Stdout) != "nsbox-init\x00\nlo\n" {
+			t.Fatalf("%q", res.Stdout)
+		}
+		s.Close()
+		if !gone(pid) {
+			t.Fatalf("adopted worker %d survived Close", pid)
 		}
 	})
 }

@@ -1,0 +1,41 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../pkg/namespaces
+#include <stdlib.h>
+
+extern int nsbox_prespawn_pid, nsbox_prespawn_fd, nsbox_prespawn_hostnet;
+int nsbox_prespawn_wanted(int argc, char **argv, int *hostnet);
+*/
+import "C"
+
+import (
+	"os"
+	"unsafe"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+)
+
+// takePrespawned returns the worker prespawn.c started before the Go
+// runtime, once; nil when it started none.
+func takePrespawned() *sandbox.Prestarted {
+	pid := int(C.nsbox_prespawn_pid)
+	if pid <= 0 {
+		return nil
+	}
+	C.nsbox_prespawn_pid = 0
+	ch := os.NewFile(uintptr(C.nsbox_prespawn_fd), "nsbox-ipc")
+	return sandbox.AdoptWorker(pid, ch, sandbox.PrestartHint{HostNetwork: C.nsbox_prespawn_hostnet != 0})
+}
+
+// prespawnWanted is prespawn.c's reading of an argv, for tests.
+func prespawnWanted(args []string) (wanted, hostNet bool) {
+	argv := make([]*C.char, len(args)+1)
+	for i, a := range args {
+		argv[i] = C.CString(a)
+		defer C.free(unsafe.Pointer(argv[i]))
+	}
+	var host C.int
+	w := C.nsbox_prespawn_wanted(C.int(len(args)), &argv[0], &host)
+	return w != 0, host != 0
+}
