@@ -53,6 +53,7 @@ type Manager struct {
 	rlimits     []Rlimit
 	destroyed   bool
 	final       Events // counters read just before Destroy removed the group
+	lazyVersion bool   // det.Version is still to be read (mode none)
 }
 
 // New creates the sandbox's group(s) in the mode Detect reports and applies
@@ -76,7 +77,10 @@ func New(id string, l Limits) (*Manager, error) {
 	}
 	m := &Manager{name: name, limits: l}
 	if l.Memory == 0 && l.Pids == 0 && l.CPU == 0 {
-		m.det = Detection{Mode: ModeNone, Version: getMounts().version}
+		// Version is filled in by Detection when asked: reading mountinfo
+		// here would cost every limit-less sandbox's start for nothing.
+		m.det = Detection{Mode: ModeNone}
+		m.lazyVersion = true
 		if l.CPUTime > 0 {
 			m.det.Mode = ModeRlimit
 		}
@@ -193,7 +197,14 @@ func (m *Manager) Mode() Mode { return m.det.Mode }
 
 // Detection returns the detection New acted on, with the reason of a
 // fallback to rlimits if the cgroup setup failed.
-func (m *Manager) Detection() Detection { return m.det }
+func (m *Manager) Detection() Detection {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lazyVersion {
+		m.det.Version, m.lazyVersion = getMounts().version, false
+	}
+	return m.det
+}
 
 // Name returns the group's name ("nsbox-<pid>-<random>[-<id>]"), also the
 // systemd unit name (plus ".scope") in scope mode.

@@ -59,6 +59,10 @@ func TestNoLimits(t *testing.T) {
 	if m.Mode() != ModeNone {
 		t.Errorf("mode %s; want none", m.Mode())
 	}
+	// Read on demand, but the same as for a manager with limits.
+	if got, want := m.Detection().Version, getMounts().version; got != want || m.Detection().Version != want {
+		t.Errorf("Detection().Version = %q, want %q", got, want)
+	}
 	rl := m.Rlimits()
 	if len(rl) != 1 || rl[0].Resource != unix.RLIMIT_CORE || rl[0].Cur != 0 || rl[0].Max != 0 {
 		t.Errorf("rlimits %+v; want only RLIMIT_CORE=0", rl)
