@@ -27,6 +27,7 @@ test: build unit integration fuzz test-vm
 
 unit:
 	$(GO) test $(GOFLAGS) -count=1 ./pkg/... ./cmd/...
+	GO="$(GO)" GOFLAGS="$(GOFLAGS)" hack/unit-rootless.sh
 
 integration: build
 	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 20m ./test/integration/...

@@ -206,6 +206,11 @@ func (m *Manager) Detection() Detection {
 	return m.det
 }
 
+// Fallback returns why a better mechanism than Mode is not in use here and
+// the host setting that would enable one (both empty when none is
+// missing): Detection's Reason and Knob, without its other fields.
+func (m *Manager) Fallback() (reason, knob string) { return m.det.Reason, m.det.Knob }
+
 // Name returns the group's name ("nsbox-<pid>-<random>[-<id>]"), also the
 // systemd unit name (plus ".scope") in scope mode.
 func (m *Manager) Name() string { return m.name }

@@ -63,6 +63,9 @@ func TestNoLimits(t *testing.T) {
 	if got, want := m.Detection().Version, getMounts().version; got != want || m.Detection().Version != want {
 		t.Errorf("Detection().Version = %q, want %q", got, want)
 	}
+	if r, k := m.Fallback(); r != "" || k != "" {
+		t.Errorf("Fallback() = %q, %q without limits", r, k)
+	}
 	rl := m.Rlimits()
 	if len(rl) != 1 || rl[0].Resource != unix.RLIMIT_CORE || rl[0].Cur != 0 || rl[0].Max != 0 {
 		t.Errorf("rlimits %+v; want only RLIMIT_CORE=0", rl)
@@ -120,6 +123,9 @@ func TestRlimitMode(t *testing.T) {
 	if m.Mode() != ModeRlimit {
 		t.Fatalf("mode %s", m.Mode())
 	}
+	if r, k := m.Fallback(); r == "" || k == "" || r != m.Detection().Reason || k != m.Detection().Knob {
+		t.Errorf("Fallback() = %q, %q; Detection %+v", r, k, m.Detection())
+	}
 	got := map[string]Rlimit{}
 	for _, r := range m.Rlimits() {
 		got[r.Name] = r
@@ -137,14 +143,14 @@ func TestRlimitMode(t *testing.T) {
 		t.Errorf("RLIMIT_CPU %+v", r)
 	}
 	enf := m.Enforcement()
-	if !strings.Contains(enf["memory"], "RLIMIT_AS") || !strings.Contains(enf["pids"], "per user") || !strings.Contains(enf["cpu"], "not enforced") {
+	if !strings.Contains(enf["memory"], "RLIMIT_DATA") || !strings.Contains(enf["pids"], "per user") || !strings.Contains(enf["cpu"], "not enforced") {
 		t.Errorf("enforcement %v", enf)
 	}
-	// The kernel enforces the RLIMIT_AS value we hand out.
+	// The kernel enforces the RLIMIT_DATA value we hand out.
 	cmd := exec.Command("/proc/self/exe")
-	cmd.Env = append(os.Environ(), helperEnv+"=rlimit-mmap", "NSBOX_CGTEST_AS="+strconv.FormatUint(got["RLIMIT_AS"].Cur, 10))
+	cmd.Env = append(os.Environ(), helperEnv+"=rlimit-mmap", "NSBOX_CGTEST_AS="+strconv.FormatUint(got["RLIMIT_DATA"].Cur, 10))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("RLIMIT_AS not enforced: %v %s", err, out)
+		t.Errorf("RLIMIT_DATA not enforced: %v %s", err, out)
 	}
 }
 

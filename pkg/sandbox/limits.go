@@ -159,6 +159,6 @@ func (s *Session) Limits() LimitInfo {
 	if s.limits == nil || s.limits.m == nil {
 		return LimitInfo{Mode: string(cgroups.ModeNone)}
 	}
-	d := s.limits.m.Detection()
-	return LimitInfo{Mode: string(s.limits.m.Mode()), Enforcement: s.limits.m.Enforcement(), Reason: d.Reason, Knob: d.Knob}
+	reason, knob := s.limits.m.Fallback()
+	return LimitInfo{Mode: string(s.limits.m.Mode()), Enforcement: s.limits.m.Enforcement(), Reason: reason, Knob: knob}
 }
