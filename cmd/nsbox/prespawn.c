@@ -1,7 +1,8 @@
-// A head start for `nsbox run`: its worker is spawned by this ELF
-// constructor, before the supervisor's Go runtime starts, so that the two
-// Go runtime starts (3 ms each on the benchmark host) run side by side on
-// two CPUs instead of one after the other. The worker is the one
+// A head start for `nsbox run`: this ELF constructor, which runs before the
+// supervisor's Go runtime starts, has a helper thread spawn the worker, so
+// that the clone, the worker's exec and the two Go runtime starts (3 ms
+// each on the benchmark host) run side by side on two CPUs instead of one
+// after the other. The worker is the one
 // namespaces.Spawn would start (pkg/namespaces/spawn.c does the work); it
 // waits for its handshake on fd 3, and nsbox adopts it in runMain
 // (sandbox.AdoptWorker) or, when the resolved policy asks for other
@@ -13,12 +14,15 @@
 // A wrong guess costs a wasted worker, never isolation: Start compares the
 // worker's namespaces with the resolved policy before it adopts it.
 //
-// Nothing else happens here: no allocation, no environment change, and on
-// any failure the constructor returns and Go does everything as before.
-// The worker's parent death signal is tied to this (the main) thread,
-// which the Go runtime never terminates while the process lives.
+// Nothing else happens here: no heap allocation (the helper's stack is the
+// one mapping), no environment change, and on any failure the constructor
+// returns and Go does everything as before.
+// The worker's parent death signal is tied to the helper thread that
+// spawns it, which lives as long as the process.
 
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +35,7 @@
 // package alone succeeds; the binary's final link always binds it.
 extern int nsbox_spawn(struct nsbox_spawn *a) __attribute__((weak));
 
-// Read once by takePrespawned (prespawn.go).
+// Read once by takePrespawned (prespawn.go), after nsbox_prespawn_wait.
 int nsbox_prespawn_pid = 0; // > 0: a worker waits on nsbox_prespawn_fd
 int nsbox_prespawn_fd = -1;
 int nsbox_prespawn_hostnet = 0;
@@ -55,37 +59,97 @@ int nsbox_prespawn_wanted(int argc, char **argv, int *hostnet) {
 	return 0; // no "--": a usage error follows
 }
 
+// The spawn runs on a helper thread, so that the main thread goes on into
+// the Go runtime's start while the kernel creates the namespaces and the
+// worker execs (~1 ms). Everything the helper reads is prepared here,
+// before any other thread exists.
+static struct {
+	char uid_map[40], gid_map[40];
+	char *argv[2], *envp[2];
+	struct nsbox_spawn a;
+	int sup_fd;
+	int hostnet;
+} ps;
+
+static pthread_mutex_t ps_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ps_cv = PTHREAD_COND_INITIALIZER;
+static int ps_pending; // the helper has not published its result yet
+
+static void *prespawn_thread(void *arg) {
+	(void)arg;
+	int pid = nsbox_spawn(&ps.a);
+	close(ps.a.fds[3]);
+	pthread_mutex_lock(&ps_mu);
+	if (pid > 0) {
+		nsbox_prespawn_pid = pid;
+		nsbox_prespawn_fd = ps.sup_fd;
+		nsbox_prespawn_hostnet = ps.hostnet;
+	} else {
+		close(ps.sup_fd);
+	}
+	ps_pending = 0;
+	pthread_cond_broadcast(&ps_cv);
+	pthread_mutex_unlock(&ps_mu);
+	// The worker's parent death signal is tied to this thread
+	// (prctl(2) PR_SET_PDEATHSIG: "the thread that created this
+	// process"): it must end only with the process. Every signal is
+	// blocked here, so pause() never returns.
+	for (;;)
+		pause();
+	return NULL;
+}
+
+// nsbox_prespawn_wait returns once the helper has published the worker's
+// pid (0 when there is none); prespawn.go calls it.
+int nsbox_prespawn_wait(void) {
+	pthread_mutex_lock(&ps_mu);
+	while (ps_pending)
+		pthread_cond_wait(&ps_cv, &ps_mu);
+	int pid = nsbox_prespawn_pid;
+	pthread_mutex_unlock(&ps_mu);
+	return pid;
+}
+
 __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, char **envp) {
 	(void)envp;
-	int hostnet;
-	if (!nsbox_spawn || !nsbox_prespawn_wanted(argc, argv, &hostnet))
+	if (!nsbox_spawn || !nsbox_prespawn_wanted(argc, argv, &ps.hostnet))
 		return;
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return;
-	char uid_map[40], gid_map[40];
-	snprintf(uid_map, sizeof uid_map, "%u %u 1\n", getuid(), getuid());
-	snprintf(gid_map, sizeof gid_map, "%u %u 1\n", getgid(), getgid());
-	char *const wargv[] = {"nsbox-init", NULL};
-	char *const wenvp[] = {"_NSBOX_INIT=1", NULL};
-	struct nsbox_spawn a = {
+	snprintf(ps.uid_map, sizeof ps.uid_map, "%u %u 1\n", getuid(), getuid());
+	snprintf(ps.gid_map, sizeof ps.gid_map, "%u %u 1\n", getgid(), getgid());
+	ps.argv[0] = "nsbox-init";
+	ps.envp[0] = "_NSBOX_INIT=1";
+	ps.sup_fd = sv[0];
+	ps.a = (struct nsbox_spawn){
 		// /proc/self/exe: the very binary that is running.
 		.path = "/proc/self/exe",
-		.argv = wargv,
-		.envp = wenvp,
-		.flags = NSBOX_CLONE_FLAGS | (hostnet ? 0 : CLONE_NEWNET),
-		.uid_map = uid_map,
-		.gid_map = gid_map,
+		.argv = ps.argv,
+		.envp = ps.envp,
+		.flags = NSBOX_CLONE_FLAGS | (ps.hostnet ? 0 : CLONE_NEWNET),
+		.uid_map = ps.uid_map,
+		.gid_map = ps.gid_map,
 		.fds = {-1, -1, getenv("NSBOX_DEBUG_WORKER") ? 2 : -1, sv[1]},
 		.ambient = getuid() != 0 ? NSBOX_WORKER_CAPS : 0,
 	};
-	int pid = nsbox_spawn(&a);
-	close(sv[1]);
-	if (pid < 0) {
+	// The helper starts with every signal blocked (it inherits this
+	// thread's mask) and keeps them so: no signal is ever delivered to a
+	// thread the Go runtime does not know.
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t t;
+	ps_pending = 1;
+	if (pthread_create(&t, &attr, prespawn_thread, NULL) != 0) {
+		ps_pending = 0;
 		close(sv[0]);
-		return;
+		close(sv[1]);
 	}
-	nsbox_prespawn_pid = pid;
-	nsbox_prespawn_fd = sv[0];
-	nsbox_prespawn_hostnet = hostnet;
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }

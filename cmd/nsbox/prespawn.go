@@ -6,6 +6,7 @@ package main
 
 extern int nsbox_prespawn_pid, nsbox_prespawn_fd, nsbox_prespawn_hostnet;
 int nsbox_prespawn_wanted(int argc, char **argv, int *hostnet);
+int nsbox_prespawn_wait(void);
 */
 import "C"
 
@@ -17,9 +18,10 @@ import (
 )
 
 // takePrespawned returns the worker prespawn.c started before the Go
-// runtime, once; nil when it started none.
+// runtime, once; nil when it started none. It waits for the helper thread
+// to finish the spawn (usually long done).
 func takePrespawned() *sandbox.Prestarted {
-	pid := int(C.nsbox_prespawn_pid)
+	pid := int(C.nsbox_prespawn_wait())
 	if pid <= 0 {
 		return nil
 	}
