@@ -9,18 +9,20 @@
 // namespaces, discards it and spawns another.
 //
 // The guess is made from argv alone and errs towards not spawning: only
-// `nsbox run [flags] -- CMD...`, never with --help, --dry-run or
-// --allow-privileged; `--net host` / `--net=host` is the only flag read.
+// `nsbox run [flags] -- CMD...`, never with --help, --dry-run,
+// --allow-privileged or a one-dash flag, nor with fd 0, 1 or 2 closed;
+// `--net host` / `--net=host` is the only flag read.
 // A wrong guess costs a wasted worker, never isolation: Start compares the
 // worker's namespaces with the resolved policy before it adopts it.
 //
-// Nothing else happens here: no heap allocation (the helper's stack is the
-// one mapping), no environment change, and on any failure the constructor
-// returns and Go does everything as before.
+// Nothing else happens here: no heap allocation (two mappings: the helper
+// thread's stack and the clone child's), no environment change, and on any
+// failure the constructor returns and Go does everything as before.
 // The worker's parent death signal is tied to the helper thread that
 // spawns it, which lives as long as the process.
 
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +32,10 @@
 #include <unistd.h>
 
 #include "spawn.h"
+
+#ifndef __GLIBC__
+#error "prespawn.c needs glibc, which passes (argc, argv, envp) to ELF constructors"
+#endif
 
 // Defined by pkg/namespaces. Weak only so that cgo's link check of this
 // package alone succeeds; the binary's final link always binds it.
@@ -50,7 +56,9 @@ int nsbox_prespawn_wanted(int argc, char **argv, int *hostnet) {
 		const char *a = argv[i];
 		if (strcmp(a, "--") == 0)
 			return i + 1 < argc;
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 ||
+		// `run` has no one-letter flags but -h: anything else with one
+		// dash is a usage error to come.
+		if ((a[0] == '-' && a[1] != '-') || strcmp(a, "--help") == 0 ||
 		    strncmp(a, "--dry-run", 9) == 0 || strncmp(a, "--allow-privileged", 18) == 0)
 			return 0;
 		if (strcmp(a, "--net=host") == 0 || (strcmp(a, "--net") == 0 && i + 1 < argc && strcmp(argv[i + 1], "host") == 0))
@@ -90,6 +98,8 @@ static void *prespawn_thread(void *arg) {
 	ps_pending = 0;
 	pthread_cond_broadcast(&ps_cv);
 	pthread_mutex_unlock(&ps_mu);
+	if (pid <= 0)
+		return NULL; // no worker, no death signal to keep
 	// The worker's parent death signal is tied to this thread
 	// (prctl(2) PR_SET_PDEATHSIG: "the thread that created this
 	// process"): it must end only with the process. Every signal is
@@ -114,11 +124,19 @@ __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, c
 	(void)envp;
 	if (!nsbox_spawn || !nsbox_prespawn_wanted(argc, argv, &ps.hostnet))
 		return;
+	// The Go runtime has not yet put /dev/null on a closed fd 0, 1 or 2: a
+	// socket created now could take that slot and become the supervisor's
+	// stdin or stdout. Leave such a start to Go.
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0)
+			return;
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return;
-	snprintf(ps.uid_map, sizeof ps.uid_map, "%u %u 1\n", getuid(), getuid());
-	snprintf(ps.gid_map, sizeof ps.gid_map, "%u %u 1\n", getgid(), getgid());
+	// The effective ids: the kernel checks those of the map's writer.
+	snprintf(ps.uid_map, sizeof ps.uid_map, "%u %u 1\n", geteuid(), geteuid());
+	snprintf(ps.gid_map, sizeof ps.gid_map, "%u %u 1\n", getegid(), getegid());
+	const char *debug = getenv("NSBOX_DEBUG_WORKER");
 	ps.argv[0] = "nsbox-init";
 	ps.envp[0] = "_NSBOX_INIT=1";
 	ps.sup_fd = sv[0];
@@ -130,8 +148,8 @@ __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, c
 		.flags = NSBOX_CLONE_FLAGS | (ps.hostnet ? 0 : CLONE_NEWNET),
 		.uid_map = ps.uid_map,
 		.gid_map = ps.gid_map,
-		.fds = {-1, -1, getenv("NSBOX_DEBUG_WORKER") ? 2 : -1, sv[1]},
-		.ambient = getuid() != 0 ? NSBOX_WORKER_CAPS : 0,
+		.fds = {-1, -1, debug && *debug ? 2 : -1, sv[1]},
+		.ambient = geteuid() != 0 ? NSBOX_WORKER_CAPS : 0,
 	};
 	// The helper starts with every signal blocked (it inherits this
 	// thread's mask) and keeps them so: no signal is ever delivered to a

@@ -23,6 +23,9 @@ func TestPrespawnReadsOnlyRunWithACommand(t *testing.T) {
 		{[]string{"nsbox", "run", "--dry-run", "--", "true"}, false, false},
 		{[]string{"nsbox", "run", "--dry-run=true", "--", "true"}, false, false},
 		{[]string{"nsbox", "run", "--allow-privileged", "--", "true"}, false, false},
+		{[]string{"nsbox", "run", "-dry-run", "--", "true"}, false, false}, // one dash: a usage error
+		{[]string{"nsbox", "run", "-net", "host", "--", "true"}, false, false},
+		{[]string{"nsbox", "run", "-", "--", "true"}, false, false},
 		{[]string{"nsbox", "status"}, false, false},
 		{[]string{"nsbox", "mcp", "--", "run"}, false, false},
 		{[]string{"nsbox"}, false, false},

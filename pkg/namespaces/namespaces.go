@@ -15,8 +15,10 @@ type Options struct {
 	// HostNetwork shares the host's network namespace instead of a new one
 	// holding only loopback.
 	HostNetwork bool
-	// UID and GID are the caller's ids on the host, mapped to themselves
-	// inside: the sandbox sees the caller's own ids, and owns nothing else.
+	// UID and GID are the caller's effective ids on the host (those the
+	// kernel checks when the worker writes its own maps), mapped to
+	// themselves inside: the sandbox sees the caller's own ids, and owns
+	// nothing else.
 	UID, GID int
 	// AllCaps gives the worker every capability (of its user namespace),
 	// for policies that let commands keep them (--allow-privileged).

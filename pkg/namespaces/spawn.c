@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -36,7 +35,8 @@
 #define SYS_close_range 436 /* the same number on every architecture; glibc < 2.34 lacks it */
 #endif
 
-// The kernel's struct sigaction (asm-generic and x86_64 alike), for
+// The kernel's struct sigaction as on x86_64 and arm64 (riscv64 has no
+// restorer field: harmless, as every field but the handler is zero), for
 // rt_sigaction(2) on every signal, including the two glibc reserves.
 struct kernel_sigaction {
 	void *handler;
@@ -127,8 +127,14 @@ static int child(void *arg) {
 	int null = -1;
 	for (int i = 0; i < 3; i++)
 		if (src[i] < 0) {
-			if (null < 0 && (null = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
-				fail(a, NSBOX_STEP_FDS);
+			if (null < 0) {
+				// Above 3 too: opened onto a free slot below it, dup2 to
+				// the same number would keep O_CLOEXEC and lose the fd.
+				int n = open("/dev/null", O_RDWR | O_CLOEXEC);
+				if (n < 0 || (null = fcntl(n, F_DUPFD_CLOEXEC, 4)) < 0)
+					fail(a, NSBOX_STEP_FDS);
+				close(n);
+			}
 			src[i] = null;
 		}
 	for (int i = 0; i < 4; i++)
@@ -136,9 +142,10 @@ static int child(void *arg) {
 			fail(a, NSBOX_STEP_FDS);
 	// And fds the supervisor inherited without O_CLOEXEC from whoever
 	// started it (a caller's secret on fd 7) end here, before the
-	// sandbox's first instruction. The worker closes any it still finds
-	// (close_range(2) is Linux 5.9+; ENOSYS leaves that to the worker).
-	if (syscall(SYS_close_range, 4, ~0U, 0) < 0 && errno != ENOSYS)
+	// sandbox's first instruction; fd 3 too when it is not the channel.
+	// close_range(2) is Linux 5.9; nsbox needs 5.12 (mount_setattr)
+	// anyway, so any failure is one.
+	if (syscall(SYS_close_range, a->fds[3] >= 0 ? 4 : 3, ~0U, 0) < 0)
 		fail(a, NSBOX_STEP_FDS);
 
 	// Every disposition is the default now: unblocking cannot run a handler.
@@ -154,15 +161,15 @@ int nsbox_spawn(struct nsbox_spawn *a) {
 	const size_t stack_size = 64 * 1024;
 	a->fail_step = 0;
 	// Blocked in this thread and so in the child from its first
-	// instruction, until its dispositions are reset.
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	// instruction, until its dispositions are reset. The raw syscall, not
+	// pthread_sigmask, which never blocks glibc's own signals 32 and 33.
+	uint64_t all = ~0ULL, old;
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, sizeof all);
 	char *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	if (stack == MAP_FAILED) {
 		a->fail_errno = errno;
 		a->fail_step = NSBOX_STEP_CLONE;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof old);
 		return -1;
 	}
 	// CLONE_VFORK: this thread sleeps until the child has exec'd or exited,
@@ -170,7 +177,7 @@ int nsbox_spawn(struct nsbox_spawn *a) {
 	int pid = clone(child, stack + stack_size, CLONE_VM | CLONE_VFORK | a->flags | SIGCHLD, a);
 	int err = errno;
 	munmap(stack, stack_size);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof old);
 	if (pid < 0) {
 		a->fail_errno = err;
 		a->fail_step = NSBOX_STEP_CLONE;

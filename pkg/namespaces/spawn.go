@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -118,12 +120,19 @@ func Spawn(o Options, a SpawnArgs) (*os.Process, error) {
 const workerCaps = uint64(C.NSBOX_WORKER_CAPS)
 
 // ambientCaps is the ambient set of a non-root worker: workerCaps, or every
-// capability the kernel knows for --allow-privileged.
+// capability the running kernel knows for --allow-privileged (raising one
+// it does not know fails).
 func ambientCaps(o Options) uint64 {
 	if !o.AllCaps {
 		return workerCaps
 	}
-	return 1<<(unix.CAP_LAST_CAP+1) - 1
+	last := unix.CAP_LAST_CAP
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n >= 0 && n < 64 {
+			last = n
+		}
+	}
+	return 1<<(last+1) - 1
 }
 
 // cloneFlagsC is NSBOX_CLONE_FLAGS, what a C caller of nsbox_spawn uses;

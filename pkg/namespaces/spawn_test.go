@@ -111,6 +111,11 @@ func TestSpawnPassesOnlyItsFDs(t *testing.T) {
 	if got := strings.Fields(out); !st.Success() || strings.Join(got, " ") != "0 1 2 3 4" {
 		t.Fatalf("fds in the child: %q (%v), want 0 1 2 3 4; fd %d was inheritable", got, st, leak.Fd())
 	}
+	// Without Extra, nothing at 3 either (3 is ls's directory then).
+	out, st, _ = spawnArgv(t, Options{UID: os.Getuid(), GID: os.Getgid(), HostNetwork: true}, []string{"/bin/ls", "/proc/self/fd"}, nil)
+	if got := strings.Fields(out); !st.Success() || strings.Join(got, " ") != "0 1 2 3" {
+		t.Fatalf("fds in the child without Extra: %q (%v), want 0 1 2 3", got, st)
+	}
 }
 
 func TestSpawnHostNetworkAndAmbientCaps(t *testing.T) {

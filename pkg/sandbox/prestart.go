@@ -4,6 +4,8 @@ import (
 	"os"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nsbox/nsbox/pkg/ipc"
 )
 
@@ -24,8 +26,10 @@ import (
 // more than once; only the first use counts.
 type Prestarted struct {
 	spec workerSpec
-	// ready receives the worker's start error (nil when it runs) once.
-	ready chan error
+	// ready is closed once the worker's start is over; startErr (nil when
+	// it runs) may be read after that, any number of times.
+	ready    chan struct{}
+	startErr error
 
 	mu   sync.Mutex
 	used bool // taken by Start or discarded
@@ -53,13 +57,14 @@ func HintFor(p Policy) PrestartHint {
 func Prestart(h PrestartHint) *Prestarted {
 	w := &Prestarted{
 		spec:  workerSpec{hostNetwork: h.HostNetwork, allCaps: h.AllowPrivileged},
-		ready: make(chan error, 1),
+		ready: make(chan struct{}),
 		s:     &Session{exited: make(chan struct{})},
 	}
 	sup, wk, err := ipc.Socketpair()
 	if err != nil {
 		close(w.s.exited)
-		w.ready <- err
+		w.startErr = err
+		close(w.ready)
 		return w
 	}
 	w.supEnd, w.workerEnd = sup, wk
@@ -70,7 +75,8 @@ func Prestart(h PrestartHint) *Prestarted {
 			sup.Close()
 			wk.Close()
 		}
-		w.ready <- err
+		w.startErr = err
+		close(w.ready)
 	}()
 	return w
 }
@@ -79,12 +85,16 @@ func Prestart(h PrestartHint) *Prestarted {
 // done; 0 when it could not start. It does not say whether the worker is
 // still running.
 func (w *Prestarted) Pid() int {
-	err := <-w.ready
-	w.ready <- err // for the next reader
-	if err != nil {
+	if w.started() != nil {
 		return 0
 	}
 	return w.s.pid
+}
+
+// started waits for the worker's start to be over and returns its error.
+func (w *Prestarted) started() error {
+	<-w.ready
+	return w.startErr
 }
 
 // AdoptWorker wraps a worker the program spawned itself, before its Go
@@ -98,20 +108,24 @@ func (w *Prestarted) Pid() int {
 func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
 	w := &Prestarted{
 		spec:   workerSpec{hostNetwork: h.HostNetwork, allCaps: h.AllowPrivileged},
-		ready:  make(chan error, 1),
+		ready:  make(chan struct{}),
 		s:      &Session{exited: make(chan struct{})},
 		supEnd: channel,
 	}
+	defer close(w.ready)
 	// Our own unreaped child: FindProcess holds it by pidfd.
 	proc, err := os.FindProcess(pid)
 	if err != nil {
+		// Still our unreaped child: its pid cannot be anyone else's yet.
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
 		channel.Close()
 		close(w.s.exited)
-		w.ready <- err
+		w.startErr = err
 		return w
 	}
-	w.s.pid = pid
-	w.ready <- nil
+	w.s.pid, w.s.proc = pid, proc
 	go func() {
 		w.s.waitErr = waitError(proc.Wait())
 		close(w.s.exited)
@@ -136,7 +150,7 @@ func (w *Prestarted) take(spec workerSpec) *Prestarted {
 		return nil
 	}
 	w.used = true
-	if err := <-w.ready; err != nil {
+	if w.started() != nil {
 		return nil
 	}
 	select {
@@ -166,7 +180,7 @@ func (w *Prestarted) Discard() {
 		return
 	}
 	w.used = true
-	if err := <-w.ready; err != nil {
+	if w.started() != nil {
 		return
 	}
 	w.end()

@@ -16,7 +16,6 @@ import (
 	"github.com/nsbox/nsbox/pkg/ipc"
 	"github.com/nsbox/nsbox/pkg/mounts"
 	"github.com/nsbox/nsbox/pkg/namespaces"
-	"golang.org/x/sys/unix"
 )
 
 // SelfPath is where the nsbox binary is visible, read-only, inside a
@@ -29,6 +28,7 @@ type Session struct {
 	policy    Policy
 	peer      *ipc.Peer
 	pid       int
+	proc      *os.Process // the worker, held by pidfd: signals never reach a reused pid
 	hostCalls *hostCallServer
 
 	execMu    sync.Mutex
@@ -243,8 +243,8 @@ func specFor(p *Policy) workerSpec {
 func (s *Session) startWorker(spec workerSpec, workerEnd *os.File) error {
 	opts := namespaces.Options{
 		HostNetwork: spec.hostNetwork,
-		UID:         os.Getuid(),
-		GID:         os.Getgid(),
+		UID:         os.Geteuid(),
+		GID:         os.Getegid(),
 		AllCaps:     spec.allCaps,
 	}
 	args := namespaces.SpawnArgs{
@@ -271,7 +271,7 @@ func (s *Session) startWorker(spec workerSpec, workerEnd *os.File) error {
 			close(s.exited)
 			return
 		}
-		s.pid = proc.Pid
+		s.pid, s.proc = proc.Pid, proc
 		started <- nil
 		s.waitErr = waitError(proc.Wait())
 		close(s.exited)
@@ -360,10 +360,12 @@ func (s *Session) Policy() Policy { return s.policy }
 func (s *Session) Done() <-chan struct{} { return s.exited }
 
 func (s *Session) kill() {
-	if s.pid > 0 {
+	if s.proc != nil {
 		// SIGKILL of PID 1 makes the kernel kill every process of the
-		// sandbox's PID namespace (pid_namespaces(7)).
-		unix.Kill(s.pid, unix.SIGKILL)
+		// sandbox's PID namespace (pid_namespaces(7)). Through the pidfd:
+		// once the worker is reaped its pid may be another process's, and
+		// Signal then only says so.
+		s.proc.Signal(syscall.SIGKILL)
 	}
 	if s.limits != nil {
 		s.limits.kill()

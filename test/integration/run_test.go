@@ -267,6 +267,19 @@ func TestBadInput(t *testing.T) {
 	})
 }
 
+// nsbox started with fd 0, 1 or 2 closed still runs (the Go runtime puts
+// /dev/null there); nothing of its own may take those slots first.
+func TestClosedStdioAtStart(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		for _, redirect := range []string{"<&-", "2>&-"} {
+			r := u.runAs(t, nil, "/bin/sh", "-c", `exec "$0" run -- /bin/sh -c 'echo out; cat' `+redirect, nsboxBin(t))
+			if r.code != 0 || r.stdout != "out\n" {
+				t.Errorf("nsbox run with %s: code %d stdout %q stderr %q", redirect, r.code, r.stdout, r.stderr)
+			}
+		}
+	})
+}
+
 func TestJSONStatus(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		dir := u.tempDir(t)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nsbox/nsbox/pkg/ipc"
 	"github.com/nsbox/nsbox/pkg/namespaces"
@@ -49,9 +50,54 @@ func TestPrestartedWorkerIsAdopted(t *testing.T) {
 		if res := sh(t, s, "cat /proc/1/cmdline; echo; hostname"); string(res.Stdout) != "nsbox-init\x00\nnsbox\n" {
 			t.Fatalf("PID 1 and hostname: %q", res.Stdout)
 		}
+		if got := pidWithin(t, w); got != pid {
+			t.Fatalf("Pid() after Start = %d, want %d", got, pid)
+		}
 		w.Discard() // Start owns it: a no-op
 		if res := sh(t, s, "echo still"); strings.TrimSpace(string(res.Stdout)) != "still" {
 			t.Fatalf("Discard after Start touched the session: %q", res.Stdout)
+		}
+	})
+}
+
+// pidWithin is w.Pid(), failing the test instead of hanging.
+func pidWithin(t *testing.T, w *sandbox.Prestarted) int {
+	t.Helper()
+	got := make(chan int, 1)
+	go func() { got <- w.Pid() }()
+	select {
+	case p := <-got:
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatal("Prestarted.Pid did not return")
+		return 0
+	}
+}
+
+// A prestarted worker killed from outside before Start is not adopted: Start
+// starts a fresh one.
+func TestPrestartedWorkerKilledBeforeStartIsReplaced(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		w := sandbox.Prestart(sandbox.PrestartHint{})
+		pid := w.Pid()
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); !gone(pid); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("killed worker %d was not reaped", pid)
+			}
+		}
+		s := start(t, sandbox.Policy{}, sandbox.WithPrestarted(w))
+		if s.Pid() == pid {
+			t.Fatal("a dead worker was adopted")
+		}
+		if res := sh(t, s, "echo ok"); strings.TrimSpace(string(res.Stdout)) != "ok" {
+			t.Fatalf("%q", res.Stdout)
+		}
+		w.Discard()
+		if pidWithin(t, w) != pid {
+			t.Fatal("Pid changed")
 		}
 	})
 }
