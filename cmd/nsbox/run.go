@@ -132,15 +132,17 @@ func runMain(f *runFlags, argv []string) error {
 	// The worker process starts while the policy is resolved below. The
 	// flags are the best guess of the namespaces it needs; a profile or
 	// config file that decides otherwise gets a fresh worker from Start.
-	var pre *sandbox.Prestarted
-	if !f.dryRun {
-		// Usually the worker is already starting: prespawn.c spawned it
-		// before the Go runtime started.
-		if pre = takePrespawned(); pre == nil {
-			pre = sandbox.Prestart(sandbox.PrestartHint{HostNetwork: f.network == "host", AllowPrivileged: f.allowPrivileged})
-		}
-		defer pre.Discard()
+	// Usually the worker is already starting: prespawn.c spawned it before
+	// the Go runtime started.
+	pre := takePrespawned()
+	switch {
+	case f.dryRun:
+		pre.Discard() // prespawn.c does not spawn for --dry-run; in case
+		pre = nil
+	case pre == nil:
+		pre = sandbox.Prestart(sandbox.PrestartHint{HostNetwork: f.network == "host", AllowPrivileged: f.allowPrivileged})
 	}
+	defer pre.Discard()
 
 	host, err := hostForCLI()
 	if err != nil {
