@@ -574,17 +574,13 @@ type Field struct {
 	String  *string
 	Strings *[]string
 	Int     *int64
-	Uint    *uint64
 	Bool    *bool
 	Raw     *json.RawMessage
-	// Raws takes a list of values of any type, each kept as it is written
-	// (to be decoded by the caller, like a list of objects).
-	Raws *[]json.RawMessage
 }
 
 // DecodeFields decodes the JSON object in data into fields as json.Unmarshal
 // decodes it into a freshly declared struct of string, []string, int64,
-// uint64, bool, json.RawMessage and []json.RawMessage fields: member names match case-insensitively,
+// bool and json.RawMessage fields: member names match case-insensitively,
 // the last duplicate wins, null leaves a field alone (a list: sets it to
 // nil), an integer must be written without fraction or exponent, unknown
 // members are skipped, and a value of the wrong type is an error. Raw values
@@ -643,13 +639,7 @@ func DecodeFields(data []byte, fields []Field) error {
 				} else if err != nil {
 					return err
 				}
-			case f != nil && f.Raws != nil:
-				if err := s.readRaws(f.Raws); err == errType {
-					typeErr = fmt.Errorf("%s: not a list", f.Name)
-				} else if err != nil {
-					return err
-				}
-			case f != nil && (f.Int != nil || f.Uint != nil || f.Bool != nil):
+			case f != nil && (f.Int != nil || f.Bool != nil):
 				raw, err := s.skipValue(1)
 				if err != nil {
 					return err
@@ -740,49 +730,8 @@ func (s *scanner) readStrings(out *[]string) error {
 	}
 }
 
-// readRaws reads null (the list becomes nil) or a list of values of any
-// type, each kept as the sub-slice of data that holds it.
-func (s *scanner) readRaws(out *[]json.RawMessage) error {
-	switch s.peek() {
-	case 'n':
-		if err := s.skipLiteral("null"); err != nil {
-			return err
-		}
-		*out = nil
-		return nil
-	case '[':
-	default:
-		if _, err := s.skipValue(1); err != nil {
-			return err
-		}
-		return errType
-	}
-	s.pos++
-	list := []json.RawMessage{}
-	if s.peek() == ']' {
-		s.pos++
-		*out = list
-		return nil
-	}
-	for {
-		raw, err := s.skipValue(2)
-		if err != nil {
-			return err
-		}
-		list = append(list, raw)
-		closed, err := s.endOfElement(']')
-		if err != nil {
-			return err
-		}
-		if closed {
-			*out = list
-			return nil
-		}
-	}
-}
-
-// scalarInto stores the checked value raw into an Int, Uint or Bool field;
-// null leaves it alone.
+// scalarInto stores the checked value raw into an Int or Bool field; null
+// leaves it alone.
 func scalarInto(raw []byte, f *Field) error {
 	switch {
 	case raw[0] == 'n':
@@ -799,13 +748,6 @@ func scalarInto(raw []byte, f *Field) error {
 			return fmt.Errorf("%s: not an integer", f.Name)
 		}
 		*f.Int = n
-		return nil
-	case f.Uint != nil && (raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9')):
-		n, err := strconv.ParseUint(string(raw), 10, 64)
-		if err != nil {
-			return fmt.Errorf("%s: not an unsigned integer", f.Name)
-		}
-		*f.Uint = n
 		return nil
 	}
 	return fmt.Errorf("%s: value of the wrong type", f.Name)

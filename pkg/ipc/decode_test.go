@@ -63,8 +63,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 }
 
 // FuzzDecodeFields: DecodeFields decodes like json.Unmarshal into a fresh
-// struct of string, []string, int64, uint64, bool, RawMessage and
-// []RawMessage fields.
+// struct of string, []string, int64, bool and RawMessage fields.
 func FuzzDecodeFields(f *testing.F) {
 	for _, s := range decodeSeeds {
 		f.Add([]byte(s))
@@ -79,28 +78,19 @@ func FuzzDecodeFields(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	type target struct {
-		API    string            `json:"api"`
-		Method string            `json:"method"`
-		Args   json.RawMessage   `json:"args"`
-		Argv   []string          `json:"argv"`
-		N      int64             `json:"n"`
-		U      uint64            `json:"u"`
-		OK     bool              `json:"ok"`
-		Items  []json.RawMessage `json:"items"`
-	}
-	for _, s := range []string{
-		`{"u":18446744073709551615}`, `{"u":18446744073709551616}`, `{"u":-1}`, `{"u":0}`, `{"u":1.0}`, `{"u":null}`,
-		`{"items":[{"a":1}, [2] ,"x",null,3]}`, `{"items":[]}`, `{"items":null}`, `{"items":{}}`, `{"items":[1,]}`,
-	} {
-		f.Add([]byte(s))
+		API    string          `json:"api"`
+		Method string          `json:"method"`
+		Args   json.RawMessage `json:"args"`
+		Argv   []string        `json:"argv"`
+		N      int64           `json:"n"`
+		OK     bool            `json:"ok"`
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var want, got target
 		werr := json.Unmarshal(data, &want)
 		gerr := DecodeFields(data, []Field{
 			{Name: "api", String: &got.API}, {Name: "method", String: &got.Method}, {Name: "args", Raw: &got.Args},
-			{Name: "argv", Strings: &got.Argv}, {Name: "n", Int: &got.N}, {Name: "u", Uint: &got.U}, {Name: "ok", Bool: &got.OK},
-			{Name: "items", Raws: &got.Items},
+			{Name: "argv", Strings: &got.Argv}, {Name: "n", Int: &got.N}, {Name: "ok", Bool: &got.OK},
 		})
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("%q: encoding/json says %v, DecodeFields says %v", data, werr, gerr)
