@@ -8,6 +8,7 @@ declare -A why=(
   [libseccomp-dev]="build: seccomp filters (libseccomp-golang, cgo)"
   [pkg-config]="build: finds libseccomp"
   [gcc]="build: cgo"
+  [libc6-dev]="build: C headers for cgo, libc.a for the static bin/nsbox"
   [bubblewrap]="bench: the comparison in make bench"
   [qemu-system-x86]="test: cgroup v2 tests in a throw-away VM (make test-vm)"
   [busybox-static]="test: the VM's initramfs"
@@ -52,6 +53,6 @@ for p in "${missing[@]}"; do echo "  $p  (${why[$p]})" >&2; done
 echo "  sudo apt-get install ${missing[*]}" >&2
 # Only the build packages are required to build.
 for p in "${missing[@]}"; do
-  case "$p" in libseccomp-dev|pkg-config|gcc) exit 1 ;; esac
+  case "$p" in libseccomp-dev|pkg-config|gcc|libc6-dev) exit 1 ;; esac
 done
 exit 0
