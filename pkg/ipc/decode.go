@@ -195,6 +195,30 @@ func (s *scanner) endOfElement(closer byte) (closed bool, err error) {
 	return false, errSyntax
 }
 
+// members walks the object whose '{' is the next byte: for each member it
+// reads the name and calls member, which must consume the value. It stops
+// after the closing '}' or at the first error.
+func (s *scanner) members(member func(name []byte, escaped bool) error) error {
+	s.pos++
+	if s.peek() == '}' {
+		s.pos++
+		return nil
+	}
+	for {
+		name, escaped, err := s.readName()
+		if err != nil {
+			return err
+		}
+		if err := member(name, escaped); err != nil {
+			return err
+		}
+		closed, err := s.endOfElement('}')
+		if err != nil || closed {
+			return err
+		}
+	}
+}
+
 // skipValue consumes one value (after whitespace) at nesting level depth
 // (the levels already open around it) and returns its text. It checks the
 // whole grammar without recursion.
@@ -435,65 +459,50 @@ func decodeEnvelope(msg []byte, env *Envelope) error {
 	// A type error does not stop the scan: text that is not JSON at all is
 	// always reported as a syntax error, as encoding/json does.
 	var typeErr error
-	s.pos++
-	if s.peek() == '}' {
-		s.pos++
-	} else {
-		for {
-			name, escaped, err := s.readName()
+	err := s.members(func(name []byte, escaped bool) error {
+		switch {
+		case nameIs(name, escaped, "type"):
+			str, ok, err := s.readStringAs(1, typeName)
+			if err == errType {
+				typeErr = err
+			} else if err != nil {
+				return err
+			} else if ok {
+				env.Type = str
+			}
+		case nameIs(name, escaped, "id"):
+			raw, err := s.skipValue(1)
 			if err != nil {
 				return err
 			}
 			switch {
-			case nameIs(name, escaped, "type"):
-				str, ok, err := s.readStringAs(1, typeName)
-				if err == errType {
-					typeErr = err
-				} else if err != nil {
-					return err
-				} else if ok {
-					env.Type = str
-				}
-			case nameIs(name, escaped, "id"):
-				raw, err := s.skipValue(1)
-				if err != nil {
-					return err
-				}
-				switch {
-				case raw[0] == 'n':
-				case raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9'):
-					id, perr := strconv.ParseUint(string(raw), 10, 64)
-					if perr != nil {
-						typeErr = errType
-					} else {
-						env.ID = id
-					}
-				default:
+			case raw[0] == 'n':
+			case raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9'):
+				id, perr := strconv.ParseUint(string(raw), 10, 64)
+				if perr != nil {
 					typeErr = errType
-				}
-			case nameIs(name, escaped, "payload"):
-				raw, err := s.skipValue(1)
-				if err != nil {
-					return err
-				}
-				env.Payload = raw
-			case nameIs(name, escaped, "error"):
-				if err := s.decodeErrorBody(env, &typeErr); err != nil {
-					return err
+				} else {
+					env.ID = id
 				}
 			default:
-				if _, err := s.skipValue(1); err != nil {
-					return err
-				}
+				typeErr = errType
 			}
-			closed, err := s.endOfElement('}')
+		case nameIs(name, escaped, "payload"):
+			raw, err := s.skipValue(1)
 			if err != nil {
 				return err
 			}
-			if closed {
-				break
-			}
+			env.Payload = raw
+		case nameIs(name, escaped, "error"):
+			return s.decodeErrorBody(env, &typeErr)
+		default:
+			_, err := s.skipValue(1)
+			return err
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if !s.atEnd() {
 		return errSyntax
@@ -523,16 +532,7 @@ func (s *scanner) decodeErrorBody(env *Envelope, typeErr *error) error {
 		env.Error = &ErrorBody{}
 	}
 	body := env.Error
-	s.pos++
-	if s.peek() == '}' {
-		s.pos++
-		return nil
-	}
-	for {
-		name, escaped, err := s.readName()
-		if err != nil {
-			return err
-		}
+	return s.members(func(name []byte, escaped bool) error {
 		var field *string
 		switch {
 		case nameIs(name, escaped, "code"):
@@ -543,27 +543,19 @@ func (s *scanner) decodeErrorBody(env *Envelope, typeErr *error) error {
 			field = &body.Step
 		}
 		if field == nil {
-			if _, err := s.skipValue(2); err != nil {
-				return err
-			}
-		} else {
-			str, ok, err := s.readString(2)
-			if err == errType {
-				*typeErr = err
-			} else if err != nil {
-				return err
-			} else if ok {
-				*field = str
-			}
-		}
-		closed, err := s.endOfElement('}')
-		if err != nil {
+			_, err := s.skipValue(2)
 			return err
 		}
-		if closed {
-			return nil
+		str, ok, err := s.readString(2)
+		if err == errType {
+			*typeErr = err
+		} else if err != nil {
+			return err
+		} else if ok {
+			*field = str
 		}
-	}
+		return nil
+	})
 }
 
 // Field is one member of a flat JSON object for DecodeFields. Exactly one
@@ -601,65 +593,52 @@ func DecodeFields(data []byte, fields []Field) error {
 		return fmt.Errorf("not a JSON object")
 	}
 	var typeErr error
-	s.pos++
-	if s.peek() == '}' {
-		s.pos++
-	} else {
-		for {
-			name, escaped, err := s.readName()
-			if err != nil {
-				return err
-			}
-			var f *Field
-			for i := range fields {
-				if nameIs(name, escaped, fields[i].Name) {
-					f = &fields[i]
-					break
-				}
-			}
-			switch {
-			case f != nil && f.String != nil:
-				str, ok, err := s.readString(1)
-				if err == errType {
-					typeErr = fmt.Errorf("%s: not a string", f.Name)
-				} else if err != nil {
-					return err
-				} else if ok {
-					*f.String = str
-				}
-			case f != nil && f.Raw != nil:
-				raw, err := s.skipValue(1)
-				if err != nil {
-					return err
-				}
-				*f.Raw = raw
-			case f != nil && f.Strings != nil:
-				if err := s.readStrings(f.Strings); err == errType {
-					typeErr = fmt.Errorf("%s: not a list of strings", f.Name)
-				} else if err != nil {
-					return err
-				}
-			case f != nil && (f.Int != nil || f.Bool != nil):
-				raw, err := s.skipValue(1)
-				if err != nil {
-					return err
-				}
-				if err := scalarInto(raw, f); err != nil {
-					typeErr = err
-				}
-			default:
-				if _, err := s.skipValue(1); err != nil {
-					return err
-				}
-			}
-			closed, err := s.endOfElement('}')
-			if err != nil {
-				return err
-			}
-			if closed {
+	err := s.members(func(name []byte, escaped bool) error {
+		var f *Field
+		for i := range fields {
+			if nameIs(name, escaped, fields[i].Name) {
+				f = &fields[i]
 				break
 			}
 		}
+		switch {
+		case f != nil && f.String != nil:
+			str, ok, err := s.readString(1)
+			if err == errType {
+				typeErr = fmt.Errorf("%s: not a string", f.Name)
+			} else if err != nil {
+				return err
+			} else if ok {
+				*f.String = str
+			}
+		case f != nil && f.Raw != nil:
+			raw, err := s.skipValue(1)
+			if err != nil {
+				return err
+			}
+			*f.Raw = raw
+		case f != nil && f.Strings != nil:
+			if err := s.readStrings(f.Strings); err == errType {
+				typeErr = fmt.Errorf("%s: not a list of strings", f.Name)
+			} else if err != nil {
+				return err
+			}
+		case f != nil && (f.Int != nil || f.Bool != nil):
+			raw, err := s.skipValue(1)
+			if err != nil {
+				return err
+			}
+			if err := scalarInto(raw, f); err != nil {
+				typeErr = err
+			}
+		default:
+			_, err := s.skipValue(1)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if !s.atEnd() {
 		return errSyntax
@@ -761,30 +740,19 @@ func (s *scanner) parseValue(depth int) (Value, error) {
 	}
 	switch c := s.peek(); c {
 	case '{':
-		s.pos++
 		m := Map{}
-		if s.peek() == '}' {
-			s.pos++
-			return m, nil
-		}
-		for {
-			name, _, err := s.readName()
-			if err != nil {
-				return nil, err
-			}
+		err := s.members(func(name []byte, _ bool) error {
 			v, err := s.parseValue(depth + 1)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			m[unquote(name)] = v
-			closed, err := s.endOfElement('}')
-			if err != nil {
-				return nil, err
-			}
-			if closed {
-				return m, nil
-			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
+		return m, nil
 	case '[':
 		s.pos++
 		l := List{}
