@@ -25,7 +25,10 @@ import (
 // it whatever Start returns, or end it with Discard. Both are safe to call
 // more than once; only the first use counts.
 type Prestarted struct {
-	spec workerSpec
+	// hint is what the worker was created with, as opposed to what it is
+	// told in the handshake: clone(2) fixes the namespaces and the
+	// capability set for good.
+	hint PrestartHint
 	// ready is closed once the worker's start is over; startErr (nil when
 	// it runs) may be read after that, any number of times.
 	ready    chan struct{}
@@ -56,7 +59,7 @@ func HintFor(p Policy) PrestartHint {
 // then starts one itself and reports the error.
 func Prestart(h PrestartHint) *Prestarted {
 	w := &Prestarted{
-		spec:  workerSpec{hostNetwork: h.HostNetwork, allCaps: h.AllowPrivileged},
+		hint:  h,
 		ready: make(chan struct{}),
 		s:     &Session{exited: make(chan struct{})},
 	}
@@ -69,7 +72,7 @@ func Prestart(h PrestartHint) *Prestarted {
 	}
 	w.supEnd, w.workerEnd = sup, wk
 	go func() {
-		err := w.s.startWorker(w.spec, wk)
+		err := w.s.startWorker(w.hint, wk)
 		if err != nil {
 			// startWorker closed exited: there is no process to wait for.
 			sup.Close()
@@ -107,7 +110,7 @@ func (w *Prestarted) started() error {
 // Its parent death signal belongs to the thread that spawned it.
 func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
 	w := &Prestarted{
-		spec:   workerSpec{hostNetwork: h.HostNetwork, allCaps: h.AllowPrivileged},
+		hint:   h,
 		ready:  make(chan struct{}),
 		s:      &Session{exited: make(chan struct{})},
 		supEnd: channel,
@@ -137,10 +140,10 @@ func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
 // then on, whether it adopts it, discards it or fails.
 func WithPrestarted(w *Prestarted) Option { return func(o *options) { o.prestarted = w } }
 
-// take hands w to Start when it runs, is unused and suits spec; otherwise
+// take hands w to Start when it runs, is unused and was created as h asks; otherwise
 // it discards w and returns nil. It waits for the worker's clone and exec
 // to finish, which Start would otherwise wait for itself.
-func (w *Prestarted) take(spec workerSpec) *Prestarted {
+func (w *Prestarted) take(h PrestartHint) *Prestarted {
 	if w == nil {
 		return nil
 	}
@@ -161,7 +164,7 @@ func (w *Prestarted) take(spec workerSpec) *Prestarted {
 		return nil
 	default:
 	}
-	if w.spec != spec {
+	if w.hint != h {
 		w.end()
 		return nil
 	}

@@ -81,7 +81,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 	// A prestarted worker is adopted only when it was started with the
 	// namespaces and capabilities this policy asks for; otherwise it is
 	// discarded and a worker is started below, as without one.
-	if w := o.prestarted.take(specFor(&p)); w != nil {
+	if w := o.prestarted.take(HintFor(p)); w != nil {
 		s, workerEnd, supEnd = w.s, w.workerEnd, w.supEnd
 	} else {
 		s = &Session{exited: make(chan struct{})}
@@ -142,7 +142,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			if s.pid > 0 {
 				return nil // prestarted
 			}
-			return s.startWorker(specFor(&p), workerEnd)
+			return s.startWorker(HintFor(p), workerEnd)
 		}},
 		{"join limits", func() error { return s.limits.join(s.pid) }},
 		{"handshake", func() error { return s.handshake(ctx, conn, &setup) }},
@@ -228,24 +228,12 @@ func (s *Session) prepare(setup *setupMsg) error {
 	return nil
 }
 
-// workerSpec is what the worker process is created with, as opposed to what
-// it is told in the handshake: the namespaces and the capability set are
-// fixed by clone(2) and cannot be changed afterwards.
-type workerSpec struct {
-	hostNetwork bool
-	allCaps     bool
-}
-
-func specFor(p *Policy) workerSpec {
-	return workerSpec{hostNetwork: p.Network == NetworkHost, allCaps: p.AllowPrivileged}
-}
-
-func (s *Session) startWorker(spec workerSpec, workerEnd *os.File) error {
+func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 	opts := namespaces.Options{
-		HostNetwork: spec.hostNetwork,
+		HostNetwork: h.HostNetwork,
 		UID:         os.Geteuid(),
 		GID:         os.Getegid(),
-		AllCaps:     spec.allCaps,
+		AllCaps:     h.AllowPrivileged,
 	}
 	args := namespaces.SpawnArgs{
 		// /proc/self/exe, not a path: the very binary that is running,
