@@ -140,9 +140,9 @@ func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
 // then on, whether it adopts it, discards it or fails.
 func WithPrestarted(w *Prestarted) Option { return func(o *options) { o.prestarted = w } }
 
-// take hands w to Start when it runs, is unused and was created as h asks; otherwise
-// it discards w and returns nil. It waits for the worker's clone and exec
-// to finish, which Start would otherwise wait for itself.
+// take hands w to Start when it runs, is unused and was created as h asks;
+// otherwise it discards w and returns nil. It waits for the worker's clone
+// and exec to finish, which Start would otherwise wait for itself.
 func (w *Prestarted) take(h PrestartHint) *Prestarted {
 	if w == nil {
 		return nil
