@@ -441,25 +441,11 @@ func (s *scanner) readStringAs(depth int, conv func([]byte) string) (str string,
 // leaves a field as it is except Error, which it clears). Payload is a
 // sub-slice of msg.
 func decodeEnvelope(msg []byte, env *Envelope) error {
-	s := scanner{data: msg}
-	switch s.peek() {
-	case 'n':
-		// json.Unmarshal accepts null and leaves the struct alone.
-		if err := s.skipLiteral("null"); err != nil || !s.atEnd() {
-			return errSyntax
-		}
-		return nil
-	case '{':
-	default:
-		if _, err := s.skipValue(0); err != nil || !s.atEnd() {
-			return errSyntax
-		}
-		return errType
-	}
 	// A type error does not stop the scan: text that is not JSON at all is
 	// always reported as a syntax error, as encoding/json does.
 	var typeErr error
-	err := s.members(func(name []byte, escaped bool) error {
+	s := scanner{data: msg}
+	err := s.object(errType, func(name []byte, escaped bool) error {
 		switch {
 		case nameIs(name, escaped, "type"):
 			str, ok, err := s.readStringAs(1, typeName)
@@ -504,10 +490,34 @@ func decodeEnvelope(msg []byte, env *Envelope) error {
 	if err != nil {
 		return err
 	}
+	return typeErr
+}
+
+// object decodes the whole text, which must be one JSON value, as
+// json.Unmarshal decodes into a struct: null leaves everything alone, any
+// other non-object is notObject (once the text is known to be JSON), and
+// each member of an object goes to member.
+func (s *scanner) object(notObject error, member func(name []byte, escaped bool) error) error {
+	switch s.peek() {
+	case 'n':
+		if err := s.skipLiteral("null"); err != nil || !s.atEnd() {
+			return errSyntax
+		}
+		return nil
+	case '{':
+	default:
+		if _, err := s.skipValue(0); err != nil || !s.atEnd() {
+			return errSyntax
+		}
+		return notObject
+	}
+	if err := s.members(member); err != nil {
+		return err
+	}
 	if !s.atEnd() {
 		return errSyntax
 	}
-	return typeErr
+	return nil
 }
 
 // decodeErrorBody decodes the error member: null clears it; an object is
@@ -578,22 +588,9 @@ type Field struct {
 // members are skipped, and a value of the wrong type is an error. Raw values
 // are sub-slices of data.
 func DecodeFields(data []byte, fields []Field) error {
-	s := scanner{data: data}
-	switch s.peek() {
-	case 'n':
-		if err := s.skipLiteral("null"); err != nil || !s.atEnd() {
-			return errSyntax
-		}
-		return nil
-	case '{':
-	default:
-		if _, err := s.skipValue(0); err != nil || !s.atEnd() {
-			return errSyntax
-		}
-		return fmt.Errorf("not a JSON object")
-	}
 	var typeErr error
-	err := s.members(func(name []byte, escaped bool) error {
+	s := scanner{data: data}
+	err := s.object(errNotObject, func(name []byte, escaped bool) error {
 		var f *Field
 		for i := range fields {
 			if nameIs(name, escaped, fields[i].Name) {
@@ -640,11 +637,10 @@ func DecodeFields(data []byte, fields []Field) error {
 	if err != nil {
 		return err
 	}
-	if !s.atEnd() {
-		return errSyntax
-	}
 	return typeErr
 }
+
+var errNotObject = errors.New("not a JSON object")
 
 // appendRawValue appends raw, which must be one JSON value, checked at
 // nesting level depth; text with whitespace between tokens is compacted, so
