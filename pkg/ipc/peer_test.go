@@ -393,48 +393,35 @@ func TestInlineSlowHandlerIsTakenOver(t *testing.T) {
 	})
 	pb.HandleInline("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
 	served := servePeer(pb)
-	if err := a.WriteMessage(rawRequest("slow", 1), nil); err != nil {
-		t.Fatal(err)
-	}
-	if inline := <-entered; !inline {
-		t.Fatal("a lone request did not run on the reading goroutine")
-	}
-	for i := 2; i <= 100; i++ {
-		if err := a.WriteMessage(rawRequest("echo", i), nil); err != nil {
+	// A slow call runs inline; calls behind it are answered while it
+	// waits, and its own reply comes when it is released.
+	slowThenEchoes := func(slow, n int, what string) {
+		t.Helper()
+		if err := a.WriteMessage(rawRequest("slow", slow), nil); err != nil {
 			t.Fatal(err)
 		}
+		if inline := <-entered; !inline {
+			t.Fatalf("%s: a lone request did not run on the reading goroutine", what)
+		}
+		for i := slow + 1; i <= slow+n; i++ {
+			if err := a.WriteMessage(rawRequest("echo", i), nil); err != nil {
+				t.Fatal(err)
+			}
+			env, _, err := a.ReadEnvelope()
+			if err != nil || env.ID != uint64(i) || env.Error != nil {
+				t.Fatalf("%s: call %d behind the slow one: %+v %v", what, i, env, err)
+			}
+		}
+		close(release[uint64(slow)])
 		env, _, err := a.ReadEnvelope()
-		if err != nil || env.ID != uint64(i) || env.Error != nil {
-			t.Fatalf("call %d behind a slow one: %+v %v", i, env, err)
+		if err != nil || env.ID != uint64(slow) || string(env.Payload) != `"slow"` {
+			t.Fatalf("%s: slow call: %+v %v", what, env, err)
 		}
 	}
-	close(release[1])
-	env, _, err := a.ReadEnvelope()
-	if err != nil || env.ID != 1 || string(env.Payload) != `"slow"` {
-		t.Fatalf("slow call: %+v %v", env, err)
-	}
+	slowThenEchoes(1, 99, "first")
 	// Again, on the goroutine that took over: the peer's one timer,
 	// re-armed there, hands reading on once more.
-	if err := a.WriteMessage(rawRequest("slow", 201), nil); err != nil {
-		t.Fatal(err)
-	}
-	if inline := <-entered; !inline {
-		t.Fatal("a lone request after a takeover did not run on the reading goroutine")
-	}
-	for i := 202; i <= 220; i++ {
-		if err := a.WriteMessage(rawRequest("echo", i), nil); err != nil {
-			t.Fatal(err)
-		}
-		env, _, err := a.ReadEnvelope()
-		if err != nil || env.ID != uint64(i) || env.Error != nil {
-			t.Fatalf("call %d behind the second slow one: %+v %v", i, env, err)
-		}
-	}
-	close(release[201])
-	env, _, err = a.ReadEnvelope()
-	if err != nil || env.ID != 201 || string(env.Payload) != `"slow"` {
-		t.Fatalf("second slow call: %+v %v", env, err)
-	}
+	slowThenEchoes(201, 19, "after a takeover")
 	// Close while another slow call runs: Serve returns after it.
 	slowReturned.Store(false)
 	if err := a.WriteMessage(rawRequest("slow", 101), nil); err != nil {
