@@ -7,7 +7,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 )
@@ -137,102 +136,6 @@ func rebase(p, from, to string) string {
 }
 
 func hasGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
-
-// Walk bounds for "**" in hide patterns: deeper directories, or more than
-// walkMaxDirs of them, are not searched (a warning says so).
-const (
-	walkMaxDepth = 8
-	walkMaxDirs  = 4000
-)
-
-// walkSkip are directory names a "**" walk does not enter: VCS metadata and
-// package trees that hold no secrets of the project and can be huge.
-var walkSkip = map[string]bool{
-	".git": true, ".hg": true, ".svn": true,
-	"node_modules": true, ".venv": true, "venv": true, "__pycache__": true,
-	".tox": true, ".mypy_cache": true, ".pytest_cache": true, ".cache": true,
-	"target": true, ".gradle": true, ".terraform": true,
-}
-
-// globResult is the expansion of one pattern.
-type globResult struct {
-	matches   []string
-	truncated bool
-}
-
-// glob expands pattern (absolute, clean). Only the parts with wildcards are
-// patterns; "**" matches any number of directories, walked without
-// following symlinks and within the bounds above. Only regular files and
-// directories match (not symlinks, devices or sockets); fileOnly keeps just
-// regular files.
-func glob(pattern string, fileOnly bool) (globResult, error) {
-	parts := splitPath(pattern)
-	var res globResult
-	dirs := 0
-	var walk func(dir string, parts []string, depth int)
-	walk = func(dir string, parts []string, depth int) {
-		if len(parts) == 0 {
-			st, err := os.Lstat(dir)
-			if err != nil || !(st.Mode().IsRegular() || (!fileOnly && st.IsDir())) {
-				return
-			}
-			res.matches = append(res.matches, dir)
-			return
-		}
-		part := parts[0]
-		if part == "**" {
-			// Zero directories...
-			walk(dir, parts[1:], depth)
-			// ...or one more, recursively.
-			if depth >= walkMaxDepth {
-				res.truncated = true
-				return
-			}
-			for _, e := range readDir(dir) {
-				if !e.IsDir() || walkSkip[e.Name()] {
-					continue
-				}
-				dirs++
-				if dirs > walkMaxDirs {
-					res.truncated = true
-					return
-				}
-				walk(filepath.Join(dir, e.Name()), parts, depth+1)
-			}
-			return
-		}
-		if !hasGlob(part) {
-			walk(filepath.Join(dir, part), parts[1:], depth)
-			return
-		}
-		for _, e := range readDir(dir) {
-			if ok, _ := filepath.Match(part, e.Name()); ok {
-				walk(filepath.Join(dir, e.Name()), parts[1:], depth)
-			}
-		}
-	}
-	for _, p := range parts {
-		if p != "**" && hasGlob(p) {
-			if _, err := filepath.Match(p, ""); err != nil {
-				return res, fmt.Errorf("bad pattern %q: %v", pattern, err)
-			}
-		}
-	}
-	walk("/", parts, 0)
-	sort.Strings(res.matches)
-	res.matches = dedupStrings(res.matches)
-	return res, nil
-}
-
-// readDir lists dir without following a symlink at dir itself, sorted.
-func readDir(dir string) []fs.DirEntry {
-	st, err := os.Lstat(dir)
-	if err != nil || !st.IsDir() {
-		return nil
-	}
-	ents, _ := os.ReadDir(dir)
-	return ents
-}
 
 func dedupStrings(in []string) []string {
 	seen := map[string]bool{}

@@ -1,0 +1,193 @@
+package policy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// benchTree makes a project-like tree: 10 top-level directories of 10
+// subdirectories of 3 leaves each (410 directories), five source files in
+// each, a .env in every tenth directory, and a .git that the walk skips.
+func benchTree(tb testing.TB) string {
+	tb.Helper()
+	root, err := filepath.EvalSymlinks(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	mk := func(dir string) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		for i := 0; i < 5; i++ {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.go", i)), nil, 0o644); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if n%10 == 0 {
+			if err := os.WriteFile(filepath.Join(dir, ".env"), nil, 0o600); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		n++
+	}
+	for a := 0; a < 10; a++ {
+		da := filepath.Join(root, fmt.Sprintf("a%d", a))
+		mk(da)
+		for b := 0; b < 10; b++ {
+			db := filepath.Join(da, fmt.Sprintf("b%d", b))
+			mk(db)
+			for c := 0; c < 3; c++ {
+				mk(filepath.Join(db, fmt.Sprintf("c%d", c)))
+			}
+		}
+	}
+	for i := 0; i < 50; i++ {
+		mk(filepath.Join(root, ".git", "objects", fmt.Sprintf("%02x", i)))
+	}
+	return root
+}
+
+// BenchmarkGlobWorkspace is the "$NSBOX_WORKSPACE/**/.env*" walk that
+// every `nsbox run` with a built-in profile pays, over a 410-directory
+// project.
+func BenchmarkGlobWorkspace(b *testing.B) {
+	root := benchTree(b)
+	pattern := filepath.Join(root, "**", ".env*")
+	for b.Loop() {
+		g, err := glob(pattern, true)
+		if err != nil || len(g.matches) != 41 {
+			b.Fatalf("glob: %d matches, %v", len(g.matches), err)
+		}
+	}
+}
+
+// globByPath is the walk by path that glob replaced, kept as the oracle of
+// TestGlobMatchesPathWalk: lstat before every listing, os.ReadDir.
+func globByPath(pattern string, fileOnly bool) globResult {
+	parts := splitPath(pattern)
+	var res globResult
+	dirs := 0
+	readDir := func(dir string) []os.DirEntry {
+		st, err := os.Lstat(dir)
+		if err != nil || !st.IsDir() {
+			return nil
+		}
+		ents, _ := os.ReadDir(dir)
+		return ents
+	}
+	var walk func(dir string, parts []string, depth int)
+	walk = func(dir string, parts []string, depth int) {
+		if len(parts) == 0 {
+			st, err := os.Lstat(dir)
+			if err != nil || !(st.Mode().IsRegular() || (!fileOnly && st.IsDir())) {
+				return
+			}
+			res.matches = append(res.matches, dir)
+			return
+		}
+		part := parts[0]
+		if part == "**" {
+			walk(dir, parts[1:], depth)
+			if depth >= walkMaxDepth {
+				res.truncated = true
+				return
+			}
+			for _, e := range readDir(dir) {
+				if !e.IsDir() || walkSkip[e.Name()] {
+					continue
+				}
+				dirs++
+				if dirs > walkMaxDirs {
+					res.truncated = true
+					return
+				}
+				walk(filepath.Join(dir, e.Name()), parts, depth+1)
+			}
+			return
+		}
+		if !hasGlob(part) {
+			walk(filepath.Join(dir, part), parts[1:], depth)
+			return
+		}
+		for _, e := range readDir(dir) {
+			if ok, _ := filepath.Match(part, e.Name()); ok {
+				walk(filepath.Join(dir, e.Name()), parts[1:], depth)
+			}
+		}
+	}
+	walk("/", parts, 0)
+	sort.Strings(res.matches)
+	res.matches = dedupStrings(res.matches)
+	return res
+}
+
+// The walk by fd finds what the walk by path found, on a tree with the
+// things a hostile workspace holds: symlinks to directories and files
+// outside, a symlink and a fifo named .env, a file where a directory is
+// expected, an unreadable directory.
+func TestGlobMatchesPathWalk(t *testing.T) {
+	root := benchTree(t)
+	outside := t.TempDir()
+	write(t, filepath.Join(outside, ".env"), "outside")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink(outside, filepath.Join(root, "a1", "link")))
+	must(os.Symlink(filepath.Join(outside, ".env"), filepath.Join(root, "a2", ".env.link")))
+	must(syscall.Mkfifo(filepath.Join(root, "a3", ".env.fifo"), 0o600))
+	write(t, filepath.Join(root, "a4", "c0"), "a file where b*/c0 expects a directory")
+	must(os.MkdirAll(filepath.Join(root, "a5", ".env.d"), 0o755))
+	must(os.MkdirAll(filepath.Join(root, "node_modules", "x"), 0o755))
+	write(t, filepath.Join(root, "node_modules", "x", ".env"), "skipped")
+	locked := filepath.Join(root, "a6", "locked")
+	must(os.MkdirAll(locked, 0o755))
+	write(t, filepath.Join(locked, ".env"), "S")
+	must(os.Chmod(locked, 0))
+	t.Cleanup(func() { os.Chmod(locked, 0o755) })
+
+	for _, c := range []struct {
+		pattern  string
+		fileOnly bool
+	}{
+		{"**/.env*", true},
+		{"**/.env*", false},
+		{"a*/**", false},
+		{"a*/b?/*", false},
+		{"*/b1/c[01]", false},
+		{"a1/link/.env", true},
+		{"*/link/.env", true},
+		{"**/link/.env", true},
+		{"a1/*/.env", true},
+		{"**/c2", false},
+		{"a4/c0/*", false},
+		{"**", false},
+		{"a6/locked/.env", true},
+	} {
+		pattern := filepath.Join(root, c.pattern)
+		got, err := glob(pattern, c.fileOnly)
+		if err != nil {
+			t.Fatalf("%s: %v", c.pattern, err)
+		}
+		want := globByPath(pattern, c.fileOnly)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s (fileOnly %v):\n got %v\nwant %v", c.pattern, c.fileOnly, got, want)
+		}
+		for _, m := range got.matches {
+			// A symlink is followed only when a plain name comes after it
+			// in the pattern; "**" never descends into one.
+			viaLink := strings.Contains(m, "/link/") && !strings.HasSuffix(c.pattern, "/.env")
+			if !within(m, root) || viaLink || strings.HasSuffix(m, ".link") || strings.HasSuffix(m, ".fifo") {
+				t.Errorf("%s: matched %s", c.pattern, m)
+			}
+		}
+	}
+}
