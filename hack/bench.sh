@@ -45,6 +45,16 @@ if ! (cd "$REPO" && CGO_ENABLED=0 "$GO" build -trimpath -o "$work/startbench" ./
 fi
 install -m 0755 "$NSBOX" "$work/nsbox"
 nsbox="$work/nsbox"
+# A project-sized workspace: 410 directories of five files, a .env in one
+# of them. Every run with a built-in profile walks it for .env files.
+project="$work/project"
+for a in 0 1 2 3 4 5 6 7 8 9; do
+  for b in 0 1 2 3 4 5 6 7 8 9; do
+    mkdir -p "$project/a$a/b$b/c0" "$project/a$a/b$b/c1" "$project/a$a/b$b/c2"
+  done
+done
+find "$project" -type d -exec sh -c 'for d; do touch "$d/f0.go" "$d/f1.go" "$d/f2.go" "$d/f3.go" "$d/f4.go"; done' sh {} +
+touch "$project/a1/.env"
 
 BWRAP_ARGS="--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent --new-session"
 
@@ -69,9 +79,11 @@ run_table() {
   fi
   specs+=(-c "nsbox=$nsbox run -- /bin/true")
   specs+=(-c "nsbox-net-host=$nsbox run --net host -- /bin/true")
-  # cwd /: visible inside every sandbox (a cwd under /tmp is not).
+  specs+=(-c "nsbox-project=$nsbox run --workspace $project -- /bin/true")
+  # cwd /: visible inside every sandbox (a cwd under /tmp is not); with it
+  # there is no workspace, except where --workspace names one.
   (cd / && "$@" "$work/startbench" -n "$N" -warmup "$WARMUP" -title "$title" \
-    -ratio "nsbox/bwrap,nsbox/bare,bwrap/bare,nsbox-net-host/nsbox" "${specs[@]}")
+    -ratio "nsbox/bwrap,nsbox/bare,bwrap/bare,nsbox-net-host/nsbox,nsbox-project/nsbox" "${specs[@]}")
 }
 
 if ! command -v bwrap >/dev/null 2>&1; then
