@@ -204,18 +204,29 @@ func mcpMain(f *mcpFlags) error {
 // again under that hold (policy.Hold); the hold is released when the
 // session closes.
 func startMCPSession(ctx context.Context, f *mcpFlags, host policy.Host, opts []sandbox.Option, logger *slog.Logger) (mcpserver.Session, error) {
-	res, err := f.resolve(host)
+	pv, err := f.peek(host)
 	if err != nil {
 		return nil, err
 	}
 	var hold *policy.Hold
-	if roots := res.Roots(); len(roots) > 0 {
-		hold = policy.HoldRoots(roots)
-		if res, err = f.resolve(host); err != nil {
+	if len(pv.Roots) > 0 {
+		// Without the lock another run could remove a placeholder this
+		// sandbox relies on: no hold, no sandbox.
+		if hold = policy.HoldRoots(pv.Roots); hold.Err() != nil {
+			hold.Release(nil)
+			return nil, hold.Err()
+		}
+	}
+	res, err := f.resolve(host)
+	if err != nil {
+		hold.Release(nil)
+		return nil, err
+	}
+	if hold != nil {
+		if err := hold.Add(res.Roots()); err != nil {
 			hold.Release(nil)
 			return nil, err
 		}
-		hold.Add(res.Roots())
 	}
 	p := res.Policy
 	// The memory and notepad tools reach their stores through hostCall.

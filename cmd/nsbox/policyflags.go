@@ -191,6 +191,16 @@ func (f *policyFlags) resolve(h policy.Host) (*policy.Result, error) {
 	return policy.Load(h, policy.Request{Profile: f.profile, Flags: l})
 }
 
+// peek resolves the flags as resolve does, only as far as the backend and
+// the writable roots (policy.Peek).
+func (f *policyFlags) peek(h policy.Host) (*policy.Preview, error) {
+	l, err := f.layer()
+	if err != nil {
+		return nil, err
+	}
+	return policy.Peek(h, policy.Request{Profile: f.profile, Flags: l})
+}
+
 // printWarnings writes the warnings (and, with notes, the notes) of a
 // resolution, one line each.
 func printWarnings(w io.Writer, res *policy.Result, notes bool) {

@@ -148,36 +148,43 @@ func runMain(f *runFlags, argv []string) error {
 	if err != nil {
 		return status.setupFailed("policy", err)
 	}
-	res, err := f.resolve(host)
-	if err != nil {
-		return status.setupFailed("policy", err)
-	}
 	if f.dryRun {
+		res, err := f.resolve(host)
+		if err != nil {
+			return status.setupFailed("policy", err)
+		}
 		printWarnings(os.Stderr, res, true)
 		if err := printDryRun(os.Stdout, res); err != nil {
 			return &exitError{code: exitNsboxFailed, msg: err.Error()}
 		}
 		return nil
 	}
-	choice, err := backend.Choose(res.Backend, res.BackendFallback, false)
+	pv, err := f.peek(host)
+	if err != nil {
+		return status.setupFailed("policy", err)
+	}
+	choice, err := backend.Choose(pv.Backend, pv.BackendFallback, false)
 	if err != nil {
 		return status.setupFailed("backend", err)
 	}
 	b := choice.Backend
 
 	// While the sandbox runs, its writable roots are held (a shared flock)
-	// and the policy is resolved again under that hold, so that no other
-	// run removes a placeholder this sandbox relies on (policy.Hold).
+	// and the policy is resolved under that hold, so that no other run
+	// removes a placeholder this sandbox relies on (policy.Hold).
 	var hold *policy.Hold
-	if b.Isolates() && len(res.Roots()) > 0 {
-		if hold = policy.HoldRoots(res.Roots()); hold.Err() != nil {
+	if b.Isolates() && len(pv.Roots) > 0 {
+		if hold = policy.HoldRoots(pv.Roots); hold.Err() != nil {
 			hold.Release(nil)
 			return status.setupFailed("policy", hold.Err())
 		}
-		if res, err = f.resolve(host); err != nil {
-			hold.Release(nil)
-			return status.setupFailed("policy", err)
-		}
+	}
+	res, err := f.resolve(host)
+	if err != nil {
+		hold.Release(nil)
+		return status.setupFailed("policy", err)
+	}
+	if hold != nil {
 		if err := hold.Add(res.Roots()); err != nil {
 			hold.Release(nil)
 			return status.setupFailed("policy", err)

@@ -17,8 +17,8 @@ import (
 // ~/.bashrc) can be removed afterwards without racing another sandbox that
 // shares the directory and still relies on them.
 //
-// Use: res := Load(); h := HoldRoots(res.Roots()); res = Load() again (now
-// under the lock, so that it sees placeholders as they will stay);
+// Use: pv := Peek(); h := HoldRoots(pv.Roots); res := Load() (under the
+// lock, so that it sees placeholders as they will stay);
 // h.Add(res.Roots()); run; h.Release(res.Placeholders).
 type Hold struct {
 	fds   map[string]int // root -> locked directory fd

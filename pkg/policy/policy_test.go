@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -752,5 +753,59 @@ func TestPlaceholderCleanup(t *testing.T) {
 	start := time.Now()
 	if err := HoldRoots(res.Roots()).Err(); !errors.Is(err, ErrRootLocked) || time.Since(start) > holdTimeout+2*time.Second {
 		t.Fatalf("locked root: %v after %s", err, time.Since(start))
+	}
+}
+
+// Peek finds the backend and the writable roots that Load's result holds
+// (pins below them aside), and fails where Load fails in those steps.
+func TestPeekAgreesWithLoad(t *testing.T) {
+	h := testHost(t)
+	extra := filepath.Join(h.Home, "extra")
+	os.Mkdir(extra, 0o755)
+	ro := filepath.Join(h.Home, "ro")
+	os.Mkdir(ro, 0o755)
+	os.MkdirAll(filepath.Join(h.Cwd, ".git"), 0o755) // pins .git/hooks below the workspace
+	for _, c := range []struct {
+		name string
+		req  Request
+	}{
+		{"workspace", Request{ConfigFile: "-"}},
+		{"strict", Request{ConfigFile: "-", Profile: "strict"}},
+		{"--rw and --ro", Request{ConfigFile: "-", Flags: flags(Config{
+			Backend:    ptr(BackendNative),
+			Filesystem: Filesystem{RW: []PathEntry{{Path: extra}}, RO: []PathEntry{{Path: ro}}},
+		})}},
+	} {
+		pv, err := Peek(h, c.req)
+		if err != nil {
+			t.Fatalf("%s: Peek: %v", c.name, err)
+		}
+		res := mustLoad(t, h, c.req)
+		if c.name != "strict" && len(pv.Roots) == 0 {
+			t.Errorf("%s: no roots", c.name)
+		}
+		if pv.Backend != res.Backend || pv.BackendFallback != res.BackendFallback {
+			t.Errorf("%s: Peek backend %q/%v, Load %q/%v", c.name, pv.Backend, pv.BackendFallback, res.Backend, res.BackendFallback)
+		}
+		for _, r := range res.Roots() {
+			covered := false
+			for _, p := range pv.Roots {
+				covered = covered || within(r, p)
+			}
+			if !covered {
+				t.Errorf("%s: Load holds %s, Peek's roots %v do not cover it", c.name, r, pv.Roots)
+			}
+		}
+		for _, p := range pv.Roots {
+			if !slices.Contains(res.Roots(), p) {
+				t.Errorf("%s: Peek root %s is not one of Load's %v", c.name, p, res.Roots())
+			}
+		}
+	}
+	bad := Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: filepath.Join(h.Home, "missing")}}}})}
+	_, perr := Peek(h, bad)
+	_, lerr := Load(h, bad)
+	if perr == nil || lerr == nil || perr.Error() != lerr.Error() {
+		t.Fatalf("missing --rw: Peek %v, Load %v", perr, lerr)
 	}
 }

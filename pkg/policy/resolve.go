@@ -103,38 +103,9 @@ type Request struct {
 // checks each, merges and resolves them.
 func Load(h Host, req Request) (*Result, error) {
 	h = h.withDefaults()
-	layers := []*Layer{Defaults()}
-	cfgPath := req.ConfigFile
-	if cfgPath == "" {
-		cfgPath = ConfigPath(h)
-	}
-	var cfg *Layer
-	if cfgPath != "" && cfgPath != "-" {
-		if _, err := os.Stat(cfgPath); err == nil || !(errors.Is(err, fs.ErrNotExist) || implicitUnreachable(req.ConfigFile, err)) {
-			cfg, err = LoadLayer(cfgPath, KindConfig)
-			if err != nil {
-				return nil, err
-			}
-			layers = append(layers, cfg)
-		}
-	}
-	ref := req.Profile
-	if ref == "" && cfg != nil && cfg.Config.Profile != "" {
-		if err := CheckLayer(cfg); err != nil {
-			return nil, err
-		}
-		ref = cfg.Config.Profile
-	}
-	if ref == "" {
-		ref = DefaultProfile
-	}
-	chain, err := NewLoader(h).Chain(ref)
+	layers, ref, err := loadLayers(h, req)
 	if err != nil {
 		return nil, err
-	}
-	layers = append(layers, chain...)
-	if req.Flags != nil {
-		layers = append(layers, req.Flags)
 	}
 	res, err := Resolve(h, layers)
 	if err != nil {
@@ -144,29 +115,112 @@ func Load(h Host, req Request) (*Result, error) {
 	return res, nil
 }
 
+// loadLayers reads the layers of req: the defaults, the config file, the
+// profile chain and the flags. ref is the profile used.
+func loadLayers(h Host, req Request) (layers []*Layer, ref string, err error) {
+	layers = []*Layer{Defaults()}
+	cfgPath := req.ConfigFile
+	if cfgPath == "" {
+		cfgPath = ConfigPath(h)
+	}
+	var cfg *Layer
+	if cfgPath != "" && cfgPath != "-" {
+		if _, err := os.Stat(cfgPath); err == nil || !(errors.Is(err, fs.ErrNotExist) || implicitUnreachable(req.ConfigFile, err)) {
+			cfg, err = LoadLayer(cfgPath, KindConfig)
+			if err != nil {
+				return nil, "", err
+			}
+			layers = append(layers, cfg)
+		}
+	}
+	ref = req.Profile
+	if ref == "" && cfg != nil && cfg.Config.Profile != "" {
+		if err := CheckLayer(cfg); err != nil {
+			return nil, "", err
+		}
+		ref = cfg.Config.Profile
+	}
+	if ref == "" {
+		ref = DefaultProfile
+	}
+	chain, err := NewLoader(h).Chain(ref)
+	if err != nil {
+		return nil, "", err
+	}
+	layers = append(layers, chain...)
+	if req.Flags != nil {
+		layers = append(layers, req.Flags)
+	}
+	return layers, ref, nil
+}
+
 // Resolve checks every layer, merges them (lowest precedence first) and
 // resolves the result against h.
 func Resolve(h Host, layers []*Layer) (*Result, error) {
+	r, err := newResolver(h, layers)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.run(r.steps()); err != nil {
+		return nil, err
+	}
+	return r.res, nil
+}
+
+// Preview is what a caller needs before the full resolution: the backend
+// to choose and the writable roots to hold (Hold).
+type Preview struct {
+	Backend         string
+	BackendFallback bool
+	// Roots are the writable bind sources (Result.Roots may add pins
+	// below them).
+	Roots []string
+}
+
+// Peek loads req as Load does but resolves only the steps that decide the
+// backend and the writable roots. The hide walk (a readdir of every
+// directory of the workspace) is left to the Load that follows under the
+// hold, so that a run pays it once. Errors are the ones Load would return
+// from the same steps.
+func Peek(h Host, req Request) (*Preview, error) {
 	h = h.withDefaults()
-	if !filepath.IsAbs(h.Cwd) {
-		return nil, &Error{Msg: fmt.Sprintf("the current directory %q is not absolute", h.Cwd)}
+	layers, _, err := loadLayers(h, req)
+	if err != nil {
+		return nil, err
 	}
-	for _, l := range layers {
-		if err := CheckLayer(l); err != nil {
-			return nil, err
+	r, err := newResolver(h, layers)
+	if err != nil {
+		return nil, err
+	}
+	var steps []step
+	for _, s := range r.steps() {
+		switch s.name {
+		case "workspace", "cwd", "host_dirs", "binds", "options":
+			steps = append(steps, s)
 		}
 	}
-	r := &resolver{h: h, layers: layers, m: merge(layers), res: &Result{}}
-	for _, l := range layers {
-		r.res.Layers = append(r.res.Layers, l.Name)
-		if l.Kind == KindProfile && r.res.Profile == "" {
-			r.res.Profile = l.Profile
+	if err := r.run(steps); err != nil {
+		return nil, err
+	}
+	pv := &Preview{Backend: r.res.Backend, BackendFallback: r.res.BackendFallback}
+	for _, it := range r.mounts {
+		if it.m.Kind == sandbox.MountBind && !it.m.ReadOnly {
+			pv.Roots = append(pv.Roots, it.m.Source)
 		}
 	}
-	steps := []struct {
-		name string
-		fn   func() error
-	}{
+	sort.Strings(pv.Roots)
+	pv.Roots = dedupStrings(pv.Roots)
+	return pv, nil
+}
+
+type step struct {
+	name string
+	fn   func() error
+}
+
+// steps is the resolution, in order.
+func (r *resolver) steps() []step {
+	return []step{
 		{"workspace", r.workspace},
 		{"cwd", r.cwdStep},
 		{"host_dirs", r.hostDirs},
@@ -183,12 +237,35 @@ func Resolve(h Host, layers []*Layer) (*Result, error) {
 		// Last: the same checks sandbox.Start runs, before anything starts.
 		{"validate", r.validate},
 	}
+}
+
+func (r *resolver) run(steps []step) error {
 	for _, s := range steps {
 		if err := s.fn(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newResolver(h Host, layers []*Layer) (*resolver, error) {
+	h = h.withDefaults()
+	if !filepath.IsAbs(h.Cwd) {
+		return nil, &Error{Msg: fmt.Sprintf("the current directory %q is not absolute", h.Cwd)}
+	}
+	for _, l := range layers {
+		if err := CheckLayer(l); err != nil {
 			return nil, err
 		}
 	}
-	return r.res, nil
+	r := &resolver{h: h, layers: layers, m: merge(layers), res: &Result{}}
+	for _, l := range layers {
+		r.res.Layers = append(r.res.Layers, l.Name)
+		if l.Kind == KindProfile && r.res.Profile == "" {
+			r.res.Profile = l.Profile
+		}
+	}
+	return r, nil
 }
 
 type resolver struct {
