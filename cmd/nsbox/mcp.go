@@ -217,7 +217,7 @@ func startMCPSession(ctx context.Context, f *mcpFlags, host policy.Host, opts []
 			return nil, hold.Err()
 		}
 	}
-	res, err := f.resolve(host)
+	res, err := pv.Load()
 	if err != nil {
 		hold.Release(nil)
 		return nil, err

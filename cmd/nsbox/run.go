@@ -179,7 +179,7 @@ func runMain(f *runFlags, argv []string) error {
 			return status.setupFailed("policy", hold.Err())
 		}
 	}
-	res, err := f.resolve(host)
+	res, err := pv.Load()
 	if err != nil {
 		hold.Release(nil)
 		return status.setupFailed("policy", err)

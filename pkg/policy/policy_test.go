@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -781,6 +782,13 @@ func TestPeekAgreesWithLoad(t *testing.T) {
 			t.Fatalf("%s: Peek: %v", c.name, err)
 		}
 		res := mustLoad(t, h, c.req)
+		full, err := pv.Load()
+		if err != nil {
+			t.Fatalf("%s: Preview.Load: %v", c.name, err)
+		}
+		if !reflect.DeepEqual(full, res) {
+			t.Errorf("%s: Preview.Load differs from Load:\n%+v\n%+v", c.name, full, res)
+		}
 		if c.name != "strict" && len(pv.Roots) == 0 {
 			t.Errorf("%s: no roots", c.name)
 		}

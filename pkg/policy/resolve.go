@@ -107,12 +107,7 @@ func Load(h Host, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := Resolve(h, layers)
-	if err != nil {
-		return nil, err
-	}
-	res.Profile = ref
-	return res, nil
+	return (&Preview{h: h, layers: layers, ref: ref}).Load()
 }
 
 // loadLayers reads the layers of req: the defaults, the config file, the
@@ -175,16 +170,31 @@ type Preview struct {
 	// Roots are the writable bind sources (Result.Roots may add pins
 	// below them).
 	Roots []string
+
+	h      Host
+	layers []*Layer
+	ref    string
+}
+
+// Load resolves in full what Peek previewed, with the layers Peek read:
+// profile and config files are not read twice.
+func (pv *Preview) Load() (*Result, error) {
+	res, err := Resolve(pv.h, pv.layers)
+	if err != nil {
+		return nil, err
+	}
+	res.Profile = pv.ref
+	return res, nil
 }
 
 // Peek loads req as Load does but resolves only the steps that decide the
 // backend and the writable roots. The hide walk (a readdir of every
-// directory of the workspace) is left to the Load that follows under the
+// directory of the workspace) is left to Preview.Load, called under the
 // hold, so that a run pays it once. Errors are the ones Load would return
 // from the same steps.
 func Peek(h Host, req Request) (*Preview, error) {
 	h = h.withDefaults()
-	layers, _, err := loadLayers(h, req)
+	layers, ref, err := loadLayers(h, req)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +212,7 @@ func Peek(h Host, req Request) (*Preview, error) {
 	if err := r.run(steps); err != nil {
 		return nil, err
 	}
-	pv := &Preview{Backend: r.res.Backend, BackendFallback: r.res.BackendFallback}
+	pv := &Preview{Backend: r.res.Backend, BackendFallback: r.res.BackendFallback, h: h, layers: layers, ref: ref}
 	for _, it := range r.mounts {
 		if it.m.Kind == sandbox.MountBind && !it.m.ReadOnly {
 			pv.Roots = append(pv.Roots, it.m.Source)
