@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -371,43 +372,54 @@ func parseGroupName(name string) (pid int, sup bool, ok bool) {
 	return n, tail == "sup", true
 }
 
-// procsPaths lists the cgroup.procs files of the group, one per hierarchy.
-type procsLister interface {
-	procsPaths() []string
+// joinPaths lists the files through which a process joins the group, one
+// per hierarchy.
+type joinLister interface {
+	joinPaths() []string
 }
 
-func (b *v1Backend) procsPaths() []string {
+// On v1 the join file is "tasks", not "cgroup.procs": "0" written to tasks
+// moves only the writing thread, and the kernel then skips the
+// cgroup-wide threadgroup lock, whose write side waits for an RCU grace
+// period on every hierarchy not mounted with favordynmods. Measured on
+// 6.18 here: 0.03 ms against 4-8 ms for cgroup.procs. The one writer is
+// the limit shim, single-threaded before its execve, and execve leaves
+// only the calling thread anyway: the command and all it forks are inside.
+func (b *v1Backend) joinPaths() []string {
 	var out []string
 	for _, d := range b.dirList() {
-		out = append(out, d+"/cgroup.procs")
+		out = append(out, d+"/tasks")
 	}
 	return out
 }
 
-func (b *v2Backend) procsPaths() []string { return []string{b.dir + "/cgroup.procs"} }
+// v2 has no such shortcut (cgroup.threads takes threads only within a
+// threaded subtree).
+func (b *v2Backend) joinPaths() []string { return []string{b.dir + "/cgroup.procs"} }
 
-// ProcsFiles opens the group's cgroup.procs files for writing (close-on-exec),
-// one per hierarchy, so that a process started elsewhere can move itself into
-// the group by writing "0" to each. The kernel checks the permission against
-// the credentials of the opener, not of the writer (since CVE-2021-4197), so
+// JoinFiles opens the group's join files (cgroup.procs on v2, tasks on
+// v1) for writing (close-on-exec), one per hierarchy, so that a
+// single-threaded process started elsewhere can move itself into the group
+// by writing "0" to each. The kernel checks the permission against the
+// credentials of the opener, not of the writer (since CVE-2021-4197), so
 // the files can be handed to a less privileged process. It returns nil in
 // modes without such files (rlimit, none, a systemd scope, which is joined
 // with AddProcess instead).
-func (m *Manager) ProcsFiles() ([]*os.File, error) {
+func (m *Manager) JoinFiles() ([]*os.File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pl, ok := m.b.(procsLister)
+	jl, ok := m.b.(joinLister)
 	if m.b == nil || !ok || m.destroyed {
 		return nil, nil
 	}
 	var files []*os.File
-	for _, p := range pl.procsPaths() {
+	for _, p := range jl.joinPaths() {
 		f, err := os.OpenFile(p, os.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 		if err != nil {
 			for _, f := range files {
 				f.Close()
 			}
-			return nil, &SetupError{Mode: m.det.Mode, Step: "open cgroup.procs", Path: p, Err: err}
+			return nil, &SetupError{Mode: m.det.Mode, Step: "open " + filepath.Base(p), Path: p, Err: err}
 		}
 		files = append(files, f)
 	}

@@ -1,6 +1,7 @@
 package cgroups
 
 import (
+	"bufio"
 	"errors"
 	"os"
 	"os/exec"
@@ -400,5 +401,71 @@ func TestCPULimit(t *testing.T) {
 	}
 	if used > elapsed*4/10 {
 		t.Errorf("used %v of CPU in %v with a 0.2 CPU limit", used, elapsed)
+	}
+}
+
+// A process that writes "0" to each join file is in the group in every
+// hierarchy, and so is what it forks afterwards. On v1 the files are the
+// tasks files (a thread-level move, which spares the cgroup-wide lock).
+func TestJoinFiles(t *testing.T) {
+	m := cgroupManager(t, Limits{Memory: 256 << 20, Pids: 64})
+	files, err := m.JoinFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	dirs := groupDirs(m)
+	if len(files) != len(dirs) {
+		t.Fatalf("%d join files for %d group directories", len(files), len(dirs))
+	}
+	want := "cgroup.procs"
+	if m.Mode() == ModeCgroup1 {
+		want = "tasks"
+	}
+	script := ""
+	for i, f := range files {
+		if filepath.Base(f.Name()) != want {
+			t.Errorf("join file %s; want %s", f.Name(), want)
+		}
+		script += "echo 0 >&" + strconv.Itoa(3+i) + " || exit 1; "
+	}
+	script += "sleep 30 & echo $!; read x"
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.ExtraFiles = files
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	// The shell prints its child's pid after the writes, or exits.
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	child := strings.TrimSpace(line)
+	if _, err := strconv.Atoi(child); err != nil {
+		t.Fatalf("shell output %q", line)
+	}
+	defer func() { n, _ := strconv.Atoi(child); unix.Kill(n, unix.SIGKILL) }()
+	for _, d := range dirs {
+		procs := readFields(filepath.Join(d, "cgroup.procs"))
+		for _, pid := range []string{strconv.Itoa(cmd.Process.Pid), child} {
+			found := false
+			for _, p := range procs {
+				found = found || p == pid
+			}
+			if !found {
+				t.Errorf("pid %s not in %s (%v)", pid, d, procs)
+			}
+		}
 	}
 }

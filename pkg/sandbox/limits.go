@@ -31,16 +31,16 @@ func newLimiter(l Limits) (*limiter, error) {
 	return &limiter{m: m, limits: l}, nil
 }
 
-// procsFiles opens the group's cgroup.procs files. The worker is NOT in the
-// limited group: it hands these to each command, which moves itself in
-// before exec. So a fork bomb or a memory hog can exhaust the group without
+// joinFiles opens the group's join files (cgroups.Manager.JoinFiles). The
+// worker is NOT in the limited group: it hands these to each command, which
+// moves itself in before exec. So a fork bomb or a memory hog can exhaust the group without
 // starving PID 1 of a thread or making it the OOM killer's victim, and the
 // group's counters speak of the commands alone.
-func (l *limiter) procsFiles() ([]*os.File, error) {
+func (l *limiter) joinFiles() ([]*os.File, error) {
 	if l == nil || l.m == nil {
 		return nil, nil
 	}
-	files, err := l.m.ProcsFiles()
+	files, err := l.m.JoinFiles()
 	if err != nil {
 		return nil, err
 	}

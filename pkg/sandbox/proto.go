@@ -26,8 +26,9 @@ type setupMsg struct {
 	Env       []string     `json:"env,omitempty"`
 	Workspace string       `json:"workspace,omitempty"`
 	Tools     ToolSettings `json:"tools"`
-	// CgroupProcs is the number of cgroup.procs fds sent with the
-	// handshake: each command writes "0" to each before exec.
+	// CgroupProcs is the number of cgroup join fds (cgroup.procs on v2,
+	// tasks on v1) sent with the handshake: each command writes "0" to
+	// each before exec.
 	CgroupProcs int `json:"cgroupProcs,omitempty"`
 	// HostCalls: commands get a hostCall socket (the policy allows host
 	// APIs or tool registration).

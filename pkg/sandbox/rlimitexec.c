@@ -8,7 +8,8 @@
 //	argv = { "nsbox-limit-exec", RLIMITS, CGROUP_FDS, PATH, COMMAND_ARGV... }
 //
 // where RLIMITS is "res:cur:max,..." (decimal; empty for none) and
-// CGROUP_FDS is "n,n" (the inherited cgroup.procs fds; empty for none). The
+// CGROUP_FDS is "n,n" (the inherited cgroup join fds: cgroup.procs on v2,
+// tasks on v1; empty for none). The
 // constructor below runs in every process that links pkg/sandbox, ahead of
 // the Go runtime; in all but the shim it returns after one string compare
 // (and a getppid() when argv[0] matches), with no other effect. In the shim
@@ -317,8 +318,10 @@ static void for_each_cgroup_fd(const char *list, int apply)
 		if (!apply)
 			continue;
 		// "0" written to cgroup.procs moves the writing process, all its
-		// threads, into the group; every child of the command is then
-		// born inside.
+		// threads, into the group; written to a v1 tasks file, only the
+		// writing thread, which is all there is: the shim runs before
+		// any thread exists, and execve keeps only the calling thread.
+		// Every child of the command is then born inside.
 		ssize_t w;
 		do {
 			w = write(fd, "0", 1);

@@ -16,7 +16,7 @@ import (
 
 // limitExecArg0 marks the short-lived re-exec of the binary that puts a
 // command under the session's limits and then becomes the command: it moves
-// itself into the limited cgroup (by the cgroup.procs fds it inherits) and
+// itself into the limited cgroup (by the cgroup join fds it inherits) and
 // sets the command's rlimits. Limits cannot be put on the worker itself, a
 // long-lived Go process: a fork bomb would starve it of threads and the OOM
 // killer could choose it. Go has no hook between fork and exec, hence the

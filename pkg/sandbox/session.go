@@ -122,7 +122,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			}
 			s.limits = l
 			setup.Rlimits, setup.ExecRlimits = l.rlimits()
-			s.cgroupProcs, err = l.procsFiles()
+			s.cgroupProcs, err = l.joinFiles()
 			setup.CgroupProcs = len(s.cgroupProcs)
 			return err
 		}},
@@ -302,7 +302,7 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	s.peer.Handle(ipc.TypeOpenHostCall, s.openHostCall)
 	go s.peer.Serve()
 	// A worker that dies during setup closes the channel; Call then
-	// returns ErrClosed instead of waiting forever. The cgroup.procs files
+	// returns ErrClosed instead of waiting forever. The cgroup join files
 	// travel with the handshake.
 	var fds []int
 	for _, f := range s.cgroupProcs {

@@ -91,8 +91,8 @@ type worker struct {
 
 	tools       WorkerTools
 	toolCancels map[uint64]context.CancelFunc
-	// cgroupFDs are the limited group's cgroup.procs files; the worker
-	// itself stays outside the group.
+	// cgroupFDs are the limited group's join files (cgroup.procs, or tasks
+	// on v1); the worker itself stays outside the group.
 	cgroupFDs []int
 }
 
@@ -126,7 +126,7 @@ func runWorker() int {
 	if err := json.Unmarshal(env.Payload, &w.setup); err != nil || len(fds) != w.setup.CgroupProcs {
 		closeInts(fds)
 		if err == nil {
-			err = fmt.Errorf("%d fds for %d cgroup.procs files", len(fds), w.setup.CgroupProcs)
+			err = fmt.Errorf("%d fds for %d cgroup join files", len(fds), w.setup.CgroupProcs)
 		}
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeBadRequest, Message: "bad handshake: " + err.Error()}}, nil)
 		return 125
