@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,6 +32,11 @@ var walkSkip = map[string]bool{
 type globResult struct {
 	matches   []string
 	truncated bool
+	// unlisted are directories the walk had to list and could not (no
+	// read or no search permission): what they hold is unknown, so a
+	// hide pattern hides them whole. A sandbox runs with the caller's
+	// uid; it could chmod such a directory back and read it.
+	unlisted []string
 }
 
 // glob expands pattern (absolute, clean). Only the parts with wildcards are
@@ -44,6 +51,9 @@ type globResult struct {
 // getdents64, whose d_type spares a stat per entry. (A walk by path, with
 // an lstat before each open and a second listing for the "zero
 // directories" case of "**", cost 23 µs a directory here, 3.5× this.)
+// A directory that is only passed through (a plain name comes next) is
+// opened O_PATH, which needs no read permission: a search-only (0711)
+// ancestor such as a shared /home does not stop the walk.
 func glob(pattern string, fileOnly bool) (globResult, error) {
 	parts := splitPath(pattern)
 	for _, p := range parts {
@@ -53,16 +63,30 @@ func glob(pattern string, fileOnly bool) (globResult, error) {
 			}
 		}
 	}
-	w := walker{fileOnly: fileOnly}
-	root, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	w := walker{fileOnly: fileOnly, base: "/"}
+	for i, p := range parts {
+		if p == "**" || hasGlob(p) {
+			w.base = "/" + strings.Join(parts[:i], "/")
+			break
+		}
+	}
+	root, err := w.open(unix.AT_FDCWD, "/", true, needsList(parts))
 	if err != nil {
 		return globResult{}, fmt.Errorf("open /: %w", err)
 	}
 	w.walk(root, "/", nil, false, parts, 0)
-	unix.Close(root)
+	unix.Close(root.fd)
 	sort.Strings(w.res.matches)
 	w.res.matches = dedupStrings(w.res.matches)
+	sort.Strings(w.res.unlisted)
+	w.res.unlisted = dedupStrings(w.res.unlisted)
 	return w.res, nil
+}
+
+// needsList reports whether matching parts at a directory needs its
+// listing (a wildcard or "**" comes first).
+func needsList(parts []string) bool {
+	return len(parts) > 0 && (parts[0] == "**" || hasGlob(parts[0]))
 }
 
 // dirent is one entry of a directory listing.
@@ -71,17 +95,25 @@ type dirent struct {
 	typ  uint8 // unix.DT_*; DT_UNKNOWN when the file system does not say
 }
 
+// dirFD is a directory the walk holds open.
+type dirFD struct {
+	fd int
+	// listable: opened for reading (O_RDONLY). Otherwise O_PATH: passed
+	// through, or not readable by this user.
+	listable bool
+}
+
 type walker struct {
 	fileOnly bool
-	dirs     int // directories entered by "**"
+	base     string // the pattern up to its first wildcard
+	dirs     int    // directories entered by "**"
 	res      globResult
 	buf      []byte
 }
 
-// walk matches parts below the directory open at fd, whose path is dir.
-// ents is its listing when listed is set (read at most once per
-// directory).
-func (w *walker) walk(fd int, dir string, ents []dirent, listed bool, parts []string, depth int) {
+// walk matches parts below the directory d, whose path is dir. ents is its
+// listing when listed is set (read at most once per directory).
+func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, parts []string, depth int) {
 	if len(parts) == 0 {
 		// The directory itself matches (a "**" at the end).
 		if !w.fileOnly {
@@ -91,22 +123,25 @@ func (w *walker) walk(fd int, dir string, ents []dirent, listed bool, parts []st
 	}
 	part, rest := parts[0], parts[1:]
 	if part != "**" && !hasGlob(part) {
-		w.step(fd, dir, part, unix.DT_UNKNOWN, rest, depth)
+		w.step(d.fd, dir, part, unix.DT_UNKNOWN, rest, depth)
 		return
 	}
 	if !listed {
-		ents = w.list(fd)
+		var ok bool
+		if ents, ok = w.list(d); !ok {
+			w.unlisted(dir)
+		}
 	}
 	if part != "**" {
 		for _, e := range ents {
 			if ok, _ := filepath.Match(part, e.name); ok {
-				w.step(fd, dir, e.name, e.typ, rest, depth)
+				w.step(d.fd, dir, e.name, e.typ, rest, depth)
 			}
 		}
 		return
 	}
 	// "**" is zero directories, matching rest here with the same listing...
-	w.walk(fd, dir, ents, true, rest, depth)
+	w.walk(d, dir, ents, true, rest, depth)
 	// ...or one more, recursively.
 	if depth >= walkMaxDepth {
 		w.res.truncated = true
@@ -116,19 +151,46 @@ func (w *walker) walk(fd int, dir string, ents []dirent, listed bool, parts []st
 		if (e.typ != unix.DT_DIR && e.typ != unix.DT_UNKNOWN) || walkSkip[e.name] {
 			continue
 		}
-		sub, ok := w.open(fd, e.name, false)
-		if !ok {
+		if e.typ == unix.DT_DIR && !w.count() {
+			return
+		}
+		sub, err := w.open(d.fd, e.name, false, true)
+		if err != nil {
+			if e.typ == unix.DT_DIR && errors.Is(err, unix.EACCES) {
+				// dir is readable but not searchable: its
+				// subdirectories cannot even be opened.
+				w.unlisted(dir)
+			}
 			continue // not a directory (DT_UNKNOWN), or gone
 		}
-		w.dirs++
-		if w.dirs > walkMaxDirs {
-			unix.Close(sub)
-			w.res.truncated = true
+		if e.typ == unix.DT_UNKNOWN && !w.count() {
+			unix.Close(sub.fd)
 			return
 		}
 		w.walk(sub, filepath.Join(dir, e.name), nil, false, parts, depth+1)
-		unix.Close(sub)
+		unix.Close(sub.fd)
 	}
+}
+
+// unlisted records dir as one the walk could not look into. Only
+// directories from the pattern's first wildcard down count: the part
+// before it was resolved already, and hiding an ancestor of it (a shared
+// /home) is not what a pattern asks.
+func (w *walker) unlisted(dir string) {
+	if within(dir, w.base) {
+		w.res.unlisted = append(w.res.unlisted, dir)
+	}
+}
+
+// count counts one more directory entered by "**"; false when that is one
+// past the bound.
+func (w *walker) count() bool {
+	w.dirs++
+	if w.dirs > walkMaxDirs {
+		w.res.truncated = true
+		return false
+	}
+	return true
 }
 
 // step goes to the entry name of the directory open at fd: a match when
@@ -136,75 +198,104 @@ func (w *walker) walk(fd int, dir string, ents []dirent, listed bool, parts []st
 func (w *walker) step(fd int, dir, name string, typ uint8, rest []string, depth int) {
 	p := filepath.Join(dir, name)
 	if len(rest) == 0 {
-		if typ == unix.DT_UNKNOWN {
-			var st unix.Stat_t
-			if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		// The type of a candidate comes from lstat, not from d_type:
+		// a file this user cannot reach (its directory not searchable)
+		// is no match, as in a lookup of the whole path.
+		var st unix.Stat_t
+		for {
+			err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if errors.Is(err, unix.EACCES) {
+				w.unlisted(dir) // dir is not searchable
+			}
+			if err != nil {
 				return
 			}
-			switch st.Mode & unix.S_IFMT {
-			case unix.S_IFREG:
-				typ = unix.DT_REG
-			case unix.S_IFDIR:
-				typ = unix.DT_DIR
-			}
+			break
 		}
-		if typ == unix.DT_REG || (typ == unix.DT_DIR && !w.fileOnly) {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
 			w.res.matches = append(w.res.matches, p)
+		case unix.S_IFDIR:
+			if !w.fileOnly {
+				w.res.matches = append(w.res.matches, p)
+			}
 		}
 		return
 	}
 	// A symlink here is followed only when a plain name comes next, as a
 	// lookup of the whole path would; a directory to be listed (for a
 	// wildcard or "**") must be a real one.
-	follow := rest[0] != "**" && !hasGlob(rest[0])
+	follow := !needsList(rest)
 	if typ != unix.DT_DIR && typ != unix.DT_UNKNOWN && !(follow && typ == unix.DT_LNK) {
 		return
 	}
-	sub, ok := w.open(fd, name, follow)
-	if !ok {
+	sub, err := w.open(fd, name, follow, !follow)
+	if errors.Is(err, unix.EACCES) {
+		w.unlisted(dir) // dir is not searchable
+	}
+	if err != nil {
 		return
 	}
 	w.walk(sub, p, nil, false, rest, depth)
-	unix.Close(sub)
+	unix.Close(sub.fd)
 }
 
-// open opens the directory name below fd. Unless follow is set, a symlink
-// there is not followed (O_NOFOLLOW), also when it replaced a directory
-// after the listing: "**" stays on the tree below the pattern's prefix.
-func (w *walker) open(fd int, name string, follow bool) (int, bool) {
-	flags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
+// open opens the directory name below fd: for reading when list is set
+// (falling back to O_PATH when this user may not read it), else O_PATH.
+// Unless follow is set, a symlink there is not followed (O_NOFOLLOW), also
+// when it replaced a directory after the listing: "**" stays on the tree
+// below the pattern's prefix.
+func (w *walker) open(fd int, name string, follow, list bool) (dirFD, error) {
+	flags := unix.O_DIRECTORY | unix.O_CLOEXEC
 	if !follow {
 		flags |= unix.O_NOFOLLOW
 	}
+	if list {
+		sub, err := openatRetry(fd, name, flags|unix.O_RDONLY)
+		if !errors.Is(err, unix.EACCES) {
+			return dirFD{fd: sub, listable: err == nil}, err
+		}
+	}
+	sub, err := openatRetry(fd, name, flags|unix.O_PATH)
+	return dirFD{fd: sub}, err
+}
+
+func openatRetry(fd int, name string, flags int) (int, error) {
 	for {
 		sub, err := unix.Openat(fd, name, flags, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
+		if !errors.Is(err, unix.EINTR) {
+			return sub, err
 		}
-		return sub, err == nil
 	}
 }
 
-// list reads the directory open at fd, sorted by name so that the walk
-// bounds cut at the same place every run. An unreadable directory lists
-// as empty: there is nothing in it this user, or the sandbox, could read.
-func (w *walker) list(fd int) []dirent {
+// list reads the directory d, sorted by name so that the walk bounds cut
+// at the same place every run. ok is false when d cannot be read.
+func (w *walker) list(d dirFD) (ents []dirent, ok bool) {
+	if !d.listable {
+		return nil, false
+	}
 	if w.buf == nil {
 		w.buf = make([]byte, 32<<10)
 	}
-	var ents []dirent
 	for {
-		n, err := unix.Getdents(fd, w.buf)
+		n, err := unix.Getdents(d.fd, w.buf)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if err != nil || n <= 0 {
+		if err != nil {
+			return nil, false
+		}
+		if n <= 0 {
 			break
 		}
 		ents = appendDirents(ents, w.buf[:n])
 	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
-	return ents
+	slices.SortFunc(ents, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
+	return ents, true
 }
 
 // appendDirents parses getdents64 records (struct linux_dirent64: d_ino

@@ -884,6 +884,13 @@ func (r *resolver) hide() error {
 			}
 			targets = append(targets, target{m, e.at})
 		}
+		// Fail closed: what a directory the walk cannot look into holds
+		// is unknown, and a sandbox (same uid) could chmod it back and
+		// read a match an earlier sandbox chmod'ed away from the walk.
+		for _, d := range g.unlisted {
+			r.warn(e.at.warn(false, "cannot look into %s (permission denied) to match %s: hidden whole", d, e.Path))
+			targets = append(targets, target{d, e.at})
+		}
 	}
 	// Invariant: a hidden path is hidden wherever it is visible inside,
 	// through the host root and through every bind above it; a hide is

@@ -110,6 +110,31 @@ echo work > out.txt && echo ws-ok`)
 	})
 }
 
+// A directory the .env walk cannot look into is hidden whole: an earlier
+// sandbox with the workspace writable could chmod 000 the directory of a
+// .env so that the walk misses it, and the next sandbox chmod it back and
+// read it. (As root the walk reads every directory: the .env itself is
+// hidden then.)
+func TestWorkspaceUnreadableDirHidden(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, filepath.Join(ws, "cfg"))
+		u.writeFile(t, filepath.Join(ws, "cfg", ".env"), "API_KEY=nsbox-it-locked\n", 0o600)
+		o := &runOpts{dir: ws}
+		// The first run (the attacker) locks the directory.
+		expectCode(t, u.sh(t, o, nil, `chmod 000 cfg`), 0)
+		t.Cleanup(func() { os.Chmod(filepath.Join(ws, "cfg"), 0o755) })
+		r := u.sh(t, o, nil, `chmod 755 cfg 2>/dev/null; cat cfg/.env 2>/dev/null; echo done`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "nsbox-it-locked") || !strings.Contains(r.stdout, "done") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		if u.uid != 0 && !strings.Contains(r.stderr, "hidden whole") {
+			t.Errorf("no warning for the unreadable directory: %q", r.stderr)
+		}
+	})
+}
+
 // Without .git, the sandbox cannot create one (an attacker's `git init` with
 // hooks the user would later run); nothing is left behind.
 func TestWorkspaceWithoutGit(t *testing.T) {
