@@ -208,25 +208,20 @@ func startMCPSession(ctx context.Context, f *mcpFlags, host policy.Host, opts []
 	if err != nil {
 		return nil, err
 	}
-	var hold *policy.Hold
-	if len(pv.Roots) > 0 {
-		// Without the lock another run could remove a placeholder this
-		// sandbox relies on: no hold, no sandbox.
-		if hold = policy.HoldRoots(pv.Roots); hold.Err() != nil {
-			hold.Release(nil)
-			return nil, hold.Err()
-		}
+	// Without the lock another run could remove a placeholder this
+	// sandbox relies on: no hold, no sandbox.
+	hold := policy.HoldRoots(pv.Roots)
+	if hold.Err() != nil {
+		hold.Release(nil)
+		return nil, hold.Err()
 	}
 	res, err := pv.Load()
+	if err == nil {
+		err = hold.Add(res.Roots()) // roots that appeared since Peek
+	}
 	if err != nil {
 		hold.Release(nil)
 		return nil, err
-	}
-	if hold != nil {
-		if err := hold.Add(res.Roots()); err != nil {
-			hold.Release(nil)
-			return nil, err
-		}
 	}
 	p := res.Policy
 	// The memory and notepad tools reach their stores through hostCall.

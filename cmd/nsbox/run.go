@@ -159,36 +159,39 @@ func runMain(f *runFlags, argv []string) error {
 		}
 		return nil
 	}
+	// While the sandbox runs, its writable roots are held (a shared flock)
+	// and the policy is resolved under that hold, so that no other run
+	// removes a placeholder this sandbox relies on (policy.Hold). Peek
+	// finds the roots without the full resolution (and its .env walk).
 	pv, err := f.peek(host)
 	if err != nil {
 		return status.setupFailed("policy", err)
 	}
-	choice, err := backend.Choose(pv.Backend, pv.BackendFallback, false)
-	if err != nil {
-		return status.setupFailed("backend", err)
-	}
-	b := choice.Backend
-
-	// While the sandbox runs, its writable roots are held (a shared flock)
-	// and the policy is resolved under that hold, so that no other run
-	// removes a placeholder this sandbox relies on (policy.Hold).
-	var hold *policy.Hold
-	if b.Isolates() && len(pv.Roots) > 0 {
-		if hold = policy.HoldRoots(pv.Roots); hold.Err() != nil {
-			hold.Release(nil)
-			return status.setupFailed("policy", hold.Err())
-		}
+	hold := policy.HoldRoots(pv.Roots)
+	if hold.Err() != nil {
+		hold.Release(nil)
+		return status.setupFailed("policy", hold.Err())
 	}
 	res, err := pv.Load()
+	if err == nil {
+		// Roots that appeared since Peek (an optional bind created in
+		// between, pins) are held too.
+		err = hold.Add(res.Roots())
+	}
 	if err != nil {
 		hold.Release(nil)
 		return status.setupFailed("policy", err)
 	}
-	if hold != nil {
-		if err := hold.Add(res.Roots()); err != nil {
-			hold.Release(nil)
-			return status.setupFailed("policy", err)
-		}
+	choice, err := backend.Choose(res.Backend, res.BackendFallback, false)
+	if err != nil {
+		hold.Release(nil)
+		return status.setupFailed("backend", err)
+	}
+	b := choice.Backend
+	if !b.Isolates() {
+		// No sandbox, no placeholders to guard or remove.
+		hold.Release(nil)
+		hold = nil
 	}
 	released := false
 	release := func() {
