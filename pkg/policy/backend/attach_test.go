@@ -32,14 +32,16 @@ func TestCgroupAttach(t *testing.T) {
 		inDetail  string
 		inFix     string
 	}{
-		{"v1 slow", cgroups.ModeCgroup1, hybridMountinfo, "root=/dev/vda ro", "slow", "/sys/fs/cgroup/memory, /sys/fs/cgroup/pids, /sys/fs/cgroup/cpu,cpuacct not mounted", "cgroup_favordynmods=true"},
-		{"v1 command line", cgroups.ModeCgroup1, hybridMountinfo, "ro cgroup_favordynmods=1 quiet", "fast", "cgroup_favordynmods=1", ""},
-		{"v1 command line off", cgroups.ModeCgroup1, hybridMountinfo, "cgroup_favordynmods=off", "slow", "not mounted", "cgroup_favordynmods=true"},
+		// v1: through the tasks files, without the lock, whatever the mounts.
+		{"v1", cgroups.ModeCgroup1, hybridMountinfo, "root=/dev/vda ro", "fast", "tasks files", ""},
+		{"v1 command line off", cgroups.ModeCgroup1, hybridMountinfo, "cgroup_favordynmods=off", "fast", "tasks files", ""},
 		{"v2 slow", cgroups.ModeCgroup2, v2Mountinfo, "", "slow", "/sys/fs/cgroup not mounted", "mount -o remount,favordynmods /sys/fs/cgroup"},
+		{"v2 command line", cgroups.ModeCgroup2, v2Mountinfo, "ro cgroup_favordynmods=1 quiet", "fast", "cgroup_favordynmods=1", ""},
+		{"v2 command line off", cgroups.ModeCgroup2, v2FastMountinfo, "cgroup_favordynmods=off", "fast", "mounted with favordynmods", ""},
 		{"v2 delegated fast", cgroups.ModeCgroup2Delegated, v2FastMountinfo, "", "fast", "mounted with favordynmods: /sys/fs/cgroup", ""},
 		{"v2 mode, no v2 mount", cgroups.ModeCgroup2, "35 30 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", "", "unknown", "no cgroup hierarchy", ""},
 		{"rlimits", cgroups.ModeRlimit, hybridMountinfo, "", "not used", "rlimit", ""},
-		{"garbage", cgroups.ModeCgroup1, "x\n - \n1 2 3\n", "cgroup_favordynmods", "unknown", "no cgroup hierarchy", ""},
+		{"garbage", cgroups.ModeCgroup2, "x\n - \n1 2 3\n", "cgroup_favordynmods", "unknown", "no cgroup hierarchy", ""},
 	} {
 		c := cgroupAttach(tc.mode, []byte(tc.mountinfo), tc.cmdline)
 		if !c.OK || c.Name != "cgroup attach" || c.Value != tc.value || !strings.Contains(c.Detail, tc.inDetail) || !strings.Contains(c.Fix, tc.inFix) || (tc.inFix == "" && c.Fix != "") {
