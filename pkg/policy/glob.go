@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -129,7 +130,7 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, parts []s
 	if !listed {
 		var ok bool
 		if ents, ok = w.list(d); !ok {
-			w.unlisted(dir)
+			w.unlisted(d.fd, dir)
 		}
 	}
 	if part != "**" {
@@ -159,7 +160,7 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, parts []s
 			if e.typ == unix.DT_DIR && errors.Is(err, unix.EACCES) {
 				// dir is readable but not searchable: its
 				// subdirectories cannot even be opened.
-				w.unlisted(dir)
+				w.unlisted(d.fd, dir)
 			}
 			continue // not a directory (DT_UNKNOWN), or gone
 		}
@@ -172,14 +173,22 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, parts []s
 	}
 }
 
-// unlisted records dir as one the walk could not look into. Only
-// directories from the pattern's first wildcard down count: the part
+// unlisted records dir (open at fd) as one the walk could not look into,
+// when a sandbox could open it up again: only a directory owned by this
+// uid, whose mode a sandbox (this uid, mapped) may chmod. Another user's
+// directory (a root-owned 0700 volume) stays as closed inside as here.
+// Only directories from the pattern's first wildcard down count: the part
 // before it was resolved already, and hiding an ancestor of it (a shared
 // /home) is not what a pattern asks.
-func (w *walker) unlisted(dir string) {
-	if within(dir, w.base) {
-		w.res.unlisted = append(w.res.unlisted, dir)
+func (w *walker) unlisted(fd int, dir string) {
+	if !within(dir, w.base) {
+		return
 	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || int(st.Uid) != os.Geteuid() {
+		return
+	}
+	w.res.unlisted = append(w.res.unlisted, dir)
 }
 
 // count counts one more directory entered by "**"; false when that is one
@@ -208,7 +217,7 @@ func (w *walker) step(fd int, dir, name string, typ uint8, rest []string, depth 
 				continue
 			}
 			if errors.Is(err, unix.EACCES) {
-				w.unlisted(dir) // dir is not searchable
+				w.unlisted(fd, dir) // dir is not searchable
 			}
 			if err != nil {
 				return
@@ -234,7 +243,7 @@ func (w *walker) step(fd int, dir, name string, typ uint8, rest []string, depth 
 	}
 	sub, err := w.open(fd, name, follow, !follow)
 	if errors.Is(err, unix.EACCES) {
-		w.unlisted(dir) // dir is not searchable
+		w.unlisted(fd, dir) // dir is not searchable
 	}
 	if err != nil {
 		return

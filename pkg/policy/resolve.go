@@ -888,6 +888,13 @@ func (r *resolver) hide() error {
 		// is unknown, and a sandbox (same uid) could chmod it back and
 		// read a match an earlier sandbox chmod'ed away from the walk.
 		for _, d := range g.unlisted {
+			// Not over a bind the run asked for (the workspace itself
+			// made unreadable): stop instead of replacing it.
+			for _, it := range r.mounts {
+				if it.m.Kind == sandbox.MountBind && within(it.m.Source, d) {
+					return e.at.err(fs.ErrPermission, "cannot look into %s (permission denied) for %s, and it holds %s (%s): make it readable (chmod u+rx %s), or remove the entry with \"!%s\" in your config", d, e.Path, it.m.Source, it.why, d, e.Path)
+				}
+			}
 			r.warn(e.at.warn(false, "cannot look into %s (permission denied) to match %s: hidden whole", d, e.Path))
 			targets = append(targets, target{d, e.at})
 		}

@@ -132,6 +132,32 @@ func TestWorkspaceUnreadableDirHidden(t *testing.T) {
 		if u.uid != 0 && !strings.Contains(r.stderr, "hidden whole") {
 			t.Errorf("no warning for the unreadable directory: %q", r.stderr)
 		}
+		if u.uid == 0 {
+			return
+		}
+		// Another user's directory (a root-owned volume): the sandbox
+		// cannot open it up either, so it is left as it is, unwarned.
+		vol := filepath.Join(ws, "vol")
+		if err := os.Mkdir(vol, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(ws, "cfg"), 0o755)
+		r = u.sh(t, o, nil, `ls vol 2>&1; echo done`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stderr, "hidden whole") || !strings.Contains(r.stdout, "Permission denied") {
+			t.Errorf("a root-owned 0700 directory: stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		// The workspace itself unreadable: the run stops rather than
+		// replace the workspace with an empty directory.
+		if err := os.Chmod(ws, 0o333); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(ws, 0o755)
+		r = u.sh(t, o, nil, `echo ran`)
+		expectCode(t, r, 125)
+		if !strings.Contains(r.stderr, "cannot look into "+ws) || strings.Contains(r.stdout, "ran") {
+			t.Errorf("unreadable workspace: stdout %q stderr %q", r.stdout, r.stderr)
+		}
 	})
 }
 
