@@ -32,9 +32,11 @@ func TestCgroupAttach(t *testing.T) {
 		inDetail  string
 		inFix     string
 	}{
-		// v1: through the tasks files, without the lock, whatever the mounts.
+		// v1: through the tasks files, without the lock since 5.2,
+		// whatever the mounts.
 		{"v1", cgroups.ModeCgroup1, hybridMountinfo, "root=/dev/vda ro", "fast", "tasks files", ""},
 		{"v1 command line off", cgroups.ModeCgroup1, hybridMountinfo, "cgroup_favordynmods=off", "fast", "tasks files", ""},
+		{"v1 before 5.2", cgroups.ModeCgroup1, hybridMountinfo, "root=/dev/vda ro", "slow", "/sys/fs/cgroup/memory, /sys/fs/cgroup/pids, /sys/fs/cgroup/cpu,cpuacct not mounted", "5.2 or later"},
 		{"v2 slow", cgroups.ModeCgroup2, v2Mountinfo, "", "slow", "/sys/fs/cgroup not mounted", "mount -o remount,favordynmods /sys/fs/cgroup"},
 		{"v2 command line", cgroups.ModeCgroup2, v2Mountinfo, "ro cgroup_favordynmods=1 quiet", "fast", "cgroup_favordynmods=1", ""},
 		{"v2 command line off", cgroups.ModeCgroup2, v2FastMountinfo, "cgroup_favordynmods=off", "fast", "mounted with favordynmods", ""},
@@ -43,7 +45,11 @@ func TestCgroupAttach(t *testing.T) {
 		{"rlimits", cgroups.ModeRlimit, hybridMountinfo, "", "not used", "rlimit", ""},
 		{"garbage", cgroups.ModeCgroup2, "x\n - \n1 2 3\n", "cgroup_favordynmods", "unknown", "no cgroup hierarchy", ""},
 	} {
-		c := cgroupAttach(tc.mode, []byte(tc.mountinfo), tc.cmdline)
+		major, minor := 6, 18
+		if strings.HasSuffix(tc.name, "before 5.2") {
+			major, minor = 4, 19
+		}
+		c := cgroupAttach(tc.mode, []byte(tc.mountinfo), tc.cmdline, major, minor)
 		if !c.OK || c.Name != "cgroup attach" || c.Value != tc.value || !strings.Contains(c.Detail, tc.inDetail) || !strings.Contains(c.Fix, tc.inFix) || (tc.inFix == "" && c.Fix != "") {
 			t.Errorf("%s: %+v", tc.name, c)
 		}

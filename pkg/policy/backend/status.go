@@ -363,15 +363,15 @@ func checkClone3() Check {
 	newEnough := major > 5 || (major == 5 && minor >= 7)
 	// nsbox does not need CLONE_INTO_CGROUP: the worker (PID 1) stays
 	// outside the limited group, and each command moves itself in through
-	// a cgroup.procs fd before exec, on v1 and v2 alike. The line says
+	// a cgroup.procs (v2) or tasks (v1) fd before exec. The line says
 	// whether the kernel could, for completeness.
 	c.OK = true
 	if newEnough {
 		c.Value = "available"
-		c.Detail = "kernel " + rel + " supports CLONE_INTO_CGROUP; nsbox does not need it: commands join their group by a cgroup.procs fd before exec, and the worker stays outside the limits"
+		c.Detail = "kernel " + rel + " supports CLONE_INTO_CGROUP; nsbox does not need it: commands join their group by a cgroup.procs (v2) or tasks (v1) fd before exec, and the worker stays outside the limits"
 	} else {
 		c.Value = "not available"
-		c.Detail = "kernel " + rel + " is older than 5.7; nsbox does not need it: commands join their group by a cgroup.procs fd before exec"
+		c.Detail = "kernel " + rel + " is older than 5.7; nsbox does not need it: commands join their group by a cgroup.procs (v2) or tasks (v1) fd before exec"
 	}
 	return c
 }
