@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/spf13/cobra"
@@ -23,6 +24,9 @@ const (
 type exitError struct {
 	code int
 	msg  string
+	// signal, when set, is the signal that interrupted nsbox: after its
+	// message, nsbox dies of it (code is the fallback when it is ignored).
+	signal syscall.Signal
 }
 
 func (e *exitError) Error() string { return e.msg }
@@ -48,6 +52,9 @@ func main() {
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
 			fmt.Fprintln(os.Stderr, "nsbox: "+ee.msg)
+		}
+		if ee.signal != 0 {
+			dieOf(ee.signal)
 		}
 		os.Exit(ee.code)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,7 +41,9 @@ the resolved policy and mount plan. See docs/profiles.md.
 Exit status: the command's own code; 128+N when it died of signal N; 124 on
 --timeout; 125 when nsbox itself failed (a bad flag or profile, sandboxing
 unavailable); 126 when the command cannot be executed; 127 when it was not
-found.`,
+found; 137 when the memory limit was reached. SIGINT, SIGTERM or SIGHUP to
+nsbox kill the whole sandbox, and nsbox then dies of that signal (130 for
+Ctrl-C).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if f.dryRun && len(args) == 0 {
 				return nil
@@ -203,8 +204,8 @@ func runMain(f *runFlags, argv []string) error {
 	defer release()
 	printWarnings(os.Stderr, res, false)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
+	ctx := notifyInterrupt()
+	defer ctx.Stop()
 	if !b.Isolates() {
 		fmt.Fprintln(os.Stderr, "nsbox: warning: "+backend.NoneWarning)
 	}
@@ -228,6 +229,10 @@ func runMain(f *runFlags, argv []string) error {
 		}
 	}
 	if err != nil {
+		if sig := ctx.Signal(); sig != 0 && errors.Is(err, context.Canceled) {
+			status.emit(map[string]any{"event": "exited", "reason": string(sandbox.ReasonCanceled), "interrupted_by": signalName(sig), "exit_code": 128 + int(sig)})
+			return interruptedRun(sig)
+		}
 		step := ""
 		var se *sandbox.SetupError
 		if errors.As(err, &se) {
@@ -253,7 +258,18 @@ func runMain(f *runFlags, argv []string) error {
 	closeErr := s.Close()
 	release()
 	code, msg := exitStatus(res2, err)
+	var intr *exitError
+	sig := ctx.Signal()
+	if sig != 0 && errors.Is(err, context.Canceled) {
+		// nsbox was told to stop: the command did not end by itself, and
+		// its SIGKILL is not news; the signal nsbox got is.
+		intr = interruptedRun(sig)
+		code, msg = intr.code, intr.msg
+	}
 	ev := map[string]any{"event": "exited", "exit_code": code, "signal": int(res2.Signal), "reason": string(res2.Reason)}
+	if sig != 0 {
+		ev["interrupted_by"] = signalName(sig)
+	}
 	var rl *sandbox.ResourceLimitError
 	if errors.As(err, &rl) {
 		ev["resource"], ev["limit"], ev["enforcer"] = rl.Resource, rl.Limit, rl.Enforcer
@@ -265,10 +281,18 @@ func runMain(f *runFlags, argv []string) error {
 	if closeErr != nil && msg == "" {
 		msg = "cleanup: " + closeErr.Error()
 	}
+	if intr != nil {
+		return intr
+	}
 	if code == 0 && msg == "" {
 		return nil
 	}
 	return &exitError{code: code, msg: msg}
+}
+
+// interruptedRun is how a run that nsbox was told to stop ends.
+func interruptedRun(sig syscall.Signal) *exitError {
+	return interrupted(sig, "interrupted by "+signalName(sig)+": the sandbox was killed")
 }
 
 // exitStatus maps how the command ended to nsbox's exit code and message.

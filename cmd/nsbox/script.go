@@ -7,10 +7,8 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
@@ -159,11 +157,14 @@ func scriptMain(f *scriptFlags, args []string) error {
 	if w := sb.Warning(); w != "" {
 		fmt.Fprintln(os.Stderr, "nsbox: WARNING: "+w)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
+	ctx := notifyInterrupt()
+	defer ctx.Stop()
 	stdout, stderr, err := sb.Execute(ctx, cfg)
 	os.Stdout.WriteString(stdout)
 	os.Stderr.WriteString(stderr)
+	if sig := ctx.Signal(); sig != 0 && errors.Is(err, context.Canceled) {
+		return interrupted(sig, "interrupted by "+signalName(sig)+": the script's sandbox was killed")
+	}
 	code, msg := scriptExit(err)
 	if code == 0 {
 		return nil

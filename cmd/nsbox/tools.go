@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/hostapi"
@@ -156,8 +154,8 @@ func toolsCall(f *toolsCallFlags, name, raw string) error {
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
+	ctx := notifyInterrupt()
+	defer ctx.Stop()
 	opts, closeStores, err := hostAPIOptions(&p)
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "host APIs: " + err.Error()}
@@ -170,8 +168,8 @@ func toolsCall(f *toolsCallFlags, name, raw string) error {
 	defer s.Close()
 	res, err := s.CallTool(ctx, name, json.RawMessage(raw), f.timeout)
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return &exitError{code: exitNsboxFailed, msg: "interrupted"}
+		if sig := ctx.Signal(); sig != 0 && errors.Is(err, context.Canceled) {
+			return interrupted(sig, "interrupted by "+signalName(sig)+": the tool's sandbox was killed")
 		}
 		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
 	}

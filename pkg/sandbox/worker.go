@@ -698,7 +698,7 @@ func startFailure(name string, err error) executeReply {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, errNotFound):
 		return executeReply{ExitCode: 127, StartErr: "not_found", Message: fmt.Sprintf("%s: command not found", name)}
 	default:
-		return executeReply{ExitCode: 126, StartErr: "not_executable", Message: fmt.Sprintf("%s: cannot execute: %v", name, err)}
+		return executeReply{ExitCode: 126, StartErr: "not_executable", Message: fmt.Sprintf("%s: %v", name, err)}
 	}
 }
 

@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestPID1IsTheWorker(t *testing.T) {
@@ -329,4 +333,68 @@ func TestWorkingDirectory(t *testing.T) {
 			t.Fatalf("--cwd: %q", r.stdout)
 		}
 	})
+}
+
+// TestInterrupt: SIGINT, SIGTERM or SIGHUP to nsbox kill the sandbox, and
+// nsbox then dies of that same signal (a shell sees 128+N and stops its
+// loop), with "interrupted_by" in the status; a signal nsbox was started
+// with ignored (a background job's SIGINT, nohup's SIGHUP) stays ignored.
+func TestInterrupt(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		dir := u.tempDir(t)
+		for i, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+			status := filepath.Join(dir, fmt.Sprintf("status-%d.jsonl", i))
+			cmd := exec.Command(nsboxBin(t), "run", "--json-status", status, "--", "/bin/sleep", "60")
+			cmd.Dir = "/"
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.home()}
+			if u.switchTo {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitForLine(t, status, `"event":"started"`)
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if err == nil || !ws.Signaled() || ws.Signal() != sig {
+				t.Errorf("%v: nsbox ended with %v (%v), want to die of %v", sig, cmd.ProcessState, err, sig)
+			}
+			if want := "interrupted by " + unix.SignalName(sig); !strings.Contains(stderr.String(), want) {
+				t.Errorf("%v: stderr %q does not say %q", sig, stderr.String(), want)
+			}
+			b, _ := os.ReadFile(status)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			var exited map[string]any
+			json.Unmarshal([]byte(lines[len(lines)-1]), &exited)
+			if exited["event"] != "exited" || exited["interrupted_by"] != unix.SignalName(sig) ||
+				exited["exit_code"] != float64(128+int(sig)) || exited["reason"] != "canceled" {
+				t.Errorf("%v: exited line %q", sig, lines[len(lines)-1])
+			}
+		}
+		// Started with SIGINT ignored, as `cmd &` in a script: the run
+		// goes on to its own end.
+		script := `trap '' INT; "$0" run --json-status "$1" -- /bin/sleep 0.5 & p=$!
+			until grep -q started "$1" 2>/dev/null; do sleep 0.01; done
+			kill -INT $p; wait $p`
+		r := u.runAs(t, nil, "/bin/sh", "-c", script, nsboxBin(t), filepath.Join(dir, "ignored.jsonl"))
+		expectCode(t, r, 0)
+	})
+}
+
+// waitForLine waits until file has a line containing s.
+func waitForLine(t *testing.T, file, s string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(file); err == nil && strings.Contains(string(b), s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no line with %q after 30s", file, s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
