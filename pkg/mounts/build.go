@@ -537,17 +537,14 @@ func (b *builder) mountRun() error {
 	if b.plan.SelfDest == "" || b.selfFD < 0 {
 		return nil
 	}
-	fd, err := cloneTree(b.selfFD, "", false)
+	// The binary is visible read-only: a process inside that opens it, or
+	// its own /proc/self/exe while running it, for writing gets EROFS, so
+	// the host's copy cannot be overwritten (CVE-2019-5736 class).
+	fd, err := ReadOnlyClone(b.selfFD)
 	if err != nil {
 		return &Error{Step: "bind nsbox binary", Dest: b.plan.SelfDest, Err: err}
 	}
 	defer unix.Close(fd)
-	// The binary is visible read-only: a process inside that opens it, or
-	// its own /proc/self/exe while running it, for writing gets EROFS, so
-	// the host's copy cannot be overwritten (CVE-2019-5736 class).
-	if err := setAttr(fd, roAttrs, false); err != nil {
-		return &Error{Step: "bind nsbox binary", Dest: b.plan.SelfDest, Err: err}
-	}
 	t, err := b.target(b.plan.SelfDest, false)
 	if err != nil {
 		return &Error{Step: "bind nsbox binary", Dest: b.plan.SelfDest, Err: err}
@@ -557,6 +554,23 @@ func (b *builder) mountRun() error {
 		return &Error{Step: "bind nsbox binary", Dest: b.plan.SelfDest, Err: err}
 	}
 	return nil
+}
+
+// ReadOnlyClone returns a detached mount of the single file or directory fd
+// names (an O_PATH fd will do), read-only, nosuid and nodev. A file reached
+// through it, also as a process's /proc/PID/exe, cannot be opened for
+// writing (EROFS) whatever its owner and mode: what runs from it cannot be
+// turned into a writable handle of the host's file.
+func ReadOnlyClone(fd int) (int, error) {
+	c, err := cloneTree(fd, "", false)
+	if err != nil {
+		return -1, err
+	}
+	if err := setAttr(c, roAttrs, false); err != nil {
+		unix.Close(c)
+		return -1, err
+	}
+	return c, nil
 }
 
 func isDirFD(fd int) (bool, error) {

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #if !defined(__GLIBC__)
@@ -384,5 +385,9 @@ __attribute__((constructor)) static void nsbox_limit_exec(int argc, char **argv,
 		return;
 	if (getppid() != 1)
 		return;
+	// Not dumpable while it is the shim: other processes of the sandbox
+	// (same uid) cannot open its /proc/PID/fd (the cgroup join files) or
+	// /proc/PID/exe. execve of the command makes it dumpable again.
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	run_limit_exec(argv, envp);
 }

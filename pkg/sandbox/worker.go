@@ -67,10 +67,13 @@ type step struct {
 }
 
 type worker struct {
-	conn    *ipc.Conn
-	peer    *ipc.Peer
-	setup   setupMsg
-	selfFD  int
+	conn   *ipc.Conn
+	peer   *ipc.Peer
+	setup  setupMsg
+	selfFD int
+	// shimFD is a read-only clone of this binary that the limit shim is
+	// executed from (-1 without limits).
+	shimFD  int
 	spawnCh chan *spawnReq
 	// forkTid is the thread that dropped the capabilities: the only one
 	// commands are forked from.
@@ -111,7 +114,7 @@ func runWorker() int {
 	if err != nil {
 		return 125
 	}
-	w := &worker{conn: conn, selfFD: -1, spawnCh: make(chan *spawnReq), running: map[uint64]*command{},
+	w := &worker{conn: conn, selfFD: -1, shimFD: -1, spawnCh: make(chan *spawnReq), running: map[uint64]*command{},
 		tools: workerTools, toolCancels: map[uint64]context.CancelFunc{}}
 	w.reaper.waiters = map[int]chan unix.WaitStatus{}
 	env, fds, err := conn.ReadEnvelope()
@@ -154,6 +157,9 @@ func runWorker() int {
 func (w *worker) runSetup() (string, error) {
 	steps := []step{
 		{"open nsbox binary", w.openSelf},
+		// Before the root is built: a mount can be cloned only while it
+		// is still in this mount namespace.
+		{"clone nsbox binary read-only", w.cloneShim},
 		{"set hostname", func() error { return namespaces.SetHostname(w.setup.Hostname) }},
 		{"bring up loopback", w.loopback},
 		// Mounts need CAP_SYS_ADMIN; everything after only removes power.
@@ -183,8 +189,13 @@ func (w *worker) runSetup() (string, error) {
 	return "", nil
 }
 
+// needsShim says whether commands start through the limit shim.
+func (w *worker) needsShim() bool {
+	return len(w.setup.ExecRlimits) > 0 || len(w.cgroupFDs) > 0
+}
+
 func (w *worker) openSelf() error {
-	if w.setup.Plan.SelfDest == "" {
+	if w.setup.Plan.SelfDest == "" && !w.needsShim() {
 		return nil
 	}
 	// /proc/self/exe names the file through the supervisor's mount
@@ -211,6 +222,26 @@ func (w *worker) openSelf() error {
 	return nil
 }
 
+// cloneShim makes the file the limit shim is executed from: this binary,
+// reached through a detached read-only mount. Executed as /proc/self/exe,
+// the host's file itself, on its own writable mount, would be the shim's
+// /proc/PID/exe, and the shim runs as the sandbox's uid: another process
+// inside could open that link and keep the fd, then write the binary once
+// nothing executes it any more (CVE-2019-5736 class). Through this clone
+// the link only ever yields EROFS. The worker keeps the O_PATH fd, which
+// names a file, not a directory: no path starts from it.
+func (w *worker) cloneShim() error {
+	if !w.needsShim() {
+		return nil
+	}
+	fd, err := mounts.ReadOnlyClone(w.selfFD)
+	if err != nil {
+		return err
+	}
+	w.shimFD = fd
+	return nil
+}
+
 func (w *worker) loopback() error {
 	if !w.setup.NewNet {
 		return nil
@@ -224,7 +255,8 @@ func (w *worker) closeFDs() error {
 		w.selfFD = -1
 	}
 	// Everything above stdio is close-on-exec from here on; the channel
-	// is the only fd the worker keeps open for itself.
+	// and the shim's read-only binary are the only fds the worker keeps
+	// open for itself.
 	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 }
 
@@ -397,7 +429,8 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 			cg[i] = strconv.Itoa(len(r.files) + i)
 		}
 		argv = append([]string{limitExecArg0, encodeRlimits(rl), strings.Join(cg, ","), path}, argv...)
-		path = "/proc/self/exe"
+		// execve resolves the link before close-on-exec closes shimFD.
+		path = "/proc/self/fd/" + strconv.Itoa(w.shimFD)
 	}
 	sys := &syscall.SysProcAttr{
 		// A new session: no controlling terminal, so no TIOCSTI

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +116,61 @@ func exec1(path string) error {
 	}
 	_, err = p.Wait()
 	return err
+}
+
+// shimPoller watches the sandbox for limit shims (argv[0]
+// nsbox-limit-exec) and tries to open each one's /proc/PID/exe, which is
+// the nsbox binary: it records "writable" when it got a handle on a
+// writable mount, the errno when the open failed, until /tmp/stop exists.
+const shimPoller = `
+import os, errno
+seen = {}
+while not os.path.exists("/tmp/stop"):
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or p in seen:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                if not f.read().startswith(b"nsbox-limit-exec\0"):
+                    continue
+            fd = os.open("/proc/%s/exe" % p, os.O_RDONLY)
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                seen[p] = errno.errorcode.get(e.errno, str(e.errno))
+            continue
+        seen[p] = "read-only" if os.fstatvfs(fd).f_flag & os.ST_RDONLY else "writable"
+        os.close(fd)
+with open("/tmp/seen", "w") as f:
+    f.write(" ".join(sorted(seen.values())))
+`
+
+// TestLimitShimBinaryNotWritable: the shim that puts a command under its
+// limits is the nsbox binary re-executed. Another process of the sandbox
+// must not get from its /proc/PID/exe a handle of the host's binary on a
+// writable mount, which it could keep and write once nothing executes the
+// binary any more.
+func TestLimitShimBinaryNotWritable(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: it watches for the shims")
+	}
+	eachUser(t, func(t *testing.T) {
+		s := start(t, sandbox.Policy{Limits: sandbox.Limits{Pids: 200}})
+		ctx := context.Background()
+		if _, err := s.Exec(ctx, sandbox.Command{Argv: []string{"/bin/sh", "-c", "python3 -c '" + shimPoller + "' >/dev/null 2>&1 &"}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 300; i++ {
+			if _, err := s.Exec(ctx, sandbox.Command{Argv: []string{"/bin/true"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := sh(t, s, "touch /tmp/stop; while [ ! -e /tmp/seen ]; do sleep 0.01; done; cat /tmp/seen")
+		seen := strings.Fields(string(r.Stdout))
+		t.Logf("%d shims caught: %v", len(seen), seen)
+		for _, v := range seen {
+			if v == "writable" {
+				t.Fatalf("a process in the sandbox got a handle of the nsbox binary on a writable mount from a shim's /proc/PID/exe")
+			}
+		}
+	})
 }
