@@ -52,6 +52,12 @@ func checkKinds(l *Layer) error {
 		if c.BackendFallback != nil {
 			return errorf(l, "backend_fallback", nil, "only allowed in config.toml: a profile cannot allow running without a sandbox")
 		}
+		// Invariant: no profile switches sandboxing off. A profile may lie
+		// in a directory an earlier sandbox could write; "none" comes
+		// only from the user's own config.toml or the command line.
+		if c.Backend != nil && *c.Backend == BackendNone && l.Kind != KindFlags {
+			return errorf(l, "backend", nil, "\"none\" is only allowed in config.toml or as --backend none: a profile cannot run commands without a sandbox")
+		}
 	}
 	if l.Kind != KindProfile && c.Extend != "" {
 		return errorf(l, "extend", nil, "only allowed in a profile")

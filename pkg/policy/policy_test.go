@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -815,5 +816,89 @@ func TestPeekAgreesWithLoad(t *testing.T) {
 	_, lerr := Load(h, bad)
 	if perr == nil || lerr == nil || perr.Error() != lerr.Error() {
 		t.Fatalf("missing --rw: Peek %v, Load %v", perr, lerr)
+	}
+}
+
+// A profile named through a symlinked directory (the shell's $PWD when
+// /home -> /var/home) is still protected: the bind's source is the real
+// path, and the file is compared with it by its real path.
+func TestPolicyFileThroughSymlinkProtected(t *testing.T) {
+	h := testHost(t)
+	real := filepath.Join(filepath.Dir(h.Home), "real")
+	if err := os.MkdirAll(filepath.Join(real, "proj"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(filepath.Dir(h.Home), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(real, "proj", "nsbox.toml"), "extend = \"workspace\"\n")
+	h.Cwd = filepath.Join(link, "proj")
+	res := mustLoad(t, h, Request{ConfigFile: "-", Profile: "./nsbox.toml"})
+	if !hasMount(res.Policy, "protect", filepath.Join(real, "proj", "nsbox.toml")) {
+		t.Fatalf("the profile is not protected: %+v", res.Policy.Mounts)
+	}
+}
+
+// backend = "none" switches sandboxing off: only the user's config file or
+// the command line may say it, never a profile (which may lie in a
+// directory an earlier sandbox could write).
+func TestProfileCannotDisableSandbox(t *testing.T) {
+	h := testHost(t)
+	write(t, filepath.Join(h.Cwd, "p.toml"), "extend = \"workspace\"\nbackend = \"none\"\n")
+	_, err := Load(h, Request{ConfigFile: "-", Profile: "./p.toml"})
+	if err == nil || !strings.Contains(err.Error(), "backend") {
+		t.Fatalf("a profile chose backend none: %v", err)
+	}
+	cfg := filepath.Join(h.ConfigHome, "nsbox", "config.toml")
+	write(t, cfg, "backend = \"none\"\n")
+	if res, err := Load(h, Request{ConfigFile: cfg}); err != nil || res.Backend != BackendNone {
+		t.Fatalf("config.toml backend none: %v", err)
+	}
+	none := BackendNone
+	if res, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Backend: &none})}); err != nil || res.Backend != BackendNone {
+		t.Fatalf("--backend none: %v", err)
+	}
+}
+
+// No directory below /etc, /usr and the other system trees can be the
+// workspace: as root it would make host configuration writable.
+func TestWorkspaceInsideSystemTreeRefused(t *testing.T) {
+	h := testHost(t)
+	n := 0
+	for _, d := range []string{"/etc/default", "/etc/apt", "/usr/share/doc", "/usr/lib"} {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			continue
+		}
+		n++
+		hh := h
+		hh.Cwd = d
+		if _, err := Load(hh, Request{ConfigFile: "-"}); !errors.Is(err, ErrUnsafeWorkspace) {
+			t.Errorf("workspace %s: %v", d, err)
+		}
+	}
+	if n == 0 {
+		t.Skip("none of the system directories probed exists here")
+	}
+}
+
+// With $HOME unset the home directory comes from the user database, so
+// "~" entries (credential hides, startup files) still apply.
+func TestHomeWithoutHOME(t *testing.T) {
+	u, err := user.Current()
+	if err != nil || !filepath.IsAbs(u.HomeDir) {
+		t.Skipf("no user database entry for this uid: %v", err)
+	}
+	t.Setenv("HOME", "")
+	h, err := HostFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Home != u.HomeDir {
+		t.Fatalf("Home %q, want %q from the user database", h.Home, u.HomeDir)
+	}
+	t.Setenv("HOME", "relative/home")
+	if h, _ := HostFromEnv(); h.Home != u.HomeDir {
+		t.Fatalf("relative HOME: Home %q, want %q", h.Home, u.HomeDir)
 	}
 }

@@ -373,6 +373,19 @@ var systemDirs = map[string]bool{
 	"/usr/share": true, "/var": true, "/var/lib": true, "/home": true, "/tmp": true, "/var/tmp": true,
 }
 
+// systemTrees hold the host's programs, configuration and kernel
+// interfaces: no directory below them can be the workspace.
+var systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys", "/usr"}
+
+func inSystemTree(p string) bool {
+	for _, t := range systemTrees {
+		if within(p, t) {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *resolver) workspace() error {
 	r.vars = r.h.vars("")
 	if r.h.Home != "" {
@@ -418,6 +431,11 @@ func (r *resolver) workspace() error {
 		return w.at.err(ErrUnsafeWorkspace, "%s contains your home directory and cannot be the workspace; %s", ws, advice)
 	case systemDirs[ws] || ws == filepath.Clean(r.h.TmpDir):
 		return w.at.err(ErrUnsafeWorkspace, "%s is a system directory and cannot be the workspace; %s", ws, advice)
+	case inSystemTree(ws):
+		// Invariant: nothing below the host's programs or configuration
+		// is writable by default either: as root, a workspace in
+		// /etc/systemd/system would let the sandbox add a service.
+		return w.at.err(ErrUnsafeWorkspace, "%s is inside a system directory and cannot be the workspace; %s (or, deliberately, --profile strict --rw %s)", ws, advice, ws)
 	}
 	r.res.Workspace = ws
 	r.vars["NSBOX_WORKSPACE"] = ws
@@ -611,8 +629,9 @@ func (r *resolver) binds() error {
 		// even when it lies in a writable directory: it decides the next
 		// sandbox's policy.
 		for _, l := range r.layers {
-			if (l.Kind == KindProfile || l.Kind == KindConfig) && filepath.IsAbs(l.Name) && within(filepath.Clean(l.Name), it.m.Source) {
-				r.policyFiles = append(r.policyFiles, entry{PathEntry: PathEntry{Path: filepath.Clean(l.Name)}, at: origin{l, "", it.rank}})
+			f, ok := r.policyFile(l)
+			if ok && within(f, it.m.Source) {
+				r.policyFiles = append(r.policyFiles, entry{PathEntry: PathEntry{Path: f}, at: origin{l, "", it.rank}})
 				r.warn(Warning{Source: l.Name, Msg: fmt.Sprintf("this policy file is inside %s, which the sandbox can write; it is kept read-only inside", it.m.Source), Note: true})
 			}
 		}
@@ -625,6 +644,23 @@ func (r *resolver) binds() error {
 		}
 	}
 	return nil
+}
+
+// policyFile is the real path of the file a profile or config layer was
+// read from. Bind sources are real paths (symlinks resolved), and so must
+// be what is compared with them: the file named through a symlinked
+// directory (a workspace reached as /home/u/p where /home -> /var/home, a
+// shell's $PWD) is still inside the writable bind, and a sandbox that could
+// write it would choose the next run's policy.
+func (r *resolver) policyFile(l *Layer) (string, bool) {
+	if (l.Kind != KindProfile && l.Kind != KindConfig) || !filepath.IsAbs(l.Name) {
+		return "", false
+	}
+	rp, err := resolvePath(l.Name, "/")
+	if err != nil || rp.Missing > 0 {
+		return filepath.Clean(l.Name), true
+	}
+	return rp.Path, true
 }
 
 // sortMounts orders mounts parents first, so that a bind inside another

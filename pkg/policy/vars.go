@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -14,7 +16,8 @@ import (
 type Host struct {
 	// Cwd is the caller's working directory ($CWD), absolute.
 	Cwd string
-	// Home is $HOME ("" when unset).
+	// Home is $HOME, or the user database's home directory when $HOME is
+	// unset ("" when neither is known).
 	Home string
 	// TmpDir is $TMPDIR (default /tmp).
 	TmpDir string
@@ -41,7 +44,7 @@ func HostFromEnv() (Host, error) {
 	}
 	h := Host{
 		Cwd:        wd,
-		Home:       os.Getenv("HOME"),
+		Home:       homeDir(),
 		TmpDir:     os.Getenv("TMPDIR"),
 		RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"),
 		ConfigHome: os.Getenv("XDG_CONFIG_HOME"),
@@ -50,6 +53,21 @@ func HostFromEnv() (Host, error) {
 		Environ:    os.Environ,
 	}
 	return h.withDefaults(), nil
+}
+
+// homeDir is $HOME, or, when it is unset or not absolute (env -i, some
+// service managers), the home directory of the user database entry of the
+// effective uid: the credentials hidden and the startup files protected
+// under "~" must not silently disappear with the variable, nor the home
+// directory become the workspace unnoticed.
+func homeDir() string {
+	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
+		return h
+	}
+	if u, err := user.LookupId(strconv.Itoa(os.Geteuid())); err == nil && filepath.IsAbs(u.HomeDir) {
+		return u.HomeDir
+	}
+	return ""
 }
 
 func (h Host) withDefaults() Host {
