@@ -33,7 +33,7 @@ The policy comes from a profile (--profile; default: workspace), the config
 file ($XDG_CONFIG_HOME/nsbox/config.toml) and the flags below, flags first.
 Under the default workspace profile the current directory is writable and the
 rest of the host read-only; credentials (~/.ssh, ~/.aws, .env files...) read
-as empty; .git/hooks, .git/config and shell startup files stay read-only.
+as empty; .git and shell startup files stay read-only.
 /tmp, /run and /dev are private, the network holds only lo (unless --net host),
 and the environment is cleared to PATH, HOME, TERM and LANG. --dry-run prints
 the resolved policy and mount plan. See docs/profiles.md.

@@ -465,14 +465,15 @@ func TestProtectAndPin(t *testing.T) {
 	if len(res.Placeholders) != 1 || res.Placeholders[0] != (Placeholder{Path: filepath.Join(ws, ".git"), Dir: true, Root: ws}) {
 		t.Fatalf("placeholders: %+v", res.Placeholders)
 	}
-	// .git without hooks: .git is pinned, hooks and config are protected.
+	// .git without hooks: .git is pinned and read-only as a whole, hooks
+	// and config are protected too (for a run that removes the .git entry).
 	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
 	res = mustLoad(t, h, Request{ConfigFile: "-"})
 	pin, ok := findMount(res.Policy, sandbox.Mount{Kind: sandbox.MountBind}, filepath.Join(ws, ".git"))
 	if !ok || pin.ReadOnly || pin.Source != filepath.Join(ws, ".git") {
 		t.Fatalf("no pin of .git: %+v", res.Policy.Mounts)
 	}
-	for _, d := range []string{".git/hooks", ".git/config"} {
+	for _, d := range []string{".git", ".git/hooks", ".git/config"} {
 		if !hasMount(res.Policy, "protect", filepath.Join(ws, d)) {
 			t.Fatalf("%s not protected: %+v", d, res.Policy.Mounts)
 		}
@@ -482,7 +483,7 @@ func TestProtectAndPin(t *testing.T) {
 	for _, m := range res.Policy.Mounts {
 		order = append(order, string(m.Kind)+":"+strings.TrimPrefix(m.Dest, ws))
 	}
-	if o := strings.Join(order, " "); o != "bind: bind:/.git protect:/.git/hooks protect:/.git/config" {
+	if o := strings.Join(order, " "); o != "bind: bind:/.git protect:/.git protect:/.git/hooks protect:/.git/config" {
 		t.Fatalf("order %v", order)
 	}
 	for _, p := range res.Placeholders {
