@@ -903,3 +903,16 @@ func TestHomeWithoutHOME(t *testing.T) {
 		t.Fatalf("relative HOME: Home %q, want %q", h.Home, u.HomeDir)
 	}
 }
+
+// A seccomp profile in the writable workspace is kept read-only inside: a
+// sandbox that emptied it would switch the next run's filter off.
+func TestSeccompProfileInWorkspaceProtected(t *testing.T) {
+	h := testHost(t)
+	p := filepath.Join(h.Cwd, "sc.json")
+	write(t, p, `{"defaultAction":"SCMP_ACT_ALLOW"}`)
+	sc := "./sc.json"
+	res := mustLoad(t, h, Request{ConfigFile: "-", Flags: &Layer{Kind: KindFlags, Name: "command line", Config: Config{Seccomp: &sc}}})
+	if res.Policy.Seccomp != p || !hasMount(res.Policy, "protect", p) {
+		t.Fatalf("seccomp %q, mounts %+v", res.Policy.Seccomp, res.Policy.Mounts)
+	}
+}

@@ -235,13 +235,15 @@ func (r *resolver) steps() []step {
 		{"cwd", r.cwdStep},
 		{"host_dirs", r.hostDirs},
 		{"binds", r.binds},
+		// Before protect: a seccomp profile inside a writable bind is
+		// protected like a policy file.
+		{"seccomp", r.seccomp},
 		{"protect", r.protect},
 		{"hide", r.hide},
 		{"plan", r.plan},
 		{"env", r.env},
 		{"limits", r.limits},
 		{"tools", r.tools},
-		{"seccomp", r.seccomp},
 		{"host_apis", r.hostAPIs},
 		{"options", r.options},
 		// Last: the same checks sandbox.Start runs, before anything starts.
@@ -1100,6 +1102,16 @@ func (r *resolver) seccomp() error {
 		return s.at.err(err, "%v", err)
 	}
 	r.res.Policy.Seccomp = rp.Path
+	// Invariant: like a policy file, a seccomp profile in a directory the
+	// sandbox can write is read-only inside: a sandbox that emptied it
+	// would switch the next run's filter off.
+	for _, it := range r.mounts {
+		if it.m.Kind == sandbox.MountBind && !it.m.ReadOnly && within(rp.Path, it.m.Source) {
+			r.policyFiles = append(r.policyFiles, entry{PathEntry: PathEntry{Path: rp.Path}, at: s.at})
+			r.warn(s.at.warn(true, "the seccomp profile %s is inside %s, which the sandbox can write; it is kept read-only inside", rp.Path, it.m.Source))
+			break
+		}
+	}
 	return nil
 }
 
