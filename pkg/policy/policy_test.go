@@ -916,3 +916,16 @@ func TestSeccompProfileInWorkspaceProtected(t *testing.T) {
 		t.Fatalf("seccomp %q, mounts %+v", res.Policy.Seccomp, res.Policy.Mounts)
 	}
 }
+
+// A plan path that is not valid UTF-8 would reach the worker garbled (the
+// plan crosses as JSON) and its hide would miss: an earlier sandbox could
+// rename a directory holding a .env to such a name. Refused, with a clear
+// error, instead of a run with the secret visible.
+func TestNonUTF8PlanPathRefused(t *testing.T) {
+	h := testHost(t)
+	write(t, filepath.Join(h.Cwd, "sub\xff", ".env"), "SECRET=1\n")
+	_, err := Load(h, Request{ConfigFile: "-"})
+	if err == nil || !strings.Contains(err.Error(), "not valid UTF-8") || !strings.Contains(err.Error(), `sub\xff`) {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/nsbox/nsbox/pkg/seccomp"
@@ -982,6 +984,16 @@ func (r *resolver) plan() error {
 	r.res.Plan = append(r.res.Plan, r.protects...)
 	r.res.Plan = append(r.res.Plan, r.hides...)
 	for _, pe := range r.res.Plan {
+		// Invariant: every path of the plan reaches the worker as it is.
+		// The plan crosses as JSON, which turns bytes that are not UTF-8
+		// into U+FFFD; a hide of "sub\xff/.env" would name no file
+		// there and be skipped, and an earlier sandbox can rename a
+		// directory to such a name to expose the secret in it.
+		for _, p := range []string{pe.Source, pe.Dest} {
+			if !utf8.ValidString(p) {
+				return fmt.Errorf("%s (%s): the path is not valid UTF-8, which nsbox cannot pass to the sandbox unchanged; rename it", strconv.QuoteToASCII(p), pe.Why)
+			}
+		}
 		r.res.Policy.Mounts = append(r.res.Policy.Mounts, pe.Mount)
 	}
 	return nil
