@@ -929,3 +929,21 @@ func TestNonUTF8PlanPathRefused(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// The directories between the workspace and a hidden .env are pinned
+// (mount points cannot be renamed): a sandbox cannot move the directory
+// holding the secret where the next run's walk does not look.
+func TestHiddenFileAncestorsPinned(t *testing.T) {
+	h := testHost(t)
+	write(t, filepath.Join(h.Cwd, "a", "b", ".env"), "SECRET=1\n")
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	if !hasMount(res.Policy, "hide", filepath.Join(h.Cwd, "a", "b", ".env")) {
+		t.Fatalf("not hidden: %+v", res.Policy.Mounts)
+	}
+	for _, d := range []string{"a", "a/b"} {
+		m, ok := findMount(res.Policy, sandbox.Mount{Kind: sandbox.MountBind}, filepath.Join(h.Cwd, d))
+		if !ok || m.ReadOnly || m.Source != filepath.Join(h.Cwd, d) {
+			t.Fatalf("%s not pinned: %+v", d, res.Policy.Mounts)
+		}
+	}
+}

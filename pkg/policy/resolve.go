@@ -832,23 +832,7 @@ func (r *resolver) protectOne(e entry, p string, pins, seen map[string]bool, new
 		// cannot be renamed or removed (EBUSY), so the sandbox cannot
 		// move .git away and put a .git of its own, with hooks, in
 		// its place.
-		var chain []string
-		for x := filepath.Dir(t); x != b.Source && within(x, b.Source); x = filepath.Dir(x) {
-			chain = append(chain, x)
-		}
-		for i := len(chain) - 1; i >= 0; i-- {
-			x := chain[i]
-			xd := rebase(x, b.Source, b.Dest)
-			if pins[xd] {
-				continue
-			}
-			pins[xd] = true
-			*newPins = append(*newPins, mountItem{
-				m:   sandbox.Mount{Kind: sandbox.MountBind, Source: x, Dest: xd},
-				why: "pin: a mount point cannot be renamed, so " + dest + " stays protected (" + r.whereText(e.at) + ")",
-				at:  e.at, rank: e.at.rank,
-			})
-		}
+		*newPins = r.pinChain(*newPins, pins, t, b, e.at, dest+" stays protected")
 		why := "protected: read-only inside a writable bind (" + r.whereText(e.at) + ")"
 		if missing {
 			why = "protected: does not exist; an empty read-only placeholder keeps it from being created (" + r.whereText(e.at) + ")"
@@ -857,6 +841,30 @@ func (r *resolver) protectOne(e entry, p string, pins, seen map[string]bool, new
 		r.protects = append(r.protects, PlanEntry{Mount: sandbox.Mount{Kind: sandbox.MountProtect, Dest: dest, Dir: dir}, Why: why})
 	}
 	return nil
+}
+
+// pinChain appends to out a pin (a read-write bind of itself) for each
+// directory between bind b's source and t, parents first, skipping the
+// destinations already in pins.
+func (r *resolver) pinChain(out []mountItem, pins map[string]bool, t string, b sandbox.Mount, at origin, what string) []mountItem {
+	var chain []string
+	for x := filepath.Dir(t); x != b.Source && within(x, b.Source); x = filepath.Dir(x) {
+		chain = append(chain, x)
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		x := chain[i]
+		xd := rebase(x, b.Source, b.Dest)
+		if pins[xd] {
+			continue
+		}
+		pins[xd] = true
+		out = append(out, mountItem{
+			m:   sandbox.Mount{Kind: sandbox.MountBind, Source: x, Dest: xd},
+			why: "pin: a mount point cannot be renamed, so " + what + " (" + r.whereText(at) + ")",
+			at:  at, rank: at.rank,
+		})
+	}
+	return out
 }
 
 func (r *resolver) hide() error {
@@ -943,7 +951,23 @@ func (r *resolver) hide() error {
 	// through the host root and through every bind above it; a hide is
 	// applied after every other mount, so no later mount uncovers it.
 	seen := map[string]bool{}
+	pins := map[string]bool{}
+	for _, it := range r.mounts {
+		pins[it.m.Dest] = true
+	}
+	var newPins []mountItem
 	for _, t := range targets {
+		// Invariant: inside a writable bind, every directory between the
+		// bind and a hidden path is pinned (a mount point cannot be
+		// renamed). Otherwise a sandbox could move the directory that
+		// holds a .env where the next run's walk does not look
+		// (node_modules/, past its depth) or under a name that run
+		// cannot hide, and that run would read the secret. The hidden
+		// path itself is a mount point inside already.
+		for _, loc := range r.insideLocations(t.path, true) {
+			b := r.mounts[loc.prov].m
+			newPins = r.pinChain(newPins, pins, t.path, b, t.at, rebase(t.path, b.Source, b.Dest)+" stays where its hide is")
+		}
 		for _, loc := range r.insideLocations(t.path, false) {
 			if seen[loc.q] {
 				continue
@@ -972,6 +996,8 @@ func (r *resolver) hide() error {
 		}
 	}
 	r.hides = out
+	r.mounts = append(r.mounts, newPins...)
+	r.sortMounts()
 	return nil
 }
 
