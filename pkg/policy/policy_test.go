@@ -947,3 +947,20 @@ func TestHiddenFileAncestorsPinned(t *testing.T) {
 		}
 	}
 }
+
+// profile = "my.toml" in config.toml names the file next to the config,
+// never one in the current (project) directory.
+func TestConfigProfileRelativeToConfig(t *testing.T) {
+	h := testHost(t)
+	cfg := filepath.Join(h.ConfigHome, "nsbox", "config.toml")
+	write(t, cfg, "profile = \"my.toml\"\n")
+	write(t, filepath.Join(h.Cwd, "my.toml"), "extend = \"workspace\"\nhostname = \"from-project\"\n")
+	if _, err := Load(h, Request{ConfigFile: cfg}); err == nil {
+		t.Fatal("the project's my.toml was used")
+	}
+	write(t, filepath.Join(h.ConfigHome, "nsbox", "my.toml"), "extend = \"workspace\"\nhostname = \"from-config-dir\"\n")
+	res, err := Load(h, Request{ConfigFile: cfg})
+	if err != nil || res.Policy.Hostname != "from-config-dir" {
+		t.Fatalf("hostname %q err %v", res.Policy.Hostname, err)
+	}
+}

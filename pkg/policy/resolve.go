@@ -136,6 +136,13 @@ func loadLayers(h Host, req Request) (layers []*Layer, ref string, err error) {
 			return nil, "", err
 		}
 		ref = cfg.Config.Profile
+		// A relative path in the config file is relative to that file,
+		// as extend is to its profile: looked up from the current
+		// directory, it would let any project directory holding a file
+		// of that name choose the policy.
+		if isPathRef(ref) && !filepath.IsAbs(ref) && !strings.HasPrefix(ref, "~") && !strings.HasPrefix(ref, "$") {
+			ref = filepath.Join(filepath.Dir(cfgPath), ref)
+		}
 	}
 	if ref == "" {
 		ref = DefaultProfile
