@@ -119,10 +119,65 @@ func addStrings(dst []sentry, src []string, l *Layer, key string, rank int) []se
 	return dst
 }
 
+// removeEntries applies only the "!PATH" entries of src to dst.
+func removeEntries(dst []entry, src []PathEntry) []entry {
+	var rm []PathEntry
+	for _, e := range src {
+		if e.Remove {
+			rm = append(rm, e)
+		}
+	}
+	return addEntries(dst, rm, nil, "", 0)
+}
+
+// removeStrings applies only the "!S" entries of src to dst.
+func removeStrings(dst []sentry, src []string) []sentry {
+	var rm []string
+	for _, s := range src {
+		if len(s) > 0 && s[0] == '!' {
+			rm = append(rm, s)
+		}
+	}
+	return addStrings(dst, rm, nil, "", 0)
+}
+
+// configRemovals applies the "!" entries of the config file again, after
+// the profile chain: the config ranks below the profile, yet removing a
+// profile's list entry ("!~/.ssh", "!$NSBOX_WORKSPACE/**/.env*") is what
+// such an entry in the user's own config is for. Flags come after and may
+// add the entry back.
+func (m *merged) configRemovals(l *Layer) {
+	c := &l.Config
+	fs := &c.Filesystem
+	m.rw = removeEntries(m.rw, fs.RW)
+	m.ro = removeEntries(m.ro, fs.RO)
+	m.tmpfs = removeEntries(m.tmpfs, fs.Tmpfs)
+	m.hide = removeEntries(m.hide, fs.Hide)
+	m.protect = removeEntries(m.protect, fs.Protect)
+	m.hostAPIs = removeStrings(m.hostAPIs, c.HostAPIs)
+	m.envPass = removeStrings(m.envPass, c.Env.Pass)
+	m.blocked = removeStrings(m.blocked, c.Tools.BlockedCommands)
+}
+
 // merge folds layers, lowest precedence first.
 func merge(layers []*Layer) *merged {
 	m := &merged{envSet: map[string]sval{}}
+	removed := false
+	removals := func() {
+		if removed {
+			return
+		}
+		removed = true
+		for _, l := range layers {
+			if l.Kind == KindConfig {
+				m.configRemovals(l)
+			}
+		}
+	}
 	for rank, l := range layers {
+		if l.Kind == KindFlags {
+			removals()
+		}
 		c := &l.Config
 		if c.Profile != "" {
 			m.profile = sval{v: c.Profile, set: true, at: origin{l, "profile", rank}}
@@ -182,5 +237,6 @@ func merge(layers []*Layer) *merged {
 			m.toolMaxResults, m.toolMaxResultsAt = t.MaxResults, origin{l, "tools.max_results", rank}
 		}
 	}
+	removals()
 	return m
 }

@@ -964,3 +964,21 @@ func TestConfigProfileRelativeToConfig(t *testing.T) {
 		t.Fatalf("hostname %q err %v", res.Policy.Hostname, err)
 	}
 }
+
+// A "!" entry in config.toml removes a profile's list entry, as the docs
+// and the walk's warnings say; a flag can still add it back.
+func TestConfigRemovalsApplyToProfile(t *testing.T) {
+	h := testHost(t)
+	os.MkdirAll(filepath.Join(h.Home, ".ssh"), 0o700)
+	write(t, filepath.Join(h.Cwd, "sub", ".env"), "S=1\n")
+	cfg := filepath.Join(h.ConfigHome, "nsbox", "config.toml")
+	write(t, cfg, "[filesystem]\nhide = [\"!~/.ssh\", \"!$NSBOX_WORKSPACE/**/.env*\"]\n")
+	res := mustLoad(t, h, Request{ConfigFile: cfg})
+	if hasMount(res.Policy, "hide", filepath.Join(h.Home, ".ssh")) || hasMount(res.Policy, "hide", filepath.Join(h.Cwd, "sub", ".env")) {
+		t.Fatalf("config removals did not apply: %+v", res.Policy.Mounts)
+	}
+	res = mustLoad(t, h, Request{ConfigFile: cfg, Flags: flags(Config{Filesystem: Filesystem{Hide: []PathEntry{{Path: "~/.ssh"}}}})})
+	if !hasMount(res.Policy, "hide", filepath.Join(h.Home, ".ssh")) {
+		t.Fatalf("--hide ~/.ssh after a config removal: %+v", res.Policy.Mounts)
+	}
+}

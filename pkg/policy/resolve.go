@@ -880,7 +880,11 @@ func (r *resolver) hide() error {
 		at   origin
 	}
 	var targets []target
-	var paths []entry
+	type expanded struct {
+		entry
+		written string // the entry as written: what a "!" removal names
+	}
+	var paths []expanded
 	for _, e := range r.m.hide {
 		ps, err := r.expandEach(e.Path, e.at)
 		if err != nil {
@@ -889,7 +893,7 @@ func (r *resolver) hide() error {
 		for _, p := range ps {
 			x := e
 			x.Path = p
-			paths = append(paths, x)
+			paths = append(paths, expanded{x, e.Path})
 		}
 	}
 	for _, e := range paths {
@@ -931,7 +935,7 @@ func (r *resolver) hide() error {
 			return e.at.err(err, "%v", err)
 		}
 		if g.truncated {
-			r.warn(e.at.warn(false, "stopped matching %s after %d directories or %d levels: matches deeper down are not hidden (hide them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDirs, walkMaxDepth, e.Path))
+			r.warn(e.at.warn(false, "stopped matching %s after %d directories or %d levels: matches deeper down are not hidden (hide them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDirs, walkMaxDepth, e.written))
 		}
 		for _, m := range g.matches {
 			if st, err := os.Lstat(m); err == nil && e.Dir != st.IsDir() {
@@ -947,7 +951,7 @@ func (r *resolver) hide() error {
 			// made unreadable): stop instead of replacing it.
 			for _, it := range r.mounts {
 				if it.m.Kind == sandbox.MountBind && within(it.m.Source, d) {
-					return e.at.err(fs.ErrPermission, "cannot look into %s (permission denied) for %s, and it holds %s (%s): make it readable (chmod u+rx %s), or remove the entry with \"!%s\" in your config", d, e.Path, it.m.Source, it.why, d, e.Path)
+					return e.at.err(fs.ErrPermission, "cannot look into %s (permission denied) for %s, and it holds %s (%s): make it readable (chmod u+rx %s), or remove the entry with \"!%s\" in your config", d, e.Path, it.m.Source, it.why, d, e.written)
 				}
 			}
 			r.warn(e.at.warn(false, "cannot look into %s (permission denied) to match %s: hidden whole", d, e.Path))
