@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"golang.org/x/sys/unix"
@@ -37,6 +40,16 @@ type builder struct {
 	sources map[int]int // plan.Mounts index -> detached clone fd
 	devs    map[string]int
 	root    *os.File // the new root tmpfs
+	// shown are the plan's binds and tmpfs mounts, in plan order, each
+	// with an O_PATH fd of its root as attached: plan hides are resolved
+	// below the mount that shows them (see hide).
+	shown []shownMount
+}
+
+// shownMount is a mount of the plan attached at dest; fd names its root.
+type shownMount struct {
+	dest string
+	fd   int
 }
 
 // Build carries out the plan in the current mount namespace, which must be a
@@ -96,6 +109,9 @@ func (b *builder) closeAll() {
 	for _, fd := range b.devs {
 		unix.Close(fd)
 	}
+	for _, m := range b.shown {
+		unix.Close(m.fd)
+	}
 	if b.root != nil {
 		b.root.Close()
 	}
@@ -140,7 +156,21 @@ func (b *builder) cloneHost() error {
 			}
 		}
 	}
+	// Parents first: a nested entry ("/etc/ssl") is attached after the
+	// entry that holds it, never buried under it; sorted paths put every
+	// ancestor before its descendants.
+	names = append([]string(nil), names...)
+	for i := range names {
+		names[i] = path.Clean(names[i])
+	}
+	sort.Strings(names)
+	var dirs []string
 	for _, n := range names {
+		// Inside a directory entry already: its recursive clone shows
+		// this entry as the host has it (a symlink, a submount) too.
+		if slices.ContainsFunc(dirs, func(d string) bool { return within(n, d) }) {
+			continue
+		}
 		var st unix.Stat_t
 		if err := unix.Lstat(n, &st); err != nil {
 			if errors.Is(err, unix.ENOENT) && b.plan.HostDirs != nil {
@@ -162,6 +192,9 @@ func (b *builder) cloneHost() error {
 				return &Error{Step: "clone host root", Dest: n, Err: err}
 			}
 			e.tree, e.isDir = fd, st.Mode&unix.S_IFMT == unix.S_IFDIR
+			if e.isDir {
+				dirs = append(dirs, n)
+			}
 			// The host tree is read-only, setuid-less and device-less
 			// inside, recursively: every submount too, in one syscall
 			// (mount_setattr(2) AT_RECURSIVE). Flags the host locked can
@@ -275,6 +308,33 @@ func tmpfsOpts(mode string, size int64) [][2]string {
 	return o
 }
 
+// minTmpfsInodes is the fewest inodes a bounded tmpfs gets, whatever its
+// size: room for the small files a /dev or a /run holds.
+const minTmpfsInodes = 1024
+
+// writableTmpfsOpts are the options of a tmpfs the sandbox can write, of
+// size bytes (0: unbounded, the kernel's half of RAM).
+func (b *builder) writableTmpfsOpts(mode string, size int64) [][2]string {
+	max := b.plan.TmpfsMax
+	if max <= 0 {
+		return tmpfsOpts(mode, size)
+	}
+	// Invariant: with TmpfsMax set, no tmpfs the sandbox writes holds more
+	// than TmpfsMax bytes or one inode per 4 KiB of it. tmpfs pages and
+	// inodes are not counted by RLIMIT_DATA/RLIMIT_AS: without this a
+	// sandbox whose memory limit fell back to rlimits could fill
+	// /dev/shm or /tmp up to half of the host's RAM, or pin unbounded
+	// kernel memory with millions of empty files.
+	if size <= 0 || size > max {
+		size = max
+	}
+	inodes := size / 4096
+	if inodes < minTmpfsInodes {
+		inodes = minTmpfsInodes
+	}
+	return append(tmpfsOpts(mode, size), [2]string{"nr_inodes", strconv.FormatInt(inodes, 10)})
+}
+
 func (b *builder) mountRoot() error {
 	mfd, err := newFS("tmpfs", tmpfsOpts("0755", 1<<20), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
@@ -304,9 +364,8 @@ func (b *builder) rootFD() int { return int(b.root.Fd()) }
 func (b *builder) attachHost() error {
 	for i := range b.host {
 		e := &b.host[i]
-		name := path.Base(e.name)
 		if e.symlink != "" {
-			if err := unix.Symlinkat(e.symlink, b.rootFD(), name); err != nil {
+			if err := b.symlinkAt(e.name, e.symlink); err != nil {
 				return &Error{Step: "recreate host symlink", Dest: e.name, Err: err}
 			}
 			continue
@@ -317,11 +376,42 @@ func (b *builder) attachHost() error {
 		}
 		err = attach(e.tree, target)
 		unix.Close(target)
+		if err == nil {
+			err = b.show(e.name, e.tree)
+		}
 		if err != nil {
 			return &Error{Step: "bind host root", Source: e.name, Dest: e.name, Err: err}
 		}
 	}
 	return nil
+}
+
+// show records that the mount whose root fd names is attached at dest (fd
+// is duplicated; the caller keeps its own).
+func (b *builder) show(dest string, fd int) error {
+	d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	b.shown = append(b.shown, shownMount{dest: path.Clean(dest), fd: d})
+	return nil
+}
+
+// symlinkAt creates the symlink name -> target inside the new root, at its
+// full path: a nested host entry ("/etc/localtime") is recreated below its
+// parents, which are created if missing.
+func (b *builder) symlinkAt(name, target string) error {
+	// The parent is resolved, and created, inside the new root by fd
+	// (filepath-securejoin's MkdirAllHandle: RESOLVE_IN_ROOT semantics),
+	// and the link is made relative to that fd with symlinkat(2), which
+	// never follows a symlink in its last component: nothing planted on the
+	// way can place the link, or a directory, outside the root.
+	parent, err := pathrs.MkdirAllHandle(b.root, path.Dir(name), 0o755)
+	if err != nil {
+		return createError(name, err)
+	}
+	defer parent.Close()
+	return unix.Symlinkat(target, int(parent.Fd()), path.Base(name))
 }
 
 // target returns an O_PATH fd of dest inside the new root, creating it (a
@@ -401,20 +491,30 @@ func openInRoot(root int, p string) (int, error) {
 
 // mountFresh mounts a new filesystem at dest (a directory inside the root).
 func (b *builder) mountFresh(dest, fstype string, opts [][2]string, attrs int) error {
+	mfd, err := b.mountFreshFD(dest, fstype, opts, attrs)
+	if err == nil {
+		unix.Close(mfd)
+	}
+	return err
+}
+
+// mountFreshFD is mountFresh, returning an fd of the new mount's root.
+func (b *builder) mountFreshFD(dest, fstype string, opts [][2]string, attrs int) (int, error) {
 	mfd, err := newFS(fstype, opts, attrs)
 	if err != nil {
-		return &Error{Step: "mount " + fstype, Dest: dest, Err: err}
+		return -1, &Error{Step: "mount " + fstype, Dest: dest, Err: err}
 	}
-	defer unix.Close(mfd)
 	t, err := b.target(dest, true)
 	if err != nil {
-		return &Error{Step: "mount " + fstype, Dest: dest, Err: err}
+		unix.Close(mfd)
+		return -1, &Error{Step: "mount " + fstype, Dest: dest, Err: err}
 	}
 	defer unix.Close(t)
 	if err := attach(mfd, t); err != nil {
-		return &Error{Step: "mount " + fstype, Dest: dest, Err: err}
+		unix.Close(mfd)
+		return -1, &Error{Step: "mount " + fstype, Dest: dest, Err: err}
 	}
-	return nil
+	return mfd, nil
 }
 
 // procReadOnly are parts of /proc that act on the whole host, not on the
@@ -451,7 +551,7 @@ func (b *builder) mountProc() error {
 		}
 	}
 	for _, name := range procMasked {
-		if err := b.hide(Mount{Kind: Hide, Dest: "/proc/" + name}); err != nil {
+		if err := b.maskProc("/proc/" + name); err != nil {
 			return err
 		}
 	}
@@ -472,7 +572,7 @@ func (b *builder) selfBindReadOnly(t int) error {
 }
 
 func (b *builder) mountDev() error {
-	if err := b.mountFresh("/dev", "tmpfs", tmpfsOpts("0755", 1<<20), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC); err != nil {
+	if err := b.mountFresh("/dev", "tmpfs", b.writableTmpfsOpts("0755", 1<<20), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC); err != nil {
 		return err
 	}
 	for _, d := range devices {
@@ -496,7 +596,9 @@ func (b *builder) mountDev() error {
 		unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC); err != nil {
 		return err
 	}
-	if err := b.mountFresh("/dev/shm", "tmpfs", tmpfsOpts("1777", 0), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+	// Bounded by TmpfsMax (see writableTmpfsOpts): /dev/shm has no size
+	// of its own, so it is the plainest way around an rlimit memory limit.
+	if err := b.mountFresh("/dev/shm", "tmpfs", b.writableTmpfsOpts("1777", 0), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
 		return err
 	}
 	dev, err := openInRoot(b.rootFD(), "/dev")
@@ -527,11 +629,11 @@ func reopenDir(fd int) (int, error) {
 }
 
 func (b *builder) mountTmp() error {
-	return b.mountFresh("/tmp", "tmpfs", tmpfsOpts("1777", b.plan.TmpSize), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	return b.mountFresh("/tmp", "tmpfs", b.writableTmpfsOpts("1777", b.plan.TmpSize), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 }
 
 func (b *builder) mountRun() error {
-	if err := b.mountFresh("/run", "tmpfs", tmpfsOpts("0755", 4<<20), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
+	if err := b.mountFresh("/run", "tmpfs", b.writableTmpfsOpts("0755", 4<<20), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
 		return err
 	}
 	if b.plan.SelfDest == "" || b.selfFD < 0 {
@@ -596,7 +698,12 @@ func (b *builder) userMounts() error {
 			if m.ReadOnly {
 				attrs |= unix.MOUNT_ATTR_RDONLY
 			}
-			err = b.mountFresh(m.Dest, "tmpfs", tmpfsOpts("0755", m.Size), attrs)
+			var mfd int
+			mfd, err = b.mountFreshFD(m.Dest, "tmpfs", b.writableTmpfsOpts("0755", m.Size), attrs)
+			if err == nil {
+				err = b.show(m.Dest, mfd)
+				unix.Close(mfd)
+			}
 		case Hide:
 			err = b.hide(m)
 		case Protect:
@@ -623,24 +730,125 @@ func (b *builder) bindAt(fd int, m Mount) error {
 		return err
 	}
 	defer unix.Close(t)
-	return attach(fd, t)
+	if err := attach(fd, t); err != nil {
+		return err
+	}
+	// fd now names the root of the attached bind.
+	return b.show(m.Dest, fd)
 }
 
-// hide puts an empty read-only directory over a directory, and /dev/null
-// over a file, so that a secret (an ssh key, a cloud credential) reads as
-// empty. A missing path needs no hiding.
-func (b *builder) hide(m Mount) error {
-	t, err := openInRoot(b.rootFD(), m.Dest)
+// maskProc hides a host-wide file of the fresh /proc. What this kernel does
+// not have needs no masking.
+func (b *builder) maskProc(dest string) error {
+	t, err := openInRoot(b.rootFD(), dest)
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
 	if err != nil {
+		return &Error{Step: "hide", Dest: dest, Err: err}
+	}
+	defer unix.Close(t)
+	return b.cover(t, dest)
+}
+
+// Messages of a plan hide that cannot be applied: the policy put it in the
+// plan because the path was there, so it was moved since, and running
+// without it would show the secret.
+const (
+	errHideGone    = "it was there when the policy was resolved and is gone or moved now: run again"
+	errHideSymlink = "a symlink is in the way now where the policy saw none: run again (hides never follow symlinks: name the path without them)"
+)
+
+// reasonError is a message for users that keeps the errno for errors.Is.
+type reasonError struct {
+	msg string
+	err error
+}
+
+func (e *reasonError) Error() string { return e.msg }
+func (e *reasonError) Unwrap() error { return e.err }
+
+// hide applies a Hide of the plan: an empty read-only directory over a
+// directory, /dev/null over a file, so that a secret (an ssh key, a cloud
+// credential, a .env) reads as empty.
+//
+// It fails closed. The path is resolved below the root of the mount that
+// shows it (the plan's bind, tmpfs or host directory with the deepest
+// destination above it, as attached: whatever symlinks its destination
+// went through are not walked again), without following any symlink
+// there, and a missing path is an error, not a skip. The policy only
+// hides paths it saw, with symlinks resolved; in a workspace shared with
+// another sandbox, that sandbox can rename a parent directory away, or
+// swap a directory for a symlink to a decoy, between the policy and this
+// step. Skipping, or following the symlink, would run this sandbox with
+// the secret visible at its new place.
+func (b *builder) hide(m Mount) error {
+	dest := path.Clean(m.Dest)
+	base, rest := b.rootFD(), dest
+	best := -1
+	for i, s := range b.shown {
+		if within(dest, s.dest) && (best < 0 || depth(s.dest) >= depth(b.shown[best].dest)) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		base, rest = b.shown[best].fd, strings.TrimPrefix(strings.TrimPrefix(dest, b.shown[best].dest), "/")
+	}
+	var (
+		t   int
+		err error
+	)
+	if rest == "" {
+		t, err = unix.FcntlInt(uintptr(base), unix.F_DUPFD_CLOEXEC, 0)
+	} else {
+		// Invariant: the hide lands on the very file the policy named,
+		// below the mount that shows it, or nowhere: no symlink (swapped
+		// in to point at a decoy) is followed, and ".." cannot leave
+		// that mount.
+		t, err = openNoSymlinks(base, rest)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+		if m.Optional {
+			return nil
+		}
+		// Invariant: a hide that cannot be applied stops the build (fail
+		// closed); the secret may be sitting at a new name right now.
+		return &Error{Step: "hide", Dest: m.Dest, Err: &reasonError{errHideGone, err}}
+	case errors.Is(err, unix.ELOOP):
+		return &Error{Step: "hide", Dest: m.Dest, Err: &reasonError{errHideSymlink, err}}
+	default:
 		return &Error{Step: "hide", Dest: m.Dest, Err: err}
 	}
 	defer unix.Close(t)
+	return b.cover(t, m.Dest)
+}
+
+// openNoSymlinks opens p below dir (as if dir were "/") without following
+// any symlink, the last component included: RESOLVE_NO_SYMLINKS fails
+// with ELOOP at the first one.
+func openNoSymlinks(dir int, p string) (int, error) {
+	how := &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_SYMLINKS,
+	}
+	for tries := 0; ; tries++ {
+		fd, err := unix.Openat2(dir, p, how)
+		// EAGAIN: a rename raced with the lookup (openat2(2)); the
+		// kernel asks for a retry rather than risk a wrong answer.
+		if errors.Is(err, unix.EAGAIN) && tries < 16 {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// cover mounts the hiding filesystem over t, an O_PATH fd of dest.
+func (b *builder) cover(t int, dest string) error {
 	dir, err := isDirFD(t)
 	if err != nil {
-		return &Error{Step: "hide", Dest: m.Dest, Err: err}
+		return &Error{Step: "hide", Dest: dest, Err: err}
 	}
 	var src int
 	if dir {
@@ -652,13 +860,27 @@ func (b *builder) hide(m Mount) error {
 		}
 	}
 	if err != nil {
-		return &Error{Step: "hide", Dest: m.Dest, Err: err}
+		return &Error{Step: "hide", Dest: dest, Err: err}
 	}
 	defer unix.Close(src)
+	// Attached to the fd resolved above: nothing renamed or swapped in
+	// since can move the hide elsewhere.
 	if err := attach(src, t); err != nil {
-		return &Error{Step: "hide", Dest: m.Dest, Err: err}
+		return &Error{Step: "hide", Dest: dest, Err: err}
 	}
 	return nil
+}
+
+// within reports whether p is dir or below it (both clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
 }
 
 // protect makes Dest read-only inside a writable tree. A missing Dest whose

@@ -22,7 +22,11 @@ const (
 	// Tmpfs mounts an empty, writable tmpfs at Dest.
 	Tmpfs Kind = "tmpfs"
 	// Hide makes Dest unreadable: an empty read-only tmpfs over a directory,
-	// /dev/null over a file. Missing paths are skipped.
+	// /dev/null over a file. It fails closed: a Dest that is missing when
+	// the root is built, or that is reached through a symlink below the
+	// mount that shows it, is an error (the policy saw it, so something
+	// moved it since), unless Optional is set, which skips a missing Dest
+	// (a symlink on the way stays an error).
 	Hide Kind = "hide"
 	// Protect keeps Dest read-only inside a writable tree, including when it
 	// does not exist yet: a read-only bind of itself, or an empty read-only
@@ -36,9 +40,11 @@ type Mount struct {
 	Source   string `json:"source,omitempty"`
 	Dest     string `json:"dest"`
 	ReadOnly bool   `json:"readonly,omitempty"`
-	// Size bounds a tmpfs in bytes (0: the kernel default, half of RAM).
+	// Size bounds a tmpfs in bytes (0: Plan.TmpfsMax if set, else the
+	// kernel default, half of RAM).
 	Size int64 `json:"size,omitempty"`
-	// Optional entries whose source is missing are skipped, not an error.
+	// Optional binds whose source is missing, and Optional hides whose
+	// Dest is missing, are skipped, not an error.
 	Optional bool `json:"optional,omitempty"`
 	// Dir tells Protect whether a missing Dest is a directory.
 	Dir bool `json:"dir,omitempty"`
@@ -50,8 +56,18 @@ type Plan struct {
 	// binds every top-level entry of the host root (bwrap's --ro-bind / /,
 	// but on a fresh tmpfs so that new top-level directories can exist).
 	HostDirs []string `json:"hostDirs,omitempty"`
-	// TmpSize bounds the private /tmp (0: kernel default).
+	// TmpSize bounds the private /tmp (0: TmpfsMax if set, else the
+	// kernel default, half of RAM).
 	TmpSize int64 `json:"tmpSize,omitempty"`
+	// TmpfsMax, when > 0, bounds every tmpfs the sandbox can write (/tmp,
+	// /dev/shm, /dev, /run and the Tmpfs entries of Mounts): each gets at
+	// most TmpfsMax bytes (its own size when smaller) and one inode per
+	// 4 KiB of that size (at least 1024). tmpfs pages and inodes are
+	// kernel memory that RLIMIT_DATA and RLIMIT_AS do not count, so when
+	// the memory limit falls back to rlimits this is what bounds the
+	// memory a sandbox can pin through its file systems. Set it to the
+	// memory limit. The bound is per file system, not shared among them.
+	TmpfsMax int64 `json:"tmpfsMax,omitempty"`
 	// Mounts are applied in order after /, /proc, /dev, /tmp and /run.
 	Mounts []Mount `json:"mounts,omitempty"`
 	// SelfDest, when set, receives a read-only bind of the running binary
@@ -113,6 +129,9 @@ func (p *Plan) Validate() error {
 		default:
 			return fmt.Errorf("%w: %s.kind: unknown kind %q", ErrInvalid, field, m.Kind)
 		}
+	}
+	if p.TmpSize < 0 || p.TmpfsMax < 0 {
+		return fmt.Errorf("%w: tmpSize and tmpfsMax cannot be negative", ErrInvalid)
 	}
 	for i, d := range p.HostDirs {
 		if err := checkPath(d); err != nil {

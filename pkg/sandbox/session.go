@@ -192,6 +192,10 @@ func (s *Session) prepare(setup *setupMsg) error {
 		Plan: mounts.Plan{
 			HostDirs: p.HostDirs,
 			TmpSize:  p.Limits.Tmp,
+			// tmpfs pages escape an rlimit memory limit (RLIMIT_DATA
+			// does not count them): every writable tmpfs is bounded by
+			// it too. Under cgroups they are charged to the group.
+			TmpfsMax: p.Limits.Memory,
 			Mounts:   p.Mounts,
 		},
 		Hostname:        hostname,

@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -1387,4 +1388,131 @@ true`, secretDir, envFile))
 			t.Errorf("a file was created in the hidden directory on the host")
 		}
 	})
+}
+
+// TestHardeningTmpfsBoundedByMemoryLimit: with --memory, the sandbox's
+// writable tmpfs (/dev/shm, /tmp, --tmpfs) hold at most the memory limit,
+// in bytes and in inodes. tmpfs pages are not counted by RLIMIT_DATA, so
+// where limits fall back to rlimits an unbounded /dev/shm (half of the
+// host's RAM by default) was a way around --memory. Under cgroups the group
+// is charged for them too, so the limit may end the command first (137).
+func TestHardeningTmpfsBoundedByMemoryLimit(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		r := u.sh(t, nil, []string{"--json-status", "fd:1", "--memory", "64M", "--tmpfs", "/scratch"}, `
+for d in /dev/shm /tmp /scratch; do
+  head -c 100M /dev/zero 2>/run/err > $d/x
+  echo "write $d rc=$? size=$(stat -c %s $d/x) $(cat /run/err)"
+  rm -f $d/x
+done
+i=0
+while [ $i -lt 40000 ] && true 2>/dev/null > /dev/shm/f$i; do i=$((i+1)); done
+echo "files=$i"`)
+		mode, _ := limitStatus(t, r.stdout)
+		for _, d := range []string{"/dev/shm", "/tmp", "/scratch"} {
+			if strings.Contains(r.stdout, "write "+d+" rc=0") || strings.Contains(r.stdout, "write "+d+" rc=1 size=104857600") {
+				t.Errorf("%s took 100 MiB under --memory 64M (%s limits): %s", d, mode, r.stdout)
+			}
+		}
+		switch {
+		case r.code == 0:
+			for _, d := range []string{"/dev/shm", "/tmp", "/scratch"} {
+				if !regexp.MustCompile(`(?m)^write ` + regexp.QuoteMeta(d) + ` rc=1 size=67108864 .*No space left on device$`).MatchString(r.stdout) {
+					t.Errorf("writing 100 MiB to %s did not stop at 64 MiB with ENOSPC (%s limits): %s", d, mode, r.stdout)
+				}
+			}
+			// One inode per 4 KiB of the bound, the tmpfs root being one.
+			if !strings.Contains(r.stdout, "files=16383\n") {
+				t.Errorf("the inodes of /dev/shm are not bounded by the memory limit: %s", r.stdout)
+			}
+		case r.code == 137 && mode != "rlimit" && strings.Contains(r.stderr, "memory limit 64 MiB reached"):
+			// The cgroup charged the tmpfs pages and ended the command.
+		default:
+			t.Fatalf("exit %d (%s limits)\nstdout: %s\nstderr: %s", r.code, mode, r.stdout, r.stderr)
+		}
+	})
+}
+
+// TestHardeningHideRaceFailsClosed: a hidden file renamed between the
+// policy's walk and the building of the root (a sandbox sharing the
+// workspace can do that) is never shown unhidden at its new name: the run
+// stops with exit 125 and says why. The rename is made the moment the
+// policy's .env walk is done with the directory (inotify: its listing,
+// then its close), which lands it in that window; the file, or its
+// directory, is renamed. A rename that comes later finds the hide in place,
+// and the hide moves with the file.
+func TestHardeningHideRaceFailsClosed(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		for _, c := range []struct{ from, to string }{{"a/.env", "a/moved"}, {"a", "moved"}} {
+			stopped := false
+			for try := 0; try < 3 && !stopped; try++ {
+				stopped = hdHideRace(t, u, c.from, c.to)
+			}
+			if !stopped {
+				t.Errorf("rename %s %s: the race was never hit: no run stopped", c.from, c.to)
+			}
+		}
+	})
+}
+
+// hdHideRace runs one race of TestHardeningHideRaceFailsClosed and reports
+// whether the run stopped.
+func hdHideRace(t *testing.T, u user, from, to string) bool {
+	t.Helper()
+	ws := u.tempDir(t)
+	u.mkdirs(t, filepath.Join(ws, "a"))
+	u.writeFile(t, filepath.Join(ws, "a", ".env"), "API_KEY=nsbox-it-raced\n", 0o600)
+	in, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		t.Skipf("inotify: %v", err)
+	}
+	if _, err := unix.InotifyAddWatch(in, filepath.Join(ws, "a"), unix.IN_ACCESS|unix.IN_CLOSE_NOWRITE|unix.IN_ONLYDIR); err != nil {
+		unix.Close(in)
+		t.Fatal(err)
+	}
+	renamed := make(chan error, 1)
+	go func() {
+		defer unix.Close(in)
+		buf := make([]byte, 4096)
+		listed := false
+		for {
+			n, err := unix.Read(in, buf)
+			if err != nil {
+				renamed <- err
+				return
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+				if ev.Mask&unix.IN_ACCESS != 0 {
+					listed = true
+				}
+				if listed && ev.Mask&unix.IN_CLOSE_NOWRITE != 0 {
+					renamed <- os.Rename(filepath.Join(ws, from), filepath.Join(ws, to))
+					return
+				}
+			}
+		}
+	}()
+	r := u.sh(t, &runOpts{dir: ws}, nil, `cat a/moved moved/.env 2>/dev/null; echo ran`)
+	if err := <-renamed; err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(r.stdout, "nsbox-it-raced") {
+		t.Fatalf("rename %s %s: the .env was visible unhidden at its new name: stdout %q stderr %q", from, to, r.stdout, r.stderr)
+	}
+	if r.code == 0 && strings.Contains(r.stdout, "ran") {
+		t.Logf("rename %s %s: came after the hide", from, to)
+		return false
+	}
+	// Whichever step of the build meets the rename first names it: the
+	// hide, or a bind that pins its directory.
+	gone := []string{
+		"nsbox: hide " + filepath.Join(ws, "a", ".env") + ": it was there when the policy was resolved and is gone or moved now: run again",
+		"nsbox: mount " + filepath.Join(ws, "a") + " on " + filepath.Join(ws, "a") + ": no such file or directory",
+	}
+	if r.code != 125 || strings.Contains(r.stdout, "ran") || !(strings.Contains(r.stderr, gone[0]) || strings.Contains(r.stderr, gone[1])) {
+		t.Fatalf("rename %s %s: exit %d, stdout %q, stderr %q; want 125 and one of %q", from, to, r.code, r.stdout, r.stderr, gone)
+	}
+	t.Logf("rename %s %s: %s", from, to, strings.TrimSpace(r.stderr))
+	return true
 }

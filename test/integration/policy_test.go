@@ -469,3 +469,54 @@ func TestProfilesCommand(t *testing.T) {
 		}
 	})
 }
+
+// filesystem.host_dirs entries below the top level are recreated at their
+// own path: a symlink (/etc/localtime) below its parent, not at the root,
+// and a directory (/etc/ssl) likewise.
+func TestHostDirsNested(t *testing.T) {
+	localtime, err := os.Readlink("/etc/localtime")
+	if err != nil {
+		t.Skipf("/etc/localtime is not a symlink here: %v", err)
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		dirs := `"/usr", "/bin", "/lib", "/lib64", "/etc/localtime"`
+		ssl := exists("/etc/ssl")
+		if ssl {
+			dirs += `, "/etc/ssl"`
+		}
+		prof := filepath.Join(u.tempDir(t), "nested.toml")
+		u.writeFile(t, prof, "extend = \"strict\"\n[filesystem]\nhost_dirs = ["+dirs+"]\n", 0o644)
+		r := u.sh(t, nil, []string{"--profile", prof}, `
+ls -A /
+echo "localtime=$(readlink /etc/localtime)"
+if [ -d /etc/ssl ]; then echo ssl=yes; fi`)
+		expectCode(t, r, 0)
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if line == "localtime" || line == "ssl" {
+				t.Errorf("%s was recreated at the root: %q", line, r.stdout)
+			}
+		}
+		if !strings.Contains(r.stdout, "localtime="+localtime+"\n") {
+			t.Errorf("/etc/localtime is not the host's link to %s: %q", localtime, r.stdout)
+		}
+		if ssl && !strings.Contains(r.stdout, "ssl=yes\n") {
+			t.Errorf("/etc/ssl is missing: %q", r.stdout)
+		}
+	})
+}
+
+// A --rw SRC:DST whose DST lies below a symlink inside the sandbox
+// (/var/run -> /run on most hosts): the profile's .env hides still apply at
+// DST. Hides never follow symlinks, but they are resolved below the bind
+// that shows them, whatever its destination went through.
+func TestHideBelowSymlinkedDest(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		src := u.tempDir(t)
+		u.writeFile(t, filepath.Join(src, ".env"), "API_KEY=nsbox-it-dest\n", 0o600)
+		r := u.sh(t, nil, []string{"--rw", src + ":/var/run/nsbox-it"}, `echo "env=[$(cat /var/run/nsbox-it/.env)]"; readlink /var/run`)
+		expectCode(t, r, 0)
+		if !strings.HasPrefix(r.stdout, "env=[]\n") {
+			t.Errorf("the .env below DST is not hidden: %q", r.stdout)
+		}
+	})
+}
