@@ -208,6 +208,19 @@ func startMCPSession(ctx context.Context, f *mcpFlags, host policy.Host, opts []
 	if err != nil {
 		return nil, err
 	}
+	s, err := startToolSession(ctx, pv, opts)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("sandbox session started", "worker_pid", s.Pid())
+	return s, nil
+}
+
+// startToolSession starts a sandbox for the built-in tools (nsbox mcp,
+// nsbox tools call) from a policy preview: the writable roots are held and
+// the policy resolved in full under the hold, then the memory and notepad
+// host APIs are added. The hold is released when the session closes.
+func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Option) (*heldSession, error) {
 	// Without the lock another run could remove a placeholder this
 	// sandbox relies on: no hold, no sandbox.
 	hold := policy.HoldRoots(pv.Roots)
@@ -234,7 +247,6 @@ func startMCPSession(ctx context.Context, f *mcpFlags, host policy.Host, opts []
 		}
 		return nil, err
 	}
-	logger.Info("sandbox session started", "worker_pid", s.Pid())
 	return &heldSession{Session: s, release: func() { hold.Release(res.Placeholders) }}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nsbox/nsbox/pkg/policy"
 	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/nsbox/nsbox/pkg/script"
 	"github.com/spf13/cobra"
@@ -120,13 +121,30 @@ func scriptConfig(f *scriptFlags, args []string) (script.ExecConfig, error) {
 	return cfg, nil
 }
 
-// scriptSandbox is where scripts run: the native sandbox with the default
-// base policy, or none at all with --no-sandbox.
-func scriptSandbox(f *scriptFlags) script.Sandbox {
+// scriptSandbox is where scripts run: the native sandbox, or none at all
+// with --no-sandbox. The host is read-only inside, and what the strict
+// profile (with the user's config) hides reads as empty there too:
+// credentials such as ~/.ssh and ~/.aws are no more a script's to read than
+// a command's under nsbox run.
+func scriptSandbox(f *scriptFlags) (script.Sandbox, error) {
 	if f.noSandbox {
-		return script.NoopSandbox{}
+		return script.NoopSandbox{}, nil
 	}
-	return &script.Native{Base: sandbox.Policy{Hostname: "nsbox"}}
+	host, err := hostForCLI()
+	if err != nil {
+		return nil, err
+	}
+	res, err := policy.Load(host, policy.Request{Profile: "strict"})
+	if err != nil {
+		return nil, err
+	}
+	base := sandbox.Policy{Hostname: "nsbox"}
+	for _, m := range res.Policy.Mounts {
+		if m.Kind == sandbox.MountHide {
+			base.Mounts = append(base.Mounts, m)
+		}
+	}
+	return &script.Native{Base: base}, nil
 }
 
 // parseMiB reads a size: 256, 256M, 256MiB, 1G, 1GiB (a plain number is
@@ -153,7 +171,10 @@ func scriptMain(f *scriptFlags, args []string) error {
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "script: " + err.Error()}
 	}
-	sb := scriptSandbox(f)
+	sb, err := scriptSandbox(f)
+	if err != nil {
+		return &exitError{code: exitNsboxFailed, msg: "script: " + err.Error()}
+	}
 	if w := sb.Warning(); w != "" {
 		fmt.Fprintln(os.Stderr, "nsbox: WARNING: "+w)
 	}

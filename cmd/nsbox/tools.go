@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/hostapi"
+	"github.com/nsbox/nsbox/pkg/policy"
+	"github.com/nsbox/nsbox/pkg/policy/backend"
 	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/nsbox/nsbox/pkg/tools"
 	"github.com/spf13/cobra"
@@ -108,39 +108,31 @@ could not run it.`,
 	return cmd
 }
 
-// toolsPolicy is the sandbox of `nsbox tools call`: the workspace writable,
-// its git hooks and config protected, cwd there, no network.
-func toolsPolicy(f *toolsCallFlags) (sandbox.Policy, error) {
-	ws := f.workspace
-	if ws == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return sandbox.Policy{}, fmt.Errorf("workspace: %v", err)
-		}
-		ws = wd
-	}
-	ws, err := filepath.Abs(ws)
+// toolsPreview is the policy of `nsbox tools call`: the profile of the
+// config file, else workspace, as for nsbox mcp, with --workspace: the
+// workspace writable, credentials and .env files hidden, .git and shell
+// startup files protected, no network.
+func toolsPreview(f *toolsCallFlags) (*policy.Preview, error) {
+	host, err := hostForCLI()
 	if err != nil {
-		return sandbox.Policy{}, fmt.Errorf("--workspace %q: %v", f.workspace, err)
+		return nil, err
 	}
-	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
-		return sandbox.Policy{}, fmt.Errorf("--workspace %q is not a directory", ws)
+	l := &policy.Layer{Kind: policy.KindFlags, Name: "command line", KeyNames: flagKeys}
+	if f.workspace != "" {
+		l.Config.Workspace = &f.workspace
 	}
-	return sandbox.Policy{
-		Mounts: []sandbox.Mount{
-			{Kind: sandbox.MountBind, Source: ws, Dest: ws},
-			// Read-only inside the writable workspace, even when they
-			// do not exist yet: code planted there runs on the host the
-			// next time git does.
-			{Kind: sandbox.MountProtect, Dest: filepath.Join(ws, ".git", "hooks"), Dir: true},
-			{Kind: sandbox.MountProtect, Dest: filepath.Join(ws, ".git", "config")},
-		},
-		Cwd:       ws,
-		Workspace: ws,
-		Network:   sandbox.NetworkNone,
-		Env:       sandbox.BaseEnv(os.Getenv),
-		HostAPIs:  hostapi.Methods(),
-	}, nil
+	pv, err := policy.Peek(host, policy.Request{Flags: l})
+	if err != nil {
+		return nil, err
+	}
+	choice, err := backend.Choose(pv.Backend, false, false)
+	if err != nil {
+		return nil, err
+	}
+	if !choice.Backend.Isolates() {
+		return nil, errors.New("the tools run inside the sandbox, so backend " + choice.Backend.Name() + " cannot serve them; use --backend native or auto in your config")
+	}
+	return pv, nil
 }
 
 func toolsCall(f *toolsCallFlags, name, raw string) error {
@@ -150,20 +142,23 @@ func toolsCall(f *toolsCallFlags, name, raw string) error {
 		printJSON(mustJSON(tools.Result{Success: false, Output: "", Error: &msg}))
 		return &exitError{code: 1}
 	}
-	p, err := toolsPolicy(f)
+	pv, err := toolsPreview(f)
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
 	}
 	ctx := notifyInterrupt()
 	defer ctx.Stop()
-	opts, closeStores, err := hostAPIOptions(&p)
+	opts, closeStores, err := hostAPIOptions(&sandbox.Policy{HostAPIs: hostapi.Methods()})
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "host APIs: " + err.Error()}
 	}
 	defer closeStores()
-	s, err := sandbox.Start(ctx, p, opts...)
+	s, err := startToolSession(ctx, pv, opts)
 	if err != nil {
-		return &exitError{code: exitNsboxFailed, msg: err.Error()}
+		if reason := backend.Unavailable(backend.Native{}, err); reason != nil {
+			err = unavailableError(reason)
+		}
+		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
 	}
 	defer s.Close()
 	res, err := s.CallTool(ctx, name, json.RawMessage(raw), f.timeout)

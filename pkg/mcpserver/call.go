@@ -162,7 +162,15 @@ func (s *Server) sessionToolHandler(name string) mcp.ToolHandler {
 			return errorResult(err), nil
 		}
 		stop := s.progress(ctx, req, name)
+		// Queued behind the session's in-flight bound; the wait is the
+		// call's (cancellable, and reported as progress).
+		release, err := s.turn(ctx)
+		if err != nil {
+			stop()
+			return errorResult(err), nil
+		}
 		raw, err := sess.CallTool(ctx, name, args, s.cfg.Timeout)
+		release()
 		stop()
 		if err != nil {
 			if errors.Is(err, sandbox.ErrClosed) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nsbox/nsbox/pkg/ipc"
-	"github.com/nsbox/nsbox/pkg/sandbox"
 )
 
 // genericRegistrationSchema is register_tool's input schema when the
@@ -74,7 +73,7 @@ func (s *Server) registerHandler(ctx context.Context, req *mcp.CallToolRequest) 
 	begin := time.Now()
 	sess, err := s.session(ctx)
 	if err == nil {
-		err = sess.RegisterTool(ctx, args)
+		err = s.inTurn(ctx, func() error { return sess.RegisterTool(ctx, args) })
 	}
 	if err == nil {
 		// Listed and callable before this call returns; the toolsChanged
@@ -105,7 +104,7 @@ func (s *Server) unregisterHandler(ctx context.Context, req *mcp.CallToolRequest
 	begin := time.Now()
 	sess, err := s.session(ctx)
 	if err == nil {
-		err = sess.UnregisterTool(ctx, d.Name)
+		err = s.inTurn(ctx, func() error { return sess.UnregisterTool(ctx, d.Name) })
 	}
 	if err == nil {
 		err = s.syncTools(ctx)
@@ -115,6 +114,16 @@ func (s *Server) unregisterHandler(ctx context.Context, req *mcp.CallToolRequest
 		return changeError("cannot remove the tool", err), nil
 	}
 	return okResult(fmt.Sprintf("tool %q is removed", d.Name)), nil
+}
+
+// inTurn runs fn, a request to the session, in a turn (see Server.turn).
+func (s *Server) inTurn(ctx context.Context, fn func() error) error {
+	release, err := s.turn(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn()
 }
 
 // changeError reports a registration the worker refused (its message says
@@ -135,7 +144,8 @@ func okResult(text string) *mcp.CallToolResult {
 }
 
 // audit writes one line for a call of the server's own tools, in the
-// session's audit format (kind "tool"), secrets redacted.
+// session's audit format (kind "tool"), with auditArgs's redaction and
+// bounds.
 func (s *Server) audit(tool string, args json.RawMessage, err error, d time.Duration) {
 	if s.cfg.Audit == nil {
 		return
@@ -149,7 +159,7 @@ func (s *Server) audit(tool string, args json.RawMessage, err error, d time.Dura
 		"session":     s.cfg.AuditID,
 		"kind":        "tool",
 		"tool":        tool,
-		"args":        sandbox.Redact(a),
+		"args":        auditArgs(a), // see audit.go: what is redacted and cut
 		"ok":          err == nil,
 		"duration_us": d.Microseconds(),
 	}

@@ -69,6 +69,20 @@ const (
 // DefaultMaxArgs bounds the arguments of one tool call.
 const DefaultMaxArgs = 8 << 20
 
+// sessionInFlight is how many requests a session's worker handles at once:
+// the bound of its channel (ipc.Options.MaxInFlight, 64 by default, which
+// the worker uses). Past it the worker refuses a request at once with "too
+// many requests in flight".
+const sessionInFlight = 64
+
+// DefaultMaxConcurrentCalls is how many tool calls the server has in the
+// session at once; more wait for a turn (as long as their client lets
+// them) instead of being refused by the worker. It leaves a few of the
+// worker's slots to the server's own requests (reading the tool
+// definitions) and to calls whose answer has come back while the worker
+// is still finishing them.
+const DefaultMaxConcurrentCalls = sessionInFlight - 8
+
 // DefaultProgressInterval is how often a running call reports progress when
 // the client asked for it.
 const DefaultProgressInterval = time.Second
@@ -98,6 +112,11 @@ type Config struct {
 	ProgressInterval time.Duration
 	// MaxArgs bounds the arguments of a call in bytes (0: DefaultMaxArgs).
 	MaxArgs int
+	// MaxConcurrentCalls bounds the tool calls (register_tool and
+	// unregister_tool included) in the session at once; the others wait
+	// (0: DefaultMaxConcurrentCalls). It must stay below the session's
+	// in-flight bound (64).
+	MaxConcurrentCalls int
 	// MaxMessage bounds one JSON-RPC message in bytes
 	// (0: DefaultMaxMessage).
 	MaxMessage int
@@ -149,6 +168,9 @@ type Server struct {
 	dirty  chan struct{}
 	// schemas holds the compiled input schema of each served tool.
 	schemas sync.Map
+	// slots holds one token per call in the session (a semaphore of
+	// MaxConcurrentCalls).
+	slots chan struct{}
 
 	auditMu sync.Mutex
 }
@@ -173,6 +195,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
 	}
+	if cfg.MaxConcurrentCalls <= 0 {
+		cfg.MaxConcurrentCalls = DefaultMaxConcurrentCalls
+	}
 	if cfg.Name == "" {
 		cfg.Name = "nsbox"
 	}
@@ -191,6 +216,7 @@ func New(cfg Config) (*Server, error) {
 		log:    cfg.Logger,
 		listed: map[string]string{},
 		dirty:  make(chan struct{}, 1),
+		slots:  make(chan struct{}, cfg.MaxConcurrentCalls),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -372,6 +398,22 @@ func (s *Server) dropSession(sess Session) {
 		s.log.Warn("cleaning up the ended session", "error", err)
 	}
 	s.log.Warn("the sandbox session ended unexpectedly; the next tool call starts a new one")
+}
+
+// turn waits until the call may go to the session: at most
+// MaxConcurrentCalls are there at once, so a burst of calls from a client
+// queues here instead of being refused by the worker's in-flight bound.
+// The wait ends with the call's context (a client's cancellation or
+// deadline) or the server. release gives the turn back.
+func (s *Server) turn(ctx context.Context) (release func(), err error) {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.life.Done():
+		return nil, ErrClosed
+	}
+	return func() { <-s.slots }, nil
 }
 
 func (s *Server) running() Session {

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
@@ -61,11 +64,28 @@ func openWorkspace(env sandbox.ToolEnv) (*Root, error) {
 }
 
 // decode reads validated arguments into v.
+//
+// The arguments passed the schema already; what can still fail is a value
+// the schema allows but the Go field cannot hold (an integer over 64 bits):
+// said in the argument's terms, never with Go's type names, and without
+// quoting the value whole.
 func decode(args json.RawMessage, v any) error {
-	if err := json.Unmarshal(args, v); err != nil {
-		return fmt.Errorf("arguments: %v", err)
+	err := json.Unmarshal(args, v)
+	if err == nil {
+		return nil
 	}
-	return nil
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		got := clipString(strings.TrimPrefix(te.Value, "number "), maxQuoted)
+		switch te.Type.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			return &ArgumentError{Field: te.Field, Msg: fmt.Sprintf("must be an integer from %d to %d, got %s", math.MinInt64, math.MaxInt64, got)}
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			return &ArgumentError{Field: te.Field, Msg: fmt.Sprintf("must be an integer from 0 to %d, got %s", uint64(math.MaxUint64), got)}
+		}
+		return &ArgumentError{Field: te.Field, Msg: "has the wrong type (" + got + ")"}
+	}
+	return &ArgumentError{Msg: clipMessage(err.Error())}
 }
 
 // failErr is Fail with an error's message.

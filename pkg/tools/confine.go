@@ -341,21 +341,41 @@ func readOnlyMount(fd int) bool {
 }
 
 // isProtected reports whether a write to rel (relative to the workspace)
-// is refused whatever the policy says: git's hooks and config. A write there
-// is code execution on the host the next time git runs (a hook, or
-// core.hooksPath / core.fsmonitor in a config). It applies below every git
-// directory in the workspace: ".git" (nested repositories too), the
-// submodules' ".git/modules/<name>/", and bare repositories ("x.git"). The
-// policy's own protected paths are read-only mounts, refused through
-// readOnlyMount.
+// is refused whatever the policy says. A write into a git directory is code
+// execution on the host the next time git runs there: a hook, a config with
+// core.fsmonitor / core.hooksPath, or a "commondir", "config.worktree",
+// "worktrees/<x>/..." or gitfile that sends git to a config the agent wrote.
+// So, in the whole workspace (nested repositories too):
+//
+//   - everything at or below a directory named ".git" is refused, which also
+//     covers submodules (".git/modules/<name>/") and linked worktrees;
+//   - a file named ".git" is refused: a gitfile ("gitdir: ../evil") can
+//     redirect git to a directory the agent made;
+//   - in a bare repository ("x.git"), its hooks and worktrees, and any
+//     config, config.worktree or commondir below it (its submodules' too),
+//     are refused.
+//
+// Names are compared case-insensitively: on a case-insensitive (casefold)
+// file system ".GIT/config" is ".git/config". The policy's own protected
+// paths (and the built-in profiles' read-only .git) are read-only mounts,
+// refused through readOnlyMount.
 func isProtected(rel string) bool {
 	parts := strings.Split(rel, "/")
 	for i, p := range parts {
-		if p != ".git" && !strings.HasSuffix(p, ".git") {
+		// Security: .git itself, anything under it, and a gitfile.
+		if strings.EqualFold(p, ".git") {
+			return true
+		}
+		if len(p) <= len(".git") || !strings.EqualFold(p[len(p)-len(".git"):], ".git") {
 			continue
 		}
+		// Security: a bare repository's code-executing files.
 		for j := i + 1; j < len(parts); j++ {
-			if parts[j] == "hooks" || (parts[j] == "config" && j == len(parts)-1) {
+			q := parts[j]
+			if strings.EqualFold(q, "hooks") || strings.EqualFold(q, "worktrees") {
+				return true
+			}
+			if j == len(parts)-1 && (strings.EqualFold(q, "config") || strings.EqualFold(q, "config.worktree") || strings.EqualFold(q, "commondir")) {
 				return true
 			}
 		}

@@ -29,6 +29,7 @@ func hostile(t *testing.T) (ws, outside string) {
 	mustWrite(t, filepath.Join(ws, "inside.txt"), "inside\n")
 	mustWrite(t, filepath.Join(ws, "sub", "deep.txt"), "deep\n")
 	mustWrite(t, filepath.Join(ws, ".git", "config"), "[core]\n")
+	mustWrite(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
 	links := map[string]string{
 		"etc":          "/etc",                   // absolute, outside
 		"up":           "../outside",             // relative, outside
@@ -40,6 +41,8 @@ func hostile(t *testing.T) (ws, outside string) {
 		"sub/back":     "../inside.txt",          // inside, through "..": allowed
 		"cfg":          ".git/config",            // a protected file
 		"hooks":        ".git/hooks",             // a protected directory
+		"gitdir-link":  ".git",                   // the git directory itself
+		"head-link":    ".git/HEAD",              // any file in it
 		"loop":         "loop",                   // ELOOP
 		"sub/escape":   "../../outside",          // from a subdirectory
 		"sub/absolute": filepath.Join(ws, "sub"), // absolute but inside: refused by RESOLVE_BENEATH
@@ -135,6 +138,18 @@ func TestWriteFileConfined(t *testing.T) {
 		".git/config":               "is protected",
 		".git/hooks/pre-commit":     "is protected",
 		"sub/.git/hooks/post-merge": "is protected", // nested repositories too
+		".git/commondir":            "is protected", // redirects git to another config
+		".git/config.worktree":      "is protected",
+		".git/worktrees/w/config":   "is protected",
+		".git/info/exclude":         "is protected",
+		".git/HEAD":                 "is protected", // anything in .git
+		"sub/.git/commondir":        "is protected",
+		"sub/.git":                  "is protected", // a gitfile ("gitdir: ../evil")
+		"newrepo/.git":              "is protected",
+		".GIT/config":               "is protected", // casefold file systems
+		".Git/commondir":            "is protected",
+		"gitdir-link/commondir":     "is protected", // a symlinked directory to .git
+		"head-link":                 "is protected", // a symlink to .git/HEAD
 		"cfg":                       "is protected", // a symlink to .git/config
 		"hooks/pre-push":            "is protected", // a symlinked directory to .git/hooks
 		"hooks/newdir/x":            "is protected", // no directory is created there either
@@ -159,6 +174,17 @@ func TestWriteFileConfined(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(ws, ".git", "hooks")); len(ents) != 0 {
 		t.Errorf("hooks planted: %v", ents)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(ws, ".git")); len(ents) != 3 { // config, hooks, HEAD
+		t.Errorf("files planted in .git: %v", ents)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, ".git", "HEAD")); string(b) != "ref: refs/heads/main\n" {
+		t.Errorf(".git/HEAD changed: %q", b)
+	}
+	for _, p := range []string{"sub/.git", "newrepo"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("%s was created", p)
+		}
 	}
 
 	// Allowed: new files in new directories, overwrite through an inside
@@ -287,7 +313,17 @@ func TestIsProtected(t *testing.T) {
 	for p, want := range map[string]bool{
 		".git/config": true, ".git/hooks": true, ".git/hooks/pre-commit": true, "a/.git/hooks/x": true,
 		".git/modules/sub/hooks/x": true, ".git/modules/sub/config": true, "bare.git/hooks/update": true, "bare.git/config": true,
-		".git/config.d": false, ".git/HEAD": false, "git/hooks": false, ".gitconfig": false, "src/config": false,
+		// Everything in a .git directory, at any depth, and a gitfile.
+		".git": true, ".git/commondir": true, ".git/config.worktree": true, ".git/worktrees/w/config": true,
+		".git/worktrees/w/commondir": true, ".git/info/exclude": true, ".git/info/attributes": true, ".git/HEAD": true,
+		".git/config.d": true, ".git/objects/ab/cdef": true, "sub/.git": true, "a/b/.git/HEAD": true, "sub/.git/commondir": true,
+		// Case-insensitive file systems.
+		".GIT/config": true, ".Git/hooks/x": true, "sub/.gIt": true, "BARE.GIT/HOOKS/x": true, "bare.GIT/Config": true,
+		// Bare repositories: what executes code or redirects git.
+		"bare.git/config.worktree": true, "bare.git/commondir": true, "bare.git/worktrees/w/HEAD": true, "bare.git/modules/m/config": true,
+		"bare.git/HEAD": false, "bare.git/description": false,
+		"git/hooks": false, ".gitconfig": false, ".gitignore": false, "sub/.gitattributes": false, "src/config": false, "a.git.txt": false,
+		"git": false, "x/.gitx/config": false,
 	} {
 		if got := isProtected(p); got != want {
 			t.Errorf("isProtected(%q) = %v, want %v", p, got, want)

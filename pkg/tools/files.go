@@ -31,8 +31,8 @@ func (readFileTool) Definition() Definition {
   "type": "object",
   "properties": {
     "path": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "File path, relative to the workspace root (or absolute, inside the workspace)"},
-    "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)"},
-    "end_line": {"type": "integer", "minimum": 1, "description": "Last line to return (inclusive)"}
+    "start_line": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "First line to return (1-based)"},
+    "end_line": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "Last line to return (inclusive)"}
   },
   "required": ["path"],
   "additionalProperties": false
@@ -169,7 +169,7 @@ type writeFileTool struct{}
 func (writeFileTool) Definition() Definition {
 	return Definition{
 		Name:        "write_file",
-		Description: "Write a text file in the workspace, replacing its content; missing parent directories are created. Protected paths (.git/hooks, .git/config and the policy's own) are refused.",
+		Description: "Write a text file in the workspace, replacing its content; missing parent directories are created. Protected paths (anything in a .git directory, a file named .git, and the policy's own) are refused.",
 		Parameters: json.RawMessage(`{
   "type": "object",
   "properties": {

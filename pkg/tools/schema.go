@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"reflect"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -161,13 +163,58 @@ type ArgumentError struct {
 }
 
 func (e *ArgumentError) Error() string {
+	// Field names can come from the arguments (an unknown key): clipped
+	// like any other value from the caller.
+	field := clipString(e.Field, maxQuoted)
 	switch {
 	case e.Field == "":
 		return "arguments: " + e.Msg
 	case strings.HasPrefix(e.Msg, "is "):
-		return fmt.Sprintf("argument %q %s", e.Field, e.Msg) // argument "path" is required
+		return fmt.Sprintf("argument %q %s", field, e.Msg) // argument "path" is required
 	}
-	return fmt.Sprintf("argument %q: %s", e.Field, e.Msg)
+	return fmt.Sprintf("argument %q: %s", field, e.Msg)
+}
+
+// Bounds of what an argument error quotes. The message goes back into a
+// model's context (and over JSON-RPC): a 7 MB argument must not come back
+// whole in it.
+const (
+	maxQuoted     = 200  // bytes of one quoted value, field name or enum value
+	maxEnumShown  = 20   // enum values listed
+	maxMessageLen = 2048 // bytes of one problem's message
+)
+
+// clipString cuts s to at most n bytes on a rune boundary, with a marker
+// that says how long it was.
+func clipString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("…[%d bytes in all]", len(s))
+}
+
+// quotedString matches a Go-quoted string in a validator's message.
+var quotedString = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"(?:[^"\\]|\\.)*"`) })
+
+// clipMessage cuts every quoted value in msg (the validator quotes the
+// argument it refuses) to maxQuoted bytes, and msg itself to maxMessageLen.
+func clipMessage(msg string) string {
+	msg = quotedString().ReplaceAllStringFunc(msg, func(q string) string {
+		if len(q) <= maxQuoted+2 {
+			return q
+		}
+		cut := maxQuoted + 1
+		for cut > 1 && !utf8.RuneStart(q[cut]) {
+			cut--
+		}
+		body := q[1:cut]
+		return fmt.Sprintf(`"%s…"[%d bytes in all]`, body, len(q)-2)
+	})
+	return clipString(msg, maxMessageLen)
 }
 
 // ArgumentErrors are all the problems found (at most a few are kept).
@@ -211,7 +258,8 @@ func (s *Schema) Validate(v any) error {
 	if len(x.out) == 0 {
 		// A keyword explain does not cover (pattern, minimum, oneOf, ...):
 		// the validator's own words, without its schema-path prefixes.
-		return ArgumentErrors{{Field: fieldFromSchemaPath(err.Error()), Msg: innermost(err.Error())}}
+		// Security (context flooding): quoted values are clipped.
+		return ArgumentErrors{{Field: fieldFromSchemaPath(err.Error()), Msg: clipMessage(innermost(err.Error()))}}
 	}
 	sort.SliceStable(x.out, func(i, j int) bool { return x.out[i].Field < x.out[j].Field })
 	if len(x.out) > maxArgumentErrors {
@@ -249,13 +297,18 @@ func (x *explainer) explain(s *jsonschema.Schema, v any, field string, depth int
 		return // the rest of the schema is about a value of another type
 	}
 	if len(s.Enum) > 0 && !inEnum(s.Enum, v) {
-		want := make([]string, 0, len(s.Enum))
-		for _, w := range s.Enum {
+		want := make([]string, 0, min(len(s.Enum), maxEnumShown))
+		for _, w := range s.Enum[:min(len(s.Enum), maxEnumShown)] {
 			b, _ := json.Marshal(w)
-			want = append(want, string(b))
+			want = append(want, clipString(string(b), maxQuoted))
 		}
-		x.add(field, "must be one of "+strings.Join(want, ", "))
+		msg := "must be one of " + strings.Join(want, ", ")
+		if len(s.Enum) > maxEnumShown {
+			msg += fmt.Sprintf(", … (%d values in all)", len(s.Enum))
+		}
+		x.add(field, msg)
 	}
+	x.bounds(s, v, field)
 	for _, c := range s.AllOf {
 		x.explain(c, v, field, depth+1)
 	}
@@ -294,6 +347,104 @@ func (x *explainer) explain(s *jsonschema.Schema, v any, field string, depth int
 	}
 }
 
+// bounds explains the numeric, length, size and pattern keywords in words
+// for users ("must be an integer ≥ 1, got -1"), rather than the
+// validator's ("minimum: -1/1 is less than 1.000000"). Values are not
+// quoted back whole.
+func (x *explainer) bounds(s *jsonschema.Schema, v any, field string) {
+	switch v := v.(type) {
+	case float64:
+		if (s.Minimum != nil && v < *s.Minimum) || (s.ExclusiveMinimum != nil && v <= *s.ExclusiveMinimum) ||
+			(s.Maximum != nil && v > *s.Maximum) || (s.ExclusiveMaximum != nil && v >= *s.ExclusiveMaximum) {
+			x.add(field, fmt.Sprintf("must be %s, got %s", numberRange(s, v), fmtNumber(v)))
+		}
+	case string:
+		n := utf8.RuneCountInString(v)
+		switch {
+		case s.MinLength != nil && n < *s.MinLength && *s.MinLength == 1:
+			x.add(field, "must not be empty")
+		case s.MinLength != nil && n < *s.MinLength:
+			x.add(field, fmt.Sprintf("must be at least %d characters long, got %d", *s.MinLength, n))
+		case s.MaxLength != nil && n > *s.MaxLength:
+			x.add(field, fmt.Sprintf("must be at most %d characters long, got %d", *s.MaxLength, n))
+		}
+		if s.Pattern != "" {
+			if re, err := regexp.Compile(s.Pattern); err == nil && !re.MatchString(v) {
+				x.add(field, fmt.Sprintf("must match the regular expression %s, got %s", clipString(strconv.Quote(s.Pattern), maxQuoted), clipString(strconv.Quote(v), maxQuoted)))
+			}
+		}
+	case []any:
+		switch n := len(v); {
+		case s.MinItems != nil && n < *s.MinItems:
+			x.add(field, fmt.Sprintf("must have at least %d %s, got %d", *s.MinItems, plural(*s.MinItems, "item"), n))
+		case s.MaxItems != nil && n > *s.MaxItems:
+			x.add(field, fmt.Sprintf("must have at most %d %s, got %d", *s.MaxItems, plural(*s.MaxItems, "item"), n))
+		}
+	case map[string]any:
+		switch n := len(v); {
+		case s.MinProperties != nil && n < *s.MinProperties:
+			x.add(field, fmt.Sprintf("must have at least %d %s, got %d", *s.MinProperties, plural(*s.MinProperties, "property"), n))
+		case s.MaxProperties != nil && n > *s.MaxProperties:
+			x.add(field, fmt.Sprintf("must have at most %d %s, got %d", *s.MaxProperties, plural(*s.MaxProperties, "property"), n))
+		}
+	}
+}
+
+// numberRange says what a numeric schema accepts, for a value v it
+// refuses: both bounds when both are of a human size ("an integer from 1
+// to 10000", "a number > 0 and ≤ 86400"), else the bound v breaks ("an
+// integer ≥ 1").
+func numberRange(s *jsonschema.Schema, v float64) string {
+	what := "a number"
+	for _, t := range schemaTypes(s) {
+		if t == "integer" {
+			what = "an integer"
+		}
+	}
+	human := func(b *float64) bool { return b != nil && math.Abs(*b) < maxSafeInteger }
+	lo, hi := s.Minimum, s.Maximum
+	loEx, hiEx := s.ExclusiveMinimum, s.ExclusiveMaximum
+	// Both sides, when both are bounded in human sizes.
+	both := (human(lo) || human(loEx)) && (human(hi) || human(hiEx))
+	if both && lo != nil && hi != nil && loEx == nil && hiEx == nil {
+		return fmt.Sprintf("%s from %s to %s", what, fmtNumber(*lo), fmtNumber(*hi))
+	}
+	var conds []string
+	if lo != nil && (both || v < *lo) {
+		conds = append(conds, "≥ "+fmtNumber(*lo))
+	}
+	if loEx != nil && (both || v <= *loEx) {
+		conds = append(conds, "> "+fmtNumber(*loEx))
+	}
+	if hi != nil && (both || v > *hi) {
+		conds = append(conds, "≤ "+fmtNumber(*hi))
+	}
+	if hiEx != nil && (both || v >= *hiEx) {
+		conds = append(conds, "< "+fmtNumber(*hiEx))
+	}
+	return what + " " + strings.Join(conds, " and ")
+}
+
+// maxSafeInteger is 2^53-1, the largest integer a JSON number holds exactly.
+const maxSafeInteger = 1<<53 - 1
+
+func fmtNumber(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) <= maxSafeInteger {
+		return strconv.FormatFloat(f, 'f', -1, 64) // 9007199254740991, not 9.007199254740991e+15
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	if strings.HasSuffix(word, "y") {
+		return word[:len(word)-1] + "ies"
+	}
+	return word + "s"
+}
+
 // local finds the target of a reference inside the schema ("#",
 // "#/$defs/NAME", "#/definitions/NAME"); other forms are not explained
 // (nil), only validated.
@@ -324,7 +475,9 @@ func typeMatches(want []string, v any) bool {
 		case w == got:
 			return true
 		case w == "integer" && got == "number":
-			if f, ok := v.(float64); ok && f == float64(int64(f)) {
+			// As the validator: a number without a fractional part,
+			// whatever its size (1e30 too).
+			if f, ok := v.(float64); ok && f == math.Trunc(f) && !math.IsInf(f, 0) {
 				return true
 			}
 		}

@@ -3,8 +3,10 @@ package tools
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const testSchema = `{
@@ -39,11 +41,10 @@ func TestSchemaMessages(t *testing.T) {
 		{`{"name":"a","env":{"HOME":"/h","X":1}}`, `argument "env.X": expected string, got number`},
 		{`{"name":"a","argv":["x",3]}`, `argument "argv[1]": expected string, got number`},
 		{`{"name":"a","ref":"80"}`, `argument "ref": expected integer, got string`},
-		// Keywords the explanation does not cover keep the validator's words
-		// and still name the argument.
-		{`{"name":"A"}`, `argument "name": pattern`},
-		{`{"name":"a","count":0}`, `argument "count": minimum`},
-		{`{"name":"a","ref":70000}`, `maximum`},
+		// Bounds and patterns in words for users.
+		{`{"name":"A"}`, `argument "name": must match the regular expression "^[a-z]+$", got "A"`},
+		{`{"name":"a","count":0}`, `argument "count": must be an integer ≥ 1, got 0`},
+		{`{"name":"a","ref":70000}`, `argument "ref": must be an integer ≤ 65535, got 70000`},
 		// Several problems at once: sorted by argument, at most three.
 		{`{"bogus":1,"count":"x","mode":1,"name":2}`, `argument "bogus" is not a known argument; argument "count": expected integer, got string; argument "mode": must be one of`},
 	} {
@@ -124,4 +125,57 @@ func FuzzSchemaValidate(f *testing.F) {
 			t.Fatal("an empty error")
 		}
 	})
+}
+
+// Messages are for users: no Go struct names, no "-1/1 is less than
+// 1.000000", and a huge argument is never echoed back whole.
+func TestArgumentMessagesForUsers(t *testing.T) {
+	r := NewBuiltinRegistry()
+	env := &hostEnv{ws: t.TempDir()}
+	huge := strings.Repeat("x", 7<<20)
+	for _, tc := range []struct{ tool, args, want string }{
+		{"read_file", `{"path":"a","start_line":1e30}`, `argument "start_line": must be an integer ≤ 9007199254740991, got 1e+30`},
+		{"read_file", `{"path":"a","end_line":-1}`, `argument "end_line": must be an integer ≥ 1, got -1`},
+		{"read_file", `{"path":"a","start_line":0}`, `argument "start_line": must be an integer ≥ 1, got 0`},
+		{"run_command", `{"command":"x","timeout":0}`, `argument "timeout": must be a number > 0 and ≤ 86400, got 0`},
+		{"list_directory", `{"max_entries":100000}`, `argument "max_entries": must be an integer from 1 to 10000, got 100000`},
+		{"run_command", `{"command":""}`, `argument "command": must not be empty`},
+		{"run_command", `{"argv":[]}`, `argument "argv": must have at least 1 item, got 0`},
+		{"run_command", `{"command":"` + huge + `"}`, `argument "command": must be at most 65536 characters long, got 7340032`},
+		{"read_file", `{"path":"a","` + huge + `":1}`, `…[7340032 bytes in all]" is not a known argument`},
+		{"search_files", `{"pattern":"` + strings.Repeat("(", 900) + `"}`, `argument "pattern": invalid regular expression: error parsing regexp: missing closing )`},
+	} {
+		res := call(t, r, env, tc.tool, tc.args)
+		msg := errText(res)
+		if res.Success || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s %.60s: got %.300q, want %q", tc.tool, tc.args, msg, tc.want)
+		}
+		if len(msg) > 1024 || strings.Contains(msg, "readFileArgs") || strings.Contains(msg, "/1 is") {
+			t.Errorf("%s %.60s: message of %d bytes: %.300q", tc.tool, tc.args, len(msg), msg)
+		}
+	}
+}
+
+// Keywords explained in words elsewhere (schemas of run-time tools): the
+// validator's message, with quoted values clipped.
+func TestArgumentMessagesClipQuotedValues(t *testing.T) {
+	s, err := CompileSchema("t", json.RawMessage(`{"type":"object","properties":{
+	  "a": {"type":"string","not":{"const":"x"},"anyOf":[{"maxLength":1},{"const":"yy"}]},
+	  "e": {"enum":[`+strings.Repeat(`"`+strings.Repeat("v", 300)+`",`, 30)+`"w"]},
+	  "p": {"type":"string","pattern":"^[a-z]+$"}
+	}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("é", 1<<20)
+	for args, want := range map[string]string{
+		`{"a":"` + huge + `"}`: `bytes in all]`,
+		`{"e":"q"}`:            `(31 values in all)`,
+		`{"p":"` + huge + `"}`: `argument "p": must match the regular expression "^[a-z]+$", got "éé`,
+	} {
+		err := s.Validate(mustDecode(t, args))
+		if err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 8<<10 || !utf8.ValidString(err.Error()) {
+			t.Errorf("%.40s: got %d bytes %.400q, want %q", args, len(fmt.Sprint(err)), err, want)
+		}
+	}
 }

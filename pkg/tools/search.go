@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
@@ -28,14 +29,14 @@ type listDirectoryTool struct{}
 func (listDirectoryTool) Definition() Definition {
 	return Definition{
 		Name:        "list_directory",
-		Description: "List a directory of the workspace, optionally recursively and filtered by a glob. Files ignored by .gitignore are hidden unless include_ignored is set; .git is never entered. Paths are relative to the workspace root.",
+		Description: "List a directory of the workspace, optionally recursively and filtered by a glob. Files ignored by .gitignore, and .git itself, are left out unless include_ignored is set; .git is never entered. Paths are relative to the workspace root.",
 		Parameters: json.RawMessage(`{
   "type": "object",
   "properties": {
     "path": {"type": "string", "maxLength": 4096, "description": "Directory, relative to the workspace root (default: the root)"},
     "recursive": {"type": "boolean", "description": "List subdirectories too (default false)"},
     "pattern": {"type": "string", "minLength": 1, "maxLength": 256, "description": "Glob on names (*.go) or on paths (src/**/*.go)"},
-    "include_ignored": {"type": "boolean", "description": "Also list what .gitignore ignores (default false)"},
+    "include_ignored": {"type": "boolean", "description": "Also list what .gitignore ignores, and .git (default false)"},
     "max_entries": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "At most this many entries (default 1000)"}
   },
   "additionalProperties": false
@@ -62,6 +63,9 @@ type listOutput struct {
 	Path      string      `json:"path"`
 	Entries   []listEntry `json:"entries"`
 	Truncated bool        `json:"truncated"`
+	// Warnings say what the listing may lack or include: ignore files
+	// not honoured past the walk's bounds.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func (listDirectoryTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.RawMessage) Result {
@@ -71,7 +75,7 @@ func (listDirectoryTool) Run(ctx context.Context, env sandbox.ToolEnv, args json
 	}
 	if a.Pattern != "" {
 		if err := validGlob(a.Pattern); err != nil {
-			return Fail(fmt.Sprintf("argument \"pattern\": invalid glob: %v", err))
+			return Fail(fmt.Sprintf("argument \"pattern\": invalid glob: %s", clipMessage(err.Error())))
 		}
 	}
 	limit := a.MaxEntries
@@ -86,6 +90,12 @@ func (listDirectoryTool) Run(ctx context.Context, env sandbox.ToolEnv, args json
 	out := listOutput{Entries: []listEntry{}}
 	w := &walker{root: root, recursive: a.Recursive, gitignore: !a.IncludeIgnored}
 	_, err = w.walk(ctx, a.Path, func(e walkEntry) error {
+		// .git is repository metadata, not workspace content, and in a
+		// workspace that is no repository it is nsbox's empty read-only
+		// placeholder (docs/profiles.md): left out, as editors do.
+		if !a.IncludeIgnored && strings.EqualFold(e.name, ".git") {
+			return nil
+		}
 		if a.Pattern != "" && !globMatch(a.Pattern, e.label, e.name) {
 			return nil
 		}
@@ -114,6 +124,9 @@ func (listDirectoryTool) Run(ctx context.Context, env sandbox.ToolEnv, args json
 	}
 	out.Path, _ = root.Rel(a.Path)
 	out.Truncated = out.Truncated || w.truncated
+	if msg := w.ignoreWarning(); msg != "" {
+		out.Warnings = append(out.Warnings, msg)
+	}
 	return OK(out)
 }
 
@@ -123,7 +136,7 @@ func (listDirectoryTool) Run(ctx context.Context, env sandbox.ToolEnv, args json
 const (
 	MaxSearchResults = 1000
 	maxSearchFile    = 32 << 20 // larger files are skipped
-	maxLineLen       = 1 << 20  // a longer line ends the file's search
+	maxLineLen       = 1 << 20  // a longer line ends the file's search (files_truncated)
 	maxShownLine     = 500      // bytes of a matching line returned
 )
 
@@ -169,7 +182,17 @@ type searchOutput struct {
 	Truncated     bool          `json:"truncated"`
 	FilesSearched int           `json:"files_searched"`
 	FilesSkipped  int           `json:"files_skipped"`
+	// FilesTruncated counts files whose search stopped before their end:
+	// a line longer than maxLineLen, or a read error. They are counted in
+	// FilesSearched too, and named (the first few) in Warnings.
+	FilesTruncated int      `json:"files_truncated"`
+	Warnings       []string `json:"warnings,omitempty"`
+
+	truncatedFiles []string
 }
+
+// maxNamedTruncated is how many truncated files a warning names.
+const maxNamedTruncated = 5
 
 func (searchFilesTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.RawMessage) Result {
 	var a searchArgs
@@ -184,11 +207,11 @@ func (searchFilesTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.R
 	// pattern cannot backtrack catastrophically.
 	re, err := regexp.Compile(expr)
 	if err != nil {
-		return Fail(fmt.Sprintf("argument \"pattern\": invalid regular expression: %v", err))
+		return Fail(fmt.Sprintf("argument \"pattern\": invalid regular expression: %s", clipString(err.Error(), maxQuoted+100)))
 	}
 	if a.Glob != "" {
 		if err := validGlob(a.Glob); err != nil {
-			return Fail(fmt.Sprintf("argument \"glob\": invalid glob: %v", err))
+			return Fail(fmt.Sprintf("argument \"glob\": invalid glob: %s", clipMessage(err.Error())))
 		}
 	}
 	limit := a.MaxResults
@@ -246,6 +269,16 @@ func search(ctx context.Context, root *Root, a searchArgs, re *regexp.Regexp, li
 	if err != nil {
 		return nil, err
 	}
+	if out.FilesTruncated > 0 {
+		msg := fmt.Sprintf("%d file(s) were searched only up to a line longer than %d bytes or a read error: %s", out.FilesTruncated, maxLineLen, strings.Join(out.truncatedFiles, ", "))
+		if out.FilesTruncated > len(out.truncatedFiles) {
+			msg += ", …"
+		}
+		out.Warnings = append(out.Warnings, msg)
+	}
+	if msg := w.ignoreWarning(); msg != "" {
+		out.Warnings = append(out.Warnings, msg)
+	}
 	return out, nil
 }
 
@@ -265,6 +298,15 @@ func searchFile(r *bufio.Reader, label string, re *regexp.Regexp, limit int, out
 			return errStop
 		}
 		out.Matches = append(out.Matches, searchMatch{Path: label, Line: line, Text: shorten(b, maxShownLine)})
+	}
+	// The scanner stops at a line over maxLineLen (bufio.ErrTooLong) or a
+	// read error: the rest of the file was not searched, and the result
+	// must say so rather than look like a complete search.
+	if err := sc.Err(); err != nil {
+		out.FilesTruncated++
+		if len(out.truncatedFiles) < maxNamedTruncated {
+			out.truncatedFiles = append(out.truncatedFiles, fmt.Sprintf("%s (from line %d)", label, line+1))
+		}
 	}
 	return nil
 }

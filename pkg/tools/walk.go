@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -20,12 +21,16 @@ import (
 // as strings, so the files themselves are read here, by fd, like every
 // other file.
 
-// Bounds of a walk.
+// Bounds of a walk. The ignore bounds are per walk, over every ignore file
+// it loads: the worker is PID 1 of the sandbox and not in its memory
+// cgroup, so what a walk holds must not depend on what the workspace holds.
 const (
-	maxWalkDepth    = 64      // deeper directories are not entered
-	maxDirNames     = 100_000 // entries read from one directory
-	maxIgnoreFile   = 1 << 20 // bytes of one .gitignore
-	maxIgnoreFilesz = 256     // .gitignore files loaded per walk
+	maxWalkDepth      = 64      // deeper directories are not entered
+	maxDirNames       = 100_000 // entries read from one directory
+	maxIgnoreFile     = 1 << 20 // bytes of one .gitignore
+	maxIgnoreFiles    = 256     // ignore files loaded per walk
+	maxIgnoreBytes    = 2 << 20 // bytes of all ignore files of a walk
+	maxIgnorePatterns = 10_000  // patterns of all ignore files of a walk
 )
 
 // walkEntry is one entry found by a walk.
@@ -70,8 +75,51 @@ type walker struct {
 	gitignore bool
 	// truncated is set when a directory had more than maxDirNames entries
 	// or the depth bound was hit.
-	truncated   bool
-	ignoreFiles int
+	truncated bool
+	// What the walk's ignore files have used of the bounds above.
+	ignoreFiles, ignoreBytes, ignorePatterns int
+	// ignoreStopped says why ignore files stopped being honoured (a
+	// bound was reached), "" while they are.
+	ignoreStopped string
+}
+
+// ignoreWarning is what a tool's result says when the walk stopped
+// honouring ignore files, "" when it did not.
+func (w *walker) ignoreWarning() string {
+	if w.ignoreStopped == "" {
+		return ""
+	}
+	return w.ignoreStopped + "; later .gitignore files were not honoured, so ignored files may be included (narrow the path, or set include_ignored)"
+}
+
+// ignoreSet is the ignore patterns that apply in one directory: its own,
+// and through parent every ancestor's. A child shares its parent's set,
+// so nothing is copied per level: the patterns a walk holds are those of
+// the files it loaded, once.
+type ignoreSet struct {
+	parent   *ignoreSet
+	patterns []gitignore.Pattern
+}
+
+// with returns the set for a directory whose own file gave ps.
+func (s *ignoreSet) with(ps []gitignore.Pattern) *ignoreSet {
+	if len(ps) == 0 {
+		return s
+	}
+	return &ignoreSet{parent: s, patterns: ps}
+}
+
+// match is go-git's matcher over the chain: the last pattern that matches
+// decides, and a directory's own patterns come after its ancestors'.
+func (s *ignoreSet) match(p []string, isDir bool) bool {
+	for ; s != nil; s = s.parent {
+		for i := len(s.patterns) - 1; i >= 0; i-- {
+			if m := s.patterns[i].Match(p, isDir); m != gitignore.NoMatch {
+				return m == gitignore.Exclude
+			}
+		}
+	}
+	return false
 }
 
 // errStop ends a walk early without an error.
@@ -93,9 +141,12 @@ func (w *walker) walk(ctx context.Context, start string, fn func(walkEntry) erro
 		dir.Close()
 		return "", &PathError{Path: start, Err: ErrOutsideWorkspace}
 	}
-	var ig []gitignore.Pattern
+	var ig *ignoreSet
 	if w.gitignore {
-		ig = w.ancestorsIgnore(rel)
+		if ig, err = w.ancestorsIgnore(ctx, rel); err != nil {
+			dir.Close()
+			return "", err
+		}
 	}
 	// Labels start from the path as the user named it (cleaned), so that
 	// they can be handed back to the other tools.
@@ -110,7 +161,7 @@ func (w *walker) walk(ctx context.Context, start string, fn func(walkEntry) erro
 	return rel, err
 }
 
-func (w *walker) dir(ctx context.Context, dir *os.File, rel, label string, depth int, ig []gitignore.Pattern, fn func(walkEntry) error) error {
+func (w *walker) dir(ctx context.Context, dir *os.File, rel, label string, depth int, ig *ignoreSet, fn func(walkEntry) error) error {
 	defer dir.Close()
 	names, err := readNames(dir)
 	if len(names) >= maxDirNames {
@@ -121,9 +172,14 @@ func (w *walker) dir(ctx context.Context, dir *os.File, rel, label string, depth
 	}
 	sort.Strings(names)
 	if w.gitignore {
-		ig = append(ig[:len(ig):len(ig)], w.readIgnore(joinRel(rel, ".gitignore"), splitRel(rel))...)
+		// Security (worker memory): the parent's set is shared, not
+		// copied, and readIgnore keeps the walk's total under its bounds.
+		ps, err := w.readIgnore(ctx, joinRel(rel, ".gitignore"), splitRel(rel))
+		if err != nil {
+			return err
+		}
+		ig = ig.with(ps)
 	}
-	m := gitignore.NewMatcher(ig)
 	dfd := int(dir.Fd())
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
@@ -137,7 +193,7 @@ func (w *walker) dir(ctx context.Context, dir *os.File, rel, label string, depth
 		}
 		e := walkEntry{rel: joinRel(rel, name), label: joinRel(label, name), name: name, dirfd: dfd,
 			mode: st.Mode & unix.S_IFMT, size: st.Size, depth: depth}
-		if w.gitignore && m.Match(splitRel(e.rel), e.isDir()) {
+		if w.gitignore && ig.match(splitRel(e.rel), e.isDir()) {
 			continue
 		}
 		err := fn(e)
@@ -148,7 +204,7 @@ func (w *walker) dir(ctx context.Context, dir *os.File, rel, label string, depth
 			return err
 		}
 		// .git holds objects and hooks, never workspace content.
-		if !e.isDir() || !w.recursive || name == ".git" {
+		if !e.isDir() || !w.recursive || strings.EqualFold(name, ".git") {
 			continue
 		}
 		if depth+1 >= maxWalkDepth {
@@ -188,50 +244,106 @@ func readNames(dir *os.File) ([]string, error) {
 
 // ancestorsIgnore loads .git/info/exclude and the .gitignore files of the
 // root and of every directory above rel (rel's own is loaded by dir).
-func (w *walker) ancestorsIgnore(rel string) []gitignore.Pattern {
-	ps := w.readIgnore(".git/info/exclude", nil)
-	if rel == "." {
-		return ps
+func (w *walker) ancestorsIgnore(ctx context.Context, rel string) (*ignoreSet, error) {
+	var ig *ignoreSet
+	add := func(file string, domain []string) error {
+		ps, err := w.readIgnore(ctx, file, domain)
+		ig = ig.with(ps)
+		return err
 	}
-	ps = append(ps, w.readIgnore(".gitignore", nil)...)
+	if err := add(".git/info/exclude", nil); err != nil || rel == "." {
+		return ig, err
+	}
+	if err := add(".gitignore", nil); err != nil {
+		return nil, err
+	}
 	parts := splitRel(rel)
 	for i := 1; i < len(parts); i++ {
-		d := strings.Join(parts[:i], "/")
-		ps = append(ps, w.readIgnore(d+"/.gitignore", parts[:i])...)
+		if err := add(strings.Join(parts[:i], "/")+"/.gitignore", parts[:i:i]); err != nil {
+			return nil, err
+		}
 	}
-	return ps
+	return ig, nil
 }
 
 // readIgnore parses one ignore file (opened by fd, no symlink followed,
-// size-bounded); domain is the directory it applies to.
-func (w *walker) readIgnore(rel string, domain []string) []gitignore.Pattern {
-	if w.ignoreFiles >= maxIgnoreFilesz {
-		return nil
+// size-bounded); domain is the directory it applies to. Once a bound of the
+// walk is reached, this file and every later one are not honoured (and the
+// result says so): a workspace cannot make a walk hold more than
+// maxIgnoreBytes of ignore files or maxIgnorePatterns patterns. The only
+// error is the context's.
+func (w *walker) readIgnore(ctx context.Context, rel string, domain []string) ([]gitignore.Pattern, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if w.ignoreStopped != "" {
+		return nil, nil
 	}
 	fd, err := w.root.openNoFollow(rel, unix.O_PATH)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	f, err := regularFile(fd, rel)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer f.Close()
+	// Security (worker memory): every bound is checked before the file
+	// is read or its patterns are kept.
+	if w.ignoreFiles >= maxIgnoreFiles {
+		w.ignoreStopped = fmt.Sprintf("the walk reached its bound of %d ignore files at %s", maxIgnoreFiles, rel)
+		return nil, nil
+	}
 	w.ignoreFiles++
-	data, _ := io.ReadAll(io.LimitReader(f, maxIgnoreFile))
-	return parseIgnore(string(data), domain)
+	room := min(maxIgnoreFile, maxIgnoreBytes-w.ignoreBytes)
+	data, err := io.ReadAll(io.LimitReader(f, int64(room)+1))
+	if err != nil {
+		return nil, nil
+	}
+	if len(data) > room {
+		if room == maxIgnoreFile {
+			w.ignoreStopped = fmt.Sprintf("%s is larger than %d bytes", rel, maxIgnoreFile)
+		} else {
+			w.ignoreStopped = fmt.Sprintf("the walk reached its bound of %d bytes of ignore files at %s", maxIgnoreBytes, rel)
+		}
+		return nil, nil
+	}
+	w.ignoreBytes += len(data)
+	ps, err := parseIgnore(ctx, string(data), domain, maxIgnorePatterns-w.ignorePatterns)
+	if err == errTooManyPatterns {
+		w.ignoreStopped = fmt.Sprintf("the walk reached its bound of %d ignore patterns at %s", maxIgnorePatterns, rel)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.ignorePatterns += len(ps)
+	return ps, nil
 }
 
-func parseIgnore(data string, domain []string) []gitignore.Pattern {
+var errTooManyPatterns = errors.New("too many ignore patterns")
+
+// parseIgnore parses at most max patterns (errTooManyPatterns beyond).
+func parseIgnore(ctx context.Context, data string, domain []string, max int) ([]gitignore.Pattern, error) {
 	var ps []gitignore.Pattern
-	for _, line := range strings.Split(data, "\n") {
+	for i := 0; data != ""; i++ {
+		if i%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		var line string
+		line, data, _ = strings.Cut(data, "\n")
 		line = strings.TrimSuffix(line, "\r")
 		if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
 			continue
 		}
+		if len(ps) >= max {
+			return nil, errTooManyPatterns
+		}
 		ps = append(ps, gitignore.ParsePattern(line, domain))
 	}
-	return ps
+	return ps, nil
 }
 
 // regularFile checks that the O_PATH fd is a regular file and reopens it for

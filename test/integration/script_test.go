@@ -172,3 +172,16 @@ func TestScriptBadInput(t *testing.T) {
 		t.Fatalf("--no-sandbox: %q %q", r.stdout, r.stderr)
 	}
 }
+
+// Scripts run with what the strict profile hides hidden: a script is no
+// more entitled to ~/.ssh than a command under nsbox run.
+func TestScriptHidesCredentials(t *testing.T) {
+	requireInterpreter(t, "bash")
+	eachUser(t, func(t *testing.T, u user) {
+		home := u.fakeHome(t)
+		r := u.run(t, &runOpts{env: []string{"HOME=" + home}}, "script", "--lang", "bash", "-c", "cat "+home+"/.ssh/id_ed25519")
+		if strings.Contains(r.stdout, "PRIVATE-KEY") {
+			t.Fatalf("the script read ~/.ssh: %q", r.stdout)
+		}
+	})
+}

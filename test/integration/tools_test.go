@@ -190,6 +190,15 @@ func TestToolsHostileInputsRefused(t *testing.T) {
 			{"write_file", `{"path":".git/hooks/pre-commit","content":"#!/bin/sh\nid\n"}`, `is protected`},
 			{"write_file", `{"path":".git/config","content":"[core]\nfsmonitor=evil\n"}`, `is protected`},
 			{"write_file", `{"path":"cfg","content":"x"}`, `is protected`},
+			// Anything in .git, and gitfiles: ".git/commondir" = "../evil"
+			// sent the user's next git run to a config the agent wrote.
+			{"write_file", `{"path":".git/commondir","content":"../evil\n"}`, `is protected`},
+			{"write_file", `{"path":".git/config.worktree","content":"[core]\nfsmonitor=evil\n"}`, `is protected`},
+			{"write_file", `{"path":".git/worktrees/w/config","content":"x"}`, `is protected`},
+			{"write_file", `{"path":".git/info/exclude","content":"x"}`, `is protected`},
+			{"write_file", `{"path":".GIT/config","content":"x"}`, `is protected`},
+			{"write_file", `{"path":"sub/.git","content":"gitdir: ../evil\n"}`, `is protected`},
+			{"write_file", `{"path":"sub/.git/config","content":"x"}`, `is protected`},
 			{"list_directory", `{"path":"etc"}`, `is outside the workspace`},
 			{"list_directory", `{"path":".."}`, `is outside the workspace`},
 			{"search_files", `{"pattern":"root","path":"/etc"}`, `is outside the workspace`},
@@ -220,6 +229,14 @@ func TestToolsHostileInputsRefused(t *testing.T) {
 		}
 		if ents, _ := os.ReadDir(filepath.Join(ws, ".git", "hooks")); len(ents) != 0 {
 			t.Errorf("hook planted: %v", ents)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(ws, ".git")); len(ents) != 2 {
+			t.Errorf("files planted in .git: %v", ents)
+		}
+		for _, p := range []string{".GIT", "sub/.git"} {
+			if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+				t.Errorf("%s was created", p)
+			}
 		}
 		// The mount layer protects .git too, for commands that bypass the
 		// tools' own checks.
@@ -292,7 +309,44 @@ func TestToolsCallBadInput(t *testing.T) {
 		t.Fatalf("bad JSON: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	r = u.run(t, nil, "tools", "call", "read_file", "{}", "--workspace", "/nonexistent/ws")
-	if r.code != 125 || !strings.Contains(r.stderr, "not a directory") {
+	if r.code != 125 || !strings.Contains(r.stderr, "/nonexistent/ws does not exist") {
 		t.Fatalf("bad workspace: %d %s", r.code, r.stderr)
 	}
+}
+
+// fakeHome makes a home directory for u outside /tmp (a sandbox's /tmp is
+// private, so a secret there would be out of reach anyway) holding an ssh
+// key, and returns it.
+func (u user) fakeHome(t *testing.T) string {
+	t.Helper()
+	home, err := os.MkdirTemp("/var/tmp", "nsbox-it-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	os.Chmod(home, 0o755)
+	u.mkdirAs(t, filepath.Join(home, ".ssh"))
+	u.writeFile(t, filepath.Join(home, ".ssh", "id_ed25519"), "PRIVATE-KEY\n", 0o600)
+	return home
+}
+
+// tools call builds the sandbox nsbox mcp builds (the workspace profile):
+// credentials and .env files read as empty, the workspace's .git is
+// read-only.
+func TestToolsCallHidesSecrets(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		home := u.fakeHome(t)
+		u.writeFile(t, filepath.Join(ws, ".env"), "API_TOKEN=hunter2\n", 0o644)
+		u.mkdirAs(t, filepath.Join(ws, ".git"))
+		u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n", 0o644)
+		r := u.run(t, &runOpts{env: []string{"HOME=" + home}}, "tools", "call", "run_command",
+			`{"command":"cat .env `+home+`/.ssh/id_ed25519; echo x > .git/commondir"}`, "--workspace", ws)
+		if strings.Contains(r.stdout, "hunter2") || strings.Contains(r.stdout, "PRIVATE-KEY") {
+			t.Fatalf("a secret was readable: %s", r.stdout)
+		}
+		if _, err := os.Stat(filepath.Join(ws, ".git", "commondir")); err == nil {
+			t.Fatalf(".git/commondir was written")
+		}
+	})
 }

@@ -3,6 +3,7 @@ package notepad
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 
 	"github.com/nsbox/nsbox/pkg/hostapi/internal/hostcall"
 	"github.com/nsbox/nsbox/pkg/hostapi/store"
@@ -138,7 +139,7 @@ func Tools() []tools.Tool {
 			`{"type": "object", "properties": {
   "id": `+idSchema+`,
   "diff": {"type": "string", "description": "A unified diff with @@ -a,b +c,d @@ hunks."},
-  "edits": {"type": "array", "minItems": 1, "items": {"type": "object", "properties": {
+  "edits": {"type": "array", "minItems": 1, "maxItems": `+strconv.Itoa(MaxEdits)+`, "items": {"type": "object", "properties": {
     "search": {"type": "string", "minLength": 1, "description": "Exact text to find; must occur once unless all is true."},
     "replace": {"type": "string", "description": "Replacement text."},
     "all": {"type": "boolean", "description": "Replace every occurrence."}

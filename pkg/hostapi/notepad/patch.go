@@ -5,7 +5,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/nsbox/nsbox/pkg/hostapi/store"
 )
+
+// MaxEdits bounds the search/replace edits of one patch. Each edit scans
+// and may rebuild the whole document (at most MaxDocumentBytes), so the
+// host's work per patch is bounded by MaxEdits × MaxDocumentBytes.
+const MaxEdits = 100
 
 // ErrPatch is wrapped by every *PatchError and *EditError.
 var ErrPatch = errors.New("patch does not apply")
@@ -56,16 +63,27 @@ func (e *EditError) Unwrap() error { return ErrPatch }
 
 // ApplyEdits applies edits in order, each to the result of the previous
 // one. Either all apply or the first failure is returned.
+//
+// ApplyEdits runs on the host with arguments from a sandbox: there are at
+// most MaxEdits edits, and no edit may make the document larger than
+// MaxDocumentBytes (a *store.TooLargeError, checked before the replacement
+// is built), so a patch can never make the host allocate more than a few
+// documents' worth.
 func ApplyEdits(content string, edits []Edit) (string, error) {
 	if len(edits) == 0 {
 		return "", &EditError{Edit: 0, Reason: "no edits given"}
+	}
+	// Security (host DoS): the number of edits is bounded before any work.
+	if len(edits) > MaxEdits {
+		return "", &store.TooLargeError{What: "the list of edits", Size: len(edits), Limit: MaxEdits, Unit: "edits"}
 	}
 	for i, e := range edits {
 		n := i + 1
 		if e.Search == "" {
 			return "", &EditError{Edit: n, Reason: `"search" is empty`}
 		}
-		switch c := strings.Count(content, e.Search); {
+		c := strings.Count(content, e.Search)
+		switch {
 		case c == 0:
 			reason := "the search text was not found"
 			if strings.Contains(collapseSpace(content), collapseSpace(e.Search)) {
@@ -74,6 +92,17 @@ func ApplyEdits(content string, edits []Edit) (string, error) {
 			return "", &EditError{Edit: n, Reason: reason}
 		case c > 1 && !e.All:
 			return "", &EditError{Edit: n, Reason: fmt.Sprintf(`the search text occurs %d times; include more surrounding text to make it unique, or set "all": true`, c)}
+		}
+		// Security (host DoS): the size of the result is computed before
+		// it is built and refused over MaxDocumentBytes, so that repeated
+		// "all" edits that double the document cannot exhaust the host's
+		// memory. int64: count × growth can exceed 32 bits.
+		reps := int64(1)
+		if e.All {
+			reps = int64(c)
+		}
+		if size := int64(len(content)) + reps*(int64(len(e.Replace))-int64(len(e.Search))); size > MaxDocumentBytes {
+			return "", &store.TooLargeError{What: fmt.Sprintf("the document after edit %d (%d replacements)", n, reps), Size: int(size), Limit: MaxDocumentBytes}
 		}
 		if e.All {
 			content = strings.ReplaceAll(content, e.Search, e.Replace)

@@ -3,8 +3,11 @@ package notepad
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/nsbox/nsbox/pkg/hostapi/store"
 )
 
 func numbered(n int) string {
@@ -150,5 +153,72 @@ func TestSearchReplaceEdits(t *testing.T) {
 		if !errors.As(err, &ee) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.edits, err, c.want)
 		}
+	}
+}
+
+// A chain of "all" edits that doubles the document is refused at the edit
+// that crosses MaxDocumentBytes, before that edit's result is built (it used
+// to be checked only after every edit: 20 doublings of 100 KB took the host
+// out of memory).
+func TestEditsGrowthIsBoundedBeforeReplacing(t *testing.T) {
+	doc := strings.Repeat("a", 4<<10)
+	edits := make([]Edit, 10) // 4 KiB × 2^10 = 4 MiB
+	for i := range edits {
+		edits[i] = Edit{Search: "a", Replace: "aa", All: true}
+	}
+	_, err := ApplyEdits(doc, edits)
+	var tl *store.TooLargeError
+	if !errors.As(err, &tl) || !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("err = %v, want a *store.TooLargeError", err)
+	}
+	// 4 KiB × 2^9 = 2 MiB is allowed; the 10th edit would make 4 MiB.
+	if want := "the document after edit 10 (2097152 replacements) is too large: 4194304 bytes, the limit is 2097152 bytes"; err.Error() != want {
+		t.Fatalf("message %q, want %q", err, want)
+	}
+}
+
+// The reviewer's reproduction: 20 doublings of a 100 KB document. It must
+// fail fast without allocating more than a few documents.
+func TestEditsDoublingDoesNotExhaustMemory(t *testing.T) {
+	doc := strings.Repeat("a", 100_000)
+	edits := make([]Edit, 20)
+	for i := range edits {
+		edits[i] = Edit{Search: "a", Replace: "aa", All: true}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ApplyEdits(doc, edits)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Fatalf("ApplyEdits allocated %d bytes", alloc)
+	}
+}
+
+func TestEditsCountIsBounded(t *testing.T) {
+	edits := make([]Edit, MaxEdits+1)
+	for i := range edits {
+		edits[i] = Edit{Search: "a", Replace: "a"}
+	}
+	_, err := ApplyEdits("a", edits)
+	if !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+	if want := "the list of edits is too large: 101 edits, the limit is 100 edits"; err.Error() != want {
+		t.Fatalf("message %q, want %q", err, want)
+	}
+	if _, err := ApplyEdits("a", edits[:MaxEdits]); err != nil {
+		t.Fatalf("%d edits: %v", MaxEdits, err)
+	}
+}
+
+// A shrinking "all" edit of a document at the bound is fine.
+func TestEditsShrinkingAtTheBound(t *testing.T) {
+	doc := strings.Repeat("ab", MaxDocumentBytes/2)
+	got, err := ApplyEdits(doc, []Edit{{Search: "ab", Replace: "c", All: true}, {Search: "c", Replace: "dd", All: true}})
+	if err != nil || len(got) != MaxDocumentBytes {
+		t.Fatalf("len %d, err %v", len(got), err)
 	}
 }
