@@ -14,7 +14,10 @@ type options struct {
 }
 
 // WithHandlers serves host API methods from h to the session's commands
-// (only the methods the policy's HostAPIs allow).
+// (only the methods the policy's HostAPIs allow). Session.Close waits for
+// the handlers running for the session: a handler must not call Close of
+// the session it serves and wait for it (that never returns); it may start
+// it with `go s.Close()`.
 func WithHandlers(h *Handlers) Option { return func(o *options) { o.handlers = h } }
 
 // WithAudit writes one JSON line per hostCall (and tool call) to w, with

@@ -54,6 +54,10 @@ type executeMsg struct {
 	Dir       string   `json:"dir"`
 	TimeoutMs int64    `json:"timeoutMs,omitempty"`
 	HostCall  bool     `json:"hostCall,omitempty"`
+	// Seq names the command for a cancel ({seq}): a number the
+	// supervisor gives each execute, unique in the session. 0: none (only
+	// a cancel naming the request id reaches it then).
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // executeReply reports how the command ended.
@@ -88,6 +92,10 @@ func (m *executeMsg) encode() json.RawMessage {
 	if m.HostCall {
 		b = append(b, `,"hostCall":true`...)
 	}
+	if m.Seq != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, m.Seq, 10)
+	}
 	return append(b, '}')
 }
 
@@ -98,6 +106,7 @@ func (m *executeMsg) decode(data []byte) error {
 		{Name: "dir", String: &m.Dir},
 		{Name: "timeoutMs", Int: &m.TimeoutMs},
 		{Name: "hostCall", Bool: &m.HostCall},
+		{Name: "seq", Int: &m.Seq},
 	})
 }
 
@@ -158,8 +167,14 @@ func (r *executeReply) decode(data []byte) error {
 	return err
 }
 
+// cancelMsg asks the worker to stop one request: the execute sent with Seq,
+// or the request (execute or callTool) whose envelope id is ID. A cancel
+// that names nothing running (its command already ended) does nothing. One
+// with neither set stops everything running; nsbox never sends that: it
+// would hit work the sender did not mean to stop.
 type cancelMsg struct {
-	ID uint64 `json:"id"`
+	ID  uint64 `json:"id,omitempty"`
+	Seq int64  `json:"seq,omitempty"`
 }
 
 const hostCallFDEnv = "NSBOX_HOSTCALL_FD"

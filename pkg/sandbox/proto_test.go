@@ -13,7 +13,7 @@ func FuzzExecuteText(f *testing.F) {
 	f.Add("a<b>&\"\\\n\u2028\xff", "", "", int64(-5), true, -1, 137, 9, "not_found", "x: command not found")
 	f.Fuzz(func(t *testing.T, arg, env, dir string, timeout int64, hostCall bool, pid, code, sig int, startErr, msg string) {
 		for _, m := range []executeMsg{
-			{Argv: []string{arg, env}, Env: []string{env}, Dir: dir, TimeoutMs: timeout, HostCall: hostCall},
+			{Argv: []string{arg, env}, Env: []string{env}, Dir: dir, TimeoutMs: timeout, HostCall: hostCall, Seq: int64(pid)},
 			{Argv: []string{}, Dir: dir},
 			{},
 		} {
@@ -44,6 +44,7 @@ func FuzzExecuteText(f *testing.F) {
 // same structs.
 func FuzzExecuteDecode(f *testing.F) {
 	f.Add([]byte(`{"argv":["/bin/true"],"env":["A=1"],"dir":"/","timeoutMs":10,"hostCall":true}`))
+	f.Add([]byte(`{"argv":["/bin/true"],"env":null,"dir":"","seq":42,"SEQ":-1}`))
 	f.Add([]byte(`{"pid":12,"exitCode":0,"signal":9,"timedOut":true,"canceled":false,"startError":"x","message":"y"}`))
 	f.Add([]byte(`{"ARGV":null,"Pid":1.5,"exitcode":"1","TimeoutMS":-0}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nsbox/nsbox/pkg/cgroups"
 	"github.com/nsbox/nsbox/pkg/ipc"
 	"github.com/nsbox/nsbox/pkg/mounts"
 	"github.com/nsbox/nsbox/pkg/namespaces"
@@ -32,6 +33,7 @@ type Session struct {
 	hostCalls *hostCallServer
 
 	execMu    sync.Mutex
+	execSeq   int64 // the last executeMsg.Seq given; under execMu
 	closeOnce sync.Once
 	closeErr  error
 	exited    chan struct{} // closed when the worker has been reaped
@@ -302,7 +304,9 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	// The worker's own tools reach host APIs through the same allowlist
 	// as commands do.
 	s.peer.Handle(ipc.TypeHostCall, s.hostCalls.serveCall)
-	s.peer.Handle(ipc.TypeToolsChanged, s.toolsChanged)
+	// toolsChanged is queued where it is read, so events reach the
+	// subscribers in the order they came (see OnToolsChanged).
+	s.peer.HandleDirect(ipc.TypeToolsChanged, s.toolsChanged)
 	s.peer.Handle(ipc.TypeOpenHostCall, s.openHostCall)
 	go s.peer.Serve()
 	// A worker that dies during setup closes the channel; Call then
@@ -365,8 +369,12 @@ func (s *Session) kill() {
 }
 
 // Close ends the session: the worker and every process of the sandbox are
-// killed and waited for, and the limits are removed. It is idempotent and
-// safe from any goroutine.
+// killed and waited for, the host-API handlers still running for it (see
+// WithHandlers) are waited for, and the limits are removed. It is idempotent
+// and safe from any goroutine, except from a host-API handler (HostFunc)
+// serving this same session: Close waits for that handler to return, and
+// the handler waits for Close, so neither ever does. A handler that decides
+// to end its session calls `go s.Close()` and returns.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		if s.peer != nil {
@@ -398,6 +406,7 @@ type Command struct {
 	// command directly.
 	Stdout, Stderr io.Writer
 	// Timeout kills the command's process group; 0 uses the policy's.
+	// A negative Timeout is an error.
 	Timeout time.Duration
 	// MaxOutput bounds captured output per stream (0: DefaultMaxOutput).
 	MaxOutput int64
@@ -426,6 +435,9 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return Result{}, errors.New("exec: empty command")
 	}
+	if c.Timeout < 0 {
+		return Result{}, fmt.Errorf("exec: negative timeout %s (0 uses the policy's)", c.Timeout)
+	}
 	select {
 	case <-s.exited:
 		return Result{}, ErrClosed
@@ -436,6 +448,11 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	if s.peer == nil {
 		return Result{}, ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		// Not started: a cancel sent now could overtake the execute.
+		return Result{Reason: ReasonCanceled}, err
+	}
+	s.execSeq++
 	io, err := newStdio(c)
 	if err != nil {
 		return Result{}, err
@@ -450,6 +467,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		Argv: c.Argv,
 		Env:  mergeEnv(s.policy.env(), c.Env),
 		Dir:  c.Dir,
+		Seq:  s.execSeq,
 	}
 	if msg.Dir == "" {
 		msg.Dir = s.policy.Cwd
@@ -476,9 +494,9 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	// Cancelling ctx tells the worker to kill the command's process group;
 	// the session lives on, and the reply still reports how it ended. The
 	// call runs on this goroutine: no hand-off to another one and back.
-	stopCancel := context.AfterFunc(ctx, func() { s.peer.Notify(ipc.TypeCancel, cancelMsg{}) })
+	cancel := s.cancelOnDone(ctx, msg.Seq)
 	rep, callErr := s.peer.Call(context.Background(), ipc.TypeExecute, msg.encode(), fds)
-	canceled := !stopCancel()
+	canceled := cancel.stop()
 	io.closeChildEnds()
 	if hc != nil {
 		// Only after the request (and its fds) went out.
@@ -537,10 +555,85 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		res.Reason = ReasonViolation
 		return res, &ViolationError{Operation: "syscall", Detail: "a forbidden syscall ABI (killed by seccomp, SIGSYS)"}
 	}
-	if lerr := s.limits.check(before, &res); lerr != nil {
+	// The group's counters count every process in it, also what earlier
+	// commands left running: a limit is this command's end only when the
+	// way it ended fits. The OOM killer's SIGKILL, of the command or of
+	// the child whose status a shell passes on (128+9); a process limit,
+	// when the command failed (a fork it needed was refused). A clean exit
+	// stays a clean exit.
+	killed := res.Signal == syscall.SIGKILL || (res.Signal == 0 && res.ExitCode == 128+int(syscall.SIGKILL))
+	failed := res.Signal != 0 || res.ExitCode != 0
+	if lerr := s.limitEnd(before, &res, killed, failed); lerr != nil {
 		return res, lerr
 	}
 	return res, nil
+}
+
+// limitEnd turns a limit the kernel counted since before into r's reason
+// and a *ResourceLimitError: an OOM kill when oom says one may have ended
+// the work, a refused fork when pids says so.
+func (s *Session) limitEnd(before cgroups.Events, r *Result, oom, pids bool) error {
+	l := s.limits
+	if l == nil || l.m == nil || (!oom && !pids) {
+		return nil
+	}
+	after := l.events()
+	switch {
+	case oom && after.OOMKills > before.OOMKills:
+		r.Reason = ReasonOOM
+		return &ResourceLimitError{Resource: "memory", Limit: formatBytes(l.limits.Memory), Enforcer: string(l.m.Mode())}
+	case pids && after.PidsMax > before.PidsMax:
+		r.Reason = ReasonPids
+		return &ResourceLimitError{Resource: "pids", Limit: strconv.FormatInt(l.limits.Pids, 10), Enforcer: string(l.m.Mode())}
+	}
+	return nil
+}
+
+// execCancel sends the cancel of one execute once its context ends.
+type execCancel struct {
+	stopFunc func() bool
+	replied  chan struct{} // closed when the execute's reply is in
+	stopped  chan struct{} // closed when the sending goroutine is done
+}
+
+// cancelOnDone arranges that when ctx ends, the worker is told to kill the
+// command of the execute sent with seq, and only that one: the cancel names
+// it, so a cancel that arrives after the command ended kills nothing. The
+// cancel is sent again, less and less often, until the reply is in: a
+// cancel that overtook its execute on the way (ctx ended while the request
+// was being written) found nothing to kill.
+func (s *Session) cancelOnDone(ctx context.Context, seq int64) *execCancel {
+	c := &execCancel{replied: make(chan struct{}), stopped: make(chan struct{})}
+	c.stopFunc = context.AfterFunc(ctx, func() {
+		defer close(c.stopped)
+		wait := 20 * time.Millisecond
+		for {
+			if s.peer.Notify(ipc.TypeCancel, cancelMsg{Seq: seq}) != nil {
+				return // the channel is gone: so is the command
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-c.replied:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			wait = min(2*wait, time.Second)
+		}
+	})
+	return c
+}
+
+// stop is called once the execute has its reply (or failed). It reports
+// whether ctx ended first, and returns once nothing more is being sent for
+// this command.
+func (c *execCancel) stop() (canceled bool) {
+	if c.stopFunc() {
+		return false
+	}
+	close(c.replied)
+	<-c.stopped
+	return true
 }
 
 // mergeEnv returns base with extra added; a key in extra replaces base's.

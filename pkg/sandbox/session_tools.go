@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"sync"
 	"time"
 
@@ -31,12 +32,23 @@ func (s *Session) CallTool(ctx context.Context, name string, args json.RawMessag
 	}
 	// A limit the kernel reports during the call (a command the tool ran
 	// was OOM-killed, or hit the pids limit) is the call's typed end; the
-	// result is returned with it.
-	var r Result
-	if lerr := s.limits.check(before, &r); lerr != nil {
-		return rep.Payload, lerr
+	// result is returned with it. The counters are the whole group's, also
+	// of what earlier commands left running: a call that succeeded is not
+	// blamed for them.
+	if !toolSucceeded(rep.Payload) {
+		var r Result
+		if lerr := s.limitEnd(before, &r, true, true); lerr != nil {
+			return rep.Payload, lerr
+		}
 	}
 	return rep.Payload, nil
+}
+
+// toolSucceeded reports whether a tool's result object says success: true.
+func toolSucceeded(result json.RawMessage) bool {
+	var ok bool
+	err := ipc.DecodeFields(result, []ipc.Field{{Name: "success", Bool: &ok}})
+	return err == nil && ok
 }
 
 // openHostCall gives a command started by a worker tool its own hostCall
@@ -93,9 +105,14 @@ func (s *Session) UnregisterTool(ctx context.Context, name string) error {
 	return s.channelErr(err)
 }
 
-// OnToolsChanged subscribes fn to the session's toolsChanged events. It is
-// called from the session's reader goroutine, one event at a time; it must
-// not block for long. It returns a function that unsubscribes.
+// OnToolsChanged subscribes fn to the session's toolsChanged events. The
+// events of a session are delivered one at a time, in the order they
+// arrived, on a goroutine of their own: fn is never called concurrently with
+// itself or another subscriber of the session. A slow fn holds back the
+// events after it, not the session; if the subscribers fall more than
+// maxQueuedToolsChanged events behind, the oldest waiting ones are dropped
+// (each event is a full snapshot of the tool set: the newest is always
+// delivered). It returns a function that unsubscribes.
 func (s *Session) OnToolsChanged(fn func(ToolsChanged)) (cancel func()) {
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
@@ -112,6 +129,14 @@ func (s *Session) OnToolsChanged(fn func(ToolsChanged)) (cancel func()) {
 	}
 }
 
+// maxQueuedToolsChanged bounds the toolsChanged events waiting for slow
+// subscribers: a program inside that registers tools in a loop cannot grow
+// the supervisor's memory without end.
+const maxQueuedToolsChanged = 1024
+
+// toolsChanged runs on the channel's reading goroutine (HandleDirect), so
+// events are queued in the order they arrived; it never blocks: one
+// goroutine at a time delivers the queue.
 func (s *Session) toolsChanged(ctx context.Context, req *ipc.Request) (any, error) {
 	closeInts(req.FDs)
 	var ev ToolsChanged
@@ -119,15 +144,58 @@ func (s *Session) toolsChanged(ctx context.Context, req *ipc.Request) (any, erro
 		return nil, err
 	}
 	s.subMu.Lock()
-	subs := make([]func(ToolsChanged), 0, len(s.subs))
-	for _, f := range s.subs {
-		subs = append(subs, f)
+	defer s.subMu.Unlock()
+	if len(s.subs) == 0 && !s.delivering {
+		return nil, nil // nobody listens: nothing to deliver
 	}
-	s.subMu.Unlock()
-	for _, f := range subs {
-		f(ev)
+	if len(s.events) >= maxQueuedToolsChanged {
+		s.events[0] = ToolsChanged{}
+		s.events = s.events[1:]
+	}
+	s.events = append(s.events, ev)
+	if !s.delivering {
+		s.delivering = true
+		go s.deliverToolsChanged()
 	}
 	return nil, nil
+}
+
+// deliverToolsChanged calls the subscribers with each queued event in turn,
+// until the queue is empty.
+func (s *Session) deliverToolsChanged() {
+	for {
+		s.subMu.Lock()
+		if len(s.events) == 0 {
+			s.events = nil
+			s.delivering = false
+			s.subMu.Unlock()
+			return
+		}
+		ev := s.events[0]
+		s.events[0] = ToolsChanged{}
+		s.events = s.events[1:]
+		ids := make([]int, 0, len(s.subs))
+		for id := range s.subs {
+			ids = append(ids, id)
+		}
+		sort.Ints(ids)
+		subs := make([]func(ToolsChanged), len(ids))
+		for i, id := range ids {
+			subs[i] = s.subs[id]
+		}
+		s.subMu.Unlock()
+		// In the order they subscribed.
+		for _, f := range subs {
+			callSubscriber(f, ev)
+		}
+	}
+}
+
+// callSubscriber calls f; a panic in it is dropped, as a handler's panic
+// is, and does not stop the events after it.
+func callSubscriber(f func(ToolsChanged), ev ToolsChanged) {
+	defer func() { recover() }()
+	f(ev)
 }
 
 // forwardToWorker passes a registerTool/unregisterTool request from a
@@ -165,4 +233,8 @@ type subscriptions struct {
 	subMu sync.Mutex
 	subID int
 	subs  map[int]func(ToolsChanged)
+	// events wait for delivery; delivering is set while a goroutine
+	// delivers them (there is at most one).
+	events     []ToolsChanged
+	delivering bool
 }

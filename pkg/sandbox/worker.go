@@ -429,8 +429,13 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 			cg[i] = strconv.Itoa(len(r.files) + i)
 		}
 		argv = append([]string{limitExecArg0, encodeRlimits(rl), strings.Join(cg, ","), path}, argv...)
-		// execve resolves the link before close-on-exec closes shimFD.
-		path = "/proc/self/fd/" + strconv.Itoa(w.shimFD)
+		shim, err := shimFDFor(w.shimFD, files)
+		if err != nil {
+			return spawnRes{err: fmt.Errorf("limit shim: %w", err), pidfd: -1}
+		}
+		defer unix.Close(shim)
+		// execve resolves the link before close-on-exec closes it.
+		path = "/proc/self/fd/" + strconv.Itoa(shim)
 	}
 	sys := &syscall.SysProcAttr{
 		// A new session: no controlling terminal, so no TIOCSTI
@@ -456,6 +461,20 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 	ch := make(chan unix.WaitStatus, 1)
 	w.reaper.waiters[pid] = ch
 	return spawnRes{pid: pid, pidfd: pidfd, wait: ch}
+}
+
+// shimFDFor returns a close-on-exec duplicate of shimFD at a number that
+// syscall.ForkExec's child cannot overwrite before its execve: it moves
+// files onto 0..len(files)-1, and moves fds out of the way (and its error
+// pipe) onto the numbers right above max(len(files), the largest of files)
+// (syscall/exec_linux.go, forkAndExecInChild). Overwritten, the
+// /proc/self/fd link would name another file: the shim would not start.
+func shimFDFor(shimFD int, files []uintptr) (int, error) {
+	top := len(files)
+	for _, f := range files {
+		top = max(top, int(f))
+	}
+	return unix.FcntlInt(uintptr(shimFD), unix.F_DUPFD_CLOEXEC, top+len(files)+2)
 }
 
 // reaper collects every child of PID 1, including orphans re-parented to it,
@@ -487,6 +506,7 @@ func (r *reaper) reap() {
 // command is a command started by execute, until it is reaped.
 type command struct {
 	id    uint64
+	seq   int64 // executeMsg.Seq: what a cancel names it by
 	res   spawnRes
 	timer *time.Timer
 	ws    unix.WaitStatus // set before it goes through doneQ
@@ -546,7 +566,7 @@ func (w *worker) startExecute(req *ipc.Request, m *executeMsg) {
 		w.startQueued()
 		return
 	}
-	c := &command{id: req.ID, res: res}
+	c := &command{id: req.ID, seq: m.Seq, res: res}
 	if m.TimeoutMs > 0 {
 		c.timer = time.AfterFunc(time.Duration(m.TimeoutMs)*time.Millisecond, func() { c.kill(true) })
 	}
@@ -699,24 +719,32 @@ func killGroup(pid int) {
 }
 
 func (w *worker) cancel(ctx context.Context, req *ipc.Request) (any, error) {
+	closeInts(req.FDs)
 	var m cancelMsg
 	if err := req.Decode(&m); err != nil {
 		return nil, err
 	}
-	// ID 0 cancels whatever runs: Exec is sequential, so that is the one
-	// command the supervisor is waiting for.
+	// A cancel names what it stops: the execute sent with seq m.Seq, or
+	// the request (execute or callTool) with id m.ID. Only that is
+	// stopped; a cancel for a command that already ended (it is no longer
+	// in running) stops nothing, and never the command after it. A cancel
+	// naming neither stops everything running (the protocol's old form,
+	// which nsbox itself does not send).
+	all := m.ID == 0 && m.Seq == 0
 	w.mu.Lock()
 	n := 0
 	for id, c := range w.running {
-		if m.ID == 0 || id == m.ID {
+		if all || (m.ID != 0 && id == m.ID) || (m.Seq != 0 && c.seq == m.Seq) {
 			c.kill(false)
 			n++
 		}
 	}
-	for id, cancel := range w.toolCancels {
-		if m.ID == 0 || id == m.ID {
-			cancel()
-			n++
+	if all || m.ID != 0 {
+		for id, cancel := range w.toolCancels {
+			if all || id == m.ID {
+				cancel()
+				n++
+			}
 		}
 	}
 	w.mu.Unlock()

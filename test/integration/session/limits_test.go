@@ -174,3 +174,67 @@ func TestLimitShimBinaryNotWritable(t *testing.T) {
 		}
 	})
 }
+
+// cgroupLimits skips a test whose limits are not enforced by a cgroup here:
+// only a cgroup counts OOM kills and refused forks.
+func cgroupLimits(t *testing.T, s *sandbox.Session) {
+	t.Helper()
+	switch info := s.Limits(); info.Mode {
+	case "cgroup1", "cgroup2", "cgroup2-delegated":
+	default:
+		t.Skipf("limits are enforced by %q here, not a cgroup (%s)", info.Mode, info.Reason)
+	}
+}
+
+// TestOOMOfAnotherProcessIsNotBlamedOnCleanExit: the cgroup's OOM count
+// covers every process of the sandbox. A command that exits 0 while a
+// process left by an earlier command is OOM-killed ended cleanly.
+func TestOOMOfAnotherProcessIsNotBlamedOnCleanExit(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		s := start(t, sandbox.Policy{Limits: sandbox.Limits{Memory: 64 << 20}})
+		cgroupLimits(t, s)
+		sh(t, s, "(sleep 0.3; "+memoryHog+"; echo $? > /tmp/hog) >/dev/null 2>&1 &")
+		res, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sleep", "1.5"}})
+		if err != nil || res.Reason != sandbox.ReasonExited || res.ExitCode != 0 {
+			t.Fatalf("a clean exit was blamed for another process's OOM kill: err %v reason %q exit %d", err, res.Reason, res.ExitCode)
+		}
+		// The background hog was OOM-killed meanwhile (else this test
+		// proves nothing).
+		r := sh(t, s, "cat /tmp/hog")
+		if got := strings.TrimSpace(string(r.Stdout)); got != "137" {
+			t.Fatalf("the background memory hog ended with %q, want 137 (OOM-killed)", got)
+		}
+		// A command that is itself OOM-killed still gets the reason.
+		res, err = s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sh", "-c", memoryHog}})
+		var rl *sandbox.ResourceLimitError
+		if !errors.As(err, &rl) || rl.Resource != "memory" || res.Reason != sandbox.ReasonOOM {
+			t.Fatalf("OOM-killed command: err %v reason %q exit %d", err, res.Reason, res.ExitCode)
+		}
+	})
+}
+
+// TestPidsLimitOfAnotherProcessIsNotBlamedOnCleanExit: likewise for the
+// pids controller's count of refused forks.
+func TestPidsLimitOfAnotherProcessIsNotBlamedOnCleanExit(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		s := start(t, sandbox.Policy{Limits: sandbox.Limits{Pids: 32}})
+		cgroupLimits(t, s)
+		sh(t, s, `(sleep 0.3; i=0; while [ $i -lt 100 ]; do sleep 1 & i=$((i+1)); done; echo forked) >/tmp/bomb 2>&1 &`)
+		res, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sleep", "1.5"}})
+		if err != nil || res.Reason != sandbox.ReasonExited || res.ExitCode != 0 {
+			t.Fatalf("a clean exit was blamed for another process's refused fork: err %v reason %q exit %d", err, res.Reason, res.ExitCode)
+		}
+		var out string
+		for i := 0; i < 50; i++ { // the bomb's sleeps end after 1s
+			r, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/cat", "/tmp/bomb"}})
+			if err == nil {
+				out = string(r.Stdout)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if strings.Contains(out, "forked") || !strings.Contains(strings.ToLower(out), "fork") {
+			t.Fatalf("the background fork bomb was not stopped by the pids limit (else this test proves nothing): %q", out)
+		}
+	})
+}

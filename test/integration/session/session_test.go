@@ -332,3 +332,73 @@ func pidsOf(marker string) []string {
 	}
 	return out
 }
+
+// TestCancelNearTheEndSparesTheNextCommand: a context that ends just as
+// its command does (the cancel reaches the worker after the command ended)
+// kills nothing: in particular not the next command.
+func TestCancelNearTheEndSparesTheNextCommand(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		s := start(t, sandbox.Policy{})
+		for i := 0; i < 200; i++ {
+			// The deadline falls around the command's end, on either
+			// side of it.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%10)*200*time.Microsecond)
+			s.Exec(ctx, sandbox.Command{Argv: []string{"/bin/true"}})
+			cancel()
+			res, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sh", "-c", "sleep 0.01; echo ok"}})
+			if err != nil || res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != "ok" {
+				t.Fatalf("iteration %d: the next command was hit: err %v exit %d signal %d", i, err, res.ExitCode, res.Signal)
+			}
+		}
+	})
+}
+
+// TestHandlerClosesItsSession: a host-API handler ends its own session the
+// way Session.Close documents, with `go s.Close()`: the call returns, the
+// session ends, and Close returns.
+func TestHandlerClosesItsSession(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("python3 is not installed: it makes the host call")
+	}
+	eachUser(t, func(t *testing.T) {
+		h := sandbox.NewHandlers()
+		closed := make(chan error, 1)
+		var s *sandbox.Session
+		ready := make(chan struct{})
+		if err := h.Handle("test", "close", func(ctx context.Context, c sandbox.HostCall) (ipc.Value, error) {
+			<-ready
+			go func() { closed <- s.Close() }()
+			return ipc.Map{"closing": ipc.Bool(true)}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s = start(t, sandbox.Policy{HostAPIs: []string{"test.close"}}, sandbox.WithHandlers(h))
+		close(ready)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.Exec(context.Background(), sandbox.Command{Argv: []string{"/usr/bin/python3", "-c", docSnippet(t, "python") + `
+host_call("test", "close", {})
+import time; time.sleep(60)
+`}})
+		}()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Close started by a handler did not return")
+		}
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the Exec of the closed session did not return")
+		}
+		select {
+		case <-s.Done():
+		default:
+			t.Fatal("the session is not done after Close")
+		}
+	})
+}
