@@ -67,6 +67,9 @@ type Conn struct {
 	iov unix.Iovec
 	// wait: see SetWait.
 	wait func(fd int)
+	// budget, set by NewPeer from Options.Budget, is charged for the
+	// messages this Conn reassembles (see readMessage).
+	budget *Budget
 }
 
 // Socketpair returns the two ends of a new SOCK_SEQPACKET socketpair. Both
@@ -238,8 +241,18 @@ func (c *Conn) send(frame, oob []byte) error {
 // The fds are close-on-exec and owned by the caller. A framing violation
 // returns an error wrapping ErrProtocol; a hang-up returns ErrClosed.
 func (c *Conn) ReadMessage() ([]byte, []int, error) {
+	msg, fds, charge, err := c.readMessage()
+	// The caller, not a Peer, keeps the message: it is its own to bound.
+	c.budget.give(charge)
+	return msg, fds, err
+}
+
+// readMessage is ReadMessage that also returns the bytes of c's budget
+// the message holds (cap(msg)); the caller gives them back once it no
+// longer holds the message.
+func (c *Conn) readMessage() ([]byte, []int, int64, error) {
 	if !c.use() {
-		return nil, nil, ErrClosed
+		return nil, nil, 0, ErrClosed
 	}
 	defer c.release()
 	c.rmu.Lock()
@@ -247,9 +260,11 @@ func (c *Conn) ReadMessage() ([]byte, []int, error) {
 
 	var msg []byte
 	var fds []int
-	fail := func(err error) ([]byte, []int, error) {
+	var charge int64
+	fail := func(err error) ([]byte, []int, int64, error) {
 		closeFDs(fds)
-		return nil, nil, err
+		c.budget.give(charge)
+		return nil, nil, 0, err
 	}
 	for {
 		if c.closed.Load() {
@@ -301,9 +316,31 @@ func (c *Conn) ReadMessage() ([]byte, []int, error) {
 		if len(msg)+len(frame) > c.maxMessage {
 			return fail(fmt.Errorf("%w: message larger than %d bytes", ErrProtocol, c.maxMessage))
 		}
+		if c.budget != nil && len(msg)+len(frame) > cap(msg) {
+			// Security: every byte of a message being reassembled is
+			// charged to the budget before it is allocated, and stays
+			// charged while the message (or the request it carries) is
+			// held. Without this a program could open many connections
+			// and leave on each a message one fragment short of its end:
+			// MaxMessage per connection, held for good, outside the
+			// sandbox's memory limit. Over the budget the connection is
+			// closed, which frees what it held.
+			n := len(msg) + len(frame)
+			if more {
+				// Grow by doubling, as append does, within maxMessage.
+				n = max(n, min(2*cap(msg), c.maxMessage))
+			}
+			if !c.budget.take(int64(n - cap(msg))) {
+				return fail(c.budget.errOverBudget())
+			}
+			charge += int64(n - cap(msg))
+			grown := make([]byte, len(msg), n)
+			copy(grown, msg)
+			msg = grown
+		}
 		msg = append(msg, frame...)
 		if !more {
-			return msg, fds, nil
+			return msg, fds, charge, nil
 		}
 	}
 }

@@ -128,6 +128,10 @@ type Options struct {
 	// messages behind it: past it, another goroutine takes over reading.
 	// 0 means 100 µs.
 	InlineBudget time.Duration
+	// Budget, when set, is shared with other Peers (one per connection
+	// of a sandbox session, for example) and bounds what they hold
+	// together: see Budget. nil bounds nothing beyond the limits above.
+	Budget *Budget
 }
 
 // job is one admitted request waiting for a handler goroutine.
@@ -136,6 +140,9 @@ type job struct {
 	req    *Request
 	inline bool // the handler was registered with HandleInline
 	direct bool // ... with HandleDirect
+	// charge is the bytes of the budget the request's message holds,
+	// given back once its reply is written.
+	charge int64
 }
 
 type handler struct {
@@ -162,6 +169,7 @@ type Peer struct {
 	conn        *Conn
 	handlers    map[string]handler
 	maxInFlight int32
+	budget      *Budget
 	ctx         context.Context
 	cancel      context.CancelFunc
 
@@ -218,11 +226,13 @@ func NewPeer(conn *Conn, o Options) *Peer {
 	if o.InlineBudget <= 0 {
 		o.InlineBudget = 100 * time.Microsecond
 	}
+	conn.budget = o.Budget
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Peer{
 		conn:         conn,
 		handlers:     map[string]handler{},
 		maxInFlight:  int32(o.MaxInFlight),
+		budget:       o.Budget,
 		jobs:         make(chan job, o.MaxInFlight),
 		inlineBudget: o.InlineBudget,
 		stopped:      make(chan struct{}),
@@ -314,7 +324,7 @@ var errTakenOver = errors.New("ipc: reading taken over")
 func (p *Peer) readLoop() error {
 	var buf []byte // reply buffer for inline requests
 	for {
-		msg, fds, err := p.conn.ReadMessage()
+		msg, fds, charge, err := p.conn.readMessage()
 		if err != nil {
 			if errors.Is(err, ErrProtocol) {
 				p.sendError(0, CodeProtocol, err.Error())
@@ -324,6 +334,7 @@ func (p *Peer) readLoop() error {
 		var env Envelope
 		if err := decodeEnvelope(msg, &env); err != nil || env.Type == "" {
 			closeFDs(fds)
+			p.budget.give(charge)
 			// Garbage: tell the peer why, then hang up. Guessing what a
 			// malformed message meant is how parsers get confused.
 			perr := fmt.Errorf("%w: malformed envelope", ErrProtocol)
@@ -331,6 +342,13 @@ func (p *Peer) readLoop() error {
 			return p.stop(perr)
 		}
 		j, ok := p.dispatch(&env, fds)
+		if ok {
+			j.charge = charge
+		} else {
+			// Not kept: a reply belongs to its caller now, anything else
+			// was answered or dropped.
+			p.budget.give(charge)
+		}
 		if ok && j.direct {
 			buf = p.serveRequest(j, buf)
 			continue
@@ -342,8 +360,11 @@ func (p *Peer) readLoop() error {
 			}
 			continue
 		}
-		if ok {
-			p.handOff(j)
+		if ok && !p.handOff(j) {
+			// No goroutine for it within the budget: it runs here, and
+			// this connection is not read until it is answered.
+			buf = p.serveRequest(j, buf)
+			continue
 		}
 		// Let the goroutine just made runnable (a waiting caller or a
 		// handler) run on this P before this one blocks its thread in
@@ -379,6 +400,7 @@ func (p *Peer) runInline(j job, buf []byte) ([]byte, bool) {
 		return buf, true
 	}
 	p.detached.Add(-1)
+	p.budget.giveGoroutine()
 	return buf, false
 }
 
@@ -401,13 +423,24 @@ func (p *Peer) inlineExpired() {
 // goroutine blocked in a write per takeover, without end. At the bound
 // there is no takeover: reading waits for the inline request, as it waits
 // for any reply the socket cannot take.
+//
+// With a Budget, each goroutine taken over also holds one of the budget's
+// goroutines until its request is done: the bound above is per Peer, and
+// a group of Peers (a session's connections) would otherwise pin
+// maxInFlight goroutines each. Without one left there is no takeover
+// either.
 func (p *Peer) takeOver(running uint64) bool {
 	if p.detached.Add(1) > p.maxInFlight {
 		p.detached.Add(-1)
 		return false
 	}
+	if !p.budget.takeGoroutine() {
+		p.detached.Add(-1)
+		return false
+	}
 	if !p.inline.CompareAndSwap(running, running|1) {
 		p.detached.Add(-1) // the request ended first
+		p.budget.giveGoroutine()
 		return false
 	}
 	return true
@@ -423,6 +456,7 @@ func (p *Peer) stop(err error) error {
 		select {
 		case j := <-p.jobs:
 			closeFDs(j.req.FDs)
+			p.budget.give(j.charge)
 		default:
 			drained = true
 		}
@@ -473,31 +507,50 @@ func (p *Peer) dispatch(env *Envelope, fds []int) (job, bool) {
 	return job{h: h.h, req: &Request{Type: env.Type, ID: env.ID, Payload: env.Payload, FDs: fds}, inline: h.inline, direct: h.direct}, true
 }
 
-// handOff gives j to a handler goroutine.
-func (p *Peer) handOff(j job) {
+// handOff gives j to a handler goroutine. It returns false, having given
+// it to none, when the caller (the reading goroutine) must run it.
+func (p *Peer) handOff(j job) bool {
 	if p.idle.Add(-1) >= 0 {
 		// A handler goroutine is idle: it takes the job.
 		p.jobs <- j
-		return
+		return true
 	}
 	if p.workers < p.maxInFlight {
-		p.idle.Add(1)
-		p.workers++
-		p.wg.Add(1)
-		go p.handlerLoop(j)
-		return
+		// Security: with a Budget, a new handler goroutine needs one of
+		// the group's goroutines (held until the peer stops). A program
+		// that never reads its replies leaves every handler goroutine
+		// blocked writing one; without this bound each of its
+		// connections would pin maxInFlight of them. No request is
+		// refused for it (a caller within MaxInFlight is never told
+		// "busy"): the job waits for one of this peer's own handler
+		// goroutines, or runs on the reading goroutine, which then
+		// reads no more from this connection until it is answered.
+		if p.budget.takeGoroutine() {
+			p.idle.Add(1)
+			p.workers++
+			p.wg.Add(1)
+			go p.handlerLoop(j)
+			return true
+		}
+		if p.workers == 0 {
+			p.idle.Add(1)
+			return false
+		}
 	}
-	// Every handler goroutine is busy and their number is at the bound.
-	// This request holds a slot, so one of them has already released its
-	// own and is writing its reply: it takes the job next (idle stays
-	// negative until then).
+	// Every handler goroutine is busy and their number is at the bound
+	// (maxInFlight, or the budget's). This request holds a slot, so at
+	// the bound of maxInFlight one of them has already released its own
+	// and is writing its reply; either way one of them takes the job
+	// when it is done (idle stays negative until then).
 	p.jobs <- j
+	return true
 }
 
 // handlerLoop runs jobs until the peer stops. It keeps a reply buffer
 // between calls.
 func (p *Peer) handlerLoop(j job) {
 	defer p.wg.Done()
+	defer p.budget.giveGoroutine()
 	var buf []byte
 	for {
 		buf = p.serveRequest(j, buf)
@@ -518,23 +571,27 @@ const maxKeptBuffer = 64 << 10
 func (p *Peer) serveRequest(j job, buf []byte) []byte {
 	res, err := p.runHandler(j.h, j.req)
 	if res == Deferred && err == nil {
+		// The handler keeps what it needs of the request: not counted.
+		p.budget.give(j.charge)
 		return buf
 	}
-	return p.reply(j.req.ID, res, err, buf)
+	return p.reply(j.req.ID, res, err, buf, j.charge)
 }
 
 // Reply answers a request whose handler returned Deferred, with what a
 // handler would have returned. Call it exactly once for each such request
 // (also for a notification, whose slot it frees), from any goroutine.
 func (p *Peer) Reply(id uint64, result any, err error) {
-	p.reply(id, result, err, nil)
+	p.reply(id, result, err, nil, 0)
 }
 
 // reply frees the request's in-flight slot and writes its reply, encoded in
-// buf, which it returns for the next reply.
-func (p *Peer) reply(id uint64, res any, err error, buf []byte) []byte {
+// buf, which it returns for the next reply. charge is the budget the
+// request holds: given back once the reply is written.
+func (p *Peer) reply(id uint64, res any, err error, buf []byte, charge int64) []byte {
 	if id == 0 {
 		p.inFlight.Add(-1)
+		p.budget.give(charge)
 		return buf
 	}
 	var fds []int
@@ -553,11 +610,27 @@ func (p *Peer) reply(id uint64, res any, err error, buf []byte) []byte {
 	if err != nil {
 		msg, sendFDs = encodeError(id, err), nil
 	}
+	kept := msg
+	if p.budget != nil && len(msg) > MaxFrame {
+		// Security: a reply is held until the caller has read it, which a
+		// program inside may never do; with many such replies of up to
+		// MaxMessage each the group's budget bounds what is held. One
+		// that does not fit is answered with a short error instead, and
+		// the large one is dropped at once. A reply of one frame is not
+		// counted: the goroutines that can hold one are bounded already.
+		charge += int64(len(msg))
+		if !p.budget.take(int64(len(msg))) {
+			charge -= int64(len(msg))
+			msg = encodeError(id, &RemoteError{Code: CodeHandlerFailed, Message: fmt.Sprintf("reply of %d bytes not sent: the connection's group (the sandbox session) has too much in flight", len(msg))})
+			sendFDs = nil
+		}
+	}
 	// The slot is free before the reply can reach the caller: a caller
 	// that answers each reply with a new request, keeping within
 	// MaxInFlight, is never refused as busy.
 	p.inFlight.Add(-1)
 	werr := p.conn.WriteMessage(msg, sendFDs)
+	p.budget.give(charge)
 	if closeAfter {
 		closeFDs(fds)
 	}
@@ -566,10 +639,10 @@ func (p *Peer) reply(id uint64, res any, err error, buf []byte) []byte {
 		// the caller must never wait for a reply that will not come.
 		p.sendError(id, CodeHandlerFailed, "reply not sent: "+werr.Error())
 	}
-	if cap(msg) > maxKeptBuffer {
+	if cap(kept) > maxKeptBuffer {
 		return nil
 	}
-	return msg
+	return kept
 }
 
 // runHandler turns a panicking handler into an error reply: the caller gets

@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nsbox/nsbox/pkg/ipc"
 )
 
@@ -30,6 +32,9 @@ type HostCall struct {
 // HostFunc serves one host API method. It runs on the host, with the
 // supervisor's rights: it must treat Args as hostile input. Its result must
 // be plain data (ipc.Value), so no host object can reach the sandbox.
+// Session.Close waits for the handlers running for its session: a HostFunc
+// must not call Close of the session it serves (neither would return); it
+// calls `go s.Close()` instead.
 type HostFunc func(ctx context.Context, call HostCall) (ipc.Value, error)
 
 // Handlers is a set of host API methods. It is safe for concurrent use, and
@@ -96,13 +101,24 @@ type hostCallServer struct {
 	// tools), passes registerTool/unregisterTool to the worker.
 	forward func(ctx context.Context, typ string, payload json.RawMessage) (json.RawMessage, error)
 
+	// budget is shared by every hostCall connection of the session: see
+	// hostCallBudgetBytes.
+	budget *ipc.Budget
+
 	mu    sync.Mutex
 	peers map[*ipc.Peer]bool
-	wg    sync.WaitGroup
+	// connected counts the open connections that programs opened with
+	// connect messages; maxHostCallConns bounds it.
+	connected int
+	wg        sync.WaitGroup
 }
 
 func newHostCallServer(allow []string) *hostCallServer {
-	s := &hostCallServer{allow: map[string]string{}, peers: map[*ipc.Peer]bool{}}
+	s := &hostCallServer{
+		allow:  map[string]string{},
+		peers:  map[*ipc.Peer]bool{},
+		budget: ipc.NewBudget(hostCallBudgetBytes, hostCallGoroutines),
+	}
 	for _, a := range allow {
 		s.allow[a] = a
 	}
@@ -125,9 +141,13 @@ func (s *hostCallServer) newConn() (*hostCallConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.serve(host); err != nil {
+	// Not counted against maxHostCallConns: this socket is the host's
+	// own, one per command it starts, so the commands bound them. Counted,
+	// a background program that opened that many connections would make
+	// every later Exec fail.
+	if err := s.serve(host, false); err != nil {
 		child.Close()
-		return nil, err
+		return nil, fmt.Errorf("hostCall socket for the command: %w", err)
 	}
 	return &hostCallConn{child: child}, nil
 }
@@ -137,26 +157,61 @@ func (s *hostCallServer) newConn() (*hostCallConn, error) {
 // reads them.
 const hostCallInline = 100 * time.Microsecond
 
-// maxHostCallConns bounds the connections a session's programs may open:
-// a loop of connect messages cannot exhaust the supervisor.
+// maxHostCallConns bounds the connections a session's programs may open
+// with connect messages: a loop of them cannot exhaust the supervisor's
+// fds and goroutines. The socket of each command the host starts is not
+// counted (see newConn).
 const maxHostCallConns = 256
 
-// serve answers hostCalls on one socket until it closes.
-func (s *hostCallServer) serve(host *os.File) error {
-	s.mu.Lock()
-	n := len(s.peers)
-	s.mu.Unlock()
-	if n >= maxHostCallConns {
-		host.Close()
-		return fmt.Errorf("too many hostCall connections (at most %d)", maxHostCallConns)
+// hostCallBudgetBytes and hostCallGoroutines bound what the supervisor
+// holds for all the hostCall connections of one session together: the
+// bytes of messages being reassembled, of requests being handled and of
+// large replies being written, and the goroutines beyond each
+// connection's reader (see ipc.Budget). Per connection the bounds are
+// 64 calls in flight and 4 MiB a message; without a bound per session a
+// program with maxHostCallConns connections could make the supervisor
+// hold a thousand times that (half-sent messages, replies it never
+// reads), outside the sandbox's memory limit. 64 MiB is 16 messages of
+// the largest size in flight at once; 256 goroutines are 4 connections'
+// worth of 64 calls in flight, past which calls wait rather than fail.
+const (
+	hostCallBudgetBytes = 64 << 20
+	hostCallGoroutines  = 256
+)
+
+// errTooManyHostCallConns refuses a connect past maxHostCallConns.
+var errTooManyHostCallConns = fmt.Errorf("connect refused: the session's programs already hold %d open hostCall connections, the most allowed; close one first", maxHostCallConns)
+
+// serve answers hostCalls on one socket until it closes. counted says the
+// connection was opened by a program inside (a connect message), which
+// maxHostCallConns bounds.
+func (s *hostCallServer) serve(host *os.File, counted bool) error {
+	if counted {
+		// Security: the check and the count are one step under mu, so
+		// concurrent connects (one per connection being read) cannot
+		// pass the bound together.
+		s.mu.Lock()
+		if s.connected >= maxHostCallConns {
+			s.mu.Unlock()
+			refuseConn(host, errTooManyHostCallConns)
+			return errTooManyHostCallConns
+		}
+		s.connected++
+		s.mu.Unlock()
 	}
 	conn, err := ipc.NewConn(host)
 	if err != nil {
+		if counted {
+			s.mu.Lock()
+			s.connected--
+			s.mu.Unlock()
+		}
 		return err
 	}
 	// Bounded: a program inside can hold at most 64 calls in flight and
-	// send at most 4 MiB in one message.
-	peer := ipc.NewPeer(conn, ipc.Options{MaxInFlight: 64, MaxMessage: 4 << 20, InlineBudget: hostCallInline})
+	// send at most 4 MiB in one message per connection, and all the
+	// session's connections together share s.budget.
+	peer := ipc.NewPeer(conn, ipc.Options{MaxInFlight: 64, MaxMessage: 4 << 20, InlineBudget: hostCallInline, Budget: s.budget})
 	// A lone call runs on the reading goroutine (no hand-off: the common
 	// case of a program waiting for each reply); one whose handler takes
 	// longer than hostCallInline lets the next calls on this socket be
@@ -184,9 +239,26 @@ func (s *hostCallServer) serve(host *os.File) error {
 		peer.Serve()
 		s.mu.Lock()
 		delete(s.peers, peer)
+		if counted {
+			s.connected--
+		}
 		s.mu.Unlock()
 	}()
 	return nil
+}
+
+// refuseConn closes a connection refused before it is served, after
+// telling its other end why with an error message: a connect sent as a
+// notification (as nsbox call sends it) gets no reply, and the client sees
+// this message on its new socket before the hang-up. The send never
+// blocks: the socket comes from inside.
+func refuseConn(f *os.File, err error) {
+	fd := int(f.Fd())
+	if typ, terr := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); terr == nil && typ == unix.SOCK_SEQPACKET {
+		msg, _ := json.Marshal(&ipc.Envelope{Type: ipc.TypeError, Error: &ipc.ErrorBody{Code: ipc.CodeDenied, Message: err.Error()}})
+		unix.Sendmsg(fd, msg, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+	}
+	f.Close()
 }
 
 func (s *hostCallServer) connect(ctx context.Context, req *ipc.Request) (any, error) {
@@ -195,8 +267,12 @@ func (s *hostCallServer) connect(ctx context.Context, req *ipc.Request) (any, er
 		return nil, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: "connect needs exactly one fd"}
 	}
 	// Only a socket is accepted: NewConn checks SOCK_SEQPACKET.
-	if err := s.serve(os.NewFile(uintptr(req.FDs[0]), "hostcall")); err != nil {
-		return nil, &ipc.RemoteError{Code: ipc.CodeBadRequest, Message: err.Error()}
+	if err := s.serve(os.NewFile(uintptr(req.FDs[0]), "hostcall"), true); err != nil {
+		code := ipc.CodeBadRequest
+		if err == errTooManyHostCallConns {
+			code = ipc.CodeDenied
+		}
+		return nil, &ipc.RemoteError{Code: code, Message: err.Error()}
 	}
 	return nil, nil
 }
@@ -393,6 +469,38 @@ func isSecretKey(key string) bool {
 // auditBuffers holds line buffers between hostCalls.
 var auditBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
+// maxAuditArgs bounds the JSON text of the args written in one audit line,
+// and maxAuditText each of its strings that come from inside (api, method,
+// error). Longer ones are cut, with a marker and their full length.
+const (
+	maxAuditArgs = 4 << 10
+	maxAuditText = 1 << 10
+)
+
+// maxKeptAuditBuffer bounds the line buffer kept in auditBuffers: one long
+// line does not pin its memory.
+const maxKeptAuditBuffer = 64 << 10
+
+// appendAuditText appends s as a JSON string, cut to maxAuditText bytes
+// (at a character boundary) with a marker naming its length when longer.
+func appendAuditText(b []byte, s string) []byte {
+	if len(s) <= maxAuditText {
+		return ipc.AppendString(b, s)
+	}
+	return ipc.AppendString(b, cutUTF8(s, maxAuditText)+"…[truncated, "+strconv.Itoa(len(s))+" bytes]")
+}
+
+// cutUTF8 returns s cut to at most n bytes, not inside a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // record writes the line for one hostCall: {api, args, duration_us,
 // error?, kind, method, ok, session, time}, members in this (sorted) order,
 // the text json.Marshal gives for the same map. args is the parsed Value,
@@ -405,11 +513,19 @@ func (a *auditLog) record(session string, call *hostCallRequest, args ipc.Value,
 	defer auditBuffers.Put(bp)
 	b := (*bp)[:0]
 	b = append(b, `{"api":`...)
-	b = ipc.AppendString(b, call.API)
+	b = appendAuditText(b, call.API)
 	b = append(b, `,"args":`...)
+	// Security: the args written are cut at maxAuditArgs bytes of JSON
+	// text. A program inside chooses them (up to 4 MiB a call, also for a
+	// call the policy refuses), and each call writes a line to the host's
+	// audit log: uncut, a loop of refused calls fills the host's disk at
+	// the speed of the socket. Redaction comes first, so a cut never
+	// shows what redaction hides.
+	start := len(b)
+	stop := start + maxAuditArgs
 	switch {
 	case args != nil:
-		b = appendRedacted(b, args)
+		b = appendRedacted(b, args, stop)
 	case len(call.Args) == 0:
 		b = append(b, "null"...)
 	default:
@@ -423,16 +539,25 @@ func (a *auditLog) record(session string, call *hostCallRequest, args ipc.Value,
 		if err != nil {
 			return
 		}
-		b = append(b, line...)
+		b = append(b, line[:min(len(line), maxAuditArgs+1)]...)
+	}
+	if len(b) > stop {
+		// Cut: the start of the (redacted) JSON text, as a string, then
+		// how long the args were as sent.
+		text := cutUTF8(string(b[start:stop+1]), maxAuditArgs) // a copy: b is rewritten
+		b = ipc.AppendString(b[:start], text+"…")
+		b = append(b, `,"args_bytes":`...)
+		b = strconv.AppendInt(b, int64(len(call.Args)), 10)
+		b = append(b, `,"args_truncated":true`...)
 	}
 	b = append(b, `,"duration_us":`...)
 	b = strconv.AppendInt(b, d.Microseconds(), 10)
 	if errMsg != "" {
 		b = append(b, `,"error":`...)
-		b = ipc.AppendString(b, errMsg)
+		b = appendAuditText(b, errMsg)
 	}
 	b = append(b, `,"kind":"hostCall","method":`...)
-	b = ipc.AppendString(b, call.Method)
+	b = appendAuditText(b, call.Method)
 	b = append(b, `,"ok":`...)
 	b = strconv.AppendBool(b, errMsg == "")
 	b = append(b, `,"session":`...)
@@ -440,7 +565,9 @@ func (a *auditLog) record(session string, call *hostCallRequest, args ipc.Value,
 	b = append(b, `,"time":"`...)
 	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, "\"}\n"...)
-	*bp = b
+	if cap(b) <= maxKeptAuditBuffer {
+		*bp = b
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.w.Write(b)
@@ -448,8 +575,12 @@ func (a *auditLog) record(session string, call *hostCallRequest, args ipc.Value,
 
 // appendRedacted appends v as JSON with the values under secret-looking
 // keys replaced by "[REDACTED]", at any depth: what json.Marshal(Redact(v))
-// gives for the same data.
-func appendRedacted(b []byte, v ipc.Value) []byte {
+// gives for the same data. Once b is longer than stop it may end early,
+// with text that is only a prefix of that (the caller cuts it).
+func appendRedacted(b []byte, v ipc.Value, stop int) []byte {
+	if len(b) > stop {
+		return b
+	}
 	switch x := v.(type) {
 	case ipc.Map:
 		if len(x) == 0 {
@@ -466,12 +597,15 @@ func appendRedacted(b []byte, v ipc.Value) []byte {
 			} else {
 				b = append(b, ',')
 			}
-			b = ipc.AppendString(b, k)
+			b = appendStringUpTo(b, k, stop)
 			b = append(b, ':')
 			if isSecretKey(k) {
 				b = append(b, `"[REDACTED]"`...)
 			} else {
-				b = appendRedacted(b, x[k])
+				b = appendRedacted(b, x[k], stop)
+			}
+			if len(b) > stop {
+				return b
 			}
 		}
 		return append(b, '}')
@@ -481,9 +615,14 @@ func appendRedacted(b []byte, v ipc.Value) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendRedacted(b, e)
+			b = appendRedacted(b, e, stop)
+			if len(b) > stop {
+				return b
+			}
 		}
 		return append(b, ']')
+	case ipc.String:
+		return appendStringUpTo(b, string(x), stop)
 	}
 	// A scalar: it was parsed from JSON, so it encodes (finite number,
 	// nesting within the parser's bound).
@@ -492,6 +631,18 @@ func appendRedacted(b []byte, v ipc.Value) []byte {
 		return append(b, "null"...)
 	}
 	return out
+}
+
+// appendStringUpTo appends s as a JSON string, or, when the text would run
+// past stop, a part of it that still does: text whose first stop-len(b)
+// bytes are those of the whole.
+func appendStringUpTo(b []byte, s string, stop int) []byte {
+	// Each byte of s gives at least one byte of text, so k bytes of s,
+	// cut at a character boundary, give more than room bytes.
+	if room := max(stop-len(b), 0); len(s) > room+utf8.UTFMax {
+		s = cutUTF8(s, room+utf8.UTFMax)
+	}
+	return ipc.AppendString(b, s)
 }
 
 // recordTool writes one line for a tool call.
