@@ -594,6 +594,11 @@ func probe() *Probes {
 		"ioctl(TIOCLINUX)":          sys(unix.SYS_IOCTL, dn, unix.TIOCLINUX, bad),
 		"ioctl(0xffffffff0000541c)": sys(unix.SYS_IOCTL, dn, 0xffffffff0000541c, bad),
 		"ioctl(TIOCSETD)":           sys(unix.SYS_IOCTL, dn, unix.TIOCSETD, bad),
+		// vsock ignores network namespaces; an unknown socket type makes
+		// the call harmless where it is allowed (EINVAL, or EAFNOSUPPORT
+		// without vsock support); the high bits of the family are ignored
+		"socket(AF_VSOCK)":       sys(unix.SYS_SOCKET, unix.AF_VSOCK, 9999, 0),
+		"socket(AF_VSOCK|1<<32)": sys(unix.SYS_SOCKET, unix.AF_VSOCK|1<<32, 9999, 0),
 	}
 	for _, ns := range cloneNS {
 		denied["unshare(CLONE_"+ns.name+"|PARENT)"] = sys(unix.SYS_UNSHARE, ns.flag|cloneParent)
@@ -602,14 +607,15 @@ func probe() *Probes {
 	addArchProbes(denied)
 
 	allowed := map[string]probeFn{
-		"getpid":                  sys(unix.SYS_GETPID),
-		"personality(query)":      sys(unix.SYS_PERSONALITY, personalityQuery),
-		"personality(PER_LINUX)":  personality(0),
-		"unshare(0)":              sys(unix.SYS_UNSHARE, 0),
-		"unshare(CLONE_FS)":       sys(unix.SYS_UNSHARE, unix.CLONE_FS),
-		"ioctl(TCGETS)":           sys(unix.SYS_IOCTL, dn, unix.TCGETS, bad),                                 // ENOTTY: reached the kernel
-		"ioctl(FIONREAD)":         sys(unix.SYS_IOCTL, dn, unix.TIOCINQ, bad),                                // ENOTTY
-		"clone(SIGHAND, no NEW*)": sys(unix.SYS_CLONE, unix.CLONE_SIGHAND|uintptr(unix.SIGCHLD), 0, 0, 0, 0), // EINVAL
+		"getpid":                    sys(unix.SYS_GETPID),
+		"personality(query)":        sys(unix.SYS_PERSONALITY, personalityQuery),
+		"personality(PER_LINUX)":    personality(0),
+		"unshare(0)":                sys(unix.SYS_UNSHARE, 0),
+		"unshare(CLONE_FS)":         sys(unix.SYS_UNSHARE, unix.CLONE_FS),
+		"ioctl(TCGETS)":             sys(unix.SYS_IOCTL, dn, unix.TCGETS, bad),                                 // ENOTTY: reached the kernel
+		"ioctl(FIONREAD)":           sys(unix.SYS_IOCTL, dn, unix.TIOCINQ, bad),                                // ENOTTY
+		"clone(SIGHAND, no NEW*)":   sys(unix.SYS_CLONE, unix.CLONE_SIGHAND|uintptr(unix.SIGCHLD), 0, 0, 0, 0), // EINVAL
+		"socket(AF_UNIX, bad type)": sys(unix.SYS_SOCKET, unix.AF_UNIX, 9999, 0),                               // EINVAL
 	}
 
 	out := &Probes{Denied: map[string]string{}, Allowed: map[string]string{}, Arch: goarch}
