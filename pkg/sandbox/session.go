@@ -556,14 +556,12 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		return res, &ViolationError{Operation: "syscall", Detail: "a forbidden syscall ABI (killed by seccomp, SIGSYS)"}
 	}
 	// The group's counters count every process in it, also what earlier
-	// commands left running: a limit is this command's end only when the
-	// way it ended fits. The OOM killer's SIGKILL, of the command or of
-	// the child whose status a shell passes on (128+9); a process limit,
-	// when the command failed (a fork it needed was refused). A clean exit
-	// stays a clean exit.
-	killed := res.Signal == syscall.SIGKILL || (res.Signal == 0 && res.ExitCode == 128+int(syscall.SIGKILL))
+	// commands left running: a limit is this command's end only when it
+	// failed. Not only by SIGKILL: the OOM killer often takes a child,
+	// and make, npm or pytest then exit 2 or 1, not 137. A clean exit
+	// stays a clean exit whatever happened next to it.
 	failed := res.Signal != 0 || res.ExitCode != 0
-	if lerr := s.limitEnd(before, &res, killed, failed); lerr != nil {
+	if lerr := s.limitEnd(before, &res, failed, failed); lerr != nil {
 		return res, lerr
 	}
 	return res, nil

@@ -210,6 +210,12 @@ func TestOOMOfAnotherProcessIsNotBlamedOnCleanExit(t *testing.T) {
 		if !errors.As(err, &rl) || rl.Resource != "memory" || res.Reason != sandbox.ReasonOOM {
 			t.Fatalf("OOM-killed command: err %v reason %q exit %d", err, res.Reason, res.ExitCode)
 		}
+		// So does one that fails because its child was (make, npm and
+		// pytest exit 2 or 1, not 137).
+		res, err = s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sh", "-c", "(" + memoryHog + "); exit 2"}})
+		if !errors.As(err, &rl) || rl.Resource != "memory" || res.Reason != sandbox.ReasonOOM || res.ExitCode != 2 {
+			t.Fatalf("command whose child was OOM-killed: err %v reason %q exit %d", err, res.Reason, res.ExitCode)
+		}
 	})
 }
 
