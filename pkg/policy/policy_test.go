@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/user"
@@ -881,6 +882,19 @@ func TestWorkspaceInsideSystemTreeRefused(t *testing.T) {
 	if n == 0 {
 		t.Skip("none of the system directories probed exists here")
 	}
+	// Where users keep sources and media, below those trees, is fine.
+	for _, d := range []string{"/usr/src", "/usr/local/src", "/run/user"} {
+		sub, err := os.MkdirTemp(d, "nsbox-policy-test-")
+		if err != nil {
+			continue
+		}
+		defer os.RemoveAll(sub)
+		hh := h
+		hh.Cwd = sub
+		if _, err := Load(hh, Request{ConfigFile: "-"}); err != nil {
+			t.Errorf("workspace %s: %v", sub, err)
+		}
+	}
 }
 
 // With $HOME unset the home directory comes from the user database, so
@@ -980,5 +994,27 @@ func TestConfigRemovalsApplyToProfile(t *testing.T) {
 	res = mustLoad(t, h, Request{ConfigFile: cfg, Flags: flags(Config{Filesystem: Filesystem{Hide: []PathEntry{{Path: "~/.ssh"}}}})})
 	if !hasMount(res.Policy, "hide", filepath.Join(h.Home, ".ssh")) {
 		t.Fatalf("--hide ~/.ssh after a config removal: %+v", res.Policy.Mounts)
+	}
+}
+
+// Pins above hidden files are bounded, with a warning past the bound.
+func TestHidePinsBounded(t *testing.T) {
+	h := testHost(t)
+	for i := 0; i < 300; i++ {
+		write(t, filepath.Join(h.Cwd, fmt.Sprintf("d%03d", i), ".env.example"), "X=1\n")
+	}
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	pins := 0
+	for _, pe := range res.Plan {
+		if strings.HasPrefix(pe.Why, "pin:") {
+			pins++
+		}
+	}
+	warned := false
+	for _, w := range res.Warnings {
+		warned = warned || strings.Contains(w.Msg, "not pinned")
+	}
+	if pins > maxHidePins+1 || !warned {
+		t.Fatalf("%d pins, warned %v", pins, warned)
 	}
 }

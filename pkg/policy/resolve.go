@@ -385,10 +385,19 @@ var systemDirs = map[string]bool{
 }
 
 // systemTrees hold the host's programs, configuration and kernel
-// interfaces: no directory below them can be the workspace.
-var systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys", "/usr"}
+// interfaces: no directory below them can be the workspace, except below
+// userTrees, where users keep sources and removable media.
+var (
+	systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys", "/usr"}
+	userTrees   = []string{"/usr/src", "/usr/local/src", "/run/media", "/run/user", "/run/host"}
+)
 
 func inSystemTree(p string) bool {
+	for _, t := range userTrees {
+		if p != t && within(p, t) {
+			return false
+		}
+	}
 	for _, t := range systemTrees {
 		if within(p, t) {
 			return true
@@ -850,6 +859,11 @@ func (r *resolver) protectOne(e entry, p string, pins, seen map[string]bool, new
 	return nil
 }
 
+// maxHidePins bounds the pins made for hidden files: each is a mount of
+// every run, and a tree with thousands of .env.example files would
+// otherwise cost thousands of mounts (0.1 -> 0.4 s a start, measured).
+const maxHidePins = 256
+
 // pinChain appends to out a pin (a read-write bind of itself) for each
 // directory between bind b's source and t, parents first, skipping the
 // destinations already in pins.
@@ -967,6 +981,7 @@ func (r *resolver) hide() error {
 		pins[it.m.Dest] = true
 	}
 	var newPins []mountItem
+	unpinned := 0
 	for _, t := range targets {
 		// Invariant: inside a writable bind, every directory between the
 		// bind and a hidden path is pinned (a mount point cannot be
@@ -976,6 +991,10 @@ func (r *resolver) hide() error {
 		// cannot hide, and that run would read the secret. The hidden
 		// path itself is a mount point inside already.
 		for _, loc := range r.insideLocations(t.path, true) {
+			if len(newPins) >= maxHidePins {
+				unpinned++
+				break
+			}
 			b := r.mounts[loc.prov].m
 			newPins = r.pinChain(newPins, pins, t.path, b, t.at, rebase(t.path, b.Source, b.Dest)+" stays where its hide is")
 		}
@@ -1007,6 +1026,9 @@ func (r *resolver) hide() error {
 		}
 	}
 	r.hides = out
+	if unpinned > 0 {
+		r.warn(Warning{Source: "hide", Msg: fmt.Sprintf("%d hidden files lie below directories that are not pinned (at most %d pins, each a mount of every run): a sandbox could move those directories where the next run does not look; hide fewer files (.env.example and the like match .env*)", unpinned, maxHidePins)})
+	}
 	r.mounts = append(r.mounts, newPins...)
 	r.sortMounts()
 	return nil
@@ -1028,7 +1050,7 @@ func (r *resolver) plan() error {
 		// directory to such a name to expose the secret in it.
 		for _, p := range []string{pe.Source, pe.Dest} {
 			if !utf8.ValidString(p) {
-				return fmt.Errorf("%s (%s): the path is not valid UTF-8, which nsbox cannot pass to the sandbox unchanged; rename it", strconv.QuoteToASCII(p), pe.Why)
+				return fmt.Errorf("%s (%s): the path is not valid UTF-8, which nsbox cannot pass to the sandbox unchanged; rename it", strconv.QuoteToASCII(p), strings.ToValidUTF8(pe.Why, "\uFFFD"))
 			}
 		}
 		r.res.Policy.Mounts = append(r.res.Policy.Mounts, pe.Mount)
@@ -1152,8 +1174,9 @@ func (r *resolver) seccomp() error {
 	}
 	r.res.Policy.Seccomp = rp.Path
 	// Invariant: like a policy file, a seccomp profile in a directory the
-	// sandbox can write is read-only inside: a sandbox that emptied it
-	// would switch the next run's filter off.
+	// sandbox can write is read-only inside: a sandbox that rewrote it
+	// with defaultAction SCMP_ACT_ALLOW would switch the next run's
+	// filter off.
 	for _, it := range r.mounts {
 		if it.m.Kind == sandbox.MountBind && !it.m.ReadOnly && within(rp.Path, it.m.Source) {
 			r.policyFiles = append(r.policyFiles, entry{PathEntry: PathEntry{Path: rp.Path}, at: s.at})
