@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,18 +79,26 @@ type walker struct {
 	truncated bool
 	// What the walk's ignore files have used of the bounds above.
 	ignoreFiles, ignoreBytes, ignorePatterns int
-	// ignoreStopped says why ignore files stopped being honoured (a
-	// bound was reached), "" while they are.
-	ignoreStopped string
+	// ignoreCuts says which ignore files were honoured only in part (or
+	// not at all) and why: at most a few, since a file is cut only at a
+	// bound and the walk's bounds end loading (ignoreFull).
+	ignoreCuts []string
+	// ignoreFull is set once a bound of the walk is reached: later ignore
+	// files cannot add patterns. Those already loaded keep applying.
+	ignoreFull bool
 }
 
-// ignoreWarning is what a tool's result says when the walk stopped
-// honouring ignore files, "" when it did not.
+// ignoreWarning is what a tool's result says when ignore files were not
+// wholly honoured, "" when they were.
 func (w *walker) ignoreWarning() string {
-	if w.ignoreStopped == "" {
+	if len(w.ignoreCuts) == 0 {
 		return ""
 	}
-	return w.ignoreStopped + "; later .gitignore files were not honoured, so ignored files may be included (narrow the path, or set include_ignored)"
+	msg := strings.Join(w.ignoreCuts, "; ")
+	if w.ignoreFull {
+		msg += "; later .gitignore files were not honoured"
+	}
+	return msg + `, so ignored files may be included, or files that a dropped "!" pattern re-includes left out (narrow the path, or set include_ignored)`
 }
 
 // ignoreSet is the ignore patterns that apply in one directory: its own,
@@ -267,16 +276,19 @@ func (w *walker) ancestorsIgnore(ctx context.Context, rel string) (*ignoreSet, e
 }
 
 // readIgnore parses one ignore file (opened by fd, no symlink followed,
-// size-bounded); domain is the directory it applies to. Once a bound of the
-// walk is reached, this file and every later one are not honoured (and the
-// result says so): a workspace cannot make a walk hold more than
-// maxIgnoreBytes of ignore files or maxIgnorePatterns patterns. The only
-// error is the context's.
+// size-bounded); domain is the directory it applies to. A file is honoured
+// up to the bounds: one past them is read up to what is left of the walk's
+// bytes (at most maxIgnoreFile), cut at its last complete line, and its
+// patterns kept up to the walk's pattern bound; the cut is recorded for the
+// result's warning. Once a bound of the walk is reached, later files are
+// not read: a workspace cannot make a walk hold more than maxIgnoreFiles
+// files, maxIgnoreBytes of ignore text or maxIgnorePatterns patterns. The
+// only error is the context's.
 func (w *walker) readIgnore(ctx context.Context, rel string, domain []string) ([]gitignore.Pattern, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if w.ignoreStopped != "" {
+	if w.ignoreFull {
 		return nil, nil
 	}
 	fd, err := w.root.openNoFollow(rel, unix.O_PATH)
@@ -291,7 +303,7 @@ func (w *walker) readIgnore(ctx context.Context, rel string, domain []string) ([
 	// Security (worker memory): every bound is checked before the file
 	// is read or its patterns are kept.
 	if w.ignoreFiles >= maxIgnoreFiles {
-		w.ignoreStopped = fmt.Sprintf("the walk reached its bound of %d ignore files at %s", maxIgnoreFiles, rel)
+		w.cutIgnore(fmt.Sprintf("the walk reached its bound of %d ignore files at %s, which was not honoured", maxIgnoreFiles, rel))
 		return nil, nil
 	}
 	w.ignoreFiles++
@@ -300,36 +312,76 @@ func (w *walker) readIgnore(ctx context.Context, rel string, domain []string) ([
 	if err != nil {
 		return nil, nil
 	}
+	var cut string
 	if len(data) > room {
-		if room == maxIgnoreFile {
-			w.ignoreStopped = fmt.Sprintf("%s is larger than %d bytes", rel, maxIgnoreFile)
+		// What fits, up to its last complete line: a line cut in
+		// the middle would be another pattern.
+		data = data[:room]
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			data = data[:i+1]
 		} else {
-			w.ignoreStopped = fmt.Sprintf("the walk reached its bound of %d bytes of ignore files at %s", maxIgnoreBytes, rel)
+			data = data[:0]
 		}
-		return nil, nil
+		// What was read counts, kept or not: the walk's byte budget is
+		// what it reads.
+		w.ignoreBytes += room
+		switch {
+		case room < maxIgnoreFile:
+			cut = fmt.Sprintf("the walk reached its bound of %d bytes of ignore files at %s", maxIgnoreBytes, rel)
+		case w.ignoreBytes >= maxIgnoreBytes:
+			cut = fmt.Sprintf("%s is larger than %d bytes, and the walk reached its bound of %d bytes of ignore files there", rel, maxIgnoreFile, maxIgnoreBytes)
+		default:
+			cut = fmt.Sprintf("%s is larger than %d bytes", rel, maxIgnoreFile)
+		}
+	} else {
+		w.ignoreBytes += len(data)
 	}
-	w.ignoreBytes += len(data)
-	ps, err := parseIgnore(ctx, string(data), domain, maxIgnorePatterns-w.ignorePatterns)
-	if err == errTooManyPatterns {
-		w.ignoreStopped = fmt.Sprintf("the walk reached its bound of %d ignore patterns at %s", maxIgnorePatterns, rel)
-		return nil, nil
-	}
-	if err != nil {
+	ps, lines, err := parseIgnore(ctx, string(data), domain, maxIgnorePatterns-w.ignorePatterns)
+	if err != nil && err != errTooManyPatterns {
 		return nil, err
 	}
 	w.ignorePatterns += len(ps)
+	if err == errTooManyPatterns {
+		// The patterns' cut comes before the bytes' one (if any) in
+		// the file: it says where the file stopped being honoured.
+		if cut != "" {
+			w.ignoreCuts = append(w.ignoreCuts, cut)
+		}
+		cut = fmt.Sprintf("the walk reached its bound of %d ignore patterns at %s", maxIgnorePatterns, rel)
+	}
+	if cut != "" {
+		if len(ps) > 0 {
+			cut += fmt.Sprintf(", honoured up to line %d", lines)
+		} else {
+			cut += ", which was not honoured"
+		}
+		w.cutIgnore(cut)
+	}
 	return ps, nil
+}
+
+// cutIgnore records that an ignore file was honoured in part or not at all.
+// Once a bound of the walk is reached, later files are not read (they
+// could add no pattern), so a file that is not honoured always has a cut
+// that says so.
+func (w *walker) cutIgnore(msg string) {
+	w.ignoreCuts = append(w.ignoreCuts, msg)
+	if w.ignoreFiles >= maxIgnoreFiles || w.ignoreBytes >= maxIgnoreBytes || w.ignorePatterns >= maxIgnorePatterns {
+		w.ignoreFull = true
+	}
 }
 
 var errTooManyPatterns = errors.New("too many ignore patterns")
 
-// parseIgnore parses at most max patterns (errTooManyPatterns beyond).
-func parseIgnore(ctx context.Context, data string, domain []string, max int) ([]gitignore.Pattern, error) {
+// parseIgnore parses at most max patterns. It returns them and the number
+// of lines they take, with errTooManyPatterns if the data has more.
+func parseIgnore(ctx context.Context, data string, domain []string, max int) ([]gitignore.Pattern, int, error) {
 	var ps []gitignore.Pattern
-	for i := 0; data != ""; i++ {
+	i := 0
+	for ; data != ""; i++ {
 		if i%1024 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 		var line string
@@ -339,11 +391,11 @@ func parseIgnore(ctx context.Context, data string, domain []string, max int) ([]
 			continue
 		}
 		if len(ps) >= max {
-			return nil, errTooManyPatterns
+			return ps, i, errTooManyPatterns
 		}
 		ps = append(ps, gitignore.ParsePattern(line, domain))
 	}
-	return ps, nil
+	return ps, i, nil
 }
 
 // regularFile checks that the O_PATH fd is a regular file and reopens it for

@@ -88,8 +88,8 @@ func TestGitignoreBytesBound(t *testing.T) {
 	}
 	w := &walker{root: mustRoot(t, ws), recursive: true, gitignore: true}
 	w.walk(context.Background(), ".", func(walkEntry) error { return nil })
-	if w.ignoreBytes > maxIgnoreBytes || !strings.Contains(w.ignoreStopped, "bytes of ignore files") {
-		t.Errorf("ignoreBytes %d, stopped %q", w.ignoreBytes, w.ignoreStopped)
+	if w.ignoreBytes > maxIgnoreBytes || !w.ignoreFull || !strings.Contains(w.ignoreWarning(), "bound of 2097152 bytes of ignore files at d0/d1/d2/d3/.gitignore") {
+		t.Errorf("ignoreBytes %d, warning %q", w.ignoreBytes, w.ignoreWarning())
 	}
 }
 
@@ -156,4 +156,57 @@ func mustRoot(t *testing.T, dir string) *Root {
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
+}
+
+// Past a bound, an ignore file is applied up to the bound, not dropped: a
+// .gitignore over 1 MiB used to be read up to 1 MiB and applied, then the
+// bounds made the walk skip it (and every later one) wholesale, so build/
+// reappeared in every listing.
+func TestGitignoreOverBoundAppliesWhatFits(t *testing.T) {
+	ws := t.TempDir()
+	var b strings.Builder
+	b.WriteString("build/\n")
+	for n := 0; b.Len() < 3<<19; n++ { // 1.5 MiB of 200-byte lines: under the patterns' bound
+		fmt.Fprintf(&b, "%-199s\n", fmt.Sprintf("filler%d", n))
+	}
+	b.WriteString("tail/\n") // past 1 MiB: not honoured
+	mustWrite(t, filepath.Join(ws, ".gitignore"), b.String())
+	for _, f := range []string{"build/out.o", "src/main.go", "tail/t"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755)
+		mustWrite(t, filepath.Join(ws, f), "needle\n")
+	}
+	r := NewBuiltinRegistry()
+	env := &hostEnv{ws: ws}
+	res := call(t, r, env, "list_directory", `{"recursive":true}`)
+	if !res.Success {
+		t.Fatal(errText(res))
+	}
+	if got, want := strings.Join(listPaths(t, res), ","), ".gitignore,src,src/main.go,tail,tail/t"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	warns, _ := field(t, res, "warnings").([]any)
+	if len(warns) != 1 || !strings.Contains(warns[0].(string), ".gitignore is larger than 1048576 bytes") {
+		t.Errorf("warnings = %v", field(t, res, "warnings"))
+	}
+	res = call(t, r, env, "search_files", `{"pattern":"needle"}`)
+	if n := len(field(t, res, "matches").([]any)); n != 2 {
+		t.Errorf("search: %d matches, want src/main.go and tail/t", n)
+	}
+
+	// The patterns' bound: the first maxIgnorePatterns patterns apply.
+	b.Reset()
+	b.WriteString("build/\n")
+	for n := 1; n < maxIgnorePatterns; n++ {
+		fmt.Fprintf(&b, "filler%d\n", n)
+	}
+	b.WriteString("tail/\n")
+	mustWrite(t, filepath.Join(ws, ".gitignore"), b.String())
+	res = call(t, r, env, "list_directory", `{"recursive":true}`)
+	if got, want := strings.Join(listPaths(t, res), ","), ".gitignore,src,src/main.go,tail,tail/t"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	warns, _ = field(t, res, "warnings").([]any)
+	if len(warns) != 1 || !strings.Contains(warns[0].(string), "bound of 10000 ignore patterns at .gitignore") {
+		t.Errorf("warnings = %v", field(t, res, "warnings"))
+	}
 }
