@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -134,17 +135,47 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.workdir != "" && host.Home != "" {
+		// As for a workspace: a writable home directory would hand the
+		// script your shell startup files and credentials.
+		if wd, err := filepath.Abs(f.workdir); err == nil {
+			if rwd, err := filepath.EvalSymlinks(wd); err == nil && (rwd == host.Home || strings.HasPrefix(host.Home, rwd+"/") || rwd == "/") {
+				return nil, fmt.Errorf("--workdir %s: it is or holds your home directory, which a script must not be able to write; use a project directory", f.workdir)
+			}
+		}
+	}
 	res, err := policy.Load(host, policy.Request{Profile: "strict"})
 	if err != nil {
 		return nil, err
 	}
 	base := sandbox.Policy{Hostname: "nsbox"}
 	for _, m := range res.Policy.Mounts {
-		if m.Kind == sandbox.MountHide {
+		// Only hides of what the script's sandbox shows through the host
+		// root: a bind or tmpfs of the profile (config.toml's rw, say) is
+		// not part of it, nor are the private /tmp, /run, /dev and /proc.
+		if m.Kind == sandbox.MountHide && !shownElsewhere(m.Dest, res.Policy.Mounts) {
 			base.Mounts = append(base.Mounts, m)
 		}
 	}
 	return &script.Native{Base: base}, nil
+}
+
+// shownElsewhere reports whether p lies where a script's sandbox does not
+// show the host root: below a bind or tmpfs of mounts, or in one of the
+// sandbox's private trees.
+func shownElsewhere(p string, mounts []sandbox.Mount) bool {
+	under := func(p, d string) bool { return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") }
+	for _, d := range []string{"/tmp", "/run", "/dev", "/proc"} {
+		if under(p, d) {
+			return true
+		}
+	}
+	for _, m := range mounts {
+		if (m.Kind == sandbox.MountBind || m.Kind == sandbox.MountTmpfs) && under(p, m.Dest) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseMiB reads a size: 256, 256M, 256MiB, 1G, 1GiB (a plain number is

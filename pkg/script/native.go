@@ -103,8 +103,10 @@ func (n *Native) Execute(ctx context.Context, cfg ExecConfig) (string, string, e
 // limits.
 func (n *Native) policy(cfg ExecConfig, dir string) (sandbox.Policy, error) {
 	p := n.Base
-	p.Mounts = append(append([]sandbox.Mount(nil), n.Base.Mounts...),
-		sandbox.Mount{Kind: sandbox.MountBind, Source: dir, Dest: dir})
+	// The work directories first, Base's mounts (hides) after them: a hide
+	// applies to what is visible where it is mounted, so a --workdir that
+	// holds a hidden path (a home directory) cannot uncover it.
+	p.Mounts = []sandbox.Mount{{Kind: sandbox.MountBind, Source: dir, Dest: dir}}
 	p.Cwd = dir
 	home := dir
 	if cfg.WorkDir != "" {
@@ -118,6 +120,7 @@ func (n *Native) policy(cfg ExecConfig, dir string) (sandbox.Policy, error) {
 		p.Mounts = append(p.Mounts, sandbox.Mount{Kind: sandbox.MountBind, Source: wd, Dest: wd})
 		p.Cwd = wd
 	}
+	p.Mounts = append(p.Mounts, n.Base.Mounts...)
 	// The network is the host's only when asked for: the default is a
 	// namespace with nothing but loopback.
 	p.Network = sandbox.NetworkNone

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -179,9 +180,26 @@ func TestScriptHidesCredentials(t *testing.T) {
 	requireInterpreter(t, "bash")
 	eachUser(t, func(t *testing.T, u user) {
 		home := u.fakeHome(t)
-		r := u.run(t, &runOpts{env: []string{"HOME=" + home}}, "script", "--lang", "bash", "-c", "cat "+home+"/.ssh/id_ed25519")
-		if strings.Contains(r.stdout, "PRIVATE-KEY") {
-			t.Fatalf("the script read ~/.ssh: %q", r.stdout)
+		r := u.run(t, &runOpts{env: []string{"HOME=" + home}}, "script", "--lang", "bash", "-c", "ls -A "+home+"/.ssh | wc -l")
+		expectCode(t, r, 0)
+		if strings.TrimSpace(r.stdout) != "0" {
+			t.Fatalf("~/.ssh is not empty inside the script: %q", r.stdout)
+		}
+		// A hide inside --workdir holds: the work directory is mounted
+		// first, the hides over it.
+		proj := filepath.Join(home, "proj")
+		u.mkdirAs(t, proj, filepath.Join(home, "cfg"), filepath.Join(home, "cfg", "nsbox"))
+		u.writeFile(t, filepath.Join(proj, "secret"), "S=1\n", 0o644)
+		u.writeFile(t, filepath.Join(home, "cfg", "nsbox", "config.toml"), "[filesystem]\nhide = [\""+filepath.Join(proj, "secret")+"\"]\n", 0o644)
+		r = u.run(t, &runOpts{env: []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, "cfg")}}, "script", "--workdir", proj, "--lang", "bash", "-c", "wc -c < secret")
+		expectCode(t, r, 0)
+		if strings.TrimSpace(r.stdout) != "0" {
+			t.Fatalf("a hidden file in --workdir was readable: %q", r.stdout)
+		}
+		// Nor can --workdir make the home directory writable.
+		r = u.run(t, &runOpts{env: []string{"HOME=" + home}}, "script", "--workdir", home, "--lang", "bash", "-c", "true")
+		if r.code != 125 || !strings.Contains(r.stderr, "home directory") {
+			t.Fatalf("--workdir ~: code %d stderr %q", r.code, r.stderr)
 		}
 	})
 }

@@ -341,12 +341,24 @@ func TestToolsCallHidesSecrets(t *testing.T) {
 		u.mkdirAs(t, filepath.Join(ws, ".git"))
 		u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n", 0o644)
 		r := u.run(t, &runOpts{env: []string{"HOME=" + home}}, "tools", "call", "run_command",
-			`{"command":"cat .env `+home+`/.ssh/id_ed25519; echo x > .git/commondir"}`, "--workspace", ws)
-		if strings.Contains(r.stdout, "hunter2") || strings.Contains(r.stdout, "PRIVATE-KEY") {
-			t.Fatalf("a secret was readable: %s", r.stdout)
+			`{"command":"wc -c < .env; ls -A `+home+`/.ssh | wc -l; echo x 2>/dev/null > .git/commondir || echo refused"}`, "--workspace", ws)
+		expectCode(t, r, 0)
+		out := outputOf[struct{ Stdout string }](t, toolResultOf(t, r))
+		if strings.Fields(out.Stdout) == nil || strings.Join(strings.Fields(out.Stdout), " ") != "0 0 refused" {
+			t.Fatalf("want .env empty, ~/.ssh empty and .git/commondir refused; stdout %q", out.Stdout)
 		}
 		if _, err := os.Stat(filepath.Join(ws, ".git", "commondir")); err == nil {
 			t.Fatalf(".git/commondir was written")
 		}
 	})
+}
+
+// toolResultOf parses what `nsbox tools call` printed.
+func toolResultOf(t *testing.T, r result) toolResult {
+	t.Helper()
+	var tr toolResult
+	if err := json.Unmarshal([]byte(r.stdout), &tr); err != nil {
+		t.Fatalf("output is not a tool result: %v\nstdout: %s\nstderr: %s", err, r.stdout, r.stderr)
+	}
+	return tr
 }
