@@ -222,24 +222,32 @@ func startMCPSession(ctx context.Context, f *mcpFlags, host policy.Host, opts []
 // host APIs are added. The hold is released when the session closes.
 func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Option) (*heldSession, error) {
 	// Without the lock another run could remove a placeholder this
-	// sandbox relies on: no hold, no sandbox.
-	hold := policy.HoldRoots(pv.Roots)
-	if hold.Err() != nil {
-		hold.Release(nil)
-		return nil, hold.Err()
+	// sandbox relies on: no hold, no sandbox. A retry resolves the same
+	// preview again (its files are read; the host's tree is walked anew).
+	peek := func(policy.Host) (*policy.Preview, error) { return pv, nil }
+	var (
+		res  *policy.Result
+		hold *policy.Hold
+		s    *sandbox.Session
+		err  error
+	)
+	for try := 0; try < maxBuildTries; try++ {
+		if try > 0 {
+			// The host's files changed under the policy while the
+			// sandbox was built: resolve again, build anew.
+			hold.Release(res.Placeholders)
+		}
+		if res, hold, err = resolveHeld(peek, policy.Host{}); err != nil {
+			return nil, err
+		}
+		p := res.Policy
+		// The memory and notepad tools reach their stores through hostCall.
+		p.HostAPIs = mergeStrings(p.HostAPIs, hostapi.Methods())
+		s, err = sandbox.Start(ctx, p, opts...)
+		if !planChanged(err) || ctx.Err() != nil {
+			break
+		}
 	}
-	res, err := pv.Load()
-	if err == nil {
-		err = hold.Add(res.Roots()) // roots that appeared since Peek
-	}
-	if err != nil {
-		hold.Release(nil)
-		return nil, err
-	}
-	p := res.Policy
-	// The memory and notepad tools reach their stores through hostCall.
-	p.HostAPIs = mergeStrings(p.HostAPIs, hostapi.Methods())
-	s, err := sandbox.Start(ctx, p, opts...)
 	if err != nil {
 		hold.Release(res.Placeholders)
 		if reason := backend.Unavailable(backend.Native{}, err); reason != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -164,23 +165,8 @@ func runMain(f *runFlags, argv []string) error {
 	// and the policy is resolved under that hold, so that no other run
 	// removes a placeholder this sandbox relies on (policy.Hold). Peek
 	// finds the roots without the full resolution (and its .env walk).
-	pv, err := f.peek(host)
+	res, hold, err := resolveHeld(f.peek, host)
 	if err != nil {
-		return status.setupFailed("policy", err)
-	}
-	hold := policy.HoldRoots(pv.Roots)
-	if hold.Err() != nil {
-		hold.Release(nil)
-		return status.setupFailed("policy", hold.Err())
-	}
-	res, err := pv.Load()
-	if err == nil {
-		// Roots that appeared since Peek (an optional bind created in
-		// between, pins) are held too.
-		err = hold.Add(res.Roots())
-	}
-	if err != nil {
-		hold.Release(nil)
 		return status.setupFailed("policy", err)
 	}
 	choice, err := backend.Choose(res.Backend, res.BackendFallback, false)
@@ -215,6 +201,18 @@ func runMain(f *runFlags, argv []string) error {
 	}
 	defer closeStores()
 	s, err := b.Start(ctx, res.Policy, append(opts, sandbox.WithPrestarted(pre))...)
+	for try := 1; try < maxBuildTries && planChanged(err) && ctx.Err() == nil; try++ {
+		// A file of the policy changed on the host while the sandbox was
+		// built (a hidden .env a concurrent run created and removed):
+		// the build failed closed; resolve again and build anew.
+		fmt.Fprintf(os.Stderr, "nsbox: note: %v; resolving the policy again\n", err)
+		release()
+		if res, hold, err = resolveHeld(f.peek, host); err != nil {
+			return status.setupFailed("policy", err)
+		}
+		released = false
+		s, err = b.Start(ctx, res.Policy, opts...)
+	}
 	if err != nil && b.Isolates() {
 		if reason := backend.Unavailable(b, err); reason != nil {
 			if choice.Fallback == nil {
@@ -288,6 +286,49 @@ func runMain(f *runFlags, argv []string) error {
 		return nil
 	}
 	return &exitError{code: code, msg: msg}
+}
+
+// maxBuildTries bounds the builds of one run whose policy a concurrent
+// change of the host's files made stale (sandbox.ErrPlanChanged).
+const maxBuildTries = 3
+
+// planChanged reports whether a start failed because the host's files
+// changed between the policy's resolution and the build: a hidden file or
+// a bind source moved (sandbox.ErrPlanChanged), or a bind source the
+// policy saw was gone by Start's own check.
+func planChanged(err error) bool {
+	if errors.Is(err, sandbox.ErrPlanChanged) {
+		return true
+	}
+	var se *sandbox.SetupError
+	return errors.As(err, &se) && se.Step == "mount" && errors.Is(err, fs.ErrNotExist)
+}
+
+// resolveHeld resolves the policy under a hold of its writable roots
+// (policy.Hold): Peek finds the roots, they are held, and the policy is
+// resolved in full under the hold, so that no other run removes a
+// placeholder this sandbox relies on. The caller releases the hold.
+func resolveHeld(peek func(policy.Host) (*policy.Preview, error), host policy.Host) (*policy.Result, *policy.Hold, error) {
+	pv, err := peek(host)
+	if err != nil {
+		return nil, nil, err
+	}
+	hold := policy.HoldRoots(pv.Roots)
+	if hold.Err() != nil {
+		hold.Release(nil)
+		return nil, nil, hold.Err()
+	}
+	res, err := pv.Load()
+	if err == nil {
+		// Roots that appeared since Peek (an optional bind created in
+		// between, pins) are held too.
+		err = hold.Add(res.Roots())
+	}
+	if err != nil {
+		hold.Release(nil)
+		return nil, nil, err
+	}
+	return res, hold, nil
 }
 
 // interruptedRun is how a run that nsbox was told to stop ends.

@@ -243,6 +243,12 @@ func (b *builder) cloneSources() error {
 			if m.Optional && errors.Is(err, unix.ENOENT) {
 				continue
 			}
+			if errors.Is(err, unix.ENOENT) {
+				// The supervisor saw it (checkSources): it was moved
+				// or removed since, by another process sharing the
+				// directory (a pin of a hidden file's parent, say).
+				return &Error{Step: StepSourceChanged, Source: m.Source, Dest: m.Dest, Err: &reasonError{errSourceGone, err}}
+			}
 			if errors.Is(err, unix.ELOOP) {
 				err = fmt.Errorf("the path has a symlink in it; give the resolved path")
 			}
@@ -764,6 +770,16 @@ const (
 	errHideSymlink = "a symlink is in the way now where the policy saw none: run again (hides never follow symlinks: name the path without them)"
 )
 
+// StepHideChanged and StepSourceChanged name the step of an Error whose
+// hide, or bind source, found the path changed since the policy was
+// resolved: resolving it again, and building a new sandbox, is the answer.
+const (
+	StepHideChanged   = "recheck hide"
+	StepSourceChanged = "recheck mount"
+)
+
+const errSourceGone = "it was there when the policy was resolved and is gone or moved now"
+
 // reasonError is a message for users that keeps the errno for errors.Is.
 type reasonError struct {
 	msg string
@@ -820,9 +836,9 @@ func (b *builder) hide(m Mount) error {
 		}
 		// Invariant: a hide that cannot be applied stops the build (fail
 		// closed); the secret may be sitting at a new name right now.
-		return &Error{Step: "hide", Dest: m.Dest, Err: &reasonError{errHideGone, err}}
+		return &Error{Step: StepHideChanged, Dest: m.Dest, Err: &reasonError{errHideGone, err}}
 	case errors.Is(err, unix.ELOOP):
-		return &Error{Step: "hide", Dest: m.Dest, Err: &reasonError{errHideSymlink, err}}
+		return &Error{Step: StepHideChanged, Dest: m.Dest, Err: &reasonError{errHideSymlink, err}}
 	default:
 		return &Error{Step: "hide", Dest: m.Dest, Err: err}
 	}

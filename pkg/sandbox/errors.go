@@ -72,6 +72,18 @@ func (e *ResourceLimitError) Error() string {
 // Is makes errors.Is(err, ErrResourceLimit) true.
 func (e *ResourceLimitError) Is(target error) bool { return target == ErrResourceLimit }
 
+// ErrPlanChanged is wrapped by a SetupError when a path of the policy
+// changed on the host between its resolution and the build (a hidden file
+// moved or replaced by a symlink: the build fails closed). Resolving the
+// policy again and starting anew is the answer.
+var ErrPlanChanged = errors.New("the host's files changed while the sandbox was built")
+
+// planChangedError is the worker's message for ErrPlanChanged.
+type planChangedError struct{ msg string }
+
+func (e *planChangedError) Error() string        { return e.msg }
+func (e *planChangedError) Is(target error) bool { return target == ErrPlanChanged }
+
 // SetupError is a failure while building the sandbox, naming the step.
 type SetupError struct {
 	Step string

@@ -328,7 +328,11 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 			if step == "" {
 				step = "handshake"
 			}
-			return &SetupError{Step: step, Err: errors.New(re.Message)}
+			se := &SetupError{Step: step, Err: errors.New(re.Message)}
+			if step == mounts.StepHideChanged || step == mounts.StepSourceChanged {
+				se.Err = &planChangedError{msg: re.Message}
+			}
+			return se
 		}
 		if errors.Is(err, ipc.ErrClosed) {
 			<-s.exited
