@@ -255,12 +255,13 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 		}
 		return nil, err
 	}
-	return &heldSession{Session: s, release: func() { hold.Release(res.Placeholders) }}, nil
+	return &heldSession{Session: s, res: res, release: func() { hold.Release(res.Placeholders) }}, nil
 }
 
 // heldSession releases the policy hold once the sandbox is gone.
 type heldSession struct {
 	*sandbox.Session
+	res     *policy.Result // the policy it was started with
 	once    sync.Once
 	release func()
 }

@@ -80,6 +80,7 @@ or as MCP tool definitions ({name, description, inputSchema}).`,
 
 type toolsCallFlags struct {
 	workspace string
+	profile   string
 	timeout   time.Duration
 }
 
@@ -88,9 +89,11 @@ func newToolsCallCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "call NAME [JSON-ARGS]",
 		Short: "Call one tool in a new sandbox and print its result",
-		Long: `Start a sandbox with the workspace bound read-write (the rest of the host
-read-only, no network), call the tool NAME with JSON-ARGS (default {}), and
-print its result {"success", "output", "error"}.
+		Long: `Start a sandbox for the tools as nsbox mcp does (the profile: --profile, else
+your config's, else workspace: the workspace read-write, the rest of the host
+read-only, credentials and .env files hidden, .git read-only, no network),
+call the tool NAME with JSON-ARGS (default {}), and print its result
+{"success", "output", "error"}.
 
 Exit status: 0 when the tool succeeded, 1 when it failed, 125 when nsbox
 could not run it.`,
@@ -104,6 +107,7 @@ could not run it.`,
 		},
 	}
 	cmd.Flags().StringVar(&f.workspace, "workspace", "", "workspace `DIR` the tools are confined to (default: the current directory)")
+	cmd.Flags().StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (default: the config's, else workspace)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "per-call timeout (default: 30s)")
 	return cmd
 }
@@ -121,7 +125,7 @@ func toolsPreview(f *toolsCallFlags) (*policy.Preview, error) {
 	if f.workspace != "" {
 		l.Config.Workspace = &f.workspace
 	}
-	pv, err := policy.Peek(host, policy.Request{Flags: l})
+	pv, err := policy.Peek(host, policy.Request{Profile: f.profile, Flags: l})
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +134,7 @@ func toolsPreview(f *toolsCallFlags) (*policy.Preview, error) {
 		return nil, err
 	}
 	if !choice.Backend.Isolates() {
-		return nil, errors.New("the tools run inside the sandbox, so backend " + choice.Backend.Name() + " cannot serve them; use --backend native or auto in your config")
+		return nil, errors.New("the tools run inside the sandbox, so backend " + choice.Backend.Name() + " cannot serve them; set backend = \"auto\" (or \"native\") in your config, or choose a profile with --profile")
 	}
 	return pv, nil
 }
@@ -155,12 +159,16 @@ func toolsCall(f *toolsCallFlags, name, raw string) error {
 	defer closeStores()
 	s, err := startToolSession(ctx, pv, opts)
 	if err != nil {
+		if sig := ctx.Signal(); sig != 0 && errors.Is(err, context.Canceled) {
+			return interrupted(sig, "interrupted by "+signalName(sig)+": the tool's sandbox was killed")
+		}
 		if reason := backend.Unavailable(backend.Native{}, err); reason != nil {
 			err = unavailableError(reason)
 		}
 		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
 	}
 	defer s.Close()
+	printWarnings(os.Stderr, s.res, false)
 	res, err := s.CallTool(ctx, name, json.RawMessage(raw), f.timeout)
 	if err != nil {
 		if sig := ctx.Signal(); sig != 0 && errors.Is(err, context.Canceled) {
