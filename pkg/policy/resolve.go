@@ -1169,8 +1169,12 @@ func (r *resolver) seccomp() error {
 		return s.at.err(fs.ErrNotExist, "seccomp profile %s does not exist", rp.Path)
 	}
 	// Parsed now so that a bad profile is reported before anything starts.
-	if _, err := seccomp.LoadFile(rp.Path); err != nil {
+	prof, err := seccomp.LoadFile(rp.Path)
+	if err != nil {
 		return s.at.err(err, "%v", err)
+	}
+	for _, w := range prof.Warnings() {
+		r.warn(s.at.warn(false, "%s", w))
 	}
 	r.res.Policy.Seccomp = rp.Path
 	// Invariant: like a policy file, a seccomp profile in a directory the

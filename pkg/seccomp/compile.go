@@ -239,6 +239,32 @@ func kernelAtLeast(want string) (bool, error) {
 	return maj > wMaj || (maj == wMaj && min >= wMin), nil
 }
 
+// Warnings says what in p weakens a sandbox without being an error. A
+// profile that allows by default and lets another ABI through as well
+// (i386 on x86_64) denies only the names it lists, in each ABI; a call's
+// other names there (i386 umount for umount2, socketcall for socket, ipc)
+// reach the kernel. Killing the other ABIs, as nsbox's default profile
+// does, leaves no such door.
+func (p *Profile) Warnings() []string {
+	if p.DefaultAction != ActAllow && p.DefaultAction != ActLog {
+		return nil
+	}
+	native, err := libseccomp.GetNativeArch()
+	if err != nil {
+		return nil
+	}
+	var other []string
+	for _, a := range targetArches(p, native) {
+		if a != native {
+			other = append(other, a.String())
+		}
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s allows by default and lets the %s ABI through too: a call it denies may reach the kernel by another name in that ABI (umount, socketcall, ipc); list only the native architecture, so that other ABIs are killed", p.Source, strings.Join(other, ", "))}
+}
+
 // targetArches lists the ABIs the filter covers: the profile's
 // architectures (or Docker's archMap entry for the native architecture),
 // always including the native one, restricted to ABIs that can occur on

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -250,5 +251,27 @@ func TestDefaultProfileIsStrictlyValid(t *testing.T) {
 		if ruleEffect(r.Action, r.ErrnoRet).permissive() {
 			t.Errorf("syscalls[%d] allows in a denylist", i)
 		}
+	}
+}
+
+// A profile that allows by default and lets i386 through as well is warned
+// about: its denials have aliases there. The shipped default kills i386.
+func TestWarningsPermissiveOtherABI(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the i386 ABI is an amd64 matter")
+	}
+	p, err := Parse([]byte(`{"defaultAction":"SCMP_ACT_ALLOW","architectures":["SCMP_ARCH_X86_64","SCMP_ARCH_X86"],"syscalls":[{"names":["umount2"],"action":"SCMP_ACT_ERRNO"}]}`), "p.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := p.Warnings(); len(w) != 1 || !strings.Contains(w[0], "x86") {
+		t.Fatalf("warnings %q", w)
+	}
+	d, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := d.Warnings(); len(w) != 0 {
+		t.Fatalf("default profile warnings %q", w)
 	}
 }
