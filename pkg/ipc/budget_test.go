@@ -3,6 +3,7 @@ package ipc
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"errors"
 	"runtime"
 	"strings"
@@ -218,28 +219,7 @@ func TestNoBusyWithinTheBoundWithBudget(t *testing.T) {
 			pb.Handle("echo", echo)
 		}
 		served := servePeer(pb)
-		const n = 3000
-		sent := 0
-		for ; sent < max; sent++ {
-			if err := a.WriteMessage(rawRequest("echo", sent+1), nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for got := 0; got < n; got++ {
-			env, _, err := a.ReadEnvelope()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if env.Error != nil {
-				t.Fatalf("inline %v: reply %d of %d with %d in flight: %s: %s", inline, got, n, max, env.Error.Code, env.Error.Message)
-			}
-			if sent < n {
-				sent++
-				if err := a.WriteMessage(rawRequest("echo", sent), nil); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		keepInFlight(t, a, max, 3000, fmt.Sprintf("inline %v: ", inline))
 		pb.Close()
 		<-served
 		close(release)

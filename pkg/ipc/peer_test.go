@@ -150,7 +150,16 @@ func TestNoBusyWithinTheBound(t *testing.T) {
 	pb := NewPeer(b, Options{MaxInFlight: max})
 	pb.Handle("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
 	served := servePeer(pb)
-	const n = 3000
+	keepInFlight(t, a, max, 3000, "")
+	pb.Close()
+	<-served
+}
+
+// keepInFlight sends n echo requests over a, keeping max of them in flight
+// (the next one goes out as each reply arrives), and fails on any error
+// reply: a caller within MaxInFlight is never refused.
+func keepInFlight(t *testing.T, a *Conn, max, n int, what string) {
+	t.Helper()
 	sent := 0
 	for ; sent < max; sent++ {
 		if err := a.WriteMessage(rawRequest("echo", sent+1), nil); err != nil {
@@ -163,7 +172,7 @@ func TestNoBusyWithinTheBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		if env.Error != nil {
-			t.Fatalf("reply %d of %d with %d in flight: %s: %s", got, n, max, env.Error.Code, env.Error.Message)
+			t.Fatalf("%sreply %d of %d with %d in flight: %s: %s", what, got, n, max, env.Error.Code, env.Error.Message)
 		}
 		if sent < n {
 			sent++
@@ -172,8 +181,6 @@ func TestNoBusyWithinTheBound(t *testing.T) {
 			}
 		}
 	}
-	pb.Close()
-	<-served
 }
 
 // TestNoGoroutineLeftAfterClose: once Serve has returned, every handler
