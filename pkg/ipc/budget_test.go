@@ -3,8 +3,8 @@ package ipc
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
