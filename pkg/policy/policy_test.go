@@ -1018,3 +1018,29 @@ func TestHidePinsBounded(t *testing.T) {
 		t.Fatalf("%d pins, warned %v", pins, warned)
 	}
 }
+
+// The .git files of a repository's checked-out submodules are protected
+// with its .git: git on the host recurses into them, and a rewritten one
+// ("gitdir: ../evil") would point it at a config the sandbox wrote.
+func TestSubmoduleGitfilesProtected(t *testing.T) {
+	h := testHost(t)
+	ws := h.Cwd
+	write(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
+	write(t, filepath.Join(ws, ".git", "modules", "lib", "a", "config"), "[core]\n\tbare = false\n\tworktree = ../../../../lib/a\n")
+	write(t, filepath.Join(ws, ".git", "modules", "lib", "a", "modules", "inner", "config"), "[core]\n\tworktree = \"../../../../../../lib/a/inner\"\n")
+	write(t, filepath.Join(ws, ".git", "modules", "gone", "config"), "[core]\n\tworktree = ../../../gone\n")
+	write(t, filepath.Join(ws, "lib", "a", ".git"), "gitdir: ../../.git/modules/lib/a\n")
+	write(t, filepath.Join(ws, "lib", "a", "inner", ".git"), "gitdir: ../../../.git/modules/lib/a/modules/inner\n")
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	for _, g := range []string{"lib/a/.git", "lib/a/inner/.git"} {
+		if !hasMount(res.Policy, "protect", filepath.Join(ws, g)) {
+			t.Errorf("%s not protected: %+v", g, res.Policy.Mounts)
+		}
+	}
+	// A submodule that is not checked out gets no placeholder.
+	for _, p := range res.Placeholders {
+		if strings.Contains(p.Path, "gone") {
+			t.Errorf("placeholder for a submodule not checked out: %+v", p)
+		}
+	}
+}

