@@ -71,6 +71,8 @@ type worker struct {
 	peer   *ipc.Peer
 	setup  setupMsg
 	selfFD int
+	// loUp: lo was brought up before the handshake arrived.
+	loUp bool
 	// shimFD is a read-only clone of this binary that the limit shim is
 	// executed from (-1 without limits).
 	shimFD  int
@@ -117,6 +119,13 @@ func runWorker() int {
 	w := &worker{conn: conn, selfFD: -1, shimFD: -1, spawnCh: make(chan *spawnReq), running: map[uint64]*command{},
 		tools: workerTools, toolCancels: map[uint64]context.CancelFunc{}}
 	w.reaper.waiters = map[int]chan unix.WaitStatus{}
+	// While the supervisor still resolves its policy (a worker is usually
+	// spawned before the policy is known), bring lo up: in a network
+	// namespace of the sandbox's own that is all the "bring up loopback"
+	// step does. In the host's (--net host) the kernel refuses it, this
+	// user namespace holding no capability over that network namespace,
+	// and nothing changes.
+	w.loUp = namespaces.LoopbackUp() == nil
 	env, fds, err := conn.ReadEnvelope()
 	if err != nil {
 		return 125
@@ -243,7 +252,7 @@ func (w *worker) cloneShim() error {
 }
 
 func (w *worker) loopback() error {
-	if !w.setup.NewNet {
+	if !w.setup.NewNet || w.loUp {
 		return nil
 	}
 	return namespaces.LoopbackUp()
