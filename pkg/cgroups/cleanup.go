@@ -66,6 +66,16 @@ func CleanupStale() (removed int, err error) {
 				continue // only a dead supervisor's groups are touched
 			}
 			dir := filepath.Join(p.dir, e.Name())
+			// Invariant: a group whose supervisor still holds its lock is
+			// never touched. The pid in the name means something only in
+			// the supervisor's PID namespace: a run started in another
+			// one (a container, unshare -p) sees it dead, and would kill a
+			// live sandbox (reproduced) or wait 5 s on its invisible
+			// processes.
+			lock, held := tryLockGroup(dir)
+			if held {
+				continue
+			}
 			if sup {
 				// A dead supervisor's own leaf: other processes of the program
 				// that embedded it may live on there. Never kill them; remove
@@ -76,7 +86,9 @@ func CleanupStale() (removed int, err error) {
 				continue
 			}
 			cg := strings.TrimSuffix(p.cg, "/") + "/" + e.Name()
-			if err := reap(dir, p.ctrl, cg); err != nil {
+			err := reap(dir, p.ctrl, cg)
+			releaseGroups([]int{lock})
+			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -84,6 +96,45 @@ func CleanupStale() (removed int, err error) {
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// holdGroup takes a shared flock on the group directory dir and returns the
+// fd that holds it (close-on-exec, so no child keeps it) for as long as the
+// group is ours. A dead supervisor's locks are gone with its fds.
+func holdGroup(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// tryLockGroup reports whether a live supervisor holds dir's lock; when it
+// does not, the returned fd holds the lock exclusively (-1 if dir could not
+// be opened: a group that vanished, or an old one without a lock).
+func tryLockGroup(dir string) (fd int, held bool) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, false
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		return -1, errors.Is(err, unix.EWOULDBLOCK)
+	}
+	return fd, false
+}
+
+// releaseGroups closes lock fds (-1 entries are skipped).
+func releaseGroups(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // reap kills what is left in a stale group and removes it.

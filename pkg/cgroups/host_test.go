@@ -88,7 +88,8 @@ func TestGroupNames(t *testing.T) {
 	if pid, sup, ok := parseGroupName(supName(42)); !ok || !sup || pid != 42 {
 		t.Fatalf("sup: %d %v %v", pid, sup, ok)
 	}
-	for _, bad := range []string{"nsbox-", "nsbox-12", "nsbox-x-1", "nsbox--1", "other-12-ab", "nsbox-0-a", "nsbox-99999999999-a"} {
+	for _, bad := range []string{"nsbox-", "nsbox-12", "nsbox-x-1", "nsbox--1", "other-12-ab", "nsbox-0-a", "nsbox-99999999999-a",
+		"nsbox-99999-ci-build", "nsbox-12-0123456789a", "nsbox-12-0123456789AB", "nsbox-012-0123456789ab"} {
 		if _, _, ok := parseGroupName(bad); ok {
 			t.Errorf("parseGroupName(%q) accepted", bad)
 		}

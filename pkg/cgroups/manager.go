@@ -366,10 +366,20 @@ func parseGroupName(name string) (pid int, sup bool, ok bool) {
 		return 0, false, false
 	}
 	n, err := strconv.Atoi(ps)
-	if err != nil || n <= 0 || n > math.MaxInt32 {
+	if err != nil || n <= 0 || n > math.MaxInt32 || strconv.Itoa(n) != ps {
 		return 0, false, false
 	}
-	return n, tail == "sup", true
+	if tail == "sup" {
+		return n, true, true
+	}
+	// Exactly groupName's shape: 12 hex digits, then the end or "-ID". A
+	// group of someone else's that merely starts with "nsbox-<digits>-"
+	// (nsbox-99999-ci-build) is not ours, and is never killed.
+	rnd, _, _ := strings.Cut(tail, "-")
+	if len(rnd) != 12 || strings.Trim(rnd, "0123456789abcdef") != "" {
+		return 0, false, false
+	}
+	return n, false, true
 }
 
 // joinPaths lists the files through which a process joins the group, one

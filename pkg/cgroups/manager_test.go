@@ -336,6 +336,8 @@ func TestCleanupStale(t *testing.T) {
 	stale := &Manager{b: b, det: p.det}
 	dirs := groupDirs(stale)
 	t.Cleanup(func() { _ = b.destroy() })
+	// What a dead supervisor's groups lack: its locks, gone with its fds.
+	dropLocks(b)
 	proc := startIn(t, stale, "", nil, "/bin/sh", "-c", `read x; exec sleep 60`)
 	// A live supervisor's group (ours) must survive.
 	live := newManager(t, Limits{Pids: 32})
@@ -366,6 +368,58 @@ func TestCleanupStale(t *testing.T) {
 		t.Errorf("second CleanupStale: %d %v", n, err)
 	}
 	t.Logf("CleanupStale with nothing to do: %v", time.Since(start))
+}
+
+// dropLocks releases b's group locks, as the death of its supervisor would.
+func dropLocks(b backend) {
+	switch x := b.(type) {
+	case *v1Backend:
+		releaseGroups(x.locks)
+		x.locks = nil
+	case *v2Backend:
+		releaseGroups([]int{x.lock})
+		x.lock = -1
+	}
+}
+
+// TestCleanupSparesLockedGroups: a group whose name holds a pid that looks
+// dead here, but whose supervisor holds its lock (a live run in another PID
+// namespace), is never touched.
+func TestCleanupSparesLockedGroups(t *testing.T) {
+	cgroupManager(t, Limits{Pids: 32}) // skips without a cgroup mode
+	dead := exec.Command("/bin/true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(dead.Process.Pid) {
+		t.Skip("pid reused already")
+	}
+	name := "nsbox-" + strconv.Itoa(dead.Process.Pid) + "-0123456789ab-otherns"
+	p := makePlan([]string{ctrlPids})
+	var b backend
+	var err error
+	if p.det.Mode == ModeCgroup1 {
+		b, err = newV1(name, p, Limits{Pids: 32})
+	} else {
+		b, err = newV2(name, p.v2, Limits{Pids: 32})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.destroy() })
+	m := &Manager{b: b, det: p.det}
+	proc := startIn(t, m, "", nil, "/bin/sh", "-c", `read x; exec sleep 60`)
+	if _, err := CleanupStale(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range groupDirs(m) {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("a locked group was removed: %v", err)
+		}
+	}
+	if err := unix.Kill(proc.cmd.Process.Pid, 0); err != nil {
+		t.Errorf("the process of a locked group was killed: %v", err)
+	}
 }
 
 func TestCPULimit(t *testing.T) {

@@ -19,6 +19,7 @@ type v1Backend struct {
 	cgs   map[string]string // controller -> our group's path in /proc/<pid>/cgroup
 	memsw bool              // memory.memsw.limit_in_bytes was set (swap accounting exists)
 	order []string          // controllers in creation order (removal goes backwards)
+	locks []int             // holdGroup fds, one per directory, until destroy
 	gone  bool
 }
 
@@ -27,6 +28,7 @@ func newV1(name string, p *plan, l Limits) (_ *v1Backend, err error) {
 	defer func() {
 		if err != nil {
 			b.removeDirs() // never leave a half-made group behind
+			releaseGroups(b.locks)
 		}
 	}()
 	var subs []cgroup1.Subsystem
@@ -44,6 +46,11 @@ func newV1(name string, p *plan, l Limits) (_ *v1Backend, err error) {
 		}
 		b.dirs[c], b.cgs[c] = dir, filepath.Join(p.v1Cg[c], name)
 		b.order = append(b.order, c)
+		lock, err := holdGroup(dir)
+		if err != nil {
+			return nil, &SetupError{Mode: ModeCgroup1, Step: "lock", Path: dir, Err: err}
+		}
+		b.locks = append(b.locks, lock)
 		// The library's controllers live at <root>/<name>; the hierarchy may
 		// be mounted elsewhere (e.g. "cpu,cpuacct"), so the path handed to it
 		// is relative to that nominal place and lands on our real directory.
@@ -201,6 +208,8 @@ func (b *v1Backend) destroy() error {
 	if err := b.removeDirs(); err != nil {
 		return err
 	}
+	releaseGroups(b.locks)
+	b.locks = nil
 	b.gone = true
 	return nil
 }

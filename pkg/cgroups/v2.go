@@ -14,6 +14,7 @@ import (
 // v2Backend is one group in the unified hierarchy.
 type v2Backend struct {
 	mode  Mode
+	lock  int    // holdGroup fd of dir, until destroy (-1: none)
 	dir   string // our group's directory
 	cg    string // its path as /proc/<pid>/cgroup shows it
 	mgr   *cgroup2.Manager
@@ -51,12 +52,16 @@ func newV2(name string, p *v2Plan, l Limits) (_ *v2Backend, err error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, &SetupError{Mode: mode, Step: "mkdir", Path: dir, Err: err}
 	}
-	b := &v2Backend{mode: mode, dir: dir, fdv: -1, owned: true}
+	b := &v2Backend{mode: mode, dir: dir, fdv: -1, owned: true, lock: -1}
 	defer func() {
 		if err != nil {
 			_ = b.destroy() // never leave a half-made group behind
+			releaseGroups([]int{b.lock})
 		}
 	}()
+	if b.lock, err = holdGroup(dir); err != nil {
+		return nil, &SetupError{Mode: mode, Step: "lock", Path: dir, Err: err}
+	}
 	if err := b.attach(p.mount); err != nil {
 		return nil, err
 	}
@@ -197,6 +202,8 @@ func (b *v2Backend) destroy() error {
 		_ = unix.Close(b.fdv)
 		b.fdv = -1
 	}
+	releaseGroups([]int{b.lock})
+	b.lock = -1
 	b.gone = true
 	return nil
 }
