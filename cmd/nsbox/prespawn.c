@@ -120,8 +120,30 @@ int nsbox_prespawn_wait(void) {
 	return pid;
 }
 
+// nsbox_fds_at_start has bit N set when descriptor N (< 64) was open when
+// the process started, read before this constructor (or the Go runtime)
+// opens any of its own: `--json-status fd:N` must name the caller's
+// descriptor, never a socket nsbox made for itself, where status lines
+// would corrupt the worker's channel. Read only when an argument holds
+// "fd:", so other starts pay nothing.
+unsigned long long nsbox_fds_at_start;
+int nsbox_fds_recorded;
+
+static void record_fds(int argc, char **argv) {
+	int any = 0;
+	for (int i = 1; i < argc && !any; i++)
+		any = strstr(argv[i], "fd:") != NULL;
+	if (!any)
+		return;
+	for (int fd = 0; fd < 64; fd++)
+		if (fcntl(fd, F_GETFD) >= 0)
+			nsbox_fds_at_start |= 1ULL << fd;
+	nsbox_fds_recorded = 1;
+}
+
 __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, char **envp) {
 	(void)envp;
+	record_fds(argc, argv);
 	if (!nsbox_spawn || !nsbox_prespawn_wanted(argc, argv, &ps.hostnet))
 		return;
 	// The Go runtime has not yet put /dev/null on a closed fd 0, 1 or 2: a

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/nsbox/nsbox/pkg/policy/backend"
 	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 type runFlags struct {
@@ -66,7 +68,10 @@ Ctrl-C).`,
 }
 
 // statusWriter writes JSON status lines (--json-status).
-type statusWriter struct{ w io.WriteCloser }
+type statusWriter struct {
+	w    io.WriteCloser
+	path string // the file, when one was named
+}
 
 func openStatus(spec string) (*statusWriter, error) {
 	if spec == "" {
@@ -77,17 +82,37 @@ func openStatus(spec string) (*statusWriter, error) {
 		if err != nil || fd < 0 {
 			return nil, fmt.Errorf("--json-status %q: bad fd", spec)
 		}
-		f := os.NewFile(uintptr(fd), "status")
-		if f == nil {
-			return nil, fmt.Errorf("--json-status %q: bad fd", spec)
+		// A duplicate, close-on-exec: the number must be open now (not a
+		// descriptor nsbox opens later for itself), and closing ours at
+		// the end leaves the caller's alone.
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil || !fdOpenAtStart(fd) {
+			if err == nil {
+				unix.Close(dup)
+			}
+			return nil, fmt.Errorf("--json-status %q: fd %d is not open", spec, fd)
 		}
-		return &statusWriter{w: f}, nil
+		return &statusWriter{w: os.NewFile(uintptr(dup), "status")}, nil
 	}
-	f, err := os.OpenFile(spec, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o644)
+	// The file is opened on the host, with the caller's rights, and may lie
+	// in a directory an earlier sandbox could write: a symlink there must
+	// not redirect the write (O_NOFOLLOW), nor a FIFO stall the run
+	// (O_NONBLOCK, then only a regular file is taken).
+	f, err := os.OpenFile(spec, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("--json-status %s: it is a symlink; name the file itself", spec)
+		}
+		if errors.Is(err, syscall.ENXIO) {
+			return nil, fmt.Errorf("--json-status %s: not a regular file", spec)
+		}
 		return nil, fmt.Errorf("--json-status: %v", err)
 	}
-	return &statusWriter{w: f}, nil
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("--json-status %s: not a regular file", spec)
+	}
+	return &statusWriter{w: f, path: spec}, nil
 }
 
 func (s *statusWriter) emit(v map[string]any) {
@@ -130,6 +155,14 @@ func runMain(f *runFlags, argv []string) error {
 		return &exitError{code: exitNsboxFailed, msg: err.Error()}
 	}
 	defer status.close()
+	if status.path != "" {
+		// The status file stays read-only inside when it lies in a
+		// writable bind (the workspace): the command must not append a
+		// forged "exited" line to what the caller will read.
+		if abs, err := filepath.Abs(status.path); err == nil {
+			f.protect = append(f.protect, abs)
+		}
+	}
 
 	// The worker process starts while the policy is resolved below. The
 	// flags are the best guess of the namespaces it needs; a profile or

@@ -317,6 +317,38 @@ func TestJSONStatus(t *testing.T) {
 		if !strings.Contains(r.stdout, `"reason":"setup_error"`) {
 			t.Fatalf("setup error status: %q", r.stdout)
 		}
+		// An fd that is not open is an error, not lost lines.
+		r = u.run(t, nil, "run", "--json-status", "fd:9", "--", "/bin/true")
+		if r.code != 125 || !strings.Contains(r.stderr, "fd 9 is not open") {
+			t.Fatalf("fd:9 not open: code %d stderr %q", r.code, r.stderr)
+		}
+		// The file is opened on the host: in the workspace, where an
+		// earlier sandbox could plant a symlink or a FIFO, neither is
+		// followed nor waited on; and the command cannot forge a line.
+		ws := u.tempDir(t)
+		victim := filepath.Join(ws, "..", "victim")
+		u.writeFile(t, victim, "", 0o644)
+		if err := os.Symlink(victim, filepath.Join(ws, "link.json")); err != nil {
+			t.Fatal(err)
+		}
+		r = u.run(t, &runOpts{dir: ws}, "run", "--json-status", "link.json", "--", "/bin/true")
+		if b, _ := os.ReadFile(victim); r.code != 125 || len(b) != 0 {
+			t.Fatalf("symlink: code %d stderr %q, target now %q", r.code, r.stderr, b)
+		}
+		if err := unix.Mkfifo(filepath.Join(ws, "fifo.json"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(filepath.Join(ws, "fifo.json"), u.uid, u.gid)
+		r = u.run(t, &runOpts{dir: ws, timeout: 30 * time.Second}, "run", "--json-status", "fifo.json", "--", "/bin/true")
+		if r.code != 125 || !strings.Contains(r.stderr, "not a regular file") {
+			t.Fatalf("FIFO: code %d stderr %q", r.code, r.stderr)
+		}
+		r = u.run(t, &runOpts{dir: ws}, "run", "--json-status", "own.json", "--", "/bin/sh", "-c",
+			`echo '{"event":"exited","exit_code":0}' >> own.json; exit 3`)
+		b, _ = os.ReadFile(filepath.Join(ws, "own.json"))
+		if r.code != 3 || strings.Contains(string(b), `"exit_code":0`) {
+			t.Fatalf("the command wrote its own status line: code %d, file %q", r.code, b)
+		}
 	})
 }
 
