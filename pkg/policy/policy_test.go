@@ -1044,3 +1044,29 @@ func TestSubmoduleGitfilesProtected(t *testing.T) {
 		}
 	}
 }
+
+// A writable bind named through a symlink that leads to a system directory
+// or the home directory is refused (a planted out/run2 -> /etc); named by
+// its real path it is the caller's choice.
+func TestWritableBindThroughSymlinkRefused(t *testing.T) {
+	h := testHost(t)
+	if err := os.Symlink("/etc", filepath.Join(h.Cwd, "run2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(h.Home, filepath.Join(h.Cwd, "myhome")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"./run2", "./myhome"} {
+		_, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: p}}}})})
+		if !errors.Is(err, ErrUnsafeWorkspace) || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("--rw %s: %v", p, err)
+		}
+	}
+	if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: "/etc"}}}})}); err != nil {
+		t.Errorf("--rw /etc named by its real path: %v", err)
+	}
+	// A read-only bind through the same symlink is fine.
+	if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RO: []PathEntry{{Path: "./run2"}}}})}); err != nil {
+		t.Errorf("--ro ./run2: %v", err)
+	}
+}

@@ -394,6 +394,13 @@ var (
 	userTrees   = []string{"/usr/src", "/usr/local/src", "/run/media", "/run/user", "/run/host"}
 )
 
+// unsafeWritable reports whether p is a directory no writable bind should
+// reach by accident: /, a system directory or tree, or the home directory
+// (or one holding it).
+func (r *resolver) unsafeWritable(p string) bool {
+	return p == "/" || systemDirs[p] || inSystemTree(p) || (r.home != "" && (p == r.home || within(r.home, p)))
+}
+
 func inSystemTree(p string) bool {
 	for _, t := range userTrees {
 		if p != t && within(p, t) {
@@ -574,6 +581,20 @@ func (r *resolver) binds() error {
 		}
 		if reservedDest[dest] {
 			return e.at.err(nil, "destination %s is managed by nsbox and cannot be replaced", dest)
+		}
+		if !ro {
+			// Invariant: a symlink never turns a writable bind into one of
+			// a system directory or the home directory. An earlier
+			// sandbox can plant out/run2 -> /etc in a writable tree; a
+			// later --output out/run2 would bind /etc read-write. Named
+			// by its real path, such a bind stays the caller's choice.
+			lit := src
+			if !filepath.IsAbs(lit) {
+				lit = filepath.Join(r.h.Cwd, lit)
+			}
+			if filepath.Clean(lit) != rp.Path && r.unsafeWritable(rp.Path) {
+				return e.at.err(ErrUnsafeWorkspace, "%s leads through a symlink to %s, a system directory or your home, which nothing should make writable by accident; give the real path if you mean it", src, rp.Path)
+			}
 		}
 		add(mountItem{m: sandbox.Mount{Kind: sandbox.MountBind, Source: rp.Path, Dest: dest, ReadOnly: ro}, why: why, rank: e.at.rank, at: e.at})
 		return nil
