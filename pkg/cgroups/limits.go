@@ -12,13 +12,15 @@ import (
 // Limits for one sandbox. The zero value asks for no limit at all.
 type Limits struct {
 	// Memory in bytes, 0 = none. It covers everything in the sandbox's
-	// cgroup, including the nsbox worker itself (a Go process of about
-	// 10 MiB resident), so the commands get roughly Memory-10MiB. Swap is
-	// not granted on top of it (memory.swap.max=0 / memsw = limit).
+	// cgroup: the commands (pkg/sandbox keeps its worker outside the
+	// group), and in systemd scope mode, which can only be made around a
+	// process, the worker too (a Go process of about 10 MiB resident).
+	// Swap is not granted on top of it (memory.swap.max=0 / memsw = limit).
 	// In rlimit mode it becomes RLIMIT_DATA of each command (private writable memory).
 	Memory int64
 	// Pids: maximum number of tasks (processes and threads) in the sandbox,
-	// 0 = none. The worker counts (its threads too). In rlimit mode it
+	// 0 = none. The worker's threads count where the worker is in the
+	// group (systemd scope mode) and in rlimit mode. In rlimit mode it
 	// becomes RLIMIT_NPROC, which the kernel counts per user (per uid in
 	// the sandbox's user namespace), not per sandbox.
 	Pids int64
@@ -32,13 +34,13 @@ type Limits struct {
 }
 
 const (
-	// MinMemory is the smallest memory limit accepted: the worker, a Go
-	// process of about 10 MiB resident, runs inside the limit and must still
-	// have room to start and serve a small command.
+	// MinMemory is the smallest memory limit accepted: room for a small
+	// command, and for the worker (a Go process of about 10 MiB resident)
+	// where it runs inside the limit (systemd scope mode).
 	MinMemory int64 = 32 << 20
-	// MinPids is the smallest pids limit accepted: the worker's Go runtime
-	// uses several threads (each one counts as a task in pids.max) and a
-	// shell pipeline needs a few more.
+	// MinPids is the smallest pids limit accepted: a shell pipeline needs a
+	// few tasks, and where the worker counts (systemd scope mode, rlimits)
+	// its Go runtime's threads are tasks too.
 	MinPids int64 = 16
 	// MinCPU is the smallest CPU bandwidth accepted (1 ms of CPU per 100 ms
 	// period, the kernel's minimum quota).

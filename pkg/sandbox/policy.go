@@ -158,12 +158,14 @@ func (p *Policy) Validate() error {
 	return nil
 }
 
-// MinMemory is the smallest memory limit accepted: the worker (a Go
-// process, PID 1 of the sandbox) is charged to the same limit.
+// MinMemory is the smallest memory limit accepted: room for a small command,
+// and for the worker (PID 1, a Go process) where it is charged to the same
+// limit (a systemd scope; elsewhere it stays outside the group).
 const MinMemory = cgroups.MinMemory
 
-// MinPids is the smallest process limit accepted: the worker's threads
-// count against it.
+// MinPids is the smallest process limit accepted: a pipeline needs a few
+// tasks, and the worker's threads count where it shares the limit (a
+// systemd scope, rlimits).
 const MinPids = cgroups.MinPids
 
 func (l Limits) validate() error {
