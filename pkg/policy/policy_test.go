@@ -883,7 +883,7 @@ func TestWorkspaceInsideSystemTreeRefused(t *testing.T) {
 		t.Skip("none of the system directories probed exists here")
 	}
 	// Where users keep sources and media, below those trees, is fine.
-	for _, d := range []string{"/usr/src", "/usr/local/src", "/run/user"} {
+	for _, d := range []string{"/usr/src", "/usr/local/src"} {
 		sub, err := os.MkdirTemp(d, "nsbox-policy-test-")
 		if err != nil {
 			continue
@@ -1056,7 +1056,12 @@ func TestWritableBindThroughSymlinkRefused(t *testing.T) {
 	if err := os.Symlink(h.Home, filepath.Join(h.Cwd, "myhome")); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"./run2", "./myhome"} {
+	os.MkdirAll(filepath.Join(h.Home, ".config", "systemd"), 0o755)
+	os.Mkdir(filepath.Join(h.Cwd, "out"), 0o755)
+	if err := os.Symlink(filepath.Join(h.Home, ".config"), filepath.Join(h.Cwd, "out", "cfg")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"./run2", "./myhome", "./out/cfg", "./out/cfg/systemd"} {
 		_, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: p}}}})})
 		if !errors.Is(err, ErrUnsafeWorkspace) || !strings.Contains(err.Error(), "symlink") {
 			t.Errorf("--rw %s: %v", p, err)
@@ -1064,6 +1069,17 @@ func TestWritableBindThroughSymlinkRefused(t *testing.T) {
 	}
 	if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: "/etc"}}}})}); err != nil {
 		t.Errorf("--rw /etc named by its real path: %v", err)
+	}
+	// A link that stays in its tree, or leads elsewhere on the host (a
+	// data disk), is fine; so is a read-only bind through a planted one.
+	os.MkdirAll(filepath.Join(h.Cwd, "real"), 0o755)
+	os.Symlink("real", filepath.Join(h.Cwd, "alias"))
+	dataDir := t.TempDir()
+	os.Symlink(dataDir, filepath.Join(h.Cwd, "data"))
+	for _, p := range []string{"./alias", "./data"} {
+		if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: p}}}})}); err != nil {
+			t.Errorf("--rw %s: %v", p, err)
+		}
 	}
 	// A read-only bind through the same symlink is fine.
 	if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RO: []PathEntry{{Path: "./run2"}}}})}); err != nil {

@@ -391,8 +391,33 @@ var systemDirs = map[string]bool{
 // userTrees, where users keep sources and removable media.
 var (
 	systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys", "/usr"}
-	userTrees   = []string{"/usr/src", "/usr/local/src", "/run/media", "/run/user", "/run/host"}
+	userTrees   = []string{"/usr/src", "/usr/local/src", "/run/media"}
 )
+
+// escapesThroughSymlink reports whether a symlink on the way to p points out
+// of the directory that holds it (out/cfg -> ~/.config): what an earlier
+// sandbox can plant in a tree it could write. A symlink that stays within
+// its directory's tree, and the ancestors' own links (/home -> /var/home
+// sits in /), are not that.
+func escapesThroughSymlink(p string) bool {
+	cur := "/"
+	for _, name := range splitPath(p) {
+		next := filepath.Join(cur, name)
+		st, err := os.Lstat(next)
+		if err != nil {
+			return false
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			t, err := resolvePath(next, "/")
+			if err != nil || !within(t.Path, cur) {
+				return true
+			}
+			next = t.Path
+		}
+		cur = next
+	}
+	return false
+}
 
 // unsafeWritable reports whether p is a directory no writable bind should
 // reach by accident: /, a system directory or tree, or the home directory
@@ -468,6 +493,31 @@ func (r *resolver) workspace() error {
 	}
 	r.res.Workspace = ws
 	r.vars["NSBOX_WORKSPACE"] = ws
+	return nil
+}
+
+// CheckWorkspace refuses dir as a writable working directory for the same
+// reasons a workspace is refused: /, the home directory or one holding it,
+// a system directory or a directory below one. (nsbox script --workdir.)
+func CheckWorkspace(h Host, dir string) error {
+	h = h.withDefaults()
+	rp, err := resolvePath(dir, h.Cwd)
+	if err != nil {
+		return err
+	}
+	home := ""
+	if h.Home != "" {
+		if hp, err := resolvePath(h.Home, "/"); err == nil {
+			home = hp.Path
+		}
+	}
+	p := rp.Path
+	switch {
+	case p == "/" || (home != "" && (p == home || within(home, p))):
+		return fmt.Errorf("%w: %s is /, your home directory or one holding it; use a project directory", ErrUnsafeWorkspace, p)
+	case systemDirs[p] || p == filepath.Clean(h.TmpDir) || inSystemTree(p):
+		return fmt.Errorf("%w: %s is or lies in a system directory; use a project directory", ErrUnsafeWorkspace, p)
+	}
 	return nil
 }
 
@@ -592,8 +642,8 @@ func (r *resolver) binds() error {
 			if !filepath.IsAbs(lit) {
 				lit = filepath.Join(r.h.Cwd, lit)
 			}
-			if filepath.Clean(lit) != rp.Path && r.unsafeWritable(rp.Path) {
-				return e.at.err(ErrUnsafeWorkspace, "%s leads through a symlink to %s, a system directory or your home, which nothing should make writable by accident; give the real path if you mean it", src, rp.Path)
+			if escapesThroughSymlink(filepath.Clean(lit)) && (r.unsafeWritable(rp.Path) || (r.home != "" && within(rp.Path, r.home))) {
+				return e.at.err(ErrUnsafeWorkspace, "%s leads through a symlink out of its directory to %s, in a system directory or your home, which nothing should make writable by accident; give the real path if you mean it", src, rp.Path)
 			}
 		}
 		add(mountItem{m: sandbox.Mount{Kind: sandbox.MountBind, Source: rp.Path, Dest: dest, ReadOnly: ro}, why: why, rank: e.at.rank, at: e.at})
@@ -873,6 +923,9 @@ func submoduleGitfiles(gitDir string) []string {
 			return
 		}
 		for _, e := range ents {
+			if len(out) >= maxSubmodules {
+				return
+			}
 			// DirEntry types come from the listing: a symlink is never a
 			// directory here, so none is followed.
 			if !e.IsDir() {
