@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -135,13 +134,12 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.workdir != "" && host.Home != "" {
-		// As for a workspace: a writable home directory would hand the
-		// script your shell startup files and credentials.
-		if wd, err := filepath.Abs(f.workdir); err == nil {
-			if rwd, err := filepath.EvalSymlinks(wd); err == nil && (rwd == host.Home || strings.HasPrefix(host.Home, rwd+"/") || rwd == "/") {
-				return nil, fmt.Errorf("--workdir %s: it is or holds your home directory, which a script must not be able to write; use a project directory", f.workdir)
-			}
+	if f.workdir != "" {
+		// The checks a workspace gets: a writable home directory would
+		// hand the script your shell startup files and credentials, a
+		// system directory (as root) the host.
+		if err := policy.CheckWorkspace(host, f.workdir); err != nil {
+			return nil, fmt.Errorf("--workdir: %w", err)
 		}
 	}
 	res, err := policy.Load(host, policy.Request{Profile: "strict"})
