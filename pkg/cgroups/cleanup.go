@@ -83,6 +83,7 @@ func CleanupStale() (removed int, err error) {
 				if unix.Rmdir(dir) == nil {
 					removed++
 				}
+				releaseGroups([]int{lock})
 				continue
 			}
 			cg := strings.TrimSuffix(p.cg, "/") + "/" + e.Name()
