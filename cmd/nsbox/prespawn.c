@@ -120,25 +120,32 @@ int nsbox_prespawn_wait(void) {
 	return pid;
 }
 
-// nsbox_fds_at_start has bit N set when descriptor N (< 64) was open when
-// the process started, read before this constructor (or the Go runtime)
-// opens any of its own: `--json-status fd:N` must name the caller's
-// descriptor, never a socket nsbox made for itself, where status lines
-// would corrupt the worker's channel. Read only when an argument holds
-// "fd:", so other starts pay nothing.
-unsigned long long nsbox_fds_at_start;
+// nsbox_fds_at_start has bit N set when descriptor N (< NSBOX_FDS_KNOWN)
+// was open when the process started, read before this constructor (or the
+// Go runtime) opens any of its own: `--json-status fd:N` must name the
+// caller's descriptor, never a socket nsbox made for itself, where status
+// lines would corrupt the worker's channel. Read only when an argument
+// holds "json-status", so other starts pay nothing.
+#define NSBOX_FDS_KNOWN 1024
+unsigned long long nsbox_fds_at_start[NSBOX_FDS_KNOWN / 64];
 int nsbox_fds_recorded;
 
 static void record_fds(int argc, char **argv) {
 	int any = 0;
 	for (int i = 1; i < argc && !any; i++)
-		any = strstr(argv[i], "fd:") != NULL;
+		any = strstr(argv[i], "json-status") != NULL;
 	if (!any)
 		return;
-	for (int fd = 0; fd < 64; fd++)
+	for (int fd = 0; fd < NSBOX_FDS_KNOWN; fd++)
 		if (fcntl(fd, F_GETFD) >= 0)
-			nsbox_fds_at_start |= 1ULL << fd;
+			nsbox_fds_at_start[fd / 64] |= 1ULL << (fd % 64);
 	nsbox_fds_recorded = 1;
+}
+
+int nsbox_fd_open_at_start(int fd) {
+	if (fd < 0 || fd >= NSBOX_FDS_KNOWN || !nsbox_fds_recorded)
+		return 0;
+	return (nsbox_fds_at_start[fd / 64] >> (fd % 64)) & 1;
 }
 
 __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, char **envp) {

@@ -5,8 +5,7 @@ package main
 #include <stdlib.h>
 
 extern int nsbox_prespawn_pid, nsbox_prespawn_fd, nsbox_prespawn_hostnet;
-extern unsigned long long nsbox_fds_at_start;
-extern int nsbox_fds_recorded;
+int nsbox_fd_open_at_start(int fd);
 int nsbox_prespawn_wanted(int argc, char **argv, int *hostnet);
 int nsbox_prespawn_wait(void);
 */
@@ -20,13 +19,10 @@ import (
 )
 
 // fdOpenAtStart reports whether fd was open when nsbox started, before it
-// opened any descriptor of its own (prespawn.c records fds 0-63 when an
-// argument holds "fd:"). Higher numbers are the caller's if open at all.
+// opened any descriptor of its own (prespawn.c records fds 0-1023 when an
+// argument holds "json-status"; a higher number is refused).
 func fdOpenAtStart(fd int) bool {
-	if fd < 64 && C.nsbox_fds_recorded != 0 {
-		return C.nsbox_fds_at_start&(1<<uint(fd)) != 0
-	}
-	return fd >= 64
+	return C.nsbox_fd_open_at_start(C.int(fd)) != 0
 }
 
 // takePrespawned returns the worker prespawn.c started before the Go

@@ -77,6 +77,16 @@ func openStatus(spec string) (*statusWriter, error) {
 	if spec == "" {
 		return &statusWriter{}, nil
 	}
+	// The shell's names of the caller's descriptors are fds, not files:
+	// /dev/stderr is a symlink to /proc/self/fd/2, which O_NOFOLLOW refuses.
+	switch {
+	case spec == "/dev/stdout":
+		spec = "fd:1"
+	case spec == "/dev/stderr":
+		spec = "fd:2"
+	case strings.HasPrefix(spec, "/dev/fd/"):
+		spec = "fd:" + strings.TrimPrefix(spec, "/dev/fd/")
+	}
 	if n, ok := strings.CutPrefix(spec, "fd:"); ok {
 		fd, err := strconv.Atoi(n)
 		if err != nil || fd < 0 {
@@ -304,6 +314,9 @@ func runMain(f *runFlags, argv []string) error {
 	var rl *sandbox.ResourceLimitError
 	if errors.As(err, &rl) {
 		ev["resource"], ev["limit"], ev["enforcer"] = rl.Resource, rl.Limit, rl.Enforcer
+		// What the command itself returned: a failure blamed on the limit
+		// (a child OOM-killed, make exiting 2) keeps its own code here.
+		ev["command_exit_code"] = res2.ExitCode
 	}
 	if res2.Reason == "" {
 		ev["reason"] = "setup_error"

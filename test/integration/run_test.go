@@ -317,6 +317,11 @@ func TestJSONStatus(t *testing.T) {
 		if !strings.Contains(r.stdout, `"reason":"setup_error"`) {
 			t.Fatalf("setup error status: %q", r.stdout)
 		}
+		// The shell's names for the caller's descriptors are taken as fds.
+		r = u.run(t, nil, "run", "--json-status", "/dev/stdout", "--", "/bin/true")
+		if r.code != 0 || !strings.Contains(r.stdout, `"event":"started"`) {
+			t.Fatalf("/dev/stdout: code %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
 		// An fd that is not open is an error, not lost lines.
 		r = u.run(t, nil, "run", "--json-status", "fd:9", "--", "/bin/true")
 		if r.code != 125 || !strings.Contains(r.stderr, "fd 9 is not open") {
