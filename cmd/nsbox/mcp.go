@@ -223,7 +223,8 @@ func startMCPSession(ctx context.Context, f *mcpFlags, host policy.Host, opts []
 func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Option) (*heldSession, error) {
 	// Without the lock another run could remove a placeholder this
 	// sandbox relies on: no hold, no sandbox. A retry resolves the same
-	// preview again (its files are read; the host's tree is walked anew).
+	// preview again: its layers and writable roots as Peek read them, the
+	// host's tree (hides, protections, pins) walked anew.
 	peek := func(policy.Host) (*policy.Preview, error) { return pv, nil }
 	var (
 		res  *policy.Result

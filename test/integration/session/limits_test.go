@@ -194,7 +194,9 @@ func TestOOMOfAnotherProcessIsNotBlamedOnCleanExit(t *testing.T) {
 		s := start(t, sandbox.Policy{Limits: sandbox.Limits{Memory: 64 << 20}})
 		cgroupLimits(t, s)
 		sh(t, s, "(sleep 0.3; "+memoryHog+"; echo $? > /tmp/hog) >/dev/null 2>&1 &")
-		res, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sleep", "1.5"}})
+		// Runs until the hog has ended (however long the OOM kill takes
+		// on a loaded machine), then exits 0.
+		res, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sh", "-c", "while [ ! -s /tmp/hog ]; do sleep 0.05; done"}, Timeout: time.Minute})
 		if err != nil || res.Reason != sandbox.ReasonExited || res.ExitCode != 0 {
 			t.Fatalf("a clean exit was blamed for another process's OOM kill: err %v reason %q exit %d", err, res.Reason, res.ExitCode)
 		}
