@@ -475,25 +475,33 @@ func (r *resolver) workspace() error {
 		r.warn(w.at.warn(true, "the current directory is /: no workspace; nothing is writable but explicit --rw paths"))
 		return nil
 	}
-	// Invariant: the workspace never covers $HOME (credentials, startup
-	// files, ~/.config) or a system directory.
-	const advice = "run nsbox from a project directory, choose one with --workspace DIR, or use --profile strict"
-	switch {
-	case r.home != "" && ws == r.home:
-		return w.at.err(ErrUnsafeWorkspace, "%s is your home directory and cannot be the workspace: making it writable would expose your credentials and shell startup files; %s", ws, advice)
-	case r.home != "" && within(r.home, ws):
-		return w.at.err(ErrUnsafeWorkspace, "%s contains your home directory and cannot be the workspace; %s", ws, advice)
-	case systemDirs[ws] || ws == filepath.Clean(r.h.TmpDir):
-		return w.at.err(ErrUnsafeWorkspace, "%s is a system directory and cannot be the workspace; %s", ws, advice)
-	case inSystemTree(ws):
-		// Invariant: nothing below the host's programs or configuration
-		// is writable by default either: as root, a workspace in
-		// /etc/systemd/system would let the sandbox add a service.
-		return w.at.err(ErrUnsafeWorkspace, "%s is inside a system directory and cannot be the workspace; %s (or, deliberately, --profile strict --rw %s)", ws, advice, ws)
+	if msg := unsafeWorkspace(ws, r.home, r.h.TmpDir, "run nsbox from a project directory, choose one with --workspace DIR, or use --profile strict"); msg != "" {
+		return w.at.err(ErrUnsafeWorkspace, "%s", msg)
 	}
 	r.res.Workspace = ws
 	r.vars["NSBOX_WORKSPACE"] = ws
 	return nil
+}
+
+// unsafeWorkspace says why ws (resolved) cannot be a workspace, ending with
+// advice, or returns "" when it can. home is resolved ("" when unknown).
+func unsafeWorkspace(ws, home, tmpDir, advice string) string {
+	// Invariant: the workspace never covers $HOME (credentials, startup
+	// files, ~/.config) or a system directory.
+	switch {
+	case home != "" && ws == home:
+		return fmt.Sprintf("%s is your home directory and cannot be the workspace: making it writable would expose your credentials and shell startup files; %s", ws, advice)
+	case home != "" && within(home, ws):
+		return fmt.Sprintf("%s contains your home directory and cannot be the workspace; %s", ws, advice)
+	case systemDirs[ws] || ws == filepath.Clean(tmpDir):
+		return fmt.Sprintf("%s is a system directory and cannot be the workspace; %s", ws, advice)
+	case inSystemTree(ws):
+		// Invariant: nothing below the host's programs or configuration
+		// is writable by default either: as root, a workspace in
+		// /etc/systemd/system would let the sandbox add a service.
+		return fmt.Sprintf("%s is inside a system directory and cannot be the workspace; %s (or, deliberately, --profile strict --rw %s)", ws, advice, ws)
+	}
+	return ""
 }
 
 // CheckWorkspace refuses dir as a writable working directory for the same
@@ -511,12 +519,11 @@ func CheckWorkspace(h Host, dir string) error {
 			home = hp.Path
 		}
 	}
-	p := rp.Path
-	switch {
-	case p == "/" || (home != "" && (p == home || within(home, p))):
-		return fmt.Errorf("%w: %s is /, your home directory or one holding it; use a project directory", ErrUnsafeWorkspace, p)
-	case systemDirs[p] || p == filepath.Clean(h.TmpDir) || inSystemTree(p):
-		return fmt.Errorf("%w: %s is or lies in a system directory; use a project directory", ErrUnsafeWorkspace, p)
+	if rp.Path == "/" {
+		return fmt.Errorf("%w: / cannot be the workspace: the whole host would be writable", ErrUnsafeWorkspace)
+	}
+	if msg := unsafeWorkspace(rp.Path, home, h.TmpDir, "use a project directory"); msg != "" {
+		return fmt.Errorf("%w: %s", ErrUnsafeWorkspace, msg)
 	}
 	return nil
 }
@@ -642,7 +649,9 @@ func (r *resolver) binds() error {
 			if !filepath.IsAbs(lit) {
 				lit = filepath.Join(r.h.Cwd, lit)
 			}
-			if escapesThroughSymlink(filepath.Clean(lit)) && (r.unsafeWritable(rp.Path) || (r.home != "" && within(rp.Path, r.home))) {
+			// The cheap test first: the walk of lit's components only
+			// for a bind that lands somewhere it must not be led to.
+			if (r.unsafeWritable(rp.Path) || (r.home != "" && within(rp.Path, r.home))) && escapesThroughSymlink(filepath.Clean(lit)) {
 				return e.at.err(ErrUnsafeWorkspace, "%s leads through a symlink out of its directory to %s, in a system directory or your home, which nothing should make writable by accident; give the real path if you mean it", src, rp.Path)
 			}
 		}
@@ -711,6 +720,11 @@ func (r *resolver) binds() error {
 		}
 	}
 	r.sortMounts()
+	// The real path of each policy file, resolved once for all the binds.
+	files := make([]string, len(r.layers))
+	for i, l := range r.layers {
+		files[i], _ = r.policyFile(l)
+	}
 	for _, it := range r.mounts {
 		if it.m.Kind != sandbox.MountBind || it.m.ReadOnly {
 			continue
@@ -721,9 +735,8 @@ func (r *resolver) binds() error {
 		// Invariant: a policy file used for this run is read-only inside,
 		// even when it lies in a writable directory: it decides the next
 		// sandbox's policy.
-		for _, l := range r.layers {
-			f, ok := r.policyFile(l)
-			if ok && within(f, it.m.Source) {
+		for i, l := range r.layers {
+			if f := files[i]; f != "" && within(f, it.m.Source) {
 				r.policyFiles = append(r.policyFiles, entry{PathEntry: PathEntry{Path: f}, at: origin{l, "", it.rank}})
 				r.warn(Warning{Source: l.Name, Msg: fmt.Sprintf("this policy file is inside %s, which the sandbox can write; it is kept read-only inside", it.m.Source), Note: true})
 			}
