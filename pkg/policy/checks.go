@@ -352,9 +352,6 @@ func checkEntry(list string, e PathEntry) error {
 		if e.Dest != "" {
 			return fmt.Errorf("%s entries take no destination (use the table form {path = ...} for a path with a colon)", name)
 		}
-		if name == "protect" && hasGlob(e.Path) {
-			return fmt.Errorf("protect entries cannot be patterns (a path that does not exist yet cannot be matched)")
-		}
 	}
 	return nil
 }

@@ -40,47 +40,76 @@ type globResult struct {
 	unlisted []string
 }
 
-// glob expands pattern (absolute, clean). Only the parts with wildcards are
-// patterns; "**" matches any number of directories, walked without
-// following symlinks and within the bounds above. Only regular files and
-// directories match (not symlinks, devices or sockets); fileOnly keeps just
-// regular files.
+// globPattern is one pattern for globAll: an absolute, clean path whose
+// parts may hold wildcards. fileOnly keeps just regular files.
+type globPattern struct {
+	path     string
+	fileOnly bool
+}
+
+// glob expands one pattern; see globAll.
+func glob(pattern string, fileOnly bool) (globResult, error) {
+	res, err := globAll([]globPattern{{pattern, fileOnly}})
+	if err != nil {
+		return globResult{}, err
+	}
+	return res[0], nil
+}
+
+// globAll expands patterns, in one walk: a directory that several
+// patterns reach is opened and listed once for all of them. Only the
+// parts with wildcards are patterns; "**" matches any number of
+// directories, walked without following symlinks and within the bounds
+// above (which hold for the walk as a whole). Only regular files and
+// directories match (not symlinks, devices or sockets).
 //
 // Every `nsbox run` with a built-in profile walks its workspace this way
-// ("$NSBOX_WORKSPACE/**/.env*"), so the walk goes by directory fd: each
-// directory is opened once, relative to its parent, and listed once with
-// getdents64, whose d_type spares a stat per entry. (A walk by path, with
-// an lstat before each open and a second listing for the "zero
-// directories" case of "**", cost 23 µs a directory here, 3.5× this.)
-// A directory that is only passed through (a plain name comes next) is
-// opened O_PATH, which needs no read permission: a search-only (0711)
-// ancestor such as a shared /home does not stop the walk.
-func glob(pattern string, fileOnly bool) (globResult, error) {
-	parts := splitPath(pattern)
-	for _, p := range parts {
-		if p != "**" && hasGlob(p) {
-			if _, err := filepath.Match(p, ""); err != nil {
-				return globResult{}, fmt.Errorf("bad pattern %q: %v", pattern, err)
+// ("$NSBOX_WORKSPACE/**/.env*" to hide, "$NSBOX_WORKSPACE/**/.git" to
+// protect), so the walk goes by directory fd: each directory is opened
+// once, relative to its parent, and listed once with getdents64, whose
+// d_type spares a stat per entry. (A walk by path, with an lstat before
+// each open and a second listing for the "zero directories" case of "**",
+// cost 23 µs a directory here, 3.5× this; a second walk for the second
+// pattern would cost the whole walk again.) A directory that is only
+// passed through (a plain name comes next) is opened O_PATH, which needs
+// no read permission: a search-only (0711) ancestor such as a shared /home
+// does not stop the walk.
+func globAll(patterns []globPattern) ([]globResult, error) {
+	w := walker{pats: make([]walkPattern, len(patterns)), res: make([]globResult, len(patterns))}
+	states := make([]walkState, len(patterns))
+	list := false
+	for i, gp := range patterns {
+		parts := splitPath(gp.path)
+		for _, p := range parts {
+			if p != "**" && hasGlob(p) {
+				if _, err := filepath.Match(p, ""); err != nil {
+					return nil, fmt.Errorf("bad pattern %q: %v", gp.path, err)
+				}
 			}
 		}
-	}
-	w := walker{fileOnly: fileOnly, base: "/"}
-	for i, p := range parts {
-		if p == "**" || hasGlob(p) {
-			w.base = "/" + strings.Join(parts[:i], "/")
-			break
+		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, base: "/"}
+		for j, p := range parts {
+			if p == "**" || hasGlob(p) {
+				w.pats[i].base = "/" + strings.Join(parts[:j], "/")
+				break
+			}
 		}
+		states[i] = walkState{pat: i, parts: parts}
+		list = list || needsList(parts)
 	}
-	root, err := w.open(unix.AT_FDCWD, "/", true, needsList(parts))
+	root, err := w.open(unix.AT_FDCWD, "/", true, list)
 	if err != nil {
-		return globResult{}, fmt.Errorf("open /: %w", err)
+		return nil, fmt.Errorf("open /: %w", err)
 	}
-	w.walk(root, "/", nil, false, parts, 0)
+	w.walk(root, "/", nil, false, states, 0)
 	unix.Close(root.fd)
-	sort.Strings(w.res.matches)
-	w.res.matches = dedupStrings(w.res.matches)
-	sort.Strings(w.res.unlisted)
-	w.res.unlisted = dedupStrings(w.res.unlisted)
+	for i := range w.res {
+		r := &w.res[i]
+		sort.Strings(r.matches)
+		r.matches = dedupStrings(r.matches)
+		sort.Strings(r.unlisted)
+		r.unlisted = dedupStrings(r.unlisted)
+	}
 	return w.res, nil
 }
 
@@ -104,55 +133,107 @@ type dirFD struct {
 	listable bool
 }
 
-type walker struct {
+type walkPattern struct {
 	fileOnly bool
 	base     string // the pattern up to its first wildcard
-	dirs     int    // directories entered by "**"
-	res      globResult
-	buf      []byte
 }
 
-// walk matches parts below the directory d, whose path is dir. ents is its
-// listing when listed is set (read at most once per directory).
-func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, parts []string, depth int) {
-	if len(parts) == 0 {
-		// The directory itself matches (a "**" at the end).
-		if !w.fileOnly {
-			w.res.matches = append(w.res.matches, dir)
+// walkState is where one pattern stands in the walk: the parts it has
+// left to match below the directory at hand.
+type walkState struct {
+	pat   int
+	parts []string
+}
+
+type walker struct {
+	pats []walkPattern
+	res  []globResult // by pattern
+	dirs int          // directories entered by "**"
+	buf  []byte
+}
+
+// walk matches states below the directory d, whose path is dir. ents is
+// its listing when listed is set (read at most once per directory).
+func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []walkState, depth int) {
+	// Sort the states by what they need next. A "**" also stands for
+	// zero directories: its rest is matched here too, with the same
+	// listing.
+	var plain, wild, deep []walkState
+	var sortOut func(s walkState)
+	sortOut = func(s walkState) {
+		switch {
+		case len(s.parts) == 0:
+			// The directory itself matches (a "**" at the end).
+			if !w.pats[s.pat].fileOnly {
+				w.res[s.pat].matches = append(w.res[s.pat].matches, dir)
+			}
+		case s.parts[0] == "**":
+			deep = append(deep, s)
+			sortOut(walkState{s.pat, s.parts[1:]})
+		case hasGlob(s.parts[0]):
+			wild = append(wild, s)
+		default:
+			plain = append(plain, s)
 		}
-		return
 	}
-	part, rest := parts[0], parts[1:]
-	if part != "**" && !hasGlob(part) {
-		w.step(d.fd, dir, part, unix.DT_UNKNOWN, rest, depth)
-		return
+	for _, s := range states {
+		sortOut(s)
 	}
-	if !listed {
+	if !listed && len(wild)+len(deep) > 0 {
 		var ok bool
 		if ents, ok = w.list(d); !ok {
-			w.unlisted(d.fd, dir)
+			w.unlisted(d.fd, dir, append(wild, deep...))
 		}
+		listed = ok
 	}
-	if part != "**" {
+	// A plain name is looked up as in a path without wildcards, once for
+	// all the states that name it (patterns with a common prefix walk on
+	// together). When the directory was listed anyway, the listing says
+	// whether the name is there (and spares a stat of every directory for
+	// "**/.git").
+	slices.SortStableFunc(plain, func(a, b walkState) int { return strings.Compare(a.parts[0], b.parts[0]) })
+	for i := 0; i < len(plain); {
+		name, typ := plain[i].parts[0], uint8(unix.DT_UNKNOWN)
+		var next []walkState
+		for ; i < len(plain) && plain[i].parts[0] == name; i++ {
+			next = append(next, walkState{plain[i].pat, plain[i].parts[1:]})
+		}
+		if listed {
+			j, found := slices.BinarySearchFunc(ents, name, func(e dirent, n string) int { return strings.Compare(e.name, n) })
+			if !found {
+				continue
+			}
+			typ = ents[j].typ
+		}
+		w.step(d.fd, dir, name, typ, next, depth)
+	}
+	if len(wild) > 0 {
+		var next []walkState
 		for _, e := range ents {
-			if ok, _ := filepath.Match(part, e.name); ok {
-				w.step(d.fd, dir, e.name, e.typ, rest, depth)
+			next = next[:0]
+			for _, s := range wild {
+				if ok, _ := filepath.Match(s.parts[0], e.name); ok {
+					next = append(next, walkState{s.pat, s.parts[1:]})
+				}
+			}
+			if len(next) > 0 {
+				w.step(d.fd, dir, e.name, e.typ, next, depth)
 			}
 		}
+	}
+	if len(deep) == 0 {
 		return
 	}
-	// "**" is zero directories, matching rest here with the same listing...
-	w.walk(d, dir, ents, true, rest, depth)
-	// ...or one more, recursively.
+	// "**" as one more directory, recursively.
 	if depth >= walkMaxDepth {
-		w.res.truncated = true
+		w.truncate(deep)
 		return
 	}
 	for _, e := range ents {
 		if (e.typ != unix.DT_DIR && e.typ != unix.DT_UNKNOWN) || walkSkip[e.name] {
 			continue
 		}
-		if e.typ == unix.DT_DIR && !w.count() {
+		if e.typ == unix.DT_DIR && !w.count(deep) {
 			return
 		}
 		sub, err := w.open(d.fd, e.name, false, true)
@@ -160,96 +241,135 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, parts []s
 			if e.typ == unix.DT_DIR && errors.Is(err, unix.EACCES) {
 				// dir is readable but not searchable: its
 				// subdirectories cannot even be opened.
-				w.unlisted(d.fd, dir)
+				w.unlisted(d.fd, dir, deep)
 			}
 			continue // not a directory (DT_UNKNOWN), or gone
 		}
-		if e.typ == unix.DT_UNKNOWN && !w.count() {
+		if e.typ == unix.DT_UNKNOWN && !w.count(deep) {
 			unix.Close(sub.fd)
 			return
 		}
-		w.walk(sub, filepath.Join(dir, e.name), nil, false, parts, depth+1)
+		w.walk(sub, filepath.Join(dir, e.name), nil, false, deep, depth+1)
 		unix.Close(sub.fd)
 	}
 }
 
-// unlisted records dir (open at fd) as one the walk could not look into,
-// when a sandbox could open it up again: only a directory owned by this
-// uid, whose mode a sandbox (this uid, mapped) may chmod. Another user's
-// directory (a root-owned 0700 volume) stays as closed inside as here.
-// Only directories from the pattern's first wildcard down count: the part
-// before it was resolved already, and hiding an ancestor of it (a shared
-// /home) is not what a pattern asks.
-func (w *walker) unlisted(fd int, dir string) {
-	if !within(dir, w.base) {
-		return
+// unlisted records dir (open at fd) as one the walk could not look into
+// for states, when a sandbox could open it up again: only a directory
+// owned by this uid, whose mode a sandbox (this uid, mapped) may chmod.
+// Another user's directory (a root-owned 0700 volume) stays as closed
+// inside as here. Only directories from a pattern's first wildcard down
+// count: the part before it was resolved already, and hiding an ancestor
+// of it (a shared /home) is not what a pattern asks.
+func (w *walker) unlisted(fd int, dir string, states []walkState) {
+	owned := -1
+	for _, s := range states {
+		if !within(dir, w.pats[s.pat].base) {
+			continue
+		}
+		if owned < 0 {
+			var st unix.Stat_t
+			owned = 0
+			if unix.Fstat(fd, &st) == nil && int(st.Uid) == os.Geteuid() {
+				owned = 1
+			}
+		}
+		if owned == 1 {
+			w.res[s.pat].unlisted = append(w.res[s.pat].unlisted, dir)
+		}
 	}
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || int(st.Uid) != os.Geteuid() {
-		return
-	}
-	w.res.unlisted = append(w.res.unlisted, dir)
 }
 
 // count counts one more directory entered by "**"; false when that is one
-// past the bound.
-func (w *walker) count() bool {
+// past the bound, which truncates the patterns of states.
+func (w *walker) count(states []walkState) bool {
 	w.dirs++
 	if w.dirs > walkMaxDirs {
-		w.res.truncated = true
+		w.truncate(states)
 		return false
 	}
 	return true
 }
 
-// step goes to the entry name of the directory open at fd: a match when
-// no parts are left, else a directory to walk on.
-func (w *walker) step(fd int, dir, name string, typ uint8, rest []string, depth int) {
+func (w *walker) truncate(states []walkState) {
+	for _, s := range states {
+		w.res[s.pat].truncated = true
+	}
+}
+
+// step goes to the entry name of the directory open at fd: a match for
+// the states with no parts left, a directory to walk on for the others.
+func (w *walker) step(fd int, dir, name string, typ uint8, states []walkState, depth int) {
 	p := filepath.Join(dir, name)
-	if len(rest) == 0 {
-		// The type of a candidate comes from lstat, not from d_type:
-		// a file this user cannot reach (its directory not searchable)
-		// is no match, as in a lookup of the whole path.
-		var st unix.Stat_t
-		for {
-			err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if errors.Is(err, unix.EACCES) {
-				w.unlisted(fd, dir) // dir is not searchable
-			}
-			if err != nil {
-				return
-			}
-			break
+	var ends []walkState
+	var passThrough, toList []walkState // the next part is a plain name, or not
+	for _, s := range states {
+		switch {
+		case len(s.parts) == 0:
+			ends = append(ends, s)
+		case needsList(s.parts):
+			toList = append(toList, s)
+		default:
+			passThrough = append(passThrough, s)
 		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			w.res.matches = append(w.res.matches, p)
-		case unix.S_IFDIR:
-			if !w.fileOnly {
-				w.res.matches = append(w.res.matches, p)
-			}
-		}
-		return
+	}
+	if len(ends) > 0 {
+		w.match(fd, dir, name, p, ends)
 	}
 	// A symlink here is followed only when a plain name comes next, as a
 	// lookup of the whole path would; a directory to be listed (for a
 	// wildcard or "**") must be a real one.
-	follow := !needsList(rest)
-	if typ != unix.DT_DIR && typ != unix.DT_UNKNOWN && !(follow && typ == unix.DT_LNK) {
-		return
+	for _, g := range []struct {
+		states []walkState
+		follow bool
+	}{{passThrough, true}, {toList, false}} {
+		if len(g.states) == 0 {
+			continue
+		}
+		if typ != unix.DT_DIR && typ != unix.DT_UNKNOWN && !(g.follow && typ == unix.DT_LNK) {
+			continue
+		}
+		sub, err := w.open(fd, name, g.follow, !g.follow)
+		if errors.Is(err, unix.EACCES) {
+			w.unlisted(fd, dir, g.states) // dir is not searchable
+		}
+		if err != nil {
+			continue
+		}
+		w.walk(sub, p, nil, false, g.states, depth)
+		unix.Close(sub.fd)
 	}
-	sub, err := w.open(fd, name, follow, !follow)
-	if errors.Is(err, unix.EACCES) {
-		w.unlisted(fd, dir) // dir is not searchable
+}
+
+// match records p, the entry name of the directory open at fd, for the
+// states that end there. The type of a candidate comes from lstat, not
+// from d_type: a file this user cannot reach (its directory not
+// searchable) is no match, as in a lookup of the whole path.
+func (w *walker) match(fd int, dir, name, p string, states []walkState) {
+	var st unix.Stat_t
+	for {
+		err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EACCES) {
+			w.unlisted(fd, dir, states) // dir is not searchable
+		}
+		if err != nil {
+			return
+		}
+		break
 	}
-	if err != nil {
-		return
+	for _, s := range states {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			w.res[s.pat].matches = append(w.res[s.pat].matches, p)
+		case unix.S_IFDIR:
+			if !w.pats[s.pat].fileOnly {
+				w.res[s.pat].matches = append(w.res[s.pat].matches, p)
+			}
+		}
 	}
-	w.walk(sub, p, nil, false, rest, depth)
-	unix.Close(sub.fd)
 }
 
 // open opens the directory name below fd: for reading when list is set

@@ -67,6 +67,19 @@ func BenchmarkGlobWorkspace(b *testing.B) {
 	}
 }
 
+// BenchmarkGlobWorkspaceShared is what every run walks since the .git
+// protect joined the .env hide: both patterns in one walk.
+func BenchmarkGlobWorkspaceShared(b *testing.B) {
+	root := benchTree(b)
+	pats := []globPattern{{filepath.Join(root, "**", ".env*"), true}, {filepath.Join(root, "**", ".git"), false}}
+	for b.Loop() {
+		g, err := globAll(pats)
+		if err != nil || len(g[0].matches) != 41 || len(g[1].matches) != 1 {
+			b.Fatalf("globAll: %v, %v", g, err)
+		}
+	}
+}
+
 // globByPath is the walk by path that glob replaced, kept as the oracle of
 // TestGlobMatchesPathWalk: lstat before every listing, os.ReadDir.
 func globByPath(pattern string, fileOnly bool) globResult {
@@ -183,6 +196,50 @@ func TestGlobMatchesPathWalk(t *testing.T) {
 				t.Errorf("%s: matched %s", c.pattern, m)
 			}
 		}
+	}
+}
+
+// One walk for several patterns finds, pattern by pattern, what a walk for
+// each alone finds: the workspace's .env hide and .git protect share their
+// listings, and must not share their results.
+func TestGlobAllMatchesEach(t *testing.T) {
+	root := benchTree(t)
+	for _, d := range []string{"a1/vendored/.git", "a2/b3/nested/.git/modules/x", "node_modules/dep/.git"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(root, "a4", "wt", ".git"), "gitdir: ../../.git/worktrees/wt\n")
+	if err := os.Symlink(filepath.Join(root, "a1"), filepath.Join(root, "a5", "link")); err != nil {
+		t.Fatal(err)
+	}
+	pats := []globPattern{
+		{filepath.Join(root, "**/.env*"), true},
+		{filepath.Join(root, "**/.git"), false},
+		{filepath.Join(root, "**/.git"), true},
+		{filepath.Join(root, "a*/b?/*"), false},
+		{filepath.Join(root, "a5/link/vendored/.git"), false},
+		{filepath.Join(root, "**"), false},
+		{filepath.Join(root, "a1/**/.git"), false},
+	}
+	all, err := globAll(pats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range pats {
+		one, err := glob(p.path, p.fileOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := globByPath(p.path, p.fileOnly)
+		if fmt.Sprint(all[i]) != fmt.Sprint(one) || fmt.Sprint(one.matches, one.truncated) != fmt.Sprint(want.matches, want.truncated) {
+			t.Errorf("%s (fileOnly %v):\n together %v\n alone    %v\n by path  %v", p.path, p.fileOnly, all[i], one, want)
+		}
+	}
+	gits := all[1].matches
+	wantGits := []string{filepath.Join(root, ".git"), filepath.Join(root, "a1/vendored/.git"), filepath.Join(root, "a2/b3/nested/.git"), filepath.Join(root, "a4/wt/.git")}
+	if fmt.Sprint(gits) != fmt.Sprint(wantGits) {
+		t.Errorf("**/.git: %v, want %v (the top one too, but nothing in the skipped .git or node_modules)", gits, wantGits)
 	}
 }
 

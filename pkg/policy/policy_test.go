@@ -555,6 +555,46 @@ func TestPolicyFileInWorkspaceProtected(t *testing.T) {
 	}
 }
 
+// The repositories nested in the workspace are protected, .git
+// directories and .git files alike, with pins above them; what the walk
+// skips (node_modules) is not, and a user's pattern with a trailing "/"
+// matches directories only.
+func TestProtectPatterns(t *testing.T) {
+	h := testHost(t)
+	os.MkdirAll(filepath.Join(h.Cwd, "vendor", "lib", ".git"), 0o755)
+	write(t, filepath.Join(h.Cwd, "tools", "wt", ".git"), "gitdir: ../../.git/worktrees/wt\n")
+	os.MkdirAll(filepath.Join(h.Cwd, "node_modules", "dep", ".git"), 0o755)
+	os.MkdirAll(filepath.Join(h.Cwd, "a", "keys"), 0o755)
+	write(t, filepath.Join(h.Cwd, "b", "keys"), "a file, not a directory")
+	res := mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{Protect: []PathEntry{ParseEntry("$NSBOX_WORKSPACE/**/keys/")}}})})
+	for _, d := range []string{"vendor/lib/.git", "tools/wt/.git", "a/keys"} {
+		if !hasMount(res.Policy, "protect", filepath.Join(h.Cwd, d)) {
+			t.Errorf("%s not protected: %+v", d, res.Policy.Mounts)
+		}
+	}
+	for _, d := range []string{"vendor/lib", "vendor", "tools/wt"} {
+		if !hasMount(res.Policy, "bind", filepath.Join(h.Cwd, d)) {
+			t.Errorf("%s not pinned", d)
+		}
+	}
+	for _, d := range []string{"node_modules/dep/.git", "b/keys"} {
+		if hasMount(res.Policy, "protect", filepath.Join(h.Cwd, d)) {
+			t.Errorf("%s protected", d)
+		}
+	}
+	// Past the bound, the run stops: decoys that sort first must not
+	// leave a real repository writable.
+	for i := 0; i <= maxProtectMatches; i++ {
+		if err := os.MkdirAll(filepath.Join(h.Cwd, "decoys", fmt.Sprintf("d%04d", i), ".git"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Load(h, Request{ConfigFile: "-"})
+	if err == nil || !strings.Contains(err.Error(), "more than the 1024") || !strings.Contains(err.Error(), "**/.git") {
+		t.Fatalf("Load with %d nested repositories: %v", maxProtectMatches+1, err)
+	}
+}
+
 func TestHideMapping(t *testing.T) {
 	h := testHost(t)
 	write(t, filepath.Join(h.Home, ".aws", "credentials"), "K")

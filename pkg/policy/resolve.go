@@ -249,6 +249,8 @@ func (r *resolver) steps() []step {
 		// Before protect: a seccomp profile inside a writable bind is
 		// protected like a policy file.
 		{"seccomp", r.seccomp},
+		// One walk for every pattern of both lists (globAll).
+		{"patterns", r.patterns},
 		{"protect", r.protect},
 		{"hide", r.hide},
 		{"plan", r.plan},
@@ -305,6 +307,18 @@ type resolver struct {
 	policyFiles []entry
 	protects    []PlanEntry
 	hides       []PlanEntry
+
+	// Filled by the patterns step: the hide and protect entries with
+	// their variables expanded, and what their patterns matched.
+	hideList, protectList []expandedEntry
+	globbed               map[globPattern]globResult
+}
+
+// expandedEntry is a hide or protect entry after expandEach: Path is
+// absolute, or relative to the current directory.
+type expandedEntry struct {
+	entry
+	written string // the entry as written: what a "!" removal names
 }
 
 type mountItem struct {
@@ -879,12 +893,40 @@ func (r *resolver) protect() error {
 			return err
 		}
 	}
-	for _, e := range r.m.protect {
-		paths, err := r.expandEach(e.Path, e.at)
-		if err != nil {
-			return err
+	for _, x := range r.protectList {
+		e, paths := x.entry, []string{x.Path}
+		if p := r.absolute(x.Path); hasGlob(p) {
+			g, ok, err := r.glob(p, false)
+			if err != nil {
+				return e.at.err(err, "%v", err)
+			}
+			if !ok {
+				continue
+			}
+			if len(g.matches) > maxProtectMatches {
+				// Fail closed: an earlier sandbox could make decoys
+				// that sort first, and leave the repository it wants
+				// to plant code in past any bound.
+				return e.at.err(nil, "%s matches %d paths, more than the %d a run protects: remove some, or the entry with \"!%s\" in your config", e.Path, len(g.matches), maxProtectMatches, x.written)
+			}
+			if g.truncated {
+				r.warn(e.at.warn(false, "stopped matching %s after %d directories or %d levels: matches deeper down are not protected (protect them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDirs, walkMaxDepth, x.written))
+			}
+			paths = g.matches
+			// Fail closed, as for hides: a sandbox could chmod a
+			// directory the walk cannot look into back open and
+			// write in it; such a directory is read-only whole.
+			for _, d := range g.unlisted {
+				r.warn(e.at.warn(false, "cannot look into %s (permission denied) to match %s: read-only whole", d, e.Path))
+				paths = append(paths, d)
+			}
 		}
 		for _, p := range paths {
+			if e.Dir && hasGlob(x.Path) {
+				if st, err := os.Lstat(p); err != nil || !st.IsDir() {
+					continue // "PATTERN/" matches directories only
+				}
+			}
 			if err := r.protectOne(e, p, pins, seen, &newPins); err != nil {
 				return err
 			}
@@ -1069,33 +1111,114 @@ func (r *resolver) pinChain(out []mountItem, pins map[string]bool, t string, b s
 	return out
 }
 
+// maxProtectMatches bounds what one protect pattern may match
+// ("$NSBOX_WORKSPACE/**/.git": the repositories in a workspace); each
+// match is a mount, and pins above it.
+const maxProtectMatches = 1024
+
+// patterns expands the variables of the protect and hide entries, then
+// matches all their patterns in one walk: the workspace's "**/.env*" and
+// "**/.git" share its listings (globAll).
+func (r *resolver) patterns() error {
+	for _, l := range []struct {
+		in  []entry
+		out *[]expandedEntry
+	}{{r.m.protect, &r.protectList}, {r.m.hide, &r.hideList}} {
+		for _, e := range l.in {
+			ps, err := r.expandEach(e.Path, e.at)
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				x := e
+				x.Path = p
+				*l.out = append(*l.out, expandedEntry{x, e.Path})
+			}
+		}
+	}
+	var pats []globPattern
+	add := func(p string, fileOnly bool) {
+		if p = r.absolute(p); !hasGlob(p) {
+			return
+		}
+		// What cannot be walked (a missing prefix, a bad pattern) is
+		// left to the entry's own step, which skips it or names it.
+		if pat, ok, err := globPatternOf(p); ok && err == nil {
+			pats = append(pats, globPattern{pat, fileOnly})
+		}
+	}
+	for _, e := range r.protectList {
+		add(e.Path, false)
+	}
+	for _, e := range r.hideList {
+		add(e.Path, !e.Dir)
+	}
+	if len(pats) == 0 {
+		return nil
+	}
+	res, err := globAll(pats)
+	if err != nil {
+		return nil // a bad pattern: its entry's step says which
+	}
+	r.globbed = map[globPattern]globResult{}
+	for i, p := range pats {
+		r.globbed[p] = res[i]
+	}
+	return nil
+}
+
+// absolute is p, made absolute against the current directory.
+func (r *resolver) absolute(p string) string {
+	if !filepath.IsAbs(p) {
+		return filepath.Join(r.h.Cwd, p)
+	}
+	return p
+}
+
+// globPatternOf resolves the part of p (absolute) before its first
+// wildcard, the walk's start. ok is false when that part does not exist,
+// so that nothing can match.
+func globPatternOf(p string) (pattern string, ok bool, err error) {
+	parts := splitPath(p)
+	i := 0
+	for i < len(parts) && !hasGlob(parts[i]) && parts[i] != "**" {
+		i++
+	}
+	prefix, err := resolvePath("/"+strings.Join(parts[:i], "/"), "/")
+	if skippable(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if prefix.Missing > 0 {
+		return "", false, nil
+	}
+	return filepath.Join(append([]string{prefix.Path}, parts[i:]...)...), true, nil
+}
+
+// glob matches the pattern p (absolute): from the patterns step's walk,
+// or, for a pattern it did not see, alone.
+func (r *resolver) glob(p string, fileOnly bool) (globResult, bool, error) {
+	pat, ok, err := globPatternOf(p)
+	if !ok || err != nil {
+		return globResult{}, false, err
+	}
+	if g, ok := r.globbed[globPattern{pat, fileOnly}]; ok {
+		return g, true, nil
+	}
+	g, err := glob(pat, fileOnly)
+	return g, err == nil, err
+}
+
 func (r *resolver) hide() error {
 	type target struct {
 		path string
 		at   origin
 	}
 	var targets []target
-	type expanded struct {
-		entry
-		written string // the entry as written: what a "!" removal names
-	}
-	var paths []expanded
-	for _, e := range r.m.hide {
-		ps, err := r.expandEach(e.Path, e.at)
-		if err != nil {
-			return err
-		}
-		for _, p := range ps {
-			x := e
-			x.Path = p
-			paths = append(paths, expanded{x, e.Path})
-		}
-	}
-	for _, e := range paths {
-		p := e.Path
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(r.h.Cwd, p)
-		}
+	for _, e := range r.hideList {
+		p := r.absolute(e.Path)
 		if !hasGlob(p) {
 			rp, err := resolvePath(p, "/")
 			if skippable(err) {
@@ -1109,25 +1232,12 @@ func (r *resolver) hide() error {
 			}
 			continue
 		}
-		// Resolve the part before the first wildcard, then match.
-		parts := splitPath(p)
-		i := 0
-		for i < len(parts) && !hasGlob(parts[i]) && parts[i] != "**" {
-			i++
-		}
-		prefix, err := resolvePath("/"+strings.Join(parts[:i], "/"), "/")
-		if skippable(err) {
-			continue
-		}
+		g, ok, err := r.glob(p, !e.Dir)
 		if err != nil {
 			return e.at.err(err, "%v", err)
 		}
-		if prefix.Missing > 0 {
+		if !ok {
 			continue
-		}
-		g, err := glob(filepath.Join(append([]string{prefix.Path}, parts[i:]...)...), !e.Dir)
-		if err != nil {
-			return e.at.err(err, "%v", err)
 		}
 		if g.truncated {
 			r.warn(e.at.warn(false, "stopped matching %s after %d directories or %d levels: matches deeper down are not hidden (hide them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDirs, walkMaxDepth, e.written))

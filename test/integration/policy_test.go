@@ -170,6 +170,53 @@ func TestWorkspaceUnreadableDirHidden(t *testing.T) {
 	})
 }
 
+// The repositories nested in the workspace are protected like its own:
+// git run on the host in a vendored clone trusts that clone's .git/config
+// (core.fsmonitor) as much as the workspace's. Their work trees stay
+// writable; a directory the walk cannot look into is read-only whole.
+func TestWorkspaceNestedRepos(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, filepath.Join(ws, ".git"), filepath.Join(ws, "vendor", "lib", ".git"), filepath.Join(ws, "tools", "wt"), filepath.Join(ws, "locked", "repo", ".git"))
+		u.writeFile(t, filepath.Join(ws, "vendor", "lib", ".git", "config"), "[core]\n\tbare = false\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, "tools", "wt", ".git"), "gitdir: ../../.git/worktrees/wt\n", 0o644)
+		o := &runOpts{dir: ws}
+		r := u.sh(t, o, nil, `
+(echo '[core] fsmonitor = evil' >> vendor/lib/.git/config) 2>/dev/null && echo NESTED-CONFIG-WRITTEN
+mkdir -p vendor/lib/.git/hooks 2>/dev/null && echo NESTED-HOOKS-CREATED
+mv vendor/lib vendor/lib2 2>/dev/null && echo NESTED-MOVED
+(echo 'gitdir: /tmp/evil' > tools/wt/.git) 2>/dev/null && echo WORKTREE-GITFILE-WRITTEN
+echo code > vendor/lib/main.go && echo tree-ok`)
+		expectCode(t, r, 0)
+		for _, leak := range []string{"NESTED-CONFIG-WRITTEN", "NESTED-HOOKS-CREATED", "NESTED-MOVED", "WORKTREE-GITFILE-WRITTEN"} {
+			if strings.Contains(r.stdout, leak) {
+				t.Errorf("%s: %q", leak, r.stdout)
+			}
+		}
+		if !strings.Contains(r.stdout, "tree-ok") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, "vendor", "lib", ".git", "config")); strings.Contains(string(b), "evil") {
+			t.Fatalf("nested .git/config changed on the host: %q", b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, "vendor", "lib", "main.go")); string(b) != "code\n" {
+			t.Fatalf("the nested work tree is not writable: %q", b)
+		}
+		if u.uid == 0 {
+			return // root reads every directory: nothing is locked from the walk
+		}
+		// An earlier sandbox locks the directory above a repository away
+		// from the walk; the next one cannot open it up and plant code.
+		expectCode(t, u.sh(t, o, nil, `chmod 000 locked`), 0)
+		t.Cleanup(func() { os.Chmod(filepath.Join(ws, "locked"), 0o755) })
+		r = u.sh(t, o, nil, `chmod 755 locked 2>/dev/null && (echo '[core] fsmonitor = evil' >> locked/repo/.git/config) 2>/dev/null && echo LOCKED-CONFIG-WRITTEN; echo done`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "LOCKED-CONFIG-WRITTEN") || !strings.Contains(r.stdout, "done") || !strings.Contains(r.stderr, "read-only whole") {
+			t.Fatalf("locked directory: stdout %q stderr %q", r.stdout, r.stderr)
+		}
+	})
+}
+
 // Without .git, the sandbox cannot create one (an attacker's `git init` with
 // hooks the user would later run); nothing is left behind.
 func TestWorkspaceWithoutGit(t *testing.T) {
