@@ -5,7 +5,9 @@
 #    `nsbox run`, interleaved in one run (a b c a b c ...), as root and as
 #    uid 65534: median, p90, ratios. The driver (bench/startbench) fork+execs
 #    each command directly: no shell in the measured path.
-# 2. What seccomp adds: nsbox run against nsbox run --seccomp unconfined,
+# 2. The kernel's floor: the namespaces alone (bench/cmin/nsfloor.c) and
+#    the whole isolation in C (bench/cmin/cmin.c), against bwrap and nsbox.
+#    Then what seccomp adds: nsbox run against nsbox run --seccomp unconfined,
 #    and the filter's compile and load times (pkg/seccomp benchmarks).
 # 3. A leak check: LOOP runs of `nsbox run -- /bin/true` (every 10th leaves a
 #    marked background process inside), then: no leftover process, no
@@ -117,6 +119,28 @@ fi
 (cd / && "$work/startbench" -n "$N" -warmup "$WARMUP" -title "process start floor (as root)" \
   -ratio "go-empty/c-true,nsbox-init-only/go-empty" \
   -c "c-true=/bin/true" -c "go-empty=$work/gostart" -c "nsbox-init-only:125=_NSBOX_INIT=1 $nsbox") || status=1
+
+# ------------------------------------------------------------ kernel floor
+
+# What the target (nsbox at most half of bwrap) leaves room for on this
+# host: nsfloor is the namespaces alone (one clone into all of them, the id
+# maps, the exec of /bin/true), cmin the whole isolation of nsbox in C
+# (bench/cmin). When nsfloor alone takes most of half of bwrap, no
+# implementation of the isolation meets the target here.
+CC=${CC:-cc}
+if command -v "$CC" >/dev/null 2>&1 && "$CC" -O2 -o "$work/nsfloor" bench/cmin/nsfloor.c && "$CC" -O2 -o "$work/cmin" bench/cmin/cmin.c; then
+  echo
+  specs=(-c "bare=/bin/true" -c "nsfloor=$work/nsfloor -- /bin/true" -c "nsfloor-net-host=$work/nsfloor -n -- /bin/true" -c "cmin=$work/cmin -- /bin/true")
+  if command -v bwrap >/dev/null 2>&1; then
+    specs+=(-c "bwrap=bwrap $BWRAP_ARGS /bin/true")
+  fi
+  specs+=(-c "nsbox=$nsbox run -- /bin/true")
+  (cd / && "$work/startbench" -n "$N" -warmup "$WARMUP" -title "kernel floor: namespaces alone, the isolation in C (as root)" \
+    -ratio "nsfloor/bwrap,nsfloor-net-host/bwrap,cmin/bwrap,nsbox/bwrap,nsfloor/bare" "${specs[@]}") || status=1
+else
+  echo
+  echo "SKIP kernel floor: no C compiler ($CC; apt-get install gcc)"
+fi
 
 # ------------------------------------------------------------ seccomp
 
