@@ -256,6 +256,12 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 		}
 		return nil, err
 	}
+	if err := s.WorkspaceErr(); err != nil {
+		// Every tool call would fail on it: say so once, at the start.
+		s.Close()
+		hold.Release(res.Placeholders)
+		return nil, fmt.Errorf("%v; profile %s does not bind it, and /tmp and /run inside are the sandbox's own: work in a directory outside them, or with a profile that binds the workspace", err, res.Profile)
+	}
 	return &heldSession{Session: s, res: res, release: func() { hold.Release(res.Placeholders) }}, nil
 }
 

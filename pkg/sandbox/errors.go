@@ -28,6 +28,10 @@ var (
 	ErrNotExecutable = errors.New("cannot execute")
 	// ErrInvalidPolicy is matched by every *PolicyError.
 	ErrInvalidPolicy = errors.New("invalid policy")
+	// ErrWorkspaceNotVisible is Session.WorkspaceErr's: the directory the
+	// tools are confined to does not exist inside the sandbox (a policy
+	// that binds no workspace, run from /tmp, which is private inside).
+	ErrWorkspaceNotVisible = errors.New("the workspace is not visible inside the sandbox")
 )
 
 // ViolationError is an operation the sandbox refused.

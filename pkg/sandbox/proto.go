@@ -44,6 +44,9 @@ type rlimit struct {
 // handshakeReply is the worker's answer once setup is done.
 type handshakeReply struct {
 	Protocol int `json:"protocol"`
+	// WorkspaceError says why the tools' workspace cannot be opened
+	// inside, once setup is done; empty when it can.
+	WorkspaceError string `json:"workspaceError,omitempty"`
 }
 
 // executeMsg starts one command. Three stdio fds travel with it

@@ -31,6 +31,8 @@ type Session struct {
 	pid       int
 	proc      *os.Process // the worker, held by pidfd: signals never reach a reused pid
 	hostCalls *hostCallServer
+	// workspaceErr: WorkspaceErr, set by the handshake.
+	workspaceErr error
 
 	execMu    sync.Mutex
 	execSeq   int64 // the last executeMsg.Seq given; under execMu
@@ -347,8 +349,17 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	if hr.Protocol != ipc.ProtocolVersion {
 		return fmt.Errorf("protocol version mismatch: supervisor speaks %d, worker speaks %d", ipc.ProtocolVersion, hr.Protocol)
 	}
+	if hr.WorkspaceError != "" {
+		s.workspaceErr = fmt.Errorf("%w: %s (%s)", ErrWorkspaceNotVisible, setup.Workspace, hr.WorkspaceError)
+	}
 	return nil
 }
+
+// WorkspaceErr is nil when the directory the built-in tools are confined
+// to (Policy.Workspace, else Policy.Cwd) is a directory inside the
+// sandbox, and an error matching ErrWorkspaceNotVisible otherwise. A
+// command runs without it; the tools fail on every call.
+func (s *Session) WorkspaceErr() error { return s.workspaceErr }
 
 // Pid is the worker's process id on the host.
 func (s *Session) Pid() int { return s.pid }

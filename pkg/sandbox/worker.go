@@ -154,7 +154,13 @@ func runWorker() int {
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeSetupFailed, Step: name, Message: err.Error()}}, nil)
 		return 125
 	}
-	payload, _ := json.Marshal(handshakeReply{Protocol: ipc.ProtocolVersion})
+	hr := handshakeReply{Protocol: ipc.ProtocolVersion}
+	if fd, err := unix.Open(w.setup.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		hr.WorkspaceError = err.Error()
+	} else {
+		unix.Close(fd)
+	}
+	payload, _ := json.Marshal(hr)
 	if err := conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Payload: payload}, nil); err != nil {
 		return 125
 	}

@@ -314,6 +314,24 @@ func TestToolsCallBadInput(t *testing.T) {
 	}
 }
 
+// A profile that binds no workspace, run from a directory under /tmp (the
+// sandbox's own inside): the tools could reach nothing, so the call stops
+// at the start with 125 and says why, instead of a tool failure.
+func TestToolsCallWorkspaceNotVisible(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		if !strings.HasPrefix(ws, "/tmp/") {
+			t.Skipf("needs a temporary directory under /tmp, got %s (TMPDIR is set)", ws)
+		}
+		r := u.run(t, &runOpts{dir: ws}, "tools", "call", "list_directory", `{"path":"."}`, "--profile", "strict")
+		expectCode(t, r, 125)
+		if !strings.Contains(r.stderr, "the workspace is not visible inside the sandbox: "+ws) || !strings.Contains(r.stderr, "profile strict") {
+			t.Fatalf("stderr %q", r.stderr)
+		}
+		oneLine(t, r)
+	})
+}
+
 // fakeHome makes a home directory for u outside /tmp (a sandbox's /tmp is
 // private, so a secret there would be out of reach anyway) holding an ssh
 // key, and returns it.
