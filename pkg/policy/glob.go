@@ -13,12 +13,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Walk bounds for "**" in hide patterns: deeper directories, or more than
-// walkMaxDirs of them, are not searched (a warning says so).
-const (
-	walkMaxDepth = 8
-	walkMaxDirs  = 4000
-)
+// Walk bounds for "**", per pattern: deeper directories are not searched
+// (a warning says so); more than walkMaxDirs of them stop the run, as an
+// earlier sandbox could create that many to push a secret or a
+// repository past the bound (resolve.go). ~6 µs a directory here: the
+// bound is ~0.15 s of walking.
+const walkMaxDepth = 8
+
+// walkMaxDirs is a variable only so that tests can lower it.
+var walkMaxDirs = 25000
 
 // walkSkip are directory names a "**" walk does not enter: VCS metadata and
 // package trees that hold no secrets of the project and can be huge.
@@ -31,8 +34,12 @@ var walkSkip = map[string]bool{
 
 // globResult is the expansion of one pattern.
 type globResult struct {
-	matches   []string
+	matches []string
+	// truncated: directories deeper than walkMaxDepth were not searched.
 	truncated bool
+	// tooMany: the pattern entered walkMaxDirs directories and stopped
+	// there; what it would have matched beyond is unknown.
+	tooMany bool
 	// unlisted are directories the walk had to list and could not (no
 	// read or no search permission): what they hold is unknown, so a
 	// hide pattern hides them whole. A sandbox runs with the caller's
@@ -75,7 +82,8 @@ func glob(pattern string, fileOnly bool) (globResult, error) {
 // no read permission: a search-only (0711) ancestor such as a shared /home
 // does not stop the walk.
 func globAll(patterns []globPattern) ([]globResult, error) {
-	w := walker{pats: make([]walkPattern, len(patterns)), res: make([]globResult, len(patterns))}
+	n := len(patterns)
+	w := walker{pats: make([]walkPattern, n), res: make([]globResult, n), dirs: make([]int, n), seen: make([]int, n)}
 	states := make([]walkState, len(patterns))
 	list := false
 	for i, gp := range patterns {
@@ -148,7 +156,13 @@ type walkState struct {
 type walker struct {
 	pats []walkPattern
 	res  []globResult // by pattern
-	dirs int          // directories entered by "**"
+	// dirs counts, by pattern, the directories "**" entered: each
+	// pattern has its own budget, so that one (a hide with a base of its
+	// own) does not run out on the directories another one walked.
+	dirs []int
+	// seen marks, for admit, the patterns a directory was counted for.
+	seen []int
+	gen  int
 	buf  []byte
 }
 
@@ -233,8 +247,11 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 		if (e.typ != unix.DT_DIR && e.typ != unix.DT_UNKNOWN) || walkSkip[e.name] {
 			continue
 		}
-		if e.typ == unix.DT_DIR && !w.count(deep) {
-			return
+		in := deep
+		if e.typ == unix.DT_DIR {
+			if in = w.admit(deep); len(in) == 0 {
+				return
+			}
 		}
 		sub, err := w.open(d.fd, e.name, false, true)
 		if err != nil {
@@ -245,11 +262,13 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 			}
 			continue // not a directory (DT_UNKNOWN), or gone
 		}
-		if e.typ == unix.DT_UNKNOWN && !w.count(deep) {
-			unix.Close(sub.fd)
-			return
+		if e.typ == unix.DT_UNKNOWN {
+			if in = w.admit(deep); len(in) == 0 {
+				unix.Close(sub.fd)
+				return
+			}
 		}
-		w.walk(sub, filepath.Join(dir, e.name), nil, false, deep, depth+1)
+		w.walk(sub, filepath.Join(dir, e.name), nil, false, in, depth+1)
 		unix.Close(sub.fd)
 	}
 }
@@ -280,15 +299,32 @@ func (w *walker) unlisted(fd int, dir string, states []walkState) {
 	}
 }
 
-// count counts one more directory entered by "**"; false when that is one
-// past the bound, which truncates the patterns of states.
-func (w *walker) count(states []walkState) bool {
-	w.dirs++
-	if w.dirs > walkMaxDirs {
-		w.truncate(states)
-		return false
+// admit counts one more directory entered by "**" for the patterns of
+// states, once each, and returns the states whose pattern is still within
+// its budget (states itself when all are).
+func (w *walker) admit(states []walkState) []walkState {
+	w.gen++
+	over := false
+	for _, s := range states {
+		if w.seen[s.pat] == w.gen {
+			continue
+		}
+		w.seen[s.pat] = w.gen
+		if w.dirs[s.pat]++; w.dirs[s.pat] > walkMaxDirs {
+			w.res[s.pat].tooMany = true
+		}
+		over = over || w.res[s.pat].tooMany
 	}
-	return true
+	if !over {
+		return states
+	}
+	var in []walkState
+	for _, s := range states {
+		if !w.res[s.pat].tooMany {
+			in = append(in, s)
+		}
+	}
+	return in
 }
 
 func (w *walker) truncate(states []walkState) {

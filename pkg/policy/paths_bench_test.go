@@ -117,7 +117,7 @@ func globByPath(pattern string, fileOnly bool) globResult {
 				}
 				dirs++
 				if dirs > walkMaxDirs {
-					res.truncated = true
+					res.tooMany = true
 					return
 				}
 				walk(filepath.Join(dir, e.Name()), parts, depth+1)
@@ -185,7 +185,7 @@ func TestGlobMatchesPathWalk(t *testing.T) {
 			t.Fatalf("%s: %v", c.pattern, err)
 		}
 		want := globByPath(pattern, c.fileOnly)
-		if fmt.Sprint(got.matches, got.truncated) != fmt.Sprint(want.matches, want.truncated) || len(got.unlisted) != 0 {
+		if fmt.Sprint(got.matches, got.truncated, got.tooMany) != fmt.Sprint(want.matches, want.truncated, want.tooMany) || len(got.unlisted) != 0 {
 			t.Errorf("%s (fileOnly %v):\n got %v\nwant %v", c.pattern, c.fileOnly, got, want)
 		}
 		for _, m := range got.matches {
@@ -232,7 +232,7 @@ func TestGlobAllMatchesEach(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := globByPath(p.path, p.fileOnly)
-		if fmt.Sprint(all[i]) != fmt.Sprint(one) || fmt.Sprint(one.matches, one.truncated) != fmt.Sprint(want.matches, want.truncated) {
+		if fmt.Sprint(all[i]) != fmt.Sprint(one) || fmt.Sprint(one.matches, one.truncated, one.tooMany) != fmt.Sprint(want.matches, want.truncated, want.tooMany) {
 			t.Errorf("%s (fileOnly %v):\n together %v\n alone    %v\n by path  %v", p.path, p.fileOnly, all[i], one, want)
 		}
 	}

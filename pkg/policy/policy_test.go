@@ -584,14 +584,76 @@ func TestProtectPatterns(t *testing.T) {
 	}
 	// Past the bound, the run stops: decoys that sort first must not
 	// leave a real repository writable.
-	for i := 0; i <= maxProtectMatches; i++ {
+	for i := 0; i <= maxProtectMounts/2; i++ {
 		if err := os.MkdirAll(filepath.Join(h.Cwd, "decoys", fmt.Sprintf("d%04d", i), ".git"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	_, err := Load(h, Request{ConfigFile: "-"})
-	if err == nil || !strings.Contains(err.Error(), "more than the 1024") || !strings.Contains(err.Error(), "**/.git") {
-		t.Fatalf("Load with %d nested repositories: %v", maxProtectMatches+1, err)
+	if err == nil || !strings.Contains(err.Error(), "more than 2048 mounts") || !strings.Contains(err.Error(), "**/.git") || !strings.Contains(err.Error(), "if a sandbox made these, remove them") {
+		t.Fatalf("Load with %d nested repositories: %v", maxProtectMounts/2+1, err)
+	}
+}
+
+// A pattern that runs out of directories stops the run, for hides and
+// protections alike: an earlier sandbox could fill the workspace with
+// directories sorted before a .env or a repository to have the next run
+// miss it. Each pattern has a budget of its own: a hide with another base
+// does not run out on the workspace's directories.
+func TestWalkBoundFailsClosed(t *testing.T) {
+	h := testHost(t)
+	defer func(n int) { walkMaxDirs = n }(walkMaxDirs)
+	walkMaxDirs = 20
+	other := filepath.Join(filepath.Dir(h.Cwd), "other")
+	for i := 0; i < 10; i++ {
+		os.MkdirAll(filepath.Join(other, fmt.Sprintf("d%d", i)), 0o755)
+	}
+	write(t, filepath.Join(other, "d9", "secret"), "S")
+	for i := 0; i < 15; i++ {
+		os.MkdirAll(filepath.Join(h.Cwd, fmt.Sprintf("a%02d", i)), 0o755)
+	}
+	hide := Config{Filesystem: Filesystem{Hide: []PathEntry{{Path: other + "/**/secret"}}}}
+	res := mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(hide)})
+	if !hasMount(res.Policy, "hide", filepath.Join(other, "d9", "secret")) {
+		t.Fatalf("the hide with its own base ran out on the workspace's directories: %+v", res.Policy.Mounts)
+	}
+	for i := 15; i < 25; i++ {
+		os.MkdirAll(filepath.Join(h.Cwd, fmt.Sprintf("a%02d", i)), 0o755)
+	}
+	_, err := Load(h, Request{ConfigFile: "-", Flags: flags(hide)})
+	if err == nil || !strings.Contains(err.Error(), "stopped after 20 directories") || !strings.Contains(err.Error(), "if a sandbox made them, remove them") {
+		t.Fatalf("a workspace past the bound: %v", err)
+	}
+}
+
+// A .git file leads to the directories git on the host will use: the
+// worktree's gitdir and the main repository its commondir names. In a
+// workspace that holds a bare repository and its worktrees, those are
+// protected too. The scan of submodules is bounded, and fails closed.
+func TestProtectGitfileTargets(t *testing.T) {
+	h := testHost(t)
+	bare := filepath.Join(h.Cwd, "proj.git")
+	os.MkdirAll(filepath.Join(bare, "worktrees", "main"), 0o755)
+	write(t, filepath.Join(bare, "config"), "[core]\n\tbare = true\n")
+	write(t, filepath.Join(bare, "worktrees", "main", "commondir"), "../..\n")
+	write(t, filepath.Join(h.Cwd, "main", ".git"), "gitdir: "+filepath.Join(bare, "worktrees", "main")+"\n")
+	write(t, filepath.Join(h.Cwd, "sep", ".git"), "gitdir: ../gitdirs/sep.git\n")
+	os.MkdirAll(filepath.Join(h.Cwd, "gitdirs", "sep.git"), 0o755)
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	for _, d := range []string{"main/.git", "proj.git/worktrees/main", "proj.git", "sep/.git", "gitdirs/sep.git"} {
+		if !hasMount(res.Policy, "protect", filepath.Join(h.Cwd, d)) {
+			t.Errorf("%s not protected: %+v", d, res.Policy.Mounts)
+		}
+	}
+	// Submodule directories past the scan's budget: the run stops.
+	for i := 0; i <= maxGitScanDirs; i++ {
+		if err := os.MkdirAll(filepath.Join(h.Cwd, ".git", "modules", fmt.Sprintf("m%05d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Load(h, Request{ConfigFile: "-"})
+	if err == nil || !strings.Contains(err.Error(), "more than 8192 directories") {
+		t.Fatalf("a .git/modules past the bound: %v", err)
 	}
 }
 

@@ -893,6 +893,10 @@ func (r *resolver) protect() error {
 			return err
 		}
 	}
+	// What the scans of .git directories may visit, all together: the
+	// trees they read are the sandbox's to write.
+	gitBudget := maxGitScanDirs
+	scanned := map[string]bool{} // .git paths gitLinked read: once each
 	for _, x := range r.protectList {
 		e, paths := x.entry, []string{x.Path}
 		if p := r.absolute(x.Path); hasGlob(p) {
@@ -903,22 +907,22 @@ func (r *resolver) protect() error {
 			if !ok {
 				continue
 			}
-			if len(g.matches) > maxProtectMatches {
-				// Fail closed: an earlier sandbox could make decoys
-				// that sort first, and leave the repository it wants
-				// to plant code in past any bound.
-				return e.at.err(nil, "%s matches %d paths, more than the %d a run protects: remove some, or the entry with \"!%s\" in your config", e.Path, len(g.matches), maxProtectMatches, x.written)
+			if g.tooMany {
+				// Fail closed: an earlier sandbox could create that
+				// many directories, sorted before a repository, to
+				// leave it writable for the next one.
+				return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be protected; if a sandbox made them, remove them, else protect what you need explicitly and drop this entry with \"!%s\" in your config", e.Path, walkMaxDirs, x.written)
 			}
 			if g.truncated {
-				r.warn(e.at.warn(false, "stopped matching %s after %d directories or %d levels: matches deeper down are not protected (protect them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDirs, walkMaxDepth, x.written))
+				r.warn(e.at.warn(false, "stopped matching %s after %d levels: matches deeper down are not protected (protect them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDepth, x.written))
 			}
 			paths = g.matches
 			// Fail closed, as for hides: a sandbox could chmod a
 			// directory the walk cannot look into back open and
 			// write in it; such a directory is read-only whole.
-			for _, d := range g.unlisted {
-				r.warn(e.at.warn(false, "cannot look into %s (permission denied) to match %s: read-only whole", d, e.Path))
-				paths = append(paths, d)
+			if len(g.unlisted) > 0 {
+				r.warn(e.at.warn(false, "cannot look into %s (permission denied) to match %s: read-only whole", someOf(g.unlisted), e.Path))
+				paths = append(paths, g.unlisted...)
 			}
 		}
 		for _, p := range paths {
@@ -930,18 +934,28 @@ func (r *resolver) protect() error {
 			if err := r.protectOne(e, p, pins, seen, &newPins); err != nil {
 				return err
 			}
-			// Invariant: with a repository's .git protected, so are the
-			// .git files of its submodules' checkouts. The index records
-			// each submodule, and git on the host recurses into it (git
-			// status runs git in every checked-out submodule); a .git
-			// file rewritten to "gitdir: ../evil" would make that git
-			// read a config, core.fsmonitor and all, the sandbox wrote.
-			if filepath.Base(filepath.Clean(p)) == ".git" {
-				for _, g := range submoduleGitfiles(filepath.Clean(p)) {
+			if p = filepath.Clean(p); filepath.Base(p) == ".git" && !scanned[p] {
+				scanned[p] = true
+				more, err := gitLinked(p, &gitBudget)
+				if err != nil {
+					return e.at.err(err, "%v", err)
+				}
+				for _, g := range more {
 					if err := r.protectOne(e, g, pins, seen, &newPins); err != nil {
 						return err
 					}
 				}
+			}
+			// Invariant: a run's protections are bounded: each is a
+			// mount (and pins above it) the worker makes at every
+			// start, from a tree a sandbox may have filled with decoy
+			// repositories.
+			if n := len(r.protects) + len(newPins); n > maxProtectMounts {
+				var got []string
+				for _, pe := range r.protects {
+					got = append(got, pe.Dest)
+				}
+				return e.at.err(nil, "protecting %s takes more than %d mounts (%s); if a sandbox made these, remove them, else protect fewer paths", e.Path, maxProtectMounts, someOf(got[len(got)-min(len(got), 3):]))
 			}
 		}
 	}
@@ -951,35 +965,124 @@ func (r *resolver) protect() error {
 	return nil
 }
 
-// Bounds of submoduleGitfiles: what it reads of a repository the sandbox
-// may have written before.
+// someOf names a few of paths, and how many there are.
+func someOf(paths []string) string {
+	if len(paths) <= 3 {
+		return strings.Join(paths, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(paths[:3], ", "), len(paths)-3)
+}
+
+// Bounds of what protect reads of a repository the sandbox may have
+// written before, and of what it protects.
 const (
+	maxProtectMounts    = 2048 // protected paths and their pins, in all
+	maxGitScanDirs      = 8192 // directories the .git scans visit, in all
 	maxSubmodules       = 256
 	maxSubmoduleDepth   = 8
 	maxSubmoduleConfig  = 64 << 10
+	maxGitfile          = 4 << 10
 	submoduleConfigName = "config"
 )
+
+// gitLinked returns what the repository at dotGit (a .git directory or
+// file) points git on the host to, so that it is protected with it:
+//
+//   - The .git files of its checked-out submodules. The index records each
+//     submodule and git recurses into it (git status runs git in every
+//     one); a .git file rewritten to "gitdir: ../evil" would make that git
+//     read a config, core.fsmonitor and all, the sandbox wrote.
+//   - For a .git file (a worktree, a submodule, --separate-git-dir): the
+//     directory its "gitdir:" names, and the one that directory's
+//     commondir names (a worktree's main repository, whose config and
+//     hooks git uses). Inside a writable bind they would otherwise be
+//     writable: a workspace holding a bare repository and its worktrees.
+//
+// Only what exists is returned; nothing is followed through a symlink but
+// the paths git itself follows, and every read is bounded (budget counts
+// the directories visited, across calls).
+func gitLinked(dotGit string, budget *int) ([]string, error) {
+	st, err := os.Lstat(dotGit)
+	if err != nil {
+		return nil, nil
+	}
+	if st.Mode().IsRegular() {
+		var out []string
+		dir := gitfileTarget(dotGit, "gitdir:")
+		if dir == "" {
+			return nil, nil
+		}
+		out = append(out, dir)
+		if common := gitfileTarget(filepath.Join(dir, "commondir"), ""); common != "" {
+			out = append(out, common)
+		}
+		return out, nil
+	}
+	if !st.IsDir() {
+		return nil, nil
+	}
+	return submoduleGitfiles(dotGit, budget)
+}
+
+// gitfileTarget reads the one-line file at path (a .git file: "gitdir:
+// DIR"; a commondir: "DIR"), and returns DIR, made absolute against the
+// file's directory, when it is a directory; "" otherwise.
+func gitfileTarget(path, prefix string) string {
+	b := readSmall(path, maxGitfile)
+	line, _, _ := strings.Cut(string(b), "\n")
+	v, ok := strings.CutPrefix(line, prefix)
+	v = strings.TrimSpace(v)
+	if !ok || v == "" {
+		return ""
+	}
+	if !filepath.IsAbs(v) {
+		v = filepath.Join(filepath.Dir(path), v)
+	}
+	if st, err := os.Stat(v); err != nil || !st.IsDir() {
+		return ""
+	}
+	return filepath.Clean(v)
+}
+
+// readSmall reads at most limit bytes of the regular file at path, not
+// through a symlink and never blocking on a FIFO; nil when it cannot.
+func readSmall(path string, limit int64) []byte {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, limit))
+	return b
+}
 
 // submoduleGitfiles returns the ".git" files of the checked-out submodules
 // that gitDir knows: git keeps each submodule's repository in
 // gitDir/modules/NAME (NAME may hold slashes; nested submodules have
 // modules of their own) and its checkout in that config's core.worktree.
 // Only .git files that exist are returned. Nothing is followed through a
-// symlink, and the walk and the reads are bounded.
-func submoduleGitfiles(gitDir string) []string {
+// symlink, and the walk and the reads are bounded: past budget, an error,
+// as an unread submodule would stay writable.
+func submoduleGitfiles(gitDir string, budget *int) ([]string, error) {
 	var out []string
-	var visit func(dir string, depth int)
-	visit = func(dir string, depth int) {
+	var visit func(dir string, depth int) error
+	visit = func(dir string, depth int) error {
 		if depth > maxSubmoduleDepth || len(out) >= maxSubmodules {
-			return
+			return nil
+		}
+		if *budget--; *budget < 0 {
+			return fmt.Errorf("reading the submodules of %s: more than %d directories under the workspace's .git directories; if a sandbox made them, remove them", gitDir, maxGitScanDirs)
 		}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
-			return
+			return nil
 		}
 		for _, e := range ents {
 			if len(out) >= maxSubmodules {
-				return
+				return nil
 			}
 			// DirEntry types come from the listing: a symlink is never a
 			// directory here, so none is followed.
@@ -1000,24 +1103,22 @@ func submoduleGitfiles(gitDir string) []string {
 					out = append(out, g)
 				}
 			}
-			visit(sub, depth+1)
+			if err := visit(sub, depth+1); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	visit(filepath.Join(gitDir, "modules"), 0)
-	return out
+	if _, err := os.Lstat(filepath.Join(gitDir, "modules")); err != nil {
+		return nil, nil // no submodules: nothing to count
+	}
+	err := visit(filepath.Join(gitDir, "modules"), 0)
+	return out, err
 }
 
 // configWorktree is core.worktree of the git config file at path, or "".
 func configWorktree(path string) string {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return ""
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, maxSubmoduleConfig))
+	b := readSmall(path, maxSubmoduleConfig)
 	core := false
 	for _, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
@@ -1110,11 +1211,6 @@ func (r *resolver) pinChain(out []mountItem, pins map[string]bool, t string, b s
 	}
 	return out
 }
-
-// maxProtectMatches bounds what one protect pattern may match
-// ("$NSBOX_WORKSPACE/**/.git": the repositories in a workspace); each
-// match is a mount, and pins above it.
-const maxProtectMatches = 1024
 
 // patterns expands the variables of the protect and hide entries, then
 // matches all their patterns in one walk: the workspace's "**/.env*" and
@@ -1239,8 +1335,14 @@ func (r *resolver) hide() error {
 		if !ok {
 			continue
 		}
+		if g.tooMany {
+			// Fail closed: an earlier sandbox could create that many
+			// directories, sorted before a .env, to make it readable
+			// in the next one.
+			return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be hidden; if a sandbox made them, remove them, else hide what you need explicitly and drop this entry with \"!%s\" in your config", e.Path, walkMaxDirs, e.written)
+		}
 		if g.truncated {
-			r.warn(e.at.warn(false, "stopped matching %s after %d directories or %d levels: matches deeper down are not hidden (hide them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDirs, walkMaxDepth, e.written))
+			r.warn(e.at.warn(false, "stopped matching %s after %d levels: matches deeper down are not hidden (hide them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDepth, e.written))
 		}
 		for _, m := range g.matches {
 			if st, err := os.Lstat(m); err == nil && e.Dir != st.IsDir() {
@@ -1259,8 +1361,10 @@ func (r *resolver) hide() error {
 					return e.at.err(fs.ErrPermission, "cannot look into %s (permission denied) for %s, and it holds %s (%s): make it readable (chmod u+rx %s), or remove the entry with \"!%s\" in your config", d, e.Path, it.m.Source, it.why, d, e.written)
 				}
 			}
-			r.warn(e.at.warn(false, "cannot look into %s (permission denied) to match %s: hidden whole", d, e.Path))
 			targets = append(targets, target{d, e.at})
+		}
+		if len(g.unlisted) > 0 {
+			r.warn(e.at.warn(false, "cannot look into %s (permission denied) to match %s: hidden whole", someOf(g.unlisted), e.Path))
 		}
 	}
 	// Invariant: a hidden path is hidden wherever it is visible inside,

@@ -217,6 +217,26 @@ echo code > vendor/lib/main.go && echo tree-ok`)
 	})
 }
 
+// An earlier sandbox that fills the workspace with directories, sorted
+// before a nested repository and a .env, cannot push them past the walk's
+// bound: the next run stops with an error instead of leaving the
+// repository writable and the .env readable.
+func TestWorkspaceWalkBound(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, filepath.Join(ws, "vendor", "lib", ".git"))
+		u.writeFile(t, filepath.Join(ws, "vendor", "lib", ".env"), "API_KEY=nsbox-it-walk\n", 0o600)
+		o := &runOpts{dir: ws}
+		expectCode(t, u.sh(t, o, nil, `seq -f a%05g 1 25001 | xargs mkdir`), 0)
+		r := u.sh(t, o, nil, `(echo '[core] fsmonitor = evil' >> vendor/lib/.git/config) 2>/dev/null && echo CONFIG-WRITTEN; cat vendor/lib/.env`)
+		expectCode(t, r, 125)
+		if strings.Contains(r.stdout, "CONFIG-WRITTEN") || strings.Contains(r.stdout, "nsbox-it-walk") || !strings.Contains(r.stderr, "stopped after 25000 directories") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		oneLine(t, r)
+	})
+}
+
 // Without .git, the sandbox cannot create one (an attacker's `git init` with
 // hooks the user would later run); nothing is left behind.
 func TestWorkspaceWithoutGit(t *testing.T) {
