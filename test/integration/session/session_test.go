@@ -207,6 +207,17 @@ for m in ("fail", "panic", "secret", "nope"):
 			if strings.Contains(out, "UNEXPECTED") {
 				t.Fatalf("a refused call succeeded: %q", out)
 			}
+			// Processes of one command calling at the same time: each
+			// client's own connection gets its own replies.
+			res = sh(t, s, `for i in 1 2 3 4; do /usr/bin/python3 -c '`+pyClient+`
+for k in range(100):
+    r = host_call("test", "echo", {"k": k, "p": os.getpid()})
+    assert r["echo"]["k"] == k and r["echo"]["p"] == os.getpid(), r
+print("calls-ok")
+' & done; wait`)
+			if n := strings.Count(string(res.Stdout), "calls-ok"); n != 4 {
+				t.Fatalf("%d of 4 concurrent python clients finished: %q %q", n, res.Stdout, res.Stderr)
+			}
 		}
 		if _, err := exec.LookPath("node"); err == nil {
 			res := sh(t, s, `node -e '`+nodeClient+`
