@@ -35,8 +35,10 @@ var walkSkip = map[string]bool{
 // globResult is the expansion of one pattern.
 type globResult struct {
 	matches []string
-	// truncated: directories deeper than walkMaxDepth were not searched.
-	truncated bool
+	// truncated: directories deeper than walkMaxDepth were not searched;
+	// truncatedAt is the first directory whose subdirectories were not.
+	truncated   bool
+	truncatedAt string
 	// tooMany: the pattern entered walkMaxDirs directories and stopped
 	// there; what it would have matched beyond is unknown.
 	tooMany bool
@@ -240,7 +242,13 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 	}
 	// "**" as one more directory, recursively.
 	if depth >= walkMaxDepth {
-		w.truncate(deep)
+		// Truncated only when there was somewhere to go.
+		for _, e := range ents {
+			if (e.typ == unix.DT_DIR || e.typ == unix.DT_UNKNOWN) && !walkSkip[e.name] {
+				w.truncate(deep, dir)
+				break
+			}
+		}
 		return
 	}
 	for _, e := range ents {
@@ -327,9 +335,12 @@ func (w *walker) admit(states []walkState) []walkState {
 	return in
 }
 
-func (w *walker) truncate(states []walkState) {
+func (w *walker) truncate(states []walkState, dir string) {
 	for _, s := range states {
-		w.res[s.pat].truncated = true
+		r := &w.res[s.pat]
+		if !r.truncated {
+			r.truncated, r.truncatedAt = true, dir
+		}
 	}
 }
 

@@ -108,7 +108,12 @@ func globByPath(pattern string, fileOnly bool) globResult {
 		if part == "**" {
 			walk(dir, parts[1:], depth)
 			if depth >= walkMaxDepth {
-				res.truncated = true
+				for _, e := range readDir(dir) {
+					if e.IsDir() && !walkSkip[e.Name()] {
+						res.truncated = true
+						break
+					}
+				}
 				return
 			}
 			for _, e := range readDir(dir) {

@@ -633,18 +633,49 @@ func TestWalkBoundFailsClosed(t *testing.T) {
 func TestProtectGitfileTargets(t *testing.T) {
 	h := testHost(t)
 	bare := filepath.Join(h.Cwd, "proj.git")
-	os.MkdirAll(filepath.Join(bare, "worktrees", "main"), 0o755)
+	gitDir := func(d string) {
+		write(t, filepath.Join(d, "HEAD"), "ref: refs/heads/main\n")
+		os.MkdirAll(filepath.Join(d, "objects"), 0o755)
+		os.MkdirAll(filepath.Join(d, "refs"), 0o755)
+	}
+	// A bare repository whose only worktree is outside the workspace: it
+	// is found by its HEAD, objects/ and refs/.
+	lone := filepath.Join(h.Cwd, "vendor", "lone")
+	gitDir(lone)
+	write(t, filepath.Join(lone, "logs", "HEAD"), "a reflog, not a repository\n")
+	gitDir(bare)
 	write(t, filepath.Join(bare, "config"), "[core]\n\tbare = true\n")
+	write(t, filepath.Join(bare, "worktrees", "main", "HEAD"), "ref: refs/heads/main\n")
 	write(t, filepath.Join(bare, "worktrees", "main", "commondir"), "../..\n")
 	write(t, filepath.Join(h.Cwd, "main", ".git"), "gitdir: "+filepath.Join(bare, "worktrees", "main")+"\n")
 	write(t, filepath.Join(h.Cwd, "sep", ".git"), "gitdir: ../gitdirs/sep.git\n")
-	os.MkdirAll(filepath.Join(h.Cwd, "gitdirs", "sep.git"), 0o755)
+	gitDir(filepath.Join(h.Cwd, "gitdirs", "sep.git"))
+	// What a sandbox could plant: a gitdir above the .git file (the
+	// workspace made to look like a git directory), one outside every
+	// writable directory, and a directory that is no git directory.
+	gitDir(h.Cwd)
+	write(t, filepath.Join(h.Cwd, "up", ".git"), "gitdir: ..\n")
+	write(t, filepath.Join(h.Cwd, "out", ".git"), "gitdir: /etc\n")
+	write(t, filepath.Join(h.Cwd, "plain", ".git"), "gitdir: ../gitdirs\n")
 	res := mustLoad(t, h, Request{ConfigFile: "-"})
-	for _, d := range []string{"main/.git", "proj.git/worktrees/main", "proj.git", "sep/.git", "gitdirs/sep.git"} {
+	for _, d := range []string{"main/.git", "proj.git/worktrees/main", "proj.git", "sep/.git", "gitdirs/sep.git", "vendor/lone"} {
 		if !hasMount(res.Policy, "protect", filepath.Join(h.Cwd, d)) {
 			t.Errorf("%s not protected: %+v", d, res.Policy.Mounts)
 		}
 	}
+	for _, d := range []string{h.Cwd, "/etc", filepath.Join(h.Cwd, "gitdirs"), filepath.Join(lone, "logs")} {
+		if hasMount(res.Policy, "protect", d) {
+			t.Errorf("%s protected through a planted gitdir", d)
+		}
+	}
+	// A gitdir through a symlink: the sandbox could repoint the link
+	// after the run protected its target. The run stops, naming it.
+	os.Symlink("proj.git", filepath.Join(h.Cwd, "lnk"))
+	write(t, filepath.Join(h.Cwd, "wt", ".git"), "gitdir: ../lnk/worktrees/main\n")
+	if _, err := Load(h, Request{ConfigFile: "-"}); err == nil || !strings.Contains(err.Error(), "through a symlink") || !strings.Contains(err.Error(), filepath.Join(h.Cwd, "wt", ".git")) {
+		t.Fatalf("a gitdir through a symlink: %v", err)
+	}
+	os.Remove(filepath.Join(h.Cwd, "wt", ".git"))
 	// Submodule directories past the scan's budget: the run stops.
 	for i := 0; i <= maxGitScanDirs; i++ {
 		if err := os.MkdirAll(filepath.Join(h.Cwd, ".git", "modules", fmt.Sprintf("m%05d", i)), 0o755); err != nil {
@@ -1099,8 +1130,12 @@ func TestConfigRemovalsApplyToProfile(t *testing.T) {
 	}
 }
 
-// Pins above hidden files are bounded, with a warning past the bound.
-func TestHidePinsBounded(t *testing.T) {
+// Every hidden file is pinned, and hides with their pins are bounded: past
+// the bound the run stops, naming some of the files. (A warning and a
+// hidden file left unpinned let an earlier sandbox create 256 decoy
+// .env.example files sorted first, then move the directory of a real .env
+// into node_modules, where the next run does not look.)
+func TestHideMountsBounded(t *testing.T) {
 	h := testHost(t)
 	for i := 0; i < 300; i++ {
 		write(t, filepath.Join(h.Cwd, fmt.Sprintf("d%03d", i), ".env.example"), "X=1\n")
@@ -1112,12 +1147,34 @@ func TestHidePinsBounded(t *testing.T) {
 			pins++
 		}
 	}
-	warned := false
-	for _, w := range res.Warnings {
-		warned = warned || strings.Contains(w.Msg, "not pinned")
+	if pins != 300 {
+		t.Fatalf("%d pins for 300 hidden files", pins)
 	}
-	if pins > maxHidePins+1 || !warned {
-		t.Fatalf("%d pins, warned %v", pins, warned)
+	for i := 300; i < maxHideMounts/2+1; i++ {
+		write(t, filepath.Join(h.Cwd, fmt.Sprintf("d%04d", i), ".env.example"), "X=1\n")
+	}
+	_, err := Load(h, Request{ConfigFile: "-"})
+	if err == nil || !strings.Contains(err.Error(), "hiding takes more than 2048 mounts") || !strings.Contains(err.Error(), ".env.example") {
+		t.Fatalf("past the bound: %v", err)
+	}
+}
+
+// A directory at the walk's depth bound truncates it only when it has
+// subdirectories: an empty one is no reason for a warning on every run.
+func TestWalkDepthWarnsOnlyWithSomewhereToGo(t *testing.T) {
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	p := dir
+	for i := 0; i < walkMaxDepth; i++ {
+		p = filepath.Join(p, "d")
+	}
+	os.MkdirAll(p, 0o755)
+	g, err := glob(filepath.Join(dir, "**", ".env*"), true)
+	if err != nil || g.truncated {
+		t.Fatalf("an empty directory at the bound: %+v %v", g, err)
+	}
+	os.Mkdir(filepath.Join(p, "deeper"), 0o755)
+	if g, err = glob(filepath.Join(dir, "**", ".env*"), true); err != nil || !g.truncated || g.truncatedAt != p {
+		t.Fatalf("a subdirectory past the bound: %+v %v", g, err)
 	}
 }
 

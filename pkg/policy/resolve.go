@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -914,9 +915,16 @@ func (r *resolver) protect() error {
 				return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be protected; if a sandbox made them, remove them, else protect what you need explicitly and drop this entry with \"!%s\" in your config", e.Path, walkMaxDirs, x.written)
 			}
 			if g.truncated {
-				r.warn(e.at.warn(false, "stopped matching %s after %d levels: matches deeper down are not protected (protect them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDepth, x.written))
+				r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not protected (protect them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDepth, g.truncatedAt, x.written))
 			}
 			paths = g.matches
+			if head, ok := bareRepoPattern(x.Path); ok {
+				bare, err := r.bareRepos(head)
+				if err != nil {
+					return e.at.err(err, "%v", err)
+				}
+				paths = append(paths, bare...)
+			}
 			// Fail closed, as for hides: a sandbox could chmod a
 			// directory the walk cannot look into back open and
 			// write in it; such a directory is read-only whole.
@@ -936,7 +944,7 @@ func (r *resolver) protect() error {
 			}
 			if p = filepath.Clean(p); filepath.Base(p) == ".git" && !scanned[p] {
 				scanned[p] = true
-				more, err := gitLinked(p, &gitBudget)
+				more, err := r.gitLinked(p, &gitBudget)
 				if err != nil {
 					return e.at.err(err, "%v", err)
 				}
@@ -963,6 +971,44 @@ func (r *resolver) protect() error {
 	r.sortMounts()
 	sort.SliceStable(r.protects, func(a, b int) bool { return depth(r.protects[a].Dest) < depth(r.protects[b].Dest) })
 	return nil
+}
+
+// bareRepoPattern returns, for a protect pattern of repositories
+// ("DIR/**/.git"), the pattern that finds the bare ones by their HEAD
+// ("DIR/**/HEAD"), walked with it.
+func bareRepoPattern(p string) (string, bool) {
+	if dir, ok := strings.CutSuffix(p, "/**/.git"); ok && hasGlob(p) {
+		return dir + "/**/HEAD", true
+	}
+	return "", false
+}
+
+// bareRepos returns the bare repositories among the directories that hold
+// a file matching head: a HEAD file next to objects/ and refs/ directories,
+// not in a .git (those are protected as such). git on the host runs what
+// such a repository's config and hooks say for every worktree of it, even
+// one outside the workspace, and for every push to it.
+func (r *resolver) bareRepos(head string) ([]string, error) {
+	g, ok, err := r.glob(r.absolute(head), true)
+	if !ok || err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range g.matches {
+		d := filepath.Dir(m)
+		if filepath.Base(d) == ".git" || slices.Contains(r.rwRoots, d) {
+			// A writable directory itself is never made read-only
+			// whole: a sandbox could plant HEAD, objects/ and refs/
+			// in the workspace to stop every later run's work.
+			continue
+		}
+		objects, err1 := os.Lstat(filepath.Join(d, "objects"))
+		refs, err2 := os.Lstat(filepath.Join(d, "refs"))
+		if err1 == nil && err2 == nil && objects.IsDir() && refs.IsDir() {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 // someOf names a few of paths, and how many there are.
@@ -993,30 +1039,31 @@ const (
 //     one); a .git file rewritten to "gitdir: ../evil" would make that git
 //     read a config, core.fsmonitor and all, the sandbox wrote.
 //   - For a .git file (a worktree, a submodule, --separate-git-dir): the
-//     directory its "gitdir:" names, and the one that directory's
+//     git directory its "gitdir:" names, and the one that directory's
 //     commondir names (a worktree's main repository, whose config and
-//     hooks git uses). Inside a writable bind they would otherwise be
+//     hooks git uses). Inside a writable directory they would otherwise be
 //     writable: a workspace holding a bare repository and its worktrees.
 //
-// Only what exists is returned; nothing is followed through a symlink but
-// the paths git itself follows, and every read is bounded (budget counts
-// the directories visited, across calls).
-func gitLinked(dotGit string, budget *int) ([]string, error) {
+// Only what exists is returned, and every read is bounded (budget counts
+// the directories visited, across calls). The paths a .git file names are
+// the sandbox's to choose: see gitTarget.
+func (r *resolver) gitLinked(dotGit string, budget *int) ([]string, error) {
 	st, err := os.Lstat(dotGit)
 	if err != nil {
 		return nil, nil
 	}
 	if st.Mode().IsRegular() {
 		var out []string
-		dir := gitfileTarget(dotGit, "gitdir:")
-		if dir == "" {
-			return nil, nil
+		dir, err := r.gitTarget(dotGit, "gitdir:", dotGit)
+		if dir == "" || err != nil {
+			return nil, err
 		}
 		out = append(out, dir)
-		if common := gitfileTarget(filepath.Join(dir, "commondir"), ""); common != "" {
+		common, err := r.gitTarget(filepath.Join(dir, "commondir"), "", dotGit)
+		if common != "" {
 			out = append(out, common)
 		}
-		return out, nil
+		return out, err
 	}
 	if !st.IsDir() {
 		return nil, nil
@@ -1024,24 +1071,86 @@ func gitLinked(dotGit string, budget *int) ([]string, error) {
 	return submoduleGitfiles(dotGit, budget)
 }
 
-// gitfileTarget reads the one-line file at path (a .git file: "gitdir:
-// DIR"; a commondir: "DIR"), and returns DIR, made absolute against the
-// file's directory, when it is a directory; "" otherwise.
-func gitfileTarget(path, prefix string) string {
-	b := readSmall(path, maxGitfile)
-	line, _, _ := strings.Cut(string(b), "\n")
+// gitTarget reads the one-line file at file (a .git file, "gitdir: DIR",
+// or a commondir, "DIR") and returns DIR as a host path when it is a git
+// directory inside the writable directory that holds file; "" when it
+// names anything else (outside, it is read-only inside anyway) or a
+// directory above dotGit, the .git file the chain started from.
+//
+// Invariant: a path the sandbox wrote is looked up only below a writable
+// root, by fd, never through a symlink and never past the root (openat2
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV): a lookup on the
+// host of /net/HOST/... could have an automounter act for a sandbox that
+// has no network. A symlink on the way is an error, not a skip: the
+// sandbox could point it elsewhere after the run has protected its
+// target. A directory above file or above a writable root is never
+// protected this way: a planted "gitdir: .." would make the whole
+// workspace read-only.
+func (r *resolver) gitTarget(file, prefix, dotGit string) (string, error) {
+	line, _, _ := strings.Cut(string(readSmall(file, maxGitfile)), "\n")
 	v, ok := strings.CutPrefix(line, prefix)
 	v = strings.TrimSpace(v)
-	if !ok || v == "" {
-		return ""
+	if !ok || v == "" || strings.ContainsRune(v, 0) {
+		return "", nil
 	}
+	lexical := v
 	if !filepath.IsAbs(v) {
-		v = filepath.Join(filepath.Dir(path), v)
+		lexical = filepath.Join(filepath.Dir(file), v)
 	}
-	if st, err := os.Stat(v); err != nil || !st.IsDir() {
-		return ""
+	lexical = filepath.Clean(lexical)
+	root := ""
+	for _, rw := range r.rwRoots {
+		if within(lexical, rw) && len(rw) > len(root) {
+			root = rw
+		}
 	}
-	return filepath.Clean(v)
+	if root == "" {
+		return "", nil
+	}
+	// Relative to the root, as written when it starts inside the
+	// root's directory (".." is the kernel's to resolve, beneath it).
+	rel := ""
+	if dir, err := filepath.Rel(root, filepath.Dir(file)); err == nil && !filepath.IsAbs(v) && dir != ".." && !strings.HasPrefix(dir, "../") {
+		rel = dir + "/" + v
+	} else if rel, err = filepath.Rel(root, lexical); err != nil {
+		return "", nil
+	}
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil
+	}
+	defer unix.Close(rootFD)
+	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return "", fmt.Errorf("%s names %s through a symlink, which a sandbox could point elsewhere once the run has protected its target; write the path without symlinks into %s, or remove it if a sandbox made it", file, v, file)
+	case err != nil:
+		return "", nil // missing, not a directory, or not beneath the root
+	}
+	defer unix.Close(fd)
+	// A git directory, as git decides (setup.c is_git_directory): HEAD,
+	// and objects of its own or a commondir. Anything else git ignores.
+	var st unix.Stat_t
+	if unix.Fstatat(fd, "HEAD", &st, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+		(unix.Fstatat(fd, "objects", &st, unix.AT_SYMLINK_NOFOLLOW) != nil && unix.Fstatat(fd, "commondir", &st, unix.AT_SYMLINK_NOFOLLOW) != nil) {
+		return "", nil
+	}
+	target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil || !within(target, root) {
+		return "", nil
+	}
+	if within(dotGit, target) {
+		return "", nil // above the .git file: its own work tree
+	}
+	for _, rw := range r.rwRoots {
+		if within(rw, target) {
+			return "", nil // a writable root itself, or above one
+		}
+	}
+	return target, nil
 }
 
 // readSmall reads at most limit bytes of the regular file at path, not
@@ -1183,10 +1292,12 @@ func (r *resolver) protectOne(e entry, p string, pins, seen map[string]bool, new
 	return nil
 }
 
-// maxHidePins bounds the pins made for hidden files: each is a mount of
-// every run, and a tree with thousands of .env.example files would
-// otherwise cost thousands of mounts (0.1 -> 0.4 s a start, measured).
-const maxHidePins = 256
+// maxHideMounts bounds the hides and the pins above them: each is a mount
+// of every run (a tree with thousands of .env.example files cost 0.1 ->
+// 0.4 s a start, measured), and an earlier sandbox can create files that
+// match. Past it the run stops: leaving a hidden file unpinned would let
+// a sandbox move it where the next run does not look.
+const maxHideMounts = 2048
 
 // pinChain appends to out a pin (a read-write bind of itself) for each
 // directory between bind b's source and t, parents first, skipping the
@@ -1245,6 +1356,9 @@ func (r *resolver) patterns() error {
 	}
 	for _, e := range r.protectList {
 		add(e.Path, false)
+		if head, ok := bareRepoPattern(e.Path); ok {
+			add(head, true)
+		}
 	}
 	for _, e := range r.hideList {
 		add(e.Path, !e.Dir)
@@ -1342,7 +1456,7 @@ func (r *resolver) hide() error {
 			return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be hidden; if a sandbox made them, remove them, else hide what you need explicitly and drop this entry with \"!%s\" in your config", e.Path, walkMaxDirs, e.written)
 		}
 		if g.truncated {
-			r.warn(e.at.warn(false, "stopped matching %s after %d levels: matches deeper down are not hidden (hide them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDepth, e.written))
+			r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not hidden (hide them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDepth, g.truncatedAt, e.written))
 		}
 		for _, m := range g.matches {
 			if st, err := os.Lstat(m); err == nil && e.Dir != st.IsDir() {
@@ -1376,7 +1490,6 @@ func (r *resolver) hide() error {
 		pins[it.m.Dest] = true
 	}
 	var newPins []mountItem
-	unpinned := 0
 	for _, t := range targets {
 		// Invariant: inside a writable bind, every directory between the
 		// bind and a hidden path is pinned (a mount point cannot be
@@ -1386,10 +1499,6 @@ func (r *resolver) hide() error {
 		// cannot hide, and that run would read the secret. The hidden
 		// path itself is a mount point inside already.
 		for _, loc := range r.insideLocations(t.path, true) {
-			if len(newPins) >= maxHidePins {
-				unpinned++
-				break
-			}
 			b := r.mounts[loc.prov].m
 			newPins = r.pinChain(newPins, pins, t.path, b, t.at, rebase(t.path, b.Source, b.Dest)+" stays where its hide is")
 		}
@@ -1407,23 +1516,33 @@ func (r *resolver) hide() error {
 			}
 			r.hides = append(r.hides, PlanEntry{Mount: sandbox.Mount{Kind: sandbox.MountHide, Dest: loc.q}, Why: "hidden: reads as empty (" + r.whereText(t.at) + ")"})
 		}
+		if n := len(r.hides) + len(newPins); n > maxHideMounts {
+			var got []string
+			for _, h := range r.hides[len(r.hides)-min(len(r.hides), 3):] {
+				got = append(got, h.Dest)
+			}
+			return t.at.err(nil, "hiding takes more than %d mounts (%s); if a sandbox made these files, remove them, else hide fewer paths (.env.example and the like match .env*)", maxHideMounts, someOf(got))
+		}
 	}
-	// A hide inside another hide is already hidden.
+	// A hide inside another hide is already hidden: drop it, looking up
+	// each ancestor among the kept ones (a set: n hides cost n·depth).
 	sort.SliceStable(r.hides, func(a, b int) bool { return r.hides[a].Dest < r.hides[b].Dest })
+	kept := map[string]bool{}
 	var out []PlanEntry
 	for _, h := range r.hides {
 		covered := false
-		for _, o := range out {
-			covered = covered || within(h.Dest, o.Dest)
+		for p := h.Dest; !covered; p = filepath.Dir(p) {
+			covered = kept[p]
+			if p == "/" {
+				break
+			}
 		}
 		if !covered {
+			kept[h.Dest] = true
 			out = append(out, h)
 		}
 	}
 	r.hides = out
-	if unpinned > 0 {
-		r.warn(Warning{Source: "hide", Msg: fmt.Sprintf("%d hidden files lie below directories that are not pinned (at most %d pins, each a mount of every run): a sandbox could move those directories where the next run does not look; hide fewer files (.env.example and the like match .env*)", unpinned, maxHidePins)})
-	}
 	r.mounts = append(r.mounts, newPins...)
 	r.sortMounts()
 	return nil

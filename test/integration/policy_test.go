@@ -180,15 +180,20 @@ func TestWorkspaceNestedRepos(t *testing.T) {
 		u.mkdirs(t, filepath.Join(ws, ".git"), filepath.Join(ws, "vendor", "lib", ".git"), filepath.Join(ws, "tools", "wt"), filepath.Join(ws, "locked", "repo", ".git"))
 		u.writeFile(t, filepath.Join(ws, "vendor", "lib", ".git", "config"), "[core]\n\tbare = false\n", 0o644)
 		u.writeFile(t, filepath.Join(ws, "tools", "wt", ".git"), "gitdir: ../../.git/worktrees/wt\n", 0o644)
+		// A bare repository whose worktree lies outside the workspace.
+		u.mkdirs(t, filepath.Join(ws, "store", "proj.git", "objects"), filepath.Join(ws, "store", "proj.git", "refs"))
+		u.writeFile(t, filepath.Join(ws, "store", "proj.git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, "store", "proj.git", "config"), "[core]\n\tbare = true\n", 0o644)
 		o := &runOpts{dir: ws}
 		r := u.sh(t, o, nil, `
 (echo '[core] fsmonitor = evil' >> vendor/lib/.git/config) 2>/dev/null && echo NESTED-CONFIG-WRITTEN
 mkdir -p vendor/lib/.git/hooks 2>/dev/null && echo NESTED-HOOKS-CREATED
 mv vendor/lib vendor/lib2 2>/dev/null && echo NESTED-MOVED
 (echo 'gitdir: /tmp/evil' > tools/wt/.git) 2>/dev/null && echo WORKTREE-GITFILE-WRITTEN
+(echo '[core] fsmonitor = evil' >> store/proj.git/config) 2>/dev/null && echo BARE-CONFIG-WRITTEN
 echo code > vendor/lib/main.go && echo tree-ok`)
 		expectCode(t, r, 0)
-		for _, leak := range []string{"NESTED-CONFIG-WRITTEN", "NESTED-HOOKS-CREATED", "NESTED-MOVED", "WORKTREE-GITFILE-WRITTEN"} {
+		for _, leak := range []string{"NESTED-CONFIG-WRITTEN", "NESTED-HOOKS-CREATED", "NESTED-MOVED", "WORKTREE-GITFILE-WRITTEN", "BARE-CONFIG-WRITTEN"} {
 			if strings.Contains(r.stdout, leak) {
 				t.Errorf("%s: %q", leak, r.stdout)
 			}
