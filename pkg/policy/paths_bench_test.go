@@ -248,6 +248,34 @@ func TestGlobAllMatchesEach(t *testing.T) {
 	}
 }
 
+// A gitdir the run cannot look up (a sandbox made a directory on the way
+// unsearchable, where the walk does not go) stops the run: skipping it
+// would leave a bare repository's config writable. Root reads every
+// directory: make unit re-runs this test as uid 65534.
+func TestGlobGitTargetUnsearchable(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root searches every directory; make unit re-runs this test as uid 65534 (hack/unit-rootless.sh)")
+	}
+	h := testHost(t)
+	bare := filepath.Join(h.Cwd, "node_modules", "foo.git")
+	write(t, filepath.Join(bare, "HEAD"), "ref: refs/heads/main\n")
+	os.MkdirAll(filepath.Join(bare, "objects"), 0o755)
+	write(t, filepath.Join(h.Cwd, "wt", ".git"), "gitdir: ../node_modules/foo.git\n")
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	if !hasMount(res.Policy, "protect", bare) {
+		t.Fatalf("the gitdir was not protected: %+v", res.Policy.Mounts)
+	}
+	nm := filepath.Join(h.Cwd, "node_modules")
+	if err := os.Chmod(nm, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(nm, 0o755)
+	_, err := Load(h, Request{ConfigFile: "-"})
+	if err == nil || !strings.Contains(err.Error(), "cannot look up ../node_modules/foo.git") {
+		t.Fatalf("an unsearchable gitdir: %v", err)
+	}
+}
+
 // Directories this user cannot read or search: a search-only ancestor does
 // not stop the walk (a shared /home is 0711), and a directory the walk
 // cannot look into below the pattern's first wildcard is reported, so that

@@ -1178,6 +1178,43 @@ func TestWalkDepthWarnsOnlyWithSomewhereToGo(t *testing.T) {
 	}
 }
 
+// A bare repository given as a writable directory keeps its config and
+// hooks read-only, as a .git would: its worktrees run them on the host. A
+// repository-like directory a sandbox planted above a writable directory
+// makes nothing above that directory read-only.
+func TestProtectGitRoot(t *testing.T) {
+	h := testHost(t)
+	bare := filepath.Join(h.Cwd, "store", "proj.git")
+	write(t, filepath.Join(bare, "HEAD"), "ref: refs/heads/main\n")
+	write(t, filepath.Join(bare, "config"), "[core]\n\tbare = true\n")
+	os.MkdirAll(filepath.Join(bare, "objects"), 0o755)
+	os.MkdirAll(filepath.Join(bare, "refs"), 0o755)
+	os.MkdirAll(filepath.Join(bare, "worktrees", "wt"), 0o755)
+	planted := filepath.Join(h.Cwd, "a")
+	write(t, filepath.Join(planted, "HEAD"), "ref: refs/heads/main\n")
+	os.MkdirAll(filepath.Join(planted, "objects"), 0o755)
+	os.MkdirAll(filepath.Join(planted, "refs"), 0o755)
+	os.MkdirAll(filepath.Join(planted, "out"), 0o755)
+	res := mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: bare}, {Path: filepath.Join(planted, "out")}}}})})
+	for _, d := range []string{"config", "hooks", "worktrees"} {
+		if !hasMount(res.Policy, "protect", filepath.Join(bare, d)) {
+			t.Errorf("%s of a bare --rw repository not protected: %+v", d, res.Policy.Mounts)
+		}
+	}
+	for _, d := range []string{bare, planted} {
+		if hasMount(res.Policy, "protect", d) {
+			t.Errorf("%s read-only whole: it is or holds a writable directory", d)
+		}
+	}
+	// A submodule's core.worktree outside every writable directory is
+	// not looked up at all (an automounter could act on it).
+	write(t, filepath.Join(h.Cwd, ".git", "HEAD"), "ref: refs/heads/main\n")
+	write(t, filepath.Join(h.Cwd, ".git", "modules", "x", "config"), "[core]\n\tworktree = /nsbox-test-nonexistent/share\n")
+	if _, err := Load(h, Request{ConfigFile: "-"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The .git files of a repository's checked-out submodules are protected
 // with its .git: git on the host recurses into them, and a rewritten one
 // ("gitdir: ../evil") would point it at a config the sandbox wrote.

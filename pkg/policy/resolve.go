@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -928,6 +927,11 @@ func (r *resolver) protect() error {
 			// Fail closed, as for hides: a sandbox could chmod a
 			// directory the walk cannot look into back open and
 			// write in it; such a directory is read-only whole.
+			for _, d := range g.unlisted {
+				if r.holdsRoot(d) {
+					return e.at.err(fs.ErrPermission, "cannot look into %s (permission denied) for %s, and it holds a writable directory: make it readable (chmod u+rx %s)", d, e.Path, d)
+				}
+			}
 			if len(g.unlisted) > 0 {
 				r.warn(e.at.warn(false, "cannot look into %s (permission denied) to match %s: read-only whole", someOf(g.unlisted), e.Path))
 				paths = append(paths, g.unlisted...)
@@ -942,7 +946,8 @@ func (r *resolver) protect() error {
 			if err := r.protectOne(e, p, pins, seen, &newPins); err != nil {
 				return err
 			}
-			if p = filepath.Clean(p); filepath.Base(p) == ".git" && !scanned[p] {
+			p = filepath.Clean(p)
+			if filepath.Base(p) == ".git" && !scanned[p] {
 				scanned[p] = true
 				more, err := r.gitLinked(p, &gitBudget)
 				if err != nil {
@@ -965,6 +970,33 @@ func (r *resolver) protect() error {
 				}
 				return e.at.err(nil, "protecting %s takes more than %d mounts (%s); if a sandbox made these, remove them, else protect fewer paths", e.Path, maxProtectMounts, someOf(got[len(got)-min(len(got), 3):]))
 			}
+		}
+	}
+	// Invariant: a writable root that is itself a git directory (a bare
+	// repository given with --rw) keeps what git runs read-only, as its
+	// .git would be: its worktrees, also outside the sandbox, run its
+	// config and hooks. Done for the entries that protect something of
+	// the root's .git ("$NSBOX_RW/.git/", its hooks or config).
+	for _, root := range r.rwRoots {
+		if !isGitDir(root) {
+			continue
+		}
+		for _, x := range r.protectList {
+			if !within(filepath.Clean(r.absolute(x.Path)), filepath.Join(root, ".git")) {
+				continue
+			}
+			for _, m := range gitRootMeta {
+				mp := filepath.Join(root, m.name)
+				if _, err := os.Lstat(mp); err != nil && !m.always {
+					continue
+				}
+				me := x.entry
+				me.Dir = m.dir
+				if err := r.protectOne(me, mp, pins, seen, &newPins); err != nil {
+					return err
+				}
+			}
+			break
 		}
 	}
 	r.mounts = append(r.mounts, newPins...)
@@ -993,13 +1025,17 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 	if !ok || err != nil {
 		return nil, err
 	}
+	if g.tooMany {
+		return nil, fmt.Errorf("matching %s stopped after %d directories, so the bare repositories beyond cannot be protected; if a sandbox made them, remove them", head, walkMaxDirs)
+	}
 	var out []string
 	for _, m := range g.matches {
 		d := filepath.Dir(m)
-		if filepath.Base(d) == ".git" || slices.Contains(r.rwRoots, d) {
-			// A writable directory itself is never made read-only
-			// whole: a sandbox could plant HEAD, objects/ and refs/
-			// in the workspace to stop every later run's work.
+		if filepath.Base(d) == ".git" || r.holdsRoot(d) {
+			// A writable directory, or one above it, is never made
+			// read-only whole: a sandbox could plant HEAD, objects/
+			// and refs/ above a --rw directory to stop the next run's
+			// work (a root that is a git directory: gitRoot).
 			continue
 		}
 		objects, err1 := os.Lstat(filepath.Join(d, "objects"))
@@ -1009,6 +1045,38 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// holdsRoot reports whether d is a writable root or above one.
+func (r *resolver) holdsRoot(d string) bool {
+	for _, rw := range r.rwRoots {
+		if within(rw, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// gitRootMeta are the entries of a git directory that make git on the host
+// run code or take settings from it; always: protected also when missing.
+var gitRootMeta = []struct {
+	name        string
+	dir, always bool
+}{
+	{"config", false, true}, {"hooks", true, true}, {"config.worktree", false, false},
+	{"info", true, false}, {"commondir", false, false}, {"worktrees", true, false}, {"modules", true, false},
+}
+
+// isGitDir reports whether d looks like a repository's git directory to
+// git: HEAD next to objects/ and refs/.
+func isGitDir(d string) bool {
+	head, err := os.Lstat(filepath.Join(d, "HEAD"))
+	if err != nil || head.IsDir() {
+		return false
+	}
+	objects, err1 := os.Lstat(filepath.Join(d, "objects"))
+	refs, err2 := os.Lstat(filepath.Join(d, "refs"))
+	return err1 == nil && err2 == nil && objects.IsDir() && refs.IsDir()
 }
 
 // someOf names a few of paths, and how many there are.
@@ -1068,7 +1136,7 @@ func (r *resolver) gitLinked(dotGit string, budget *int) ([]string, error) {
 	if !st.IsDir() {
 		return nil, nil
 	}
-	return submoduleGitfiles(dotGit, budget)
+	return r.submoduleGitfiles(dotGit, budget)
 }
 
 // gitTarget reads the one-line file at file (a .git file, "gitdir: DIR",
@@ -1090,45 +1158,12 @@ func (r *resolver) gitTarget(file, prefix, dotGit string) (string, error) {
 	line, _, _ := strings.Cut(string(readSmall(file, maxGitfile)), "\n")
 	v, ok := strings.CutPrefix(line, prefix)
 	v = strings.TrimSpace(v)
-	if !ok || v == "" || strings.ContainsRune(v, 0) {
+	if !ok || v == "" {
 		return "", nil
 	}
-	lexical := v
-	if !filepath.IsAbs(v) {
-		lexical = filepath.Join(filepath.Dir(file), v)
-	}
-	lexical = filepath.Clean(lexical)
-	root := ""
-	for _, rw := range r.rwRoots {
-		if within(lexical, rw) && len(rw) > len(root) {
-			root = rw
-		}
-	}
-	if root == "" {
-		return "", nil
-	}
-	// Relative to the root, as written when it starts inside the
-	// root's directory (".." is the kernel's to resolve, beneath it).
-	rel := ""
-	if dir, err := filepath.Rel(root, filepath.Dir(file)); err == nil && !filepath.IsAbs(v) && dir != ".." && !strings.HasPrefix(dir, "../") {
-		rel = dir + "/" + v
-	} else if rel, err = filepath.Rel(root, lexical); err != nil {
-		return "", nil
-	}
-	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", nil
-	}
-	defer unix.Close(rootFD)
-	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
-	switch {
-	case errors.Is(err, unix.ELOOP):
-		return "", fmt.Errorf("%s names %s through a symlink, which a sandbox could point elsewhere once the run has protected its target; write the path without symlinks into %s, or remove it if a sandbox made it", file, v, file)
-	case err != nil:
-		return "", nil // missing, not a directory, or not beneath the root
+	fd, root, err := r.openBeneath(file, v)
+	if fd < 0 || err != nil {
+		return "", err
 	}
 	defer unix.Close(fd)
 	// A git directory, as git decides (setup.c is_git_directory): HEAD,
@@ -1146,11 +1181,69 @@ func (r *resolver) gitTarget(file, prefix, dotGit string) (string, error) {
 		return "", nil // above the .git file: its own work tree
 	}
 	for _, rw := range r.rwRoots {
+		// A writable root itself, or above one: never read-only whole
+		// (a root that is a git directory keeps its config and hooks
+		// read-only instead: gitRoot).
 		if within(rw, target) {
-			return "", nil // a writable root itself, or above one
+			return "", nil
 		}
 	}
 	return target, nil
+}
+
+// openBeneath opens the directory v, a path that file (inside a writable
+// root) names, relative to file's directory unless absolute: by fd below
+// the longest writable root that lexically holds it, never through a
+// symlink and never past that root (openat2 RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV). fd is -1 when v is outside
+// every writable root (read-only inside anyway, and not looked up at all:
+// a lookup of /net/HOST/... on the host could wake an automounter), or
+// missing, or not a directory. Any other failure is an error naming file:
+// a directory a sandbox made unsearchable must not make the run skip what
+// it holds.
+func (r *resolver) openBeneath(file, v string) (fd int, root string, err error) {
+	if strings.ContainsRune(v, 0) {
+		return -1, "", nil
+	}
+	lexical := v
+	if !filepath.IsAbs(v) {
+		lexical = filepath.Join(filepath.Dir(file), v)
+	}
+	lexical = filepath.Clean(lexical)
+	for _, rw := range r.rwRoots {
+		if within(lexical, rw) && len(rw) > len(root) {
+			root = rw
+		}
+	}
+	if root == "" {
+		return -1, "", nil
+	}
+	// Relative to the root, as written when it starts inside the
+	// root's directory (".." is the kernel's to resolve, beneath it).
+	rel := ""
+	if dir, err := filepath.Rel(root, filepath.Dir(file)); err == nil && !filepath.IsAbs(v) && dir != ".." && !strings.HasPrefix(dir, "../") {
+		rel = dir + "/" + v
+	} else if rel, err = filepath.Rel(root, lexical); err != nil {
+		return -1, "", nil
+	}
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", fmt.Errorf("open %s to look up what %s names: %w", root, file, err)
+	}
+	defer unix.Close(rootFD)
+	fd, err = unix.Openat2(rootFD, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	switch {
+	case err == nil:
+		return fd, root, nil
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EXDEV):
+		return -1, "", nil // missing, not a directory, or past the root
+	case errors.Is(err, unix.ELOOP):
+		return -1, "", fmt.Errorf("%s names %s through a symlink, which a sandbox could point elsewhere once the run has protected its target; write the path without symlinks into %s, or remove it if a sandbox made it", file, v, file)
+	}
+	return -1, "", fmt.Errorf("cannot look up %s, which %s names: %w (if a sandbox made a directory on the way unreadable, chmod u+rx it)", v, file, err)
 }
 
 // readSmall reads at most limit bytes of the regular file at path, not
@@ -1175,7 +1268,7 @@ func readSmall(path string, limit int64) []byte {
 // Only .git files that exist are returned. Nothing is followed through a
 // symlink, and the walk and the reads are bounded: past budget, an error,
 // as an unread submodule would stay writable.
-func submoduleGitfiles(gitDir string, budget *int) ([]string, error) {
+func (r *resolver) submoduleGitfiles(gitDir string, budget *int) ([]string, error) {
 	var out []string
 	var visit func(dir string, depth int) error
 	visit = func(dir string, depth int) error {
@@ -1203,13 +1296,21 @@ func submoduleGitfiles(gitDir string, budget *int) ([]string, error) {
 				continue // a repository's own data, no submodules in it
 			}
 			sub := filepath.Join(dir, e.Name())
-			if wt := configWorktree(filepath.Join(sub, submoduleConfigName)); wt != "" {
-				if !filepath.IsAbs(wt) {
-					wt = filepath.Join(sub, wt)
+			config := filepath.Join(sub, submoduleConfigName)
+			if wt := configWorktree(config); wt != "" {
+				// The work tree is looked up as a gitdir is: by fd,
+				// below a writable root only (openBeneath).
+				fd, _, err := r.openBeneath(config, wt)
+				if err != nil {
+					return err
 				}
-				g := filepath.Join(filepath.Clean(wt), ".git")
-				if st, err := os.Lstat(g); err == nil && st.Mode().IsRegular() {
-					out = append(out, g)
+				if fd >= 0 {
+					var st unix.Stat_t
+					real, lerr := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+					if unix.Fstatat(fd, ".git", &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && lerr == nil {
+						out = append(out, filepath.Join(real, ".git"))
+					}
+					unix.Close(fd)
 				}
 			}
 			if err := visit(sub, depth+1); err != nil {
@@ -1533,7 +1634,7 @@ func (r *resolver) hide() error {
 		covered := false
 		for p := h.Dest; !covered; p = filepath.Dir(p) {
 			covered = kept[p]
-			if p == "/" {
+			if p == "/" || p == "." {
 				break
 			}
 		}
