@@ -265,7 +265,8 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 	return &heldSession{Session: s, res: res, release: func() { hold.Release(res.Placeholders) }}, nil
 }
 
-// heldSession releases the policy hold once the sandbox is gone.
+// heldSession releases the policy hold once the sandbox is gone, then runs
+// the git audit.
 type heldSession struct {
 	*sandbox.Session
 	res     *policy.Result // the policy it was started with
@@ -275,7 +276,10 @@ type heldSession struct {
 
 func (h *heldSession) Close() error {
 	err := h.Session.Close()
-	h.once.Do(h.release)
+	h.once.Do(func() {
+		h.release()
+		auditGit(h.res)
+	})
 	return err
 }
 

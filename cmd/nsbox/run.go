@@ -298,6 +298,11 @@ func runMain(f *runFlags, argv []string) error {
 	// The command is done: everything it left behind dies with the sandbox.
 	closeErr := s.Close()
 	release()
+	// Every process of the sandbox is gone: make the git repositories it
+	// made inert before the caller can run git in them.
+	for _, q := range auditGit(res) {
+		status.emit(map[string]any{"event": "quarantined", "repo": q.Repo, "from": q.From, "to": q.To})
+	}
 	code, msg := exitStatus(res2, err)
 	var intr *exitError
 	sig := ctx.Signal()
@@ -408,4 +413,22 @@ func exitStatus(res sandbox.Result, err error) (int, string) {
 		return res.ExitCode, "interrupted"
 	}
 	return exitNsboxFailed, err.Error()
+}
+
+// auditGit runs res's git audit (policy.GitAudit) once the sandbox has
+// ended and says on stderr what it did and what it could not do.
+func auditGit(res *policy.Result) []policy.Quarantined {
+	if res == nil {
+		return nil
+	}
+	qs, err := res.GitAudit.Run()
+	for _, q := range qs {
+		fmt.Fprintf(os.Stderr, "nsbox: warning: the sandbox made a git repository at %s: %s is renamed to %s, so that git on the host does not run its config or hooks; look at it before you rename it back\n", q.Repo, q.From, q.To)
+	}
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(os.Stderr, "nsbox: warning: %s\n", line)
+		}
+	}
+	return qs
 }

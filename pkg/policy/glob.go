@@ -56,11 +56,12 @@ type globResult struct {
 type globPattern struct {
 	path     string
 	fileOnly bool
+	links    bool // symlinks match too (the git audit: git follows a .git symlink)
 }
 
 // glob expands one pattern; see globAll.
 func glob(pattern string, fileOnly bool) (globResult, error) {
-	res, err := globAll([]globPattern{{pattern, fileOnly}})
+	res, err := globAll([]globPattern{{path: pattern, fileOnly: fileOnly}})
 	if err != nil {
 		return globResult{}, err
 	}
@@ -101,7 +102,7 @@ func globAll(patterns []globPattern) ([]globResult, error) {
 				}
 			}
 		}
-		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, base: "/"}
+		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, links: gp.links, base: "/"}
 		for j, p := range parts {
 			if p == "**" || hasGlob(p) {
 				w.pats[i].base = "/" + strings.Join(parts[:j], "/")
@@ -148,8 +149,8 @@ type dirFD struct {
 }
 
 type walkPattern struct {
-	fileOnly bool
-	base     string // the pattern up to its first wildcard
+	fileOnly, links bool
+	base            string // the pattern up to its first wildcard
 }
 
 // walkState is where one pattern stands in the walk: the parts it has
@@ -481,6 +482,10 @@ func (w *walker) match(fd int, dir, name, p string, states []walkState) {
 			w.res[s.pat].matches = append(w.res[s.pat].matches, p)
 		case unix.S_IFDIR:
 			if !w.pats[s.pat].fileOnly {
+				w.res[s.pat].matches = append(w.res[s.pat].matches, p)
+			}
+		case unix.S_IFLNK:
+			if w.pats[s.pat].links {
 				w.res[s.pat].matches = append(w.res[s.pat].matches, p)
 			}
 		}

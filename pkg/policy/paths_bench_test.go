@@ -71,7 +71,7 @@ func BenchmarkGlobWorkspace(b *testing.B) {
 // protect joined the .env hide: both patterns in one walk.
 func BenchmarkGlobWorkspaceShared(b *testing.B) {
 	root := benchTree(b)
-	pats := []globPattern{{filepath.Join(root, "**", ".env*"), true}, {filepath.Join(root, "**", ".git"), false}}
+	pats := []globPattern{{path: filepath.Join(root, "**", ".env*"), fileOnly: true}, {path: filepath.Join(root, "**", ".git")}}
 	for b.Loop() {
 		g, err := globAll(pats)
 		if err != nil || len(g[0].matches) != 41 || len(g[1].matches) != 1 {
@@ -219,13 +219,13 @@ func TestGlobAllMatchesEach(t *testing.T) {
 		t.Fatal(err)
 	}
 	pats := []globPattern{
-		{filepath.Join(root, "**/.env*"), true},
-		{filepath.Join(root, "**/.git"), false},
-		{filepath.Join(root, "**/.git"), true},
-		{filepath.Join(root, "a*/b?/*"), false},
-		{filepath.Join(root, "a5/link/vendored/.git"), false},
-		{filepath.Join(root, "**"), false},
-		{filepath.Join(root, "a1/**/.git"), false},
+		{path: filepath.Join(root, "**/.env*"), fileOnly: true},
+		{path: filepath.Join(root, "**/.git"), fileOnly: false},
+		{path: filepath.Join(root, "**/.git"), fileOnly: true},
+		{path: filepath.Join(root, "a*/b?/*"), fileOnly: false},
+		{path: filepath.Join(root, "a5/link/vendored/.git"), fileOnly: false},
+		{path: filepath.Join(root, "**"), fileOnly: false},
+		{path: filepath.Join(root, "a1/**/.git"), fileOnly: false},
 	}
 	all, err := globAll(pats)
 	if err != nil {

@@ -41,6 +41,9 @@ type Result struct {
 	Placeholders []Placeholder `json:"placeholders,omitempty"`
 	// Warnings and notes, in the order they arose.
 	Warnings []Warning `json:"warnings,omitempty"`
+	// GitAudit, when not nil, is to be run once the sandbox has ended:
+	// it makes the git repositories the sandbox created inert.
+	GitAudit *GitAudit `json:"-"`
 }
 
 // PlanEntry is one mount and why it is there.
@@ -911,18 +914,25 @@ func (r *resolver) protect() error {
 				// Fail closed: an earlier sandbox could create that
 				// many directories, sorted before a repository, to
 				// leave it writable for the next one.
-				return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be protected; if a sandbox made them, remove them, else protect what you need explicitly and drop this entry with \"!%s\" in your config", e.Path, walkMaxDirs, x.written)
+				return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be protected: if a sandbox made them, remove them (for a workspace that big, see \"Protected paths\" in docs/profiles.md)", e.Path, walkMaxDirs)
 			}
 			if g.truncated {
 				r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not protected (protect them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDepth, g.truncatedAt, x.written))
 			}
 			paths = g.matches
 			if head, ok := bareRepoPattern(x.Path); ok {
-				bare, err := r.bareRepos(head)
+				bare, heads, err := r.bareRepos(head)
 				if err != nil {
 					return e.at.err(err, "%v", err)
 				}
 				paths = append(paths, bare...)
+				if r.res.GitAudit == nil {
+					withLinks, _, err := r.globAs(p, globPattern{links: true})
+					if err != nil {
+						return e.at.err(err, "%v", err)
+					}
+					r.res.GitAudit = r.newGitAudit(filepath.Dir(filepath.Dir(head)), withLinks.matches, heads)
+				}
 			}
 			// Fail closed, as for hides: a sandbox could chmod a
 			// directory the walk cannot look into back open and
@@ -1020,13 +1030,13 @@ func bareRepoPattern(p string) (string, bool) {
 // not in a .git (those are protected as such). git on the host runs what
 // such a repository's config and hooks say for every worktree of it, even
 // one outside the workspace, and for every push to it.
-func (r *resolver) bareRepos(head string) ([]string, error) {
+func (r *resolver) bareRepos(head string) (bare, heads []string, err error) {
 	g, ok, err := r.glob(r.absolute(head), true)
 	if !ok || err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if g.tooMany {
-		return nil, fmt.Errorf("matching %s stopped after %d directories, so the bare repositories beyond cannot be protected; if a sandbox made them, remove them", head, walkMaxDirs)
+		return nil, nil, fmt.Errorf("matching %s stopped after %d directories, so the bare repositories beyond cannot be protected; if a sandbox made them, remove them", head, walkMaxDirs)
 	}
 	var out []string
 	for _, m := range g.matches {
@@ -1044,7 +1054,7 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 			out = append(out, d)
 		}
 	}
-	return out, nil
+	return out, g.matches, nil
 }
 
 // holdsRoot reports whether d is a writable root or above one.
@@ -1063,8 +1073,13 @@ var gitRootMeta = []struct {
 	name        string
 	dir, always bool
 }{
-	{"config", false, true}, {"hooks", true, true}, {"config.worktree", false, false},
-	{"info", true, false}, {"commondir", false, false}, {"worktrees", true, false}, {"modules", true, false},
+	{"config", false, true}, {"hooks", true, true}, {"config.worktree", false, true},
+	{"info", true, true}, {"worktrees", true, true}, {"modules", true, true},
+	{"remotes", true, true}, {"branches", true, true},
+	// Not created when missing: an empty commondir breaks git on the
+	// host for the run's length. One the sandbox creates is renamed by
+	// the git audit.
+	{"commondir", false, false},
 }
 
 // isGitDir reports whether d looks like a repository's git directory to
@@ -1445,24 +1460,26 @@ func (r *resolver) patterns() error {
 		}
 	}
 	var pats []globPattern
-	add := func(p string, fileOnly bool) {
+	add := func(p string, gp globPattern) {
 		if p = r.absolute(p); !hasGlob(p) {
 			return
 		}
 		// What cannot be walked (a missing prefix, a bad pattern) is
 		// left to the entry's own step, which skips it or names it.
 		if pat, ok, err := globPatternOf(p); ok && err == nil {
-			pats = append(pats, globPattern{pat, fileOnly})
+			gp.path = pat
+			pats = append(pats, gp)
 		}
 	}
 	for _, e := range r.protectList {
-		add(e.Path, false)
+		add(e.Path, globPattern{})
 		if head, ok := bareRepoPattern(e.Path); ok {
-			add(head, true)
+			add(head, globPattern{fileOnly: true})
+			add(e.Path, globPattern{links: true}) // for the git audit
 		}
 	}
 	for _, e := range r.hideList {
-		add(e.Path, !e.Dir)
+		add(e.Path, globPattern{fileOnly: !e.Dir})
 	}
 	if len(pats) == 0 {
 		return nil
@@ -1511,15 +1528,24 @@ func globPatternOf(p string) (pattern string, ok bool, err error) {
 // glob matches the pattern p (absolute): from the patterns step's walk,
 // or, for a pattern it did not see, alone.
 func (r *resolver) glob(p string, fileOnly bool) (globResult, bool, error) {
+	return r.globAs(p, globPattern{fileOnly: fileOnly})
+}
+
+// globAs is glob for a pattern whose matching is gp's (fileOnly, links).
+func (r *resolver) globAs(p string, gp globPattern) (globResult, bool, error) {
 	pat, ok, err := globPatternOf(p)
 	if !ok || err != nil {
 		return globResult{}, false, err
 	}
-	if g, ok := r.globbed[globPattern{pat, fileOnly}]; ok {
+	gp.path = pat
+	if g, ok := r.globbed[gp]; ok {
 		return g, true, nil
 	}
-	g, err := glob(pat, fileOnly)
-	return g, err == nil, err
+	res, err := globAll([]globPattern{gp})
+	if err != nil {
+		return globResult{}, false, err
+	}
+	return res[0], true, nil
 }
 
 func (r *resolver) hide() error {
@@ -1554,7 +1580,7 @@ func (r *resolver) hide() error {
 			// Fail closed: an earlier sandbox could create that many
 			// directories, sorted before a .env, to make it readable
 			// in the next one.
-			return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be hidden; if a sandbox made them, remove them, else hide what you need explicitly and drop this entry with \"!%s\" in your config", e.Path, walkMaxDirs, e.written)
+			return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be hidden: if a sandbox made them, remove them (for a workspace that big, see \"Hidden paths\" in docs/profiles.md)", e.Path, walkMaxDirs)
 		}
 		if g.truncated {
 			r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not hidden (hide them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDepth, g.truncatedAt, e.written))

@@ -222,6 +222,44 @@ echo code > vendor/lib/main.go && echo tree-ok`)
 	})
 }
 
+// The git repositories a sandbox makes in the workspace (where nothing
+// protected could stop it: a .git in an existing directory, the layout of
+// a bare repository, a .git symlink) are made inert when the run ends,
+// before the caller can run git there; those that existed stay as they
+// are, and so does an empty .git.
+func TestWorkspaceGitAudit(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, filepath.Join(ws, "src"), filepath.Join(ws, "docs"), filepath.Join(ws, "vendor", "lib", ".git"), filepath.Join(ws, "elsewhere"))
+		u.writeFile(t, filepath.Join(ws, "vendor", "lib", ".git", "config"), "[core]\n", 0o644)
+		status := filepath.Join(u.visibleDir(t), "status.jsonl")
+		r := u.sh(t, &runOpts{dir: ws}, []string{"--json-status", status}, `
+mkdir src/.git && printf '[core]\n\tfsmonitor = evil\n' > src/.git/config && echo ref > src/.git/HEAD
+mkdir docs/objects docs/refs && echo 'ref: refs/heads/main' > docs/HEAD
+mkdir elsewhere/gitdir && echo x > elsewhere/gitdir/HEAD && ln -s gitdir elsewhere/.git
+mkdir empty && mkdir empty/.git
+echo made`)
+		expectCode(t, r, 0)
+		for _, p := range []string{"src/.git.nsbox-quarantine", "docs/HEAD.nsbox-quarantine", "elsewhere/.git.nsbox-quarantine", "vendor/lib/.git", "empty/.git"} {
+			if !exists(filepath.Join(ws, p)) {
+				t.Errorf("%s missing after the run", p)
+			}
+		}
+		for _, p := range []string{"src/.git", "docs/HEAD", "elsewhere/.git", "vendor/lib/.git.nsbox-quarantine"} {
+			if exists(filepath.Join(ws, p)) {
+				t.Errorf("%s still there after the run", p)
+			}
+		}
+		if strings.Count(r.stderr, "the sandbox made a git repository") != 3 {
+			t.Errorf("stderr %q", r.stderr)
+		}
+		b, _ := os.ReadFile(status)
+		if strings.Count(string(b), `"event":"quarantined"`) != 3 || !strings.HasSuffix(strings.TrimSpace(string(b)), "}") || !strings.Contains(string(b)[strings.LastIndex(string(b), "quarantined"):], `"event":"exited"`) {
+			t.Errorf("status %s", b)
+		}
+	})
+}
+
 // An earlier sandbox that fills the workspace with directories, sorted
 // before a nested repository and a .env, cannot push them past the walk's
 // bound: the next run stops with an error instead of leaving the
