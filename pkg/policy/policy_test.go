@@ -1215,6 +1215,32 @@ func TestProtectGitRoot(t *testing.T) {
 	}
 }
 
+// What a protected git config points git to is protected when it lies in
+// a writable directory: a hooks directory (husky's .husky/_), an included
+// file, also one the user's own config includes; placeholders keep them
+// from being created. A symlink on the way stops the run.
+func TestProtectGitConfigPointers(t *testing.T) {
+	h := testHost(t)
+	write(t, filepath.Join(h.Cwd, ".git", "HEAD"), "ref: refs/heads/main\n")
+	write(t, filepath.Join(h.Cwd, ".git", "config"), "[core]\n\thooksPath = .husky/_ # husky\n[include]\n\tpath = \"../.gitconfig.shared\"\n")
+	write(t, filepath.Join(h.Cwd, ".gitconfig.shared"), "[include]\n\tpath = deeper.conf\n")
+	write(t, filepath.Join(h.Cwd, "vendor", "lib", ".git", "config"), "[core]\n\thooksPath = hooks-here\n")
+	write(t, filepath.Join(h.ConfigHome, "git", "config"), "[includeIf \"gitdir:"+h.Cwd+"/\"]\n\tpath = "+h.Cwd+"/.git-local.conf\n")
+	write(t, filepath.Join(h.Cwd, ".husky", "pre-commit"), "npm test\n")
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	for _, d := range []string{".husky/_", ".gitconfig.shared", "deeper.conf", "vendor/lib/hooks-here", ".git-local.conf"} {
+		if !hasMount(res.Policy, "protect", filepath.Join(h.Cwd, d)) {
+			t.Errorf("%s not protected: %+v", d, res.Policy.Mounts)
+		}
+	}
+	os.RemoveAll(filepath.Join(h.Cwd, ".husky"))
+	os.MkdirAll(filepath.Join(h.Cwd, "real-hooks"), 0o755)
+	os.Symlink("real-hooks", filepath.Join(h.Cwd, ".husky"))
+	if _, err := Load(h, Request{ConfigFile: "-"}); err == nil || !strings.Contains(err.Error(), "through the symlink "+filepath.Join(h.Cwd, ".husky")) {
+		t.Fatalf("a hooksPath through a symlink: %v", err)
+	}
+}
+
 // The .git files of a repository's checked-out submodules are protected
 // with its .git: git on the host recurses into them, and a rewritten one
 // ("gitdir: ../evil") would point it at a config the sandbox wrote.

@@ -957,6 +957,12 @@ func (r *resolver) protect() error {
 				return err
 			}
 			p = filepath.Clean(p)
+			if filepath.Base(p) != ".git" && isGitDir(p) {
+				// A bare repository: hooks run in it.
+				if err := r.protectPointers(e, filepath.Join(p, "config"), gitConfigPointers(filepath.Join(p, "config"), p, r.home, r.rwRoots), pins, seen, &newPins); err != nil {
+					return err
+				}
+			}
 			if filepath.Base(p) == ".git" && !scanned[p] {
 				scanned[p] = true
 				more, err := r.gitLinked(p, &gitBudget)
@@ -966,6 +972,22 @@ func (r *resolver) protect() error {
 				for _, g := range more {
 					if err := r.protectOne(e, g, pins, seen, &newPins); err != nil {
 						return err
+					}
+				}
+				// What the repository's config points git to.
+				gitDirs := more
+				if st, err := os.Lstat(p); err == nil && st.IsDir() {
+					gitDirs = append([]string{p}, more...)
+				}
+				for _, d := range gitDirs {
+					if st, err := os.Lstat(d); err != nil || !st.IsDir() {
+						continue
+					}
+					for _, name := range []string{"config", "config.worktree"} {
+						ptrs := gitConfigPointers(filepath.Join(d, name), filepath.Dir(p), r.home, r.rwRoots)
+						if err := r.protectPointers(e, filepath.Join(d, name), ptrs, pins, seen, &newPins); err != nil {
+							return err
+						}
 					}
 				}
 			}
@@ -981,6 +1003,28 @@ func (r *resolver) protect() error {
 				return e.at.err(nil, "protecting %s takes more than %d mounts (%s); if a sandbox made these, remove them, else protect fewer paths", e.Path, maxProtectMounts, someOf(got[len(got)-min(len(got), 3):]))
 			}
 		}
+	}
+	// The user's own git configs may point every repository to a hooks
+	// directory or an included file in a writable directory: those are
+	// protected with the entries that protect a .git.
+	for _, x := range r.protectList {
+		if filepath.Base(filepath.Clean(x.Path)) != ".git" {
+			continue
+		}
+		var files []string
+		if r.h.ConfigHome != "" {
+			files = append(files, filepath.Join(r.h.ConfigHome, "git", "config"))
+		}
+		if r.home != "" {
+			files = append(files, filepath.Join(r.home, ".gitconfig"))
+		}
+		files = append(files, "/etc/gitconfig")
+		for _, f := range files {
+			if err := r.protectPointers(x.entry, f, gitConfigPointers(f, "", r.home, r.rwRoots), pins, seen, &newPins); err != nil {
+				return err
+			}
+		}
+		break
 	}
 	// Invariant: a writable root that is itself a git directory (a bare
 	// repository given with --rw) keeps what git runs read-only, as its
@@ -1005,6 +1049,10 @@ func (r *resolver) protect() error {
 				if err := r.protectOne(me, mp, pins, seen, &newPins); err != nil {
 					return err
 				}
+			}
+			config := filepath.Join(root, "config")
+			if err := r.protectPointers(x.entry, config, gitConfigPointers(config, root, r.home, r.rwRoots), pins, seen, &newPins); err != nil {
+				return err
 			}
 			break
 		}
@@ -1055,6 +1103,44 @@ func (r *resolver) bareRepos(head string) (bare, heads []string, err error) {
 		}
 	}
 	return out, g.matches, nil
+}
+
+// protectPointers protects what the git config file points git to (ptrs,
+// from gitConfigPointers), when it lies in a writable directory. Those
+// paths are looked up only below that directory, and a symlink on the way
+// stops the run: the sandbox could point it elsewhere once the run has
+// protected its target, and following it could make the host look up a
+// path of the sandbox's choosing outside (an automounter's /net/HOST).
+func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pins, seen map[string]bool, newPins *[]mountItem) error {
+	for _, ptr := range ptrs {
+		root := ""
+		for _, rw := range r.rwRoots {
+			if within(ptr.path, rw) && len(rw) > len(root) {
+				root = rw
+			}
+		}
+		if root == "" || ptr.path == root {
+			continue // read-only inside, or the whole writable directory
+		}
+		rel, _ := filepath.Rel(root, ptr.path)
+		cur := root
+		for _, c := range splitPath(rel) {
+			cur = filepath.Join(cur, c)
+			st, err := os.Lstat(cur)
+			if err != nil {
+				break // missing from here: a placeholder keeps it so
+			}
+			if st.Mode()&os.ModeSymlink != 0 {
+				return e.at.err(nil, "%s points git to %s through the symlink %s, which a sandbox could point elsewhere: point it to the real path, or remove the symlink if a sandbox made it", config, ptr.path, cur)
+			}
+		}
+		pe := e
+		pe.Dir = ptr.dir
+		if err := r.protectOne(pe, ptr.path, pins, seen, newPins); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // holdsRoot reports whether d is a writable root or above one.

