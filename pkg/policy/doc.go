@@ -23,6 +23,12 @@
 // variable, a loosening setting) are returned as Warnings, never printed:
 // this package does not print, exit or parse flags.
 //
+// A caller that runs a sandbox from a Result does three things around it:
+// it holds the writable roots while the sandbox lives (Hold, which also
+// removes the Placeholders afterwards), and once the sandbox has ended it
+// runs Result.GitAudit, which makes the git repositories the sandbox made
+// inert before anyone runs git in them (cmd/nsbox does all three).
+//
 // Imports point downward: policy imports sandbox and leaf packages, never
 // the reverse.
 package policy
