@@ -34,7 +34,15 @@ type GitAudit struct {
 	known     map[fileID]bool
 }
 
-type fileID struct{ dev, ino uint64 }
+// fileID is what the audit trusts a pre-existing entry by. Directories
+// known to the audit are protected (read-only mount points, which a
+// sandbox can neither remove nor replace), so their inode is theirs; a
+// symlink or a file adds its ctime, which a sandbox cannot set back, so
+// that one removed and made anew, with its inode number reused, is new.
+type fileID struct {
+	dev, ino uint64
+	ctime    int64
+}
 
 // Quarantined is one repository the audit made inert.
 type Quarantined struct {
@@ -50,13 +58,20 @@ func idOf(p string) (fileID, bool) {
 	if unix.Lstat(p, &st) != nil {
 		return fileID{}, false
 	}
-	return fileID{uint64(st.Dev), st.Ino}, true
+	id := fileID{dev: uint64(st.Dev), ino: st.Ino}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		id.ctime = st.Ctim.Nano()
+	}
+	return id, true
 }
 
-// newGitAudit records the git metadata that exists before the run: the
-// matches of "DIR/**/.git" and "DIR/**/HEAD" (walked with the hides; DIR
-// is the workspace), and the top of every writable root.
-func (r *resolver) newGitAudit(dir string, gits, heads []string) *GitAudit {
+// newGitAudit records the git metadata that exists before the run, all of
+// it protected for the run: the .git entries of "DIR/**/.git" (DIR is the
+// workspace), the bare repositories found, the .git at the top of every
+// writable root, and a writable root that is itself a git directory. Never
+// a directory that merely holds a HEAD: a sandbox could prepare one and
+// move it into place in a later run.
+func (r *resolver) newGitAudit(dir string, gits, bare []string) *GitAudit {
 	a := &GitAudit{workspace: dir, roots: r.rwRoots, known: map[fileID]bool{}}
 	add := func(p string) {
 		if id, ok := idOf(p); ok {
@@ -66,14 +81,14 @@ func (r *resolver) newGitAudit(dir string, gits, heads []string) *GitAudit {
 	for _, p := range gits {
 		add(p)
 	}
-	for _, h := range heads {
-		add(filepath.Dir(h))
+	for _, d := range bare {
+		add(d)
 	}
 	for _, root := range r.rwRoots {
 		add(filepath.Join(root, ".git"))
-		add(root)
-		if isGitDir(root) {
+		if gitDirLayout(root) {
 			a.gitRoots = append(a.gitRoots, root)
+			add(root)
 			add(filepath.Join(root, "commondir"))
 		}
 	}
@@ -91,16 +106,40 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 	var errs []error
 	var gits, heads []string
 	if a.workspace != "" {
-		res, err := globAll([]globPattern{
-			{path: filepath.Join(a.workspace, "**", ".git"), links: true},
-			{path: filepath.Join(a.workspace, "**", "HEAD"), fileOnly: true},
-		})
-		if err != nil {
-			return nil, err
-		}
-		gits, heads = res[0].matches, res[1].matches
-		if res[0].tooMany || res[1].tooMany {
-			errs = append(errs, fmt.Errorf("the sandbox left more than %d directories in %s: repositories it made beyond them were not looked for; do not run git there before you have looked", walkMaxDirs, a.workspace))
+		// A directory the walk cannot look into (a sandbox, with the
+		// user's uid, made it unreadable) could hold a repository git
+		// still reaches through search permission: it is opened up
+		// again (u+rx, it is the user's own) and walked once more.
+		for try := 0; ; try++ {
+			res, err := globAll([]globPattern{
+				{path: filepath.Join(a.workspace, "**", ".git"), links: true},
+				{path: filepath.Join(a.workspace, "**", "HEAD"), links: true},
+			})
+			if err != nil {
+				return nil, err
+			}
+			gits, heads = res[0].matches, res[1].matches
+			locked := dedupStrings(append(res[0].unlisted, res[1].unlisted...))
+			if len(locked) > 0 && try < 3 {
+				for _, d := range locked {
+					if err := a.reopen(d); err != nil {
+						errs = append(errs, err)
+					} else {
+						errs = append(errs, fmt.Errorf("the sandbox made %s unreadable; it is given u+rx back, so that the repositories it holds could be looked for", d))
+					}
+				}
+				continue
+			}
+			if len(locked) > 0 {
+				errs = append(errs, fmt.Errorf("cannot look into %s, which the sandbox made unreadable: do not run git there before you have looked", someOf(locked)))
+			}
+			if res[0].tooMany || res[1].tooMany {
+				errs = append(errs, fmt.Errorf("the sandbox left more than %d directories in %s: repositories it made beyond them were not looked for; do not run git there before you have looked", walkMaxDirs, a.workspace))
+			}
+			if res[0].truncated || res[1].truncated {
+				errs = append(errs, fmt.Errorf("repositories deeper than %d levels in %s (below %s) were not looked for: do not run git there before you have looked", walkMaxDepth, a.workspace, res[0].truncatedAt))
+			}
+			break
 		}
 	}
 	for _, root := range a.roots {
@@ -127,11 +166,21 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 			errs = append(errs, err)
 		} else if q != nil {
 			out = append(out, *q)
+			// Its HEAD too: inside the quarantined name it would still
+			// be a git directory to a git run in it, and to the next
+			// run's search for bare repositories.
+			if st, err := os.Lstat(q.To); err == nil && st.IsDir() {
+				if _, err := os.Lstat(filepath.Join(q.To, "HEAD")); err == nil {
+					if _, err := a.quarantine(filepath.Join(q.To, "HEAD"), q.Repo); err != nil {
+						errs = append(errs, err)
+					}
+				}
+			}
 		}
 	}
 	for _, h := range heads {
 		d := filepath.Dir(h)
-		if filepath.Base(d) == ".git" || !gitDirLayout(d) {
+		if filepath.Base(d) == ".git" || strings.HasSuffix(filepath.Base(d), quarantineSuffix) || !gitDirLayout(d) {
 			continue
 		}
 		if id, ok := idOf(d); !ok || a.known[id] {
@@ -170,25 +219,41 @@ func inert(p string) bool {
 	return false
 }
 
-// gitDirLayout reports whether git would take d as a git directory: HEAD,
-// and objects/ and refs/ or a commondir.
+// gitDirLayout reports whether git could take d as a git directory: a
+// HEAD, and objects and refs or a commondir, each of any type (git
+// follows a symlinked HEAD, objects or refs). Nothing is followed here: a
+// lookup through a symlink of the sandbox's would be a host lookup of a
+// path of its choosing.
 func gitDirLayout(d string) bool {
-	if _, err := os.Lstat(filepath.Join(d, "HEAD")); err != nil {
-		return false
+	has := func(name string) bool {
+		_, err := os.Lstat(filepath.Join(d, name))
+		return err == nil
 	}
-	if _, err := os.Lstat(filepath.Join(d, "commondir")); err == nil {
-		return true
-	}
-	objects, err1 := os.Lstat(filepath.Join(d, "objects"))
-	refs, err2 := os.Lstat(filepath.Join(d, "refs"))
-	return err1 == nil && err2 == nil && objects.IsDir() && refs.IsDir()
+	return has("HEAD") && (has("commondir") || (has("objects") && has("refs")))
 }
 
-// quarantine renames p to p+quarantineSuffix (or, if taken, with a number
-// after it), relative to its parent opened below the writable root that
-// holds it without following a symlink (openat2 RESOLVE_BENEATH |
-// RESOLVE_NO_SYMLINKS), with RENAME_NOREPLACE.
-func (a *GitAudit) quarantine(p, repo string) (*Quarantined, error) {
+// reopen gives the user back search and read permission on the directory
+// d, below a writable root, by fd without following symlinks.
+func (a *GitAudit) reopen(d string) error {
+	parent, name, err := a.parentOf(d)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(parent)
+	var st unix.Stat_t
+	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil
+	}
+	if err := unix.Fchmodat(parent, name, (st.Mode&0o7777)|0o500, 0); err != nil {
+		return fmt.Errorf("cannot look into %s, which the sandbox made unreadable (chmod u+rx: %v): do not run git there before you have looked", d, err)
+	}
+	return nil
+}
+
+// parentOf opens the directory that holds p, below the writable root that
+// holds p, without following a symlink (openat2 RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV), and returns it with p's name.
+func (a *GitAudit) parentOf(p string) (int, string, error) {
 	root := ""
 	for _, rw := range a.roots {
 		if within(p, rw) && p != rw && len(rw) > len(root) {
@@ -196,15 +261,15 @@ func (a *GitAudit) quarantine(p, repo string) (*Quarantined, error) {
 		}
 	}
 	if root == "" {
-		return nil, nil
+		return -1, "", fmt.Errorf("%s is in no writable directory", p)
 	}
 	rel, err := filepath.Rel(root, filepath.Dir(p))
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil, nil
+		return -1, "", fmt.Errorf("%s is in no writable directory", p)
 	}
 	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("the sandbox made a git repository at %s, and it could not be made inert (open %s: %v): do not run git there before you have looked at %s", repo, root, err, p)
+		return -1, "", fmt.Errorf("open %s: %w", root, err)
 	}
 	defer unix.Close(rootFD)
 	parent, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
@@ -212,10 +277,19 @@ func (a *GitAudit) quarantine(p, repo string) (*Quarantined, error) {
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 	})
 	if err != nil {
+		return -1, "", fmt.Errorf("open %s: %w", filepath.Dir(p), err)
+	}
+	return parent, filepath.Base(p), nil
+}
+
+// quarantine renames p to p+quarantineSuffix (or, if taken, with a number
+// after it), relative to its parent (parentOf), with RENAME_NOREPLACE.
+func (a *GitAudit) quarantine(p, repo string) (*Quarantined, error) {
+	parent, name, err := a.parentOf(p)
+	if err != nil {
 		return nil, fmt.Errorf("the sandbox made a git repository at %s, and it could not be made inert (%v): do not run git there before you have looked at %s", repo, err, p)
 	}
 	defer unix.Close(parent)
-	name := filepath.Base(p)
 	for i := 0; i < 100; i++ {
 		to := name + quarantineSuffix
 		if i > 0 {

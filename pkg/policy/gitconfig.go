@@ -1,8 +1,12 @@
 package policy
 
 import (
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // gitPointer is a path a git config sends git to: a hooks directory
@@ -20,7 +24,7 @@ const maxGitIncludeDepth = 4
 // gitConfigPointers returns what the git config file at file points git to,
 // following includes: core.hooksPath (taken relative to workTree, where
 // git runs hooks; "" when the config belongs to no one repository, as the
-// user's own: each writable root is then a work tree) and the files of
+// user's own: each of trees is then a work tree) and the files of
 // include.path and includeIf.*.path (relative to the including file's
 // directory; every includeIf counts, whatever its condition). A path that
 // starts with "~/" is below home.
@@ -29,7 +33,7 @@ const maxGitIncludeDepth = 4
 // safe as what it points to: a hooksPath of .githooks/ (husky: .husky/_)
 // or an include of a file in the work tree is as writable as the rest of
 // the workspace, and git runs it at the next commit or status.
-func gitConfigPointers(file, workTree, home string, roots []string) []gitPointer {
+func gitConfigPointers(file, workTree, home string, roots, trees []string) []gitPointer {
 	var out []gitPointer
 	seen := map[string]bool{}
 	var read func(file string, depth int)
@@ -39,19 +43,20 @@ func gitConfigPointers(file, workTree, home string, roots []string) []gitPointer
 		}
 		seen[file] = true
 		section := ""
-		for _, line := range strings.Split(string(readSmall(file, maxSubmoduleConfig)), "\n") {
-			line = strings.TrimSpace(line)
-			if strings.HasPrefix(line, "[") {
+		for _, line := range gitConfigLines(readConfigFile(file, roots)) {
+			for strings.HasPrefix(line, "[") {
 				end := strings.IndexByte(line, ']')
 				if end < 0 {
-					continue
+					line = ""
+					break
 				}
 				name, _, _ := strings.Cut(strings.TrimSpace(line[1:end]), " ")
+				name, _, _ = strings.Cut(name, "\"")
 				section = strings.ToLower(strings.TrimSpace(name))
 				line = strings.TrimSpace(line[end+1:])
-				if line == "" {
-					continue
-				}
+			}
+			if line == "" {
+				continue
 			}
 			k, v, ok := strings.Cut(line, "=")
 			if !ok {
@@ -69,7 +74,7 @@ func gitConfigPointers(file, workTree, home string, roots []string) []gitPointer
 			case section == "core" && k == "hookspath":
 				bases := []string{workTree}
 				if workTree == "" {
-					bases = roots
+					bases = trees
 				}
 				for _, b := range bases {
 					p := v
@@ -93,9 +98,71 @@ func gitConfigPointers(file, workTree, home string, roots []string) []gitPointer
 	return out
 }
 
+// gitConfigLines splits a config file into logical lines, trimmed: a line
+// that ends in a backslash goes on with the next one, as in git.
+func gitConfigLines(b []byte) []string {
+	var out []string
+	var cur strings.Builder
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimRight(l, "\r")
+		trail := len(l) - len(strings.TrimRight(l, "\\"))
+		if trail%2 == 1 {
+			cur.WriteString(l[:len(l)-1])
+			continue
+		}
+		cur.WriteString(l)
+		out = append(out, strings.TrimSpace(cur.String()))
+		cur.Reset()
+	}
+	if cur.Len() > 0 {
+		out = append(out, strings.TrimSpace(cur.String()))
+	}
+	return out
+}
+
+// readConfigFile reads a git config file: inside a writable root by fd,
+// never through a symlink and never past the root (the sandbox could have
+// put one on the way, to make the host read a path of its choosing);
+// elsewhere (the user's own configs) as it is. At most maxSubmoduleConfig
+// bytes, never blocking on a FIFO; nil when it cannot.
+func readConfigFile(file string, roots []string) []byte {
+	root := ""
+	for _, rw := range roots {
+		if within(file, rw) && file != rw && len(rw) > len(root) {
+			root = rw
+		}
+	}
+	if root == "" {
+		return readSmall(file, maxSubmoduleConfig)
+	}
+	rel, err := filepath.Rel(root, file)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return nil
+	}
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(rootFD)
+	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), file)
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, maxSubmoduleConfig))
+	return b
+}
+
 // gitConfigValue is a config value as git reads it, for the plain cases:
-// a comment (# or ;) outside quotes ends it, quotes are dropped and \" \\
-// are unescaped.
+// a comment (# or ;) outside quotes ends it, quotes are dropped, and \t,
+// \n, \b, \" and \\ are unescaped.
 func gitConfigValue(v string) string {
 	var b strings.Builder
 	quoted := false
@@ -107,7 +174,16 @@ func gitConfigValue(v string) string {
 			quoted = !quoted
 		case c == '\\' && i+1 < len(v):
 			i++
-			b.WriteByte(v[i])
+			switch v[i] {
+			case 't':
+				b.WriteByte('\t')
+			case 'n':
+				b.WriteByte('\n')
+			case 'b':
+				b.WriteByte('\b')
+			default:
+				b.WriteByte(v[i])
+			}
 		case (c == '#' || c == ';') && !quoted:
 			return strings.TrimSpace(b.String())
 		default:

@@ -1225,10 +1225,14 @@ func TestProtectGitConfigPointers(t *testing.T) {
 	write(t, filepath.Join(h.Cwd, ".git", "config"), "[core]\n\thooksPath = .husky/_ # husky\n[include]\n\tpath = \"../.gitconfig.shared\"\n")
 	write(t, filepath.Join(h.Cwd, ".gitconfig.shared"), "[include]\n\tpath = deeper.conf\n")
 	write(t, filepath.Join(h.Cwd, "vendor", "lib", ".git", "config"), "[core]\n\thooksPath = hooks-here\n")
-	write(t, filepath.Join(h.ConfigHome, "git", "config"), "[includeIf \"gitdir:"+h.Cwd+"/\"]\n\tpath = "+h.Cwd+"/.git-local.conf\n")
+	write(t, filepath.Join(h.ConfigHome, "git", "config"), "[includeIf \"gitdir:"+h.Cwd+"/\"]\n\tpath = "+h.Cwd+"/.git-local.conf\n[x] [core] hooksPath = .git\\\nhooks\n")
 	write(t, filepath.Join(h.Cwd, ".husky", "pre-commit"), "npm test\n")
 	res := mustLoad(t, h, Request{ConfigFile: "-"})
-	for _, d := range []string{".husky/_", ".gitconfig.shared", "deeper.conf", "vendor/lib/hooks-here", ".git-local.conf"} {
+	// The user's own relative core.hooksPath (written with a section on
+	// the line of another and a value continued on the next line, as git
+	// allows) counts
+	// for every repository found.
+	for _, d := range []string{".husky/_", ".gitconfig.shared", "deeper.conf", "vendor/lib/hooks-here", ".git-local.conf", ".githooks", "vendor/lib/.githooks"} {
 		if !hasMount(res.Policy, "protect", filepath.Join(h.Cwd, d)) {
 			t.Errorf("%s not protected: %+v", d, res.Policy.Mounts)
 		}

@@ -899,6 +899,7 @@ func (r *resolver) protect() error {
 	// What the scans of .git directories may visit, all together: the
 	// trees they read are the sandbox's to write.
 	gitBudget := maxGitScanDirs
+	var repoTrees []string       // the work trees of the repositories protected
 	scanned := map[string]bool{} // .git paths gitLinked read: once each
 	for _, x := range r.protectList {
 		e, paths := x.entry, []string{x.Path}
@@ -921,7 +922,7 @@ func (r *resolver) protect() error {
 			}
 			paths = g.matches
 			if head, ok := bareRepoPattern(x.Path); ok {
-				bare, heads, err := r.bareRepos(head)
+				bare, err := r.bareRepos(head)
 				if err != nil {
 					return e.at.err(err, "%v", err)
 				}
@@ -931,7 +932,7 @@ func (r *resolver) protect() error {
 					if err != nil {
 						return e.at.err(err, "%v", err)
 					}
-					r.res.GitAudit = r.newGitAudit(filepath.Dir(filepath.Dir(head)), withLinks.matches, heads)
+					r.res.GitAudit = r.newGitAudit(filepath.Dir(filepath.Dir(head)), withLinks.matches, bare)
 				}
 			}
 			// Fail closed, as for hides: a sandbox could chmod a
@@ -957,9 +958,10 @@ func (r *resolver) protect() error {
 				return err
 			}
 			p = filepath.Clean(p)
-			if filepath.Base(p) != ".git" && isGitDir(p) {
+			if filepath.Base(p) != ".git" && gitDirLayout(p) {
 				// A bare repository: hooks run in it.
-				if err := r.protectPointers(e, filepath.Join(p, "config"), gitConfigPointers(filepath.Join(p, "config"), p, r.home, r.rwRoots), pins, seen, &newPins); err != nil {
+				repoTrees = append(repoTrees, p)
+				if err := r.protectPointers(e, filepath.Join(p, "config"), gitConfigPointers(filepath.Join(p, "config"), p, r.home, r.rwRoots, nil), pins, seen, &newPins); err != nil {
 					return err
 				}
 			}
@@ -975,6 +977,7 @@ func (r *resolver) protect() error {
 					}
 				}
 				// What the repository's config points git to.
+				repoTrees = append(repoTrees, filepath.Dir(p))
 				gitDirs := more
 				if st, err := os.Lstat(p); err == nil && st.IsDir() {
 					gitDirs = append([]string{p}, more...)
@@ -984,7 +987,7 @@ func (r *resolver) protect() error {
 						continue
 					}
 					for _, name := range []string{"config", "config.worktree"} {
-						ptrs := gitConfigPointers(filepath.Join(d, name), filepath.Dir(p), r.home, r.rwRoots)
+						ptrs := gitConfigPointers(filepath.Join(d, name), filepath.Dir(p), r.home, r.rwRoots, nil)
 						if err := r.protectPointers(e, filepath.Join(d, name), ptrs, pins, seen, &newPins); err != nil {
 							return err
 						}
@@ -1020,7 +1023,11 @@ func (r *resolver) protect() error {
 		}
 		files = append(files, "/etc/gitconfig")
 		for _, f := range files {
-			if err := r.protectPointers(x.entry, f, gitConfigPointers(f, "", r.home, r.rwRoots), pins, seen, &newPins); err != nil {
+			// A relative core.hooksPath there counts for every
+			// repository: each writable root, and each repository
+			// found in them.
+			trees := dedupStrings(append(append([]string(nil), r.rwRoots...), repoTrees...))
+			if err := r.protectPointers(x.entry, f, gitConfigPointers(f, "", r.home, r.rwRoots, trees), pins, seen, &newPins); err != nil {
 				return err
 			}
 		}
@@ -1032,7 +1039,7 @@ func (r *resolver) protect() error {
 	// config and hooks. Done for the entries that protect something of
 	// the root's .git ("$NSBOX_RW/.git/", its hooks or config).
 	for _, root := range r.rwRoots {
-		if !isGitDir(root) {
+		if !gitDirLayout(root) {
 			continue
 		}
 		for _, x := range r.protectList {
@@ -1051,7 +1058,7 @@ func (r *resolver) protect() error {
 				}
 			}
 			config := filepath.Join(root, "config")
-			if err := r.protectPointers(x.entry, config, gitConfigPointers(config, root, r.home, r.rwRoots), pins, seen, &newPins); err != nil {
+			if err := r.protectPointers(x.entry, config, gitConfigPointers(config, root, r.home, r.rwRoots, nil), pins, seen, &newPins); err != nil {
 				return err
 			}
 			break
@@ -1078,31 +1085,29 @@ func bareRepoPattern(p string) (string, bool) {
 // not in a .git (those are protected as such). git on the host runs what
 // such a repository's config and hooks say for every worktree of it, even
 // one outside the workspace, and for every push to it.
-func (r *resolver) bareRepos(head string) (bare, heads []string, err error) {
-	g, ok, err := r.glob(r.absolute(head), true)
+func (r *resolver) bareRepos(head string) ([]string, error) {
+	g, ok, err := r.globAs(r.absolute(head), globPattern{fileOnly: true, links: true})
 	if !ok || err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if g.tooMany {
-		return nil, nil, fmt.Errorf("matching %s stopped after %d directories, so the bare repositories beyond cannot be protected; if a sandbox made them, remove them", head, walkMaxDirs)
+		return nil, fmt.Errorf("matching %s stopped after %d directories, so the bare repositories beyond cannot be protected; if a sandbox made them, remove them", head, walkMaxDirs)
 	}
 	var out []string
 	for _, m := range g.matches {
 		d := filepath.Dir(m)
-		if filepath.Base(d) == ".git" || r.holdsRoot(d) {
+		if filepath.Base(d) == ".git" || strings.HasSuffix(filepath.Base(d), quarantineSuffix) || r.holdsRoot(d) {
 			// A writable directory, or one above it, is never made
 			// read-only whole: a sandbox could plant HEAD, objects/
 			// and refs/ above a --rw directory to stop the next run's
 			// work (a root that is a git directory: gitRoot).
 			continue
 		}
-		objects, err1 := os.Lstat(filepath.Join(d, "objects"))
-		refs, err2 := os.Lstat(filepath.Join(d, "refs"))
-		if err1 == nil && err2 == nil && objects.IsDir() && refs.IsDir() {
+		if gitDirLayout(d) {
 			out = append(out, d)
 		}
 	}
-	return out, g.matches, nil
+	return out, nil
 }
 
 // protectPointers protects what the git config file points git to (ptrs,
@@ -1166,18 +1171,6 @@ var gitRootMeta = []struct {
 	// host for the run's length. One the sandbox creates is renamed by
 	// the git audit.
 	{"commondir", false, false},
-}
-
-// isGitDir reports whether d looks like a repository's git directory to
-// git: HEAD next to objects/ and refs/.
-func isGitDir(d string) bool {
-	head, err := os.Lstat(filepath.Join(d, "HEAD"))
-	if err != nil || head.IsDir() {
-		return false
-	}
-	objects, err1 := os.Lstat(filepath.Join(d, "objects"))
-	refs, err2 := os.Lstat(filepath.Join(d, "refs"))
-	return err1 == nil && err2 == nil && objects.IsDir() && refs.IsDir()
 }
 
 // someOf names a few of paths, and how many there are.
@@ -1560,7 +1553,7 @@ func (r *resolver) patterns() error {
 	for _, e := range r.protectList {
 		add(e.Path, globPattern{})
 		if head, ok := bareRepoPattern(e.Path); ok {
-			add(head, globPattern{fileOnly: true})
+			add(head, globPattern{fileOnly: true, links: true})
 			add(e.Path, globPattern{links: true}) // for the git audit
 		}
 	}

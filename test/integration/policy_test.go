@@ -130,8 +130,13 @@ func TestWorkspaceUnreadableDirHidden(t *testing.T) {
 		u.mkdirs(t, filepath.Join(ws, "cfg"))
 		u.writeFile(t, filepath.Join(ws, "cfg", ".env"), "API_KEY=nsbox-it-locked\n", 0o600)
 		o := &runOpts{dir: ws}
-		// The first run (the attacker) locks the directory.
-		expectCode(t, u.sh(t, o, nil, `chmod 000 cfg`), 0)
+		// The directory is locked between two runs. (A run that ends
+		// gives a directory it locked u+rx back, in its git audit; one
+		// locked by another run that is still going, or while no audit
+		// runs, is what this checks.)
+		if err := os.Chmod(filepath.Join(ws, "cfg"), 0); err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { os.Chmod(filepath.Join(ws, "cfg"), 0o755) })
 		r := u.sh(t, o, nil, `chmod 755 cfg 2>/dev/null; cat cfg/.env 2>/dev/null; echo done`)
 		expectCode(t, r, 0)
@@ -212,7 +217,9 @@ echo code > vendor/lib/main.go && echo tree-ok`)
 		}
 		// An earlier sandbox locks the directory above a repository away
 		// from the walk; the next one cannot open it up and plant code.
-		expectCode(t, u.sh(t, o, nil, `chmod 000 locked`), 0)
+		if err := os.Chmod(filepath.Join(ws, "locked"), 0); err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { os.Chmod(filepath.Join(ws, "locked"), 0o755) })
 		r = u.sh(t, o, nil, `chmod 755 locked 2>/dev/null && (echo '[core] fsmonitor = evil' >> locked/repo/.git/config) 2>/dev/null && echo LOCKED-CONFIG-WRITTEN; echo done`)
 		expectCode(t, r, 0)
@@ -276,6 +283,27 @@ echo made`)
 		b, _ := os.ReadFile(status)
 		if strings.Count(string(b), `"event":"quarantined"`) != 3 || !strings.HasSuffix(strings.TrimSpace(string(b)), "}") || !strings.Contains(string(b)[strings.LastIndex(string(b), "quarantined"):], `"event":"exited"`) {
 			t.Errorf("status %s", b)
+		}
+
+		// What a review got past the first audit: the layout of a bare
+		// repository at the top of the workspace; a symlinked HEAD; a
+		// directory prepared in one run (a HEAD in it, no repository
+		// yet) and moved into place as .git in the next; and, root-less,
+		// a repository in a directory the sandbox made unreadable.
+		u.mkdirs(t, filepath.Join(ws, "src2"), filepath.Join(ws, "src3"), filepath.Join(ws, "libs", "foo"))
+		expectCode(t, u.sh(t, &runOpts{dir: ws}, nil, `mkdir -p build/a && : > build/a/HEAD`), 0)
+		r = u.sh(t, &runOpts{dir: ws}, nil, `
+mkdir objects refs && echo 'ref: refs/heads/main' > HEAD
+mkdir src2/objects src2/refs && ln -s refs/heads/main src2/HEAD
+mv build/a src3/.git && mkdir src3/.git/objects src3/.git/refs && echo x > src3/.git/config
+mkdir libs/foo/.git && echo x > libs/foo/.git/config && echo ref > libs/foo/.git/HEAD && chmod a-r libs
+echo made`)
+		expectCode(t, r, 0)
+		os.Chmod(filepath.Join(ws, "libs"), 0o755)
+		for _, p := range []string{"HEAD.nsbox-quarantine", "src2/HEAD.nsbox-quarantine", "src3/.git.nsbox-quarantine", "libs/foo/.git.nsbox-quarantine"} {
+			if !exists(filepath.Join(ws, p)) {
+				t.Errorf("%s missing after the second run; stderr %q", p, r.stderr)
+			}
 		}
 	})
 }
