@@ -278,7 +278,9 @@ func (h *heldSession) Close() error {
 	err := h.Session.Close()
 	h.once.Do(func() {
 		h.release()
-		auditGit(h.res)
+		if _, aerr := auditGit(h.res); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
+			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", aerr)
+		}
 	})
 	return err
 }

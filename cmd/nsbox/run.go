@@ -300,10 +300,21 @@ func runMain(f *runFlags, argv []string) error {
 	release()
 	// Every process of the sandbox is gone: make the git repositories it
 	// made inert before the caller can run git in them.
-	for _, q := range auditGit(res) {
+	quarantined, auditErr := auditGit(res)
+	for _, q := range quarantined {
 		status.emit(map[string]any{"event": "quarantined", "repo": q.Repo, "from": q.From, "to": q.To})
 	}
 	code, msg := exitStatus(res2, err)
+	if errors.Is(auditErr, policy.ErrGitAuditIncomplete) {
+		// Fail closed: the caller must not take this run for a clean
+		// one and run git in what the sandbox left.
+		code, msg = exitNsboxFailed, auditErr.Error()
+		for _, line := range strings.Split(auditErr.Error(), "\n") {
+			if strings.Contains(line, policy.ErrGitAuditIncomplete.Error()) {
+				msg = line
+			}
+		}
+	}
 	var intr *exitError
 	sig := ctx.Signal()
 	if sig != 0 && errors.Is(err, context.Canceled) {
@@ -417,9 +428,9 @@ func exitStatus(res sandbox.Result, err error) (int, string) {
 
 // auditGit runs res's git audit (policy.GitAudit) once the sandbox has
 // ended and says on stderr what it did and what it could not do.
-func auditGit(res *policy.Result) []policy.Quarantined {
+func auditGit(res *policy.Result) ([]policy.Quarantined, error) {
 	if res == nil {
-		return nil
+		return nil, nil
 	}
 	qs, err := res.GitAudit.Run()
 	for _, q := range qs {
@@ -427,8 +438,10 @@ func auditGit(res *policy.Result) []policy.Quarantined {
 	}
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintf(os.Stderr, "nsbox: warning: %s\n", line)
+			if !strings.Contains(line, policy.ErrGitAuditIncomplete.Error()) {
+				fmt.Fprintf(os.Stderr, "nsbox: warning: %s\n", line)
+			}
 		}
 	}
-	return qs
+	return qs, err
 }

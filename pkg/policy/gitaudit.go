@@ -1,10 +1,12 @@
 package policy
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -28,10 +30,17 @@ import (
 // rename them back. An empty .git (a placeholder nsbox made, or left by
 // one) is inert and left alone.
 type GitAudit struct {
+	// locked are the directories the run could not look into and
+	// protected whole: the sandbox could not write in them, and the
+	// audit leaves them (and their modes) as they are.
+	locked    []string
 	workspace string
 	roots     []string // writable directories: their top level is checked
 	gitRoots  []string // writable directories that are git directories
-	known     map[fileID]bool
+	// submodules are the checkouts the protected indexes record as
+	// gitlinks, read before the run (an index is read-only in it).
+	submodules []string
+	known      map[fileID]bool
 }
 
 // fileID is what the audit trusts a pre-existing entry by. Directories
@@ -53,6 +62,16 @@ type Quarantined struct {
 
 const quarantineSuffix = ".nsbox-quarantine"
 
+// auditMaxDepth is the audit walk's depth bound: deeper than the
+// protections' (a Java tree passes 8 levels), and past it the audit is
+// incomplete, an error.
+const auditMaxDepth = 64
+
+// ErrGitAuditIncomplete is matched by the error of GitAudit.Run when the
+// sandbox left a tree the audit could not search whole: a repository it
+// made may be left in it. cmd/nsbox exits 125 on it.
+var ErrGitAuditIncomplete = errors.New("the git audit could not search the whole workspace")
+
 func idOf(p string) (fileID, bool) {
 	var st unix.Stat_t
 	if unix.Lstat(p, &st) != nil {
@@ -71,8 +90,8 @@ func idOf(p string) (fileID, bool) {
 // writable root, and a writable root that is itself a git directory. Never
 // a directory that merely holds a HEAD: a sandbox could prepare one and
 // move it into place in a later run.
-func (r *resolver) newGitAudit(dir string, gits, bare []string) *GitAudit {
-	a := &GitAudit{workspace: dir, roots: r.rwRoots, known: map[fileID]bool{}}
+func (r *resolver) newGitAudit(dir string, gits, bare, locked []string) *GitAudit {
+	a := &GitAudit{workspace: dir, roots: r.rwRoots, known: map[fileID]bool{}, locked: locked}
 	add := func(p string) {
 		if id, ok := idOf(p); ok {
 			a.known[id] = true
@@ -80,6 +99,12 @@ func (r *resolver) newGitAudit(dir string, gits, bare []string) *GitAudit {
 	}
 	for _, p := range gits {
 		add(p)
+		if st, err := os.Lstat(p); err == nil && st.IsDir() {
+			sha256 := strings.Contains(strings.ToLower(string(readSmall(filepath.Join(p, "config"), maxSubmoduleConfig))), "sha256")
+			for _, l := range gitlinks(filepath.Join(p, "index"), sha256) {
+				a.submodules = append(a.submodules, filepath.Join(filepath.Dir(p), filepath.FromSlash(l)))
+			}
+		}
 	}
 	for _, d := range bare {
 		add(d)
@@ -110,34 +135,37 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 		// user's uid, made it unreadable) could hold a repository git
 		// still reaches through search permission: it is opened up
 		// again (u+rx, it is the user's own) and walked once more.
-		for try := 0; ; try++ {
-			res, err := globAll([]globPattern{
+		reopened := map[string]bool{}
+		for {
+			res, err := globAllDepth([]globPattern{
 				{path: filepath.Join(a.workspace, "**", ".git"), links: true},
 				{path: filepath.Join(a.workspace, "**", "HEAD"), links: true},
-			})
+			}, auditMaxDepth)
 			if err != nil {
 				return nil, err
 			}
 			gits, heads = res[0].matches, res[1].matches
-			locked := dedupStrings(append(res[0].unlisted, res[1].unlisted...))
-			if len(locked) > 0 && try < 3 {
-				for _, d := range locked {
+			var fresh []string
+			for _, d := range dedupStrings(append(res[0].unlisted, res[1].unlisted...)) {
+				if !a.wasLocked(d) && !reopened[d] {
+					fresh = append(fresh, d)
+				}
+			}
+			if len(fresh) > 0 {
+				// Until no new one turns up: each pass opens what the
+				// last one could not reach (depth-bounded).
+				for _, d := range fresh {
+					reopened[d] = true
 					if err := a.reopen(d); err != nil {
 						errs = append(errs, err)
 					} else {
-						errs = append(errs, fmt.Errorf("the sandbox made %s unreadable; it is given u+rx back, so that the repositories it holds could be looked for", d))
+						errs = append(errs, fmt.Errorf("the sandbox made %s unreadable; it is given u+rwx back, so that the repositories it holds could be looked for", d))
 					}
 				}
 				continue
 			}
-			if len(locked) > 0 {
-				errs = append(errs, fmt.Errorf("cannot look into %s, which the sandbox made unreadable: do not run git there before you have looked", someOf(locked)))
-			}
-			if res[0].tooMany || res[1].tooMany {
-				errs = append(errs, fmt.Errorf("the sandbox left more than %d directories in %s: repositories it made beyond them were not looked for; do not run git there before you have looked", walkMaxDirs, a.workspace))
-			}
-			if res[0].truncated || res[1].truncated {
-				errs = append(errs, fmt.Errorf("repositories deeper than %d levels in %s (below %s) were not looked for: do not run git there before you have looked", walkMaxDepth, a.workspace, res[0].truncatedAt))
+			if res[0].tooMany || res[1].tooMany || res[0].truncated || res[1].truncated {
+				errs = append(errs, fmt.Errorf("%w: the sandbox left more than %d directories, or deeper than %d levels, in %s; a repository it made there may run its code when you use git: look before you do", ErrGitAuditIncomplete, walkMaxDirs, auditMaxDepth, a.workspace))
 			}
 			break
 		}
@@ -147,6 +175,16 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 			gits = append(gits, filepath.Join(root, ".git"))
 			heads = append(heads, filepath.Join(root, "HEAD"))
 		}
+	}
+	// Every gitlink of a protected index, also where the walk does not go
+	// (node_modules/x, target/): a plain git status at the top enters it.
+	// Looked up below its root without following a symlink.
+	for _, sm := range a.submodules {
+		if !a.beneath(sm) {
+			continue
+		}
+		gits = append(gits, filepath.Join(sm, ".git"))
+		heads = append(heads, filepath.Join(sm, "HEAD"))
 	}
 	// A commondir that appeared in a bare repository given as a writable
 	// directory would send git to a config and hooks of the sandbox's.
@@ -158,7 +196,7 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 	}
 	for _, g := range gits {
 		id, ok := idOf(g)
-		if !ok || a.known[id] || inert(g) {
+		if !ok || a.known[id] || inert(g) || a.wasLocked(g) {
 			continue
 		}
 		q, err := a.quarantine(g, filepath.Dir(g))
@@ -180,7 +218,7 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 	}
 	for _, h := range heads {
 		d := filepath.Dir(h)
-		if filepath.Base(d) == ".git" || strings.HasSuffix(filepath.Base(d), quarantineSuffix) || !gitDirLayout(d) {
+		if filepath.Base(d) == ".git" || strings.HasSuffix(filepath.Base(d), quarantineSuffix) || a.wasLocked(d) || !gitDirLayout(d) {
 			continue
 		}
 		if id, ok := idOf(d); !ok || a.known[id] {
@@ -232,20 +270,49 @@ func gitDirLayout(d string) bool {
 	return has("HEAD") && (has("commondir") || (has("objects") && has("refs")))
 }
 
-// reopen gives the user back search and read permission on the directory
-// d, below a writable root, by fd without following symlinks.
-func (a *GitAudit) reopen(d string) error {
+// dirAt opens the parent of d (parentOf) when d is a directory there,
+// not a symlink; the caller closes parent when ok.
+func (a *GitAudit) dirAt(d string) (parent int, name string, mode uint32, ok bool) {
 	parent, name, err := a.parentOf(d)
 	if err != nil {
-		return err
+		return -1, "", 0, false
 	}
-	defer unix.Close(parent)
 	var st unix.Stat_t
-	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	if unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(parent)
+		return -1, "", 0, false
+	}
+	return parent, name, st.Mode, true
+}
+
+// beneath reports whether the directory d can be reached below its
+// writable root without a symlink (openat2 RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS): only then are the paths in it looked at.
+func (a *GitAudit) beneath(d string) bool {
+	parent, _, _, ok := a.dirAt(d)
+	if ok {
+		unix.Close(parent)
+	}
+	return ok
+}
+
+// wasLocked reports whether p lies in a directory the run protected whole
+// because it could not look into it.
+func (a *GitAudit) wasLocked(p string) bool {
+	return slices.ContainsFunc(a.locked, func(d string) bool { return within(p, d) })
+}
+
+// reopen gives the user back read, write and search permission on the
+// directory d (the rename of what it holds needs the write), below a
+// writable root, by fd without following symlinks.
+func (a *GitAudit) reopen(d string) error {
+	parent, name, mode, ok := a.dirAt(d)
+	if !ok {
 		return nil
 	}
-	if err := unix.Fchmodat(parent, name, (st.Mode&0o7777)|0o500, 0); err != nil {
-		return fmt.Errorf("cannot look into %s, which the sandbox made unreadable (chmod u+rx: %v): do not run git there before you have looked", d, err)
+	defer unix.Close(parent)
+	if err := unix.Fchmodat(parent, name, (mode&0o7777)|0o700, 0); err != nil {
+		return fmt.Errorf("cannot look into %s, which the sandbox made unreadable (chmod u+rwx: %v): do not run git there before you have looked", d, err)
 	}
 	return nil
 }
@@ -283,26 +350,129 @@ func (a *GitAudit) parentOf(p string) (int, string, error) {
 }
 
 // quarantine renames p to p+quarantineSuffix (or, if taken, with a number
-// after it), relative to its parent (parentOf), with RENAME_NOREPLACE.
+// or a random tail after it), relative to its parent (parentOf), with
+// RENAME_NOREPLACE. A parent the sandbox made read-only gets u+wx back
+// first.
 func (a *GitAudit) quarantine(p, repo string) (*Quarantined, error) {
-	parent, name, err := a.parentOf(p)
-	if err != nil {
+	fail := func(err error) (*Quarantined, error) {
 		return nil, fmt.Errorf("the sandbox made a git repository at %s, and it could not be made inert (%v): do not run git there before you have looked at %s", repo, err, p)
 	}
+	parent, name, err := a.parentOf(p)
+	if err != nil {
+		return fail(err)
+	}
 	defer unix.Close(parent)
-	for i := 0; i < 100; i++ {
+	var tail [6]byte
+	for i := 0; i < 120; i++ {
 		to := name + quarantineSuffix
-		if i > 0 {
+		switch {
+		case i >= 100:
+			// Names the sandbox made beforehand to use them up.
+			if _, err := rand.Read(tail[:]); err != nil {
+				return fail(err)
+			}
+			to = fmt.Sprintf("%s.%x", to, tail)
+		case i > 0:
 			to = fmt.Sprintf("%s.%d", to, i)
 		}
 		err := unix.Renameat2(parent, name, parent, to, unix.RENAME_NOREPLACE)
 		if errors.Is(err, unix.EEXIST) {
 			continue
 		}
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			if rerr := a.reopen(filepath.Dir(p)); rerr == nil {
+				err = unix.Renameat2(parent, name, parent, to, unix.RENAME_NOREPLACE)
+			}
+		}
 		if err != nil {
-			return nil, fmt.Errorf("the sandbox made a git repository at %s, and it could not be made inert (rename %s: %v): do not run git there before you have looked at it", repo, p, err)
+			return fail(fmt.Errorf("rename: %w", err))
 		}
 		return &Quarantined{Repo: repo, From: p, To: filepath.Join(filepath.Dir(p), to)}, nil
 	}
-	return nil, fmt.Errorf("the sandbox made a git repository at %s, and it could not be made inert (100 quarantined copies next to it): do not run git there before you have looked at %s", repo, p)
+	return fail(errors.New("120 names taken next to it"))
+}
+
+// maxGitIndex bounds the index the audit reads for gitlinks.
+const maxGitIndex = 64 << 20
+
+// gitlinks returns the paths of the gitlinks (submodules, mode 160000) that
+// the index file at path records, relative to its work tree; nil when it
+// cannot read or parse it. git status enters each checked-out one, also
+// where the walk does not go (a submodule at node_modules/x or target/).
+// Index versions 2 to 4 (git's Documentation/gitformat-index.txt).
+func gitlinks(path string, sha256 bool) []string {
+	b := readSmall(path, maxGitIndex)
+	if len(b) < 12 || string(b[:4]) != "DIRC" {
+		return nil
+	}
+	be := func(x []byte) uint32 { return uint32(x[0])<<24 | uint32(x[1])<<16 | uint32(x[2])<<8 | uint32(x[3]) }
+	version, n := be(b[4:8]), be(b[8:12])
+	if version < 2 || version > 4 {
+		return nil
+	}
+	hashLen := 20
+	if sha256 {
+		hashLen = 32
+	}
+	var out []string
+	prev := ""
+	off := 12
+	for i := uint32(0); i < n; i++ {
+		start := off
+		if off+40+hashLen+2 > len(b) {
+			return out
+		}
+		mode := be(b[off+24 : off+28])
+		off += 40 + hashLen
+		flags := uint16(b[off])<<8 | uint16(b[off+1])
+		off += 2
+		if version >= 3 && flags&0x4000 != 0 {
+			off += 2
+		}
+		var name string
+		if version == 4 {
+			// A varint of how many bytes of the previous path to drop,
+			// then the rest, NUL-terminated.
+			var drop int
+			for k := 0; ; k++ {
+				if off >= len(b) || k > 8 {
+					return out
+				}
+				c := b[off]
+				off++
+				if k > 0 {
+					drop++
+				}
+				drop = drop<<7 | int(c&127)
+				if c&128 == 0 {
+					break
+				}
+			}
+			end := off
+			for end < len(b) && b[end] != 0 {
+				end++
+			}
+			if end >= len(b) || drop > len(prev) {
+				return out
+			}
+			name = prev[:len(prev)-drop] + string(b[off:end])
+			off = end + 1
+		} else {
+			end := off
+			for end < len(b) && b[end] != 0 {
+				end++
+			}
+			if end >= len(b) {
+				return out
+			}
+			name = string(b[off:end])
+			// Padded with 1 to 8 NULs to a multiple of 8 bytes.
+			off = start + ((end-start)/8+1)*8
+		}
+		prev = name
+		if mode&0o170000 == 0o160000 {
+			out = append(out, name)
+		}
+	}
+	return out
 }

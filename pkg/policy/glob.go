@@ -89,8 +89,13 @@ func glob(pattern string, fileOnly bool) (globResult, error) {
 // no read permission: a search-only (0711) ancestor such as a shared /home
 // does not stop the walk.
 func globAll(patterns []globPattern) ([]globResult, error) {
+	return globAllDepth(patterns, walkMaxDepth)
+}
+
+// globAllDepth is globAll with another depth bound (the git audit's).
+func globAllDepth(patterns []globPattern, maxDepth int) ([]globResult, error) {
 	n := len(patterns)
-	w := walker{pats: make([]walkPattern, n), res: make([]globResult, n), dirs: make([]atomic.Int64, n), seen: make([]int, n), forks: walkForks}
+	w := walker{pats: make([]walkPattern, n), res: make([]globResult, n), dirs: make([]atomic.Int64, n), seen: make([]int, n), forks: walkForks, maxDepth: maxDepth}
 	states := make([]walkState, len(patterns))
 	list := false
 	for i, gp := range patterns {
@@ -173,7 +178,8 @@ type walker struct {
 	gen  int
 	buf  []byte
 	// forks is how many more walkers this walk may start (fork).
-	forks int
+	forks    int
+	maxDepth int
 }
 
 // walkForks is how many walkers a walk adds to its own at the first level
@@ -188,7 +194,7 @@ const (
 // fork returns a walker for a share of the walk: the same patterns and
 // budgets, results of its own (merge adds them back).
 func (w *walker) fork() *walker {
-	return &walker{pats: w.pats, res: make([]globResult, len(w.res)), dirs: w.dirs, seen: make([]int, len(w.seen))}
+	return &walker{pats: w.pats, res: make([]globResult, len(w.res)), dirs: w.dirs, seen: make([]int, len(w.seen)), maxDepth: w.maxDepth}
 }
 
 // merge adds what a forked walker found.
@@ -277,7 +283,7 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 		return
 	}
 	// "**" as one more directory, recursively.
-	if depth >= walkMaxDepth {
+	if depth >= w.maxDepth {
 		// Truncated only when there was somewhere to go.
 		for _, e := range ents {
 			if (e.typ == unix.DT_DIR || e.typ == unix.DT_UNKNOWN) && !walkSkip[e.name] {

@@ -932,7 +932,7 @@ func (r *resolver) protect() error {
 					if err != nil {
 						return e.at.err(err, "%v", err)
 					}
-					r.res.GitAudit = r.newGitAudit(filepath.Dir(filepath.Dir(head)), withLinks.matches, bare)
+					r.res.GitAudit = r.newGitAudit(filepath.Dir(filepath.Dir(head)), withLinks.matches, bare, g.unlisted)
 				}
 			}
 			// Fail closed, as for hides: a sandbox could chmod a

@@ -305,6 +305,64 @@ echo made`)
 				t.Errorf("%s missing after the second run; stderr %q", p, r.stderr)
 			}
 		}
+
+		// And past the second audit: a read-only parent, the quarantine
+		// names taken beforehand, four locked levels. A directory of
+		// the user's that was locked before the run, with a repository
+		// in it, is left exactly as it was.
+		u.mkdirs(t, filepath.Join(ws, "mine", "proj", ".git"))
+		u.writeFile(t, filepath.Join(ws, "mine", "proj", ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+		if err := os.Chmod(filepath.Join(ws, "mine"), 0o100); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(filepath.Join(ws, "mine"), 0o755)
+		r = u.sh(t, &runOpts{dir: ws}, nil, `
+mkdir -p ro/lib/.git && echo x > ro/lib/.git/config && chmod a-w ro/lib
+mkdir -p q/.git.nsbox-quarantine && for i in $(seq 1 99); do mkdir q/.git.nsbox-quarantine.$i; done && mkdir q/.git && echo x > q/.git/config
+mkdir -p a/b/c/d/lib/.git && echo x > a/b/c/d/lib/.git/config && chmod 100 a/b/c/d a/b/c a/b a
+echo made`)
+		expectCode(t, r, 0)
+		for _, d := range []string{"a", "a/b", "a/b/c", "a/b/c/d", "ro/lib"} {
+			os.Chmod(filepath.Join(ws, d), 0o755)
+		}
+		for _, p := range []string{"ro/lib/.git", "q/.git", "a/b/c/d/lib/.git"} {
+			if exists(filepath.Join(ws, p)) {
+				t.Errorf("%s still there after the third run; stderr %q", p, r.stderr)
+			}
+		}
+		if st, err := os.Stat(filepath.Join(ws, "mine")); err != nil || st.Mode().Perm() != 0o100 {
+			t.Errorf("the audit changed the mode of a directory locked before the run: %v %v", st.Mode(), err)
+		}
+		os.Chmod(filepath.Join(ws, "mine"), 0o755)
+		if !exists(filepath.Join(ws, "mine", "proj", ".git", "HEAD")) {
+			t.Errorf("the audit renamed a repository that was there before the run")
+		}
+	})
+}
+
+// A submodule the index records under a name the walk skips (target/,
+// node_modules/): a plain git status at the top enters it, so the audit
+// looks at every gitlink of the protected index.
+func TestWorkspaceGitAuditSubmodules(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed (apt-get install git)")
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, ws)
+		for _, args := range [][]string{{"init", "-q", ws}, {"-C", ws, "update-index", "--add", "--cacheinfo", "160000,dac72e276fa85887776d88cb9ed1a446900e3dea,target/lib"}} {
+			if out, err := exec.Command("git", append([]string{"-c", "safe.directory=*"}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v %s", args, err, out)
+			}
+		}
+		if os.Getuid() == 0 {
+			filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, u.uid, u.gid) })
+		}
+		r := u.sh(t, &runOpts{dir: ws}, nil, `mkdir -p target/lib/.git && printf '[core]\n\tfsmonitor = evil\n' > target/lib/.git/config && echo made`)
+		expectCode(t, r, 0)
+		if exists(filepath.Join(ws, "target", "lib", ".git")) || !exists(filepath.Join(ws, "target", "lib", ".git.nsbox-quarantine")) {
+			t.Fatalf("the submodule checkout under target/ was not audited; stderr %q", r.stderr)
+		}
 	})
 }
 
@@ -318,8 +376,14 @@ func TestWorkspaceWalkBound(t *testing.T) {
 		u.mkdirs(t, filepath.Join(ws, "vendor", "lib", ".git"))
 		u.writeFile(t, filepath.Join(ws, "vendor", "lib", ".env"), "API_KEY=nsbox-it-walk\n", 0o600)
 		o := &runOpts{dir: ws}
-		expectCode(t, u.sh(t, o, nil, `seq -f a%05g 1 25001 | xargs mkdir`), 0)
-		r := u.sh(t, o, nil, `(echo '[core] fsmonitor = evil' >> vendor/lib/.git/config) 2>/dev/null && echo CONFIG-WRITTEN; cat vendor/lib/.env`)
+		// The run that makes them fails at its end: its git audit cannot
+		// search the tree whole.
+		r := u.sh(t, o, nil, `seq -f a%05g 1 25001 | xargs mkdir`)
+		expectCode(t, r, 125)
+		if !strings.Contains(r.stderr, "the git audit could not search the whole workspace") {
+			t.Fatalf("first run: stderr %q", r.stderr)
+		}
+		r = u.sh(t, o, nil, `(echo '[core] fsmonitor = evil' >> vendor/lib/.git/config) 2>/dev/null && echo CONFIG-WRITTEN; cat vendor/lib/.env`)
 		expectCode(t, r, 125)
 		if strings.Contains(r.stdout, "CONFIG-WRITTEN") || strings.Contains(r.stdout, "nsbox-it-walk") || !strings.Contains(r.stderr, "stopped after 25000 directories") {
 			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
