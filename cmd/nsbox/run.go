@@ -305,6 +305,7 @@ func runMain(f *runFlags, argv []string) error {
 		status.emit(map[string]any{"event": "quarantined", "repo": q.Repo, "from": q.From, "to": q.To})
 	}
 	code, msg := exitStatus(res2, err)
+	commandCode := code
 	if errors.Is(auditErr, policy.ErrGitAuditIncomplete) {
 		// Fail closed: the caller must not take this run for a clean
 		// one and run git in what the sandbox left.
@@ -336,6 +337,10 @@ func runMain(f *runFlags, argv []string) error {
 	}
 	if res2.Reason == "" {
 		ev["reason"] = "setup_error"
+	}
+	if errors.Is(auditErr, policy.ErrGitAuditIncomplete) {
+		// What the command itself returned; exit_code is nsbox's 125.
+		ev["git_audit"], ev["command_exit_code"] = "incomplete", commandCode
 	}
 	status.emit(ev)
 	if closeErr != nil && msg == "" {

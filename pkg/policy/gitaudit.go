@@ -90,8 +90,8 @@ func idOf(p string) (fileID, bool) {
 // writable root, and a writable root that is itself a git directory. Never
 // a directory that merely holds a HEAD: a sandbox could prepare one and
 // move it into place in a later run.
-func (r *resolver) newGitAudit(dir string, gits, bare, locked []string) *GitAudit {
-	a := &GitAudit{workspace: dir, roots: r.rwRoots, known: map[fileID]bool{}, locked: locked}
+func (r *resolver) newGitAudit(dir string, gits, bare, locked, submodules []string) *GitAudit {
+	a := &GitAudit{workspace: dir, roots: r.rwRoots, known: map[fileID]bool{}, locked: locked, submodules: submodules}
 	add := func(p string) {
 		if id, ok := idOf(p); ok {
 			a.known[id] = true
@@ -99,11 +99,13 @@ func (r *resolver) newGitAudit(dir string, gits, bare, locked []string) *GitAudi
 	}
 	for _, p := range gits {
 		add(p)
-		if st, err := os.Lstat(p); err == nil && st.IsDir() {
-			sha256 := strings.Contains(strings.ToLower(string(readSmall(filepath.Join(p, "config"), maxSubmoduleConfig))), "sha256")
-			for _, l := range gitlinks(filepath.Join(p, "index"), sha256) {
-				a.submodules = append(a.submodules, filepath.Join(filepath.Dir(p), filepath.FromSlash(l)))
-			}
+	}
+	// The submodules' .git entries, protected with the others (also
+	// under a name the walk skips).
+	for _, sm := range submodules {
+		add(filepath.Join(sm, ".git"))
+		if gitDirLayout(sm) {
+			add(sm)
 		}
 	}
 	for _, d := range bare {
@@ -203,17 +205,10 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 		if err != nil {
 			errs = append(errs, err)
 		} else if q != nil {
+			// One rename to undo. Under its new name git finds it only
+			// when run inside it, and the next run's search for bare
+			// repositories skips quarantined names.
 			out = append(out, *q)
-			// Its HEAD too: inside the quarantined name it would still
-			// be a git directory to a git run in it, and to the next
-			// run's search for bare repositories.
-			if st, err := os.Lstat(q.To); err == nil && st.IsDir() {
-				if _, err := os.Lstat(filepath.Join(q.To, "HEAD")); err == nil {
-					if _, err := a.quarantine(filepath.Join(q.To, "HEAD"), q.Repo); err != nil {
-						errs = append(errs, err)
-					}
-				}
-			}
 		}
 	}
 	for _, h := range heads {

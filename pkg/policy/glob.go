@@ -57,6 +57,7 @@ type globPattern struct {
 	path     string
 	fileOnly bool
 	links    bool // symlinks match too (the git audit: git follows a .git symlink)
+	maxDepth int  // levels "**" goes down; 0: the walk's (walkMaxDepth)
 }
 
 // glob expands one pattern; see globAll.
@@ -107,7 +108,7 @@ func globAllDepth(patterns []globPattern, maxDepth int) ([]globResult, error) {
 				}
 			}
 		}
-		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, links: gp.links, base: "/"}
+		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, links: gp.links, base: "/", maxDepth: gp.maxDepth}
 		for j, p := range parts {
 			if p == "**" || hasGlob(p) {
 				w.pats[i].base = "/" + strings.Join(parts[:j], "/")
@@ -156,6 +157,7 @@ type dirFD struct {
 type walkPattern struct {
 	fileOnly, links bool
 	base            string // the pattern up to its first wildcard
+	maxDepth        int    // 0: the walk's
 }
 
 // walkState is where one pattern stands in the walk: the parts it has
@@ -195,6 +197,14 @@ const (
 // budgets, results of its own (merge adds them back).
 func (w *walker) fork() *walker {
 	return &walker{pats: w.pats, res: make([]globResult, len(w.res)), dirs: w.dirs, seen: make([]int, len(w.seen)), maxDepth: w.maxDepth}
+}
+
+// depthOf is the depth bound of pattern i.
+func (w *walker) depthOf(i int) int {
+	if d := w.pats[i].maxDepth; d > 0 {
+		return d
+	}
+	return w.maxDepth
 }
 
 // merge adds what a forked walker found.
@@ -283,21 +293,24 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 		return
 	}
 	// "**" as one more directory, recursively.
-	if depth >= w.maxDepth {
-		// Truncated only when there was somewhere to go.
-		for _, e := range ents {
-			if (e.typ == unix.DT_DIR || e.typ == unix.DT_UNKNOWN) && !walkSkip[e.name] {
-				w.truncate(deep, dir)
-				break
-			}
-		}
-		return
-	}
 	var subdirs []dirent
 	for _, e := range ents {
 		if (e.typ == unix.DT_DIR || e.typ == unix.DT_UNKNOWN) && !walkSkip[e.name] {
 			subdirs = append(subdirs, e)
 		}
+	}
+	// Patterns at their depth bound stop here, truncated only when there
+	// was somewhere to go.
+	var deeper []walkState
+	for _, s := range deep {
+		if depth < w.depthOf(s.pat) {
+			deeper = append(deeper, s)
+		} else if len(subdirs) > 0 {
+			w.truncate([]walkState{s}, dir)
+		}
+	}
+	if deep = deeper; len(deep) == 0 {
+		return
 	}
 	if w.forks > 0 && len(subdirs) >= walkForkDirs {
 		// Every other subdirectory to a second walker. The parent's fd

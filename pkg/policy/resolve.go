@@ -904,7 +904,14 @@ func (r *resolver) protect() error {
 	for _, x := range r.protectList {
 		e, paths := x.entry, []string{x.Path}
 		if p := r.absolute(x.Path); hasGlob(p) {
-			g, ok, err := r.glob(p, false)
+			// The repositories' pattern goes as deep as the git audit
+			// looks: what it trusts after the run must have been
+			// protected during it.
+			tmpl := globPattern{}
+			if _, ok := bareRepoPattern(x.Path); ok {
+				tmpl.maxDepth = auditMaxDepth
+			}
+			g, ok, err := r.globAs(p, tmpl)
 			if err != nil {
 				return e.at.err(err, "%v", err)
 			}
@@ -918,7 +925,7 @@ func (r *resolver) protect() error {
 				return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be protected: if a sandbox made them, remove them (for a workspace that big, see \"Protected paths\" in docs/profiles.md)", e.Path, walkMaxDirs)
 			}
 			if g.truncated {
-				r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not protected (protect them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDepth, g.truncatedAt, x.written))
+				r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not protected (protect them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, max(tmpl.maxDepth, walkMaxDepth), g.truncatedAt, x.written))
 			}
 			paths = g.matches
 			if head, ok := bareRepoPattern(x.Path); ok {
@@ -927,12 +934,24 @@ func (r *resolver) protect() error {
 					return e.at.err(err, "%v", err)
 				}
 				paths = append(paths, bare...)
+				// The checked-out submodules the indexes record, also
+				// where the walk does not go (node_modules/x, target/):
+				// git status at the top enters them.
+				subs, present, err := r.submoduleCheckouts(g.matches)
+				if err != nil {
+					return e.at.err(err, "%v", err)
+				}
+				for _, sm := range present {
+					if _, err := os.Lstat(filepath.Join(sm, ".git")); err == nil {
+						paths = append(paths, filepath.Join(sm, ".git"))
+					}
+				}
 				if r.res.GitAudit == nil {
-					withLinks, _, err := r.globAs(p, globPattern{links: true})
+					withLinks, _, err := r.globAs(p, globPattern{links: true, maxDepth: auditMaxDepth})
 					if err != nil {
 						return e.at.err(err, "%v", err)
 					}
-					r.res.GitAudit = r.newGitAudit(filepath.Dir(filepath.Dir(head)), withLinks.matches, bare, g.unlisted)
+					r.res.GitAudit = r.newGitAudit(filepath.Dir(filepath.Dir(head)), withLinks.matches, bare, g.unlisted, subs)
 				}
 			}
 			// Fail closed, as for hides: a sandbox could chmod a
@@ -1086,7 +1105,7 @@ func bareRepoPattern(p string) (string, bool) {
 // such a repository's config and hooks say for every worktree of it, even
 // one outside the workspace, and for every push to it.
 func (r *resolver) bareRepos(head string) ([]string, error) {
-	g, ok, err := r.globAs(r.absolute(head), globPattern{fileOnly: true, links: true})
+	g, ok, err := r.globAs(r.absolute(head), globPattern{fileOnly: true, links: true, maxDepth: auditMaxDepth})
 	if !ok || err != nil {
 		return nil, err
 	}
@@ -1146,6 +1165,38 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pi
 		}
 	}
 	return nil
+}
+
+// submoduleCheckouts returns the checkouts of the gitlinks (submodules)
+// that the index of each .git directory in gits records (all), and those
+// of them that exist as directories (present). They are looked up by fd
+// below their writable root, never through a symlink (git refuses a
+// submodule path beyond one; a symlink on the way was put there by a
+// sandbox, and is an error).
+func (r *resolver) submoduleCheckouts(gits []string) (all, present []string, err error) {
+	for _, g := range gits {
+		if st, err := os.Lstat(g); err != nil || !st.IsDir() {
+			continue
+		}
+		index := filepath.Join(g, "index")
+		sha256 := strings.Contains(strings.ToLower(string(readSmall(filepath.Join(g, "config"), maxSubmoduleConfig))), "objectformat = sha256")
+		for _, l := range gitlinks(index, sha256) {
+			sm := filepath.Join(filepath.Dir(g), filepath.FromSlash(l))
+			fd, _, err := r.openBeneath(index, sm)
+			if err != nil {
+				return nil, nil, err
+			}
+			all = append(all, sm)
+			if fd >= 0 {
+				unix.Close(fd)
+				present = append(present, sm)
+			}
+			if len(all) > maxProtectMounts {
+				return nil, nil, fmt.Errorf("%s records more than %d submodules; if a sandbox made them, remove them", index, maxProtectMounts)
+			}
+		}
+	}
+	return all, present, nil
 }
 
 // holdsRoot reports whether d is a writable root or above one.
@@ -1551,10 +1602,12 @@ func (r *resolver) patterns() error {
 		}
 	}
 	for _, e := range r.protectList {
-		add(e.Path, globPattern{})
 		if head, ok := bareRepoPattern(e.Path); ok {
-			add(head, globPattern{fileOnly: true, links: true})
-			add(e.Path, globPattern{links: true}) // for the git audit
+			add(e.Path, globPattern{maxDepth: auditMaxDepth})
+			add(head, globPattern{fileOnly: true, links: true, maxDepth: auditMaxDepth})
+			add(e.Path, globPattern{links: true, maxDepth: auditMaxDepth}) // for the git audit
+		} else {
+			add(e.Path, globPattern{})
 		}
 	}
 	for _, e := range r.hideList {

@@ -363,6 +363,36 @@ func TestWorkspaceGitAuditSubmodules(t *testing.T) {
 		if exists(filepath.Join(ws, "target", "lib", ".git")) || !exists(filepath.Join(ws, "target", "lib", ".git.nsbox-quarantine")) {
 			t.Fatalf("the submodule checkout under target/ was not audited; stderr %q", r.stderr)
 		}
+
+		// The user's own: an initialised submodule under node_modules/
+		// (an absorbed .git file) and a repository 10 levels deep stay
+		// as they are, run after run; inside, they are read-only.
+		sub := filepath.Join(u.visibleDir(t), "sub")
+		deep := filepath.Join(ws, "a", "b", "c", "d", "e", "f", "g", "h", "i", "deep")
+		for _, args := range [][]string{
+			{"init", "-q", sub}, {"-C", sub, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"},
+			{"-C", ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "node_modules/dep"},
+			{"init", "-q", deep},
+		} {
+			if out, err := exec.Command("git", append([]string{"-c", "safe.directory=*"}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v %s", args, err, out)
+			}
+		}
+		if os.Getuid() == 0 {
+			filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, u.uid, u.gid) })
+		}
+		for i := 0; i < 2; i++ {
+			r = u.sh(t, &runOpts{dir: ws}, nil, `(echo x >> node_modules/dep/.git) 2>/dev/null && echo GITFILE-WRITTEN; (echo x >> a/b/c/d/e/f/g/h/i/deep/.git/config) 2>/dev/null && echo DEEP-WRITTEN; echo ok`)
+			expectCode(t, r, 0)
+			if strings.Contains(r.stdout, "WRITTEN") || strings.Contains(r.stderr, "the sandbox made a git repository") {
+				t.Fatalf("run %d: stdout %q stderr %q", i, r.stdout, r.stderr)
+			}
+		}
+		for _, p := range []string{"node_modules/dep/.git", "a/b/c/d/e/f/g/h/i/deep/.git"} {
+			if !exists(filepath.Join(ws, p)) {
+				t.Errorf("%s renamed", p)
+			}
+		}
 	})
 }
 
