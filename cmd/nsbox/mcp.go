@@ -225,6 +225,7 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 	// sandbox relies on: no hold, no sandbox. A retry resolves the same
 	// preview again: its layers and writable roots as Peek read them, the
 	// host's tree (hides, protections, pins) walked anew.
+	finishPendingAudits()
 	peek := func(policy.Host) (*policy.Preview, error) { return pv, nil }
 	var (
 		res  *policy.Result
@@ -262,7 +263,7 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 		hold.Release(res.Placeholders)
 		return nil, fmt.Errorf("%v; profile %s does not bind it, and /tmp and /run inside are the sandbox's own: work in a directory outside them, or with a profile that binds the workspace", err, res.Profile)
 	}
-	return &heldSession{Session: s, res: res, release: func() { hold.Release(res.Placeholders) }}, nil
+	return &heldSession{Session: s, res: res, release: func() { hold.Release(res.Placeholders) }, auditRecorded: recordAudit(res.GitAudit)}, nil
 }
 
 // heldSession releases the policy hold once the sandbox is gone, then runs
@@ -272,6 +273,8 @@ type heldSession struct {
 	res     *policy.Result // the policy it was started with
 	once    sync.Once
 	release func()
+	// auditRecorded removes the record of the git audit (audit.go).
+	auditRecorded func()
 }
 
 func (h *heldSession) Close() error {
@@ -280,6 +283,9 @@ func (h *heldSession) Close() error {
 		h.release()
 		if _, aerr := auditGit(h.res); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
 			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", aerr)
+		}
+		if h.auditRecorded != nil {
+			h.auditRecorded()
 		}
 	})
 	return err

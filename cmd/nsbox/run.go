@@ -160,6 +160,7 @@ func unavailableError(reason error) error {
 }
 
 func runMain(f *runFlags, argv []string) error {
+	finishPendingAudits()
 	status, err := openStatus(f.jsonStatus)
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: err.Error()}
@@ -282,6 +283,9 @@ func runMain(f *runFlags, argv []string) error {
 		return status.setupFailed(step, err)
 	}
 	defer s.Close()
+	// Until the audit has run, a record of it waits for the next nsbox
+	// in case this one is killed (audit.go).
+	defer recordAudit(res.GitAudit)()
 	started := map[string]any{"event": "started", "pid": s.Pid(), "backend": b.Name(), "profile": res.Profile}
 	if li, ok := s.(interface{ Limits() sandbox.LimitInfo }); ok {
 		info := li.Limits()

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -470,4 +471,39 @@ func gitlinks(path string, sha256 bool) []string {
 		}
 	}
 	return out
+}
+
+// gitAuditRecord is a GitAudit as a record on disk holds it (see
+// MarshalJSON): what a run that was killed before its audit leaves for
+// the next nsbox to finish.
+type gitAuditRecord struct {
+	Workspace  string      `json:"workspace"`
+	Roots      []string    `json:"roots"`
+	GitRoots   []string    `json:"gitRoots,omitempty"`
+	Submodules []string    `json:"submodules,omitempty"`
+	Locked     []string    `json:"locked,omitempty"`
+	Known      [][3]uint64 `json:"known"` // device, inode, ctime (ns)
+}
+
+// MarshalJSON writes the audit with what it trusts, so that another nsbox
+// process can run it (a run killed with SIGKILL cannot).
+func (a *GitAudit) MarshalJSON() ([]byte, error) {
+	rec := gitAuditRecord{Workspace: a.workspace, Roots: a.roots, GitRoots: a.gitRoots, Submodules: a.submodules, Locked: a.locked, Known: [][3]uint64{}}
+	for id := range a.known {
+		rec.Known = append(rec.Known, [3]uint64{id.dev, id.ino, uint64(id.ctime)})
+	}
+	return json.Marshal(rec)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (a *GitAudit) UnmarshalJSON(b []byte) error {
+	var rec gitAuditRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return err
+	}
+	*a = GitAudit{workspace: rec.Workspace, roots: rec.Roots, gitRoots: rec.GitRoots, submodules: rec.Submodules, locked: rec.Locked, known: map[fileID]bool{}}
+	for _, k := range rec.Known {
+		a.known[fileID{dev: k[0], ino: k[1], ctime: int64(k[2])}] = true
+	}
+	return nil
 }

@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // visibleDir returns a fresh directory owned by u under /var/tmp: unlike
@@ -392,6 +394,41 @@ func TestWorkspaceGitAuditSubmodules(t *testing.T) {
 			if !exists(filepath.Join(ws, p)) {
 				t.Errorf("%s renamed", p)
 			}
+		}
+	})
+}
+
+// A run killed with SIGKILL cannot run its git audit; the next nsbox
+// finishes it from the record the run left in nsbox's data directory
+// (hidden in every sandbox), before anything else.
+func TestWorkspaceGitAuditAfterKill(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		base := u.visibleDir(t)
+		ws := filepath.Join(base, "proj")
+		data := filepath.Join(base, "data")
+		u.mkdirs(t, filepath.Join(ws, "src"), data)
+		env := []string{"XDG_DATA_HOME=" + data}
+		cmd := exec.Command(nsboxBin(t), "run", "--", "/bin/sh", "-c", `mkdir src/.git && echo x > src/.git/config && touch made && sleep 60`)
+		cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, env...)
+		cmd.Dir = ws
+		if u.switchTo {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 200 && !exists(filepath.Join(ws, "made")); i++ {
+			time.Sleep(25 * time.Millisecond)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !exists(filepath.Join(ws, "src", ".git")) {
+			t.Fatalf("the killed run did not get to plant its repository")
+		}
+		r := u.run(t, &runOpts{dir: ws, env: env}, "run", "--", "true")
+		expectCode(t, r, 0)
+		if exists(filepath.Join(ws, "src", ".git")) || !strings.Contains(r.stderr, "killed before its git audit") {
+			t.Fatalf("the next run did not finish the killed run's audit; stderr %q", r.stderr)
 		}
 	})
 }
