@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -82,10 +83,11 @@ func finishPendingAudits() {
 		return
 	}
 	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".json") {
+		p := filepath.Join(dir, e.Name())
+		isTmp := strings.HasSuffix(e.Name(), ".tmp")
+		if !isTmp && !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		p := filepath.Join(dir, e.Name())
 		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 		if err != nil {
 			continue
@@ -94,11 +96,36 @@ func finishPendingAudits() {
 			f.Close() // a live run's
 			continue
 		}
+		var st unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &st) != nil || st.Nlink == 0 {
+			f.Close() // removed by its run in the meantime
+			continue
+		}
+		if isTmp {
+			// A run killed before its record took its name: it had not
+			// started its sandbox.
+			os.Remove(p)
+			f.Close()
+			continue
+		}
 		b, _ := io.ReadAll(io.LimitReader(f, maxAuditRecord))
 		var a policy.GitAudit
-		if err := json.Unmarshal(b, &a); err == nil {
-			os.Stderr.WriteString("nsbox: note: an earlier run was killed before its git audit; running it now\n")
-			auditGit(&policy.Result{GitAudit: &a})
+		if err := json.Unmarshal(b, &a); err != nil {
+			os.Stderr.WriteString("nsbox: warning: the record of a killed run's git audit cannot be read (" + err.Error() + "); it is kept as " + p + ".failed: look at that run's workspace before you run git in it\n")
+			os.Rename(p, p+".failed")
+			f.Close()
+			continue
+		}
+		// The tree may have been the user's since the run was killed
+		// (days ago, after a reboot): the audit reports and renames
+		// nothing.
+		os.Stderr.WriteString("nsbox: note: an earlier run was killed before its git audit; it is run now, to report\n")
+		if _, err := auditGit(&policy.Result{GitAudit: a.Deferred()}); errors.Is(err, policy.ErrGitAuditIncomplete) {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if strings.Contains(line, policy.ErrGitAuditIncomplete.Error()) {
+					os.Stderr.WriteString("nsbox: warning: " + line + "\n")
+				}
+			}
 		}
 		os.Remove(p)
 		f.Close()

@@ -443,6 +443,11 @@ func auditGit(res *policy.Result) ([]policy.Quarantined, error) {
 	}
 	qs, err := res.GitAudit.Run()
 	for _, q := range qs {
+		if q.To == "" {
+			// A killed run's audit, finished later: reported only.
+			fmt.Fprintf(os.Stderr, "nsbox: warning: a run that was killed may have made the git repository at %s (%s): look at it before you run git there\n", q.Repo, q.From)
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "nsbox: warning: the sandbox made a git repository at %s: %s is renamed to %s, so that git on the host does not run its config or hooks; look at it before you rename it back\n", q.Repo, q.From, q.To)
 	}
 	if err != nil {

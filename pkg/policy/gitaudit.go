@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -31,6 +32,9 @@ import (
 // rename them back. An empty .git (a placeholder nsbox made, or left by
 // one) is inert and left alone.
 type GitAudit struct {
+	// reportOnly: find and report, change nothing (a record of a killed
+	// run: the tree may have been the user's since, see Deferred).
+	reportOnly bool
 	// locked are the directories the run could not look into and
 	// protected whole: the sandbox could not write in them, and the
 	// audit leaves them (and their modes) as they are.
@@ -154,7 +158,10 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 					fresh = append(fresh, d)
 				}
 			}
-			if len(fresh) > 0 {
+			if len(fresh) > 0 && a.reportOnly {
+				errs = append(errs, fmt.Errorf("cannot look into %s: do not run git there before you have looked", someOf(fresh)))
+			}
+			if len(fresh) > 0 && !a.reportOnly {
 				// Until no new one turns up: each pass opens what the
 				// last one could not reach (depth-bounded).
 				for _, d := range fresh {
@@ -307,7 +314,15 @@ func (a *GitAudit) reopen(d string) error {
 		return nil
 	}
 	defer unix.Close(parent)
-	if err := unix.Fchmodat(parent, name, (mode&0o7777)|0o700, 0); err != nil {
+	// Invariant: the mode change lands on the directory examined, never
+	// through a symlink swapped in since (fchmodat follows one): chmod
+	// goes through an O_PATH|O_NOFOLLOW|O_DIRECTORY fd of it.
+	fd, err := unix.Openat(parent, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), (mode&0o7777)|0o700)
+		unix.Close(fd)
+	}
+	if err != nil {
 		return fmt.Errorf("cannot look into %s, which the sandbox made unreadable (chmod u+rwx: %v): do not run git there before you have looked", d, err)
 	}
 	return nil
@@ -348,8 +363,11 @@ func (a *GitAudit) parentOf(p string) (int, string, error) {
 // quarantine renames p to p+quarantineSuffix (or, if taken, with a number
 // or a random tail after it), relative to its parent (parentOf), with
 // RENAME_NOREPLACE. A parent the sandbox made read-only gets u+wx back
-// first.
+// first. A report-only audit renames nothing: To is "".
 func (a *GitAudit) quarantine(p, repo string) (*Quarantined, error) {
+	if a.reportOnly {
+		return &Quarantined{Repo: repo, From: p}, nil
+	}
 	fail := func(err error) (*Quarantined, error) {
 		return nil, fmt.Errorf("the sandbox made a git repository at %s, and it could not be made inert (%v): do not run git there before you have looked at %s", repo, err, p)
 	}
@@ -483,6 +501,15 @@ type gitAuditRecord struct {
 	Submodules []string    `json:"submodules,omitempty"`
 	Locked     []string    `json:"locked,omitempty"`
 	Known      [][3]uint64 `json:"known"` // device, inode, ctime (ns)
+}
+
+// Deferred returns the audit of a run that was killed before it ran it
+// (read back from its record): it reports what it would have made inert
+// and changes nothing, since the user may have worked in the tree since.
+func (a *GitAudit) Deferred() *GitAudit {
+	d := *a
+	d.reportOnly = true
+	return &d
 }
 
 // MarshalJSON writes the audit with what it trusts, so that another nsbox

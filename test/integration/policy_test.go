@@ -400,7 +400,8 @@ func TestWorkspaceGitAuditSubmodules(t *testing.T) {
 
 // A run killed with SIGKILL cannot run its git audit; the next nsbox
 // finishes it from the record the run left in nsbox's data directory
-// (hidden in every sandbox), before anything else.
+// (hidden in every sandbox), before anything else. It reports and changes
+// nothing: the tree may have been the user's since.
 func TestWorkspaceGitAuditAfterKill(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		base := u.visibleDir(t)
@@ -427,8 +428,16 @@ func TestWorkspaceGitAuditAfterKill(t *testing.T) {
 		}
 		r := u.run(t, &runOpts{dir: ws, env: env}, "run", "--", "true")
 		expectCode(t, r, 0)
-		if exists(filepath.Join(ws, "src", ".git")) || !strings.Contains(r.stderr, "killed before its git audit") {
+		if !strings.Contains(r.stderr, "killed before its git audit") || !strings.Contains(r.stderr, "may have made the git repository at "+filepath.Join(ws, "src")) {
 			t.Fatalf("the next run did not finish the killed run's audit; stderr %q", r.stderr)
+		}
+		if !exists(filepath.Join(ws, "src", ".git")) {
+			t.Fatalf("a deferred audit renamed something")
+		}
+		// Reported once: the record is gone.
+		r = u.run(t, &runOpts{dir: ws, env: env}, "run", "--", "true")
+		if strings.Contains(r.stderr, "killed before its git audit") {
+			t.Fatalf("the record was reported twice: %q", r.stderr)
 		}
 	})
 }
