@@ -345,15 +345,7 @@ func (a *GitAudit) parentOf(p string) (int, string, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return -1, "", fmt.Errorf("%s is in no writable directory", p)
 	}
-	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, "", fmt.Errorf("open %s: %w", root, err)
-	}
-	defer unix.Close(rootFD)
-	parent, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
+	parent, err := openBeneathRoot(root, rel, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return -1, "", fmt.Errorf("open %s: %w", filepath.Dir(p), err)
 	}

@@ -139,15 +139,7 @@ func readConfigFile(file string, roots []string) []byte {
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return nil
 	}
-	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	defer unix.Close(rootFD)
-	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
+	fd, err := openBeneathRoot(root, rel, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil
 	}

@@ -16,6 +16,15 @@ func (o origin) err(cause error, format string, args ...any) *Error {
 	return errorf(o.layer, o.key, cause, format, args...)
 }
 
+// errOrNil is o.err for cause, or nil when there is none (a typed nil
+// *Error must not become a non-nil error).
+func (o origin) errOrNil(cause error) error {
+	if cause == nil {
+		return nil
+	}
+	return o.err(cause, "%v", cause)
+}
+
 func (o origin) warn(note bool, format string, args ...any) Warning {
 	w := Warning{Msg: fmt.Sprintf(format, args...), Note: note}
 	if o.layer != nil {

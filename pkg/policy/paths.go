@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxSymlinks bounds symlink hops while resolving one path, as the kernel
@@ -147,4 +149,23 @@ func dedupStrings(in []string) []string {
 		}
 	}
 	return out
+}
+
+// openBeneathRoot opens rel below the directory root (absolute, a writable
+// root) with flags, never through a symlink, never past root and never
+// across a mount (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+// RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV): what lies in a directory a
+// sandbox could write is looked up only this way. An error from opening
+// root itself is wrapped with its name; one from openat2 is returned as
+// the kernel gave it (callers tell ENOENT, ELOOP and EXDEV apart).
+func openBeneathRoot(root, rel string, flags int) (int, error) {
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", root, err)
+	}
+	defer unix.Close(rootFD)
+	return unix.Openat2(rootFD, rel, &unix.OpenHow{
+		Flags:   uint64(flags) | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
 }

@@ -911,21 +911,12 @@ func (r *resolver) protect() error {
 			if _, ok := bareRepoPattern(x.Path); ok {
 				tmpl.maxDepth = auditMaxDepth
 			}
-			g, ok, err := r.globAs(p, tmpl)
+			g, ok, err := r.globEntry(x, p, tmpl, "protect")
 			if err != nil {
-				return e.at.err(err, "%v", err)
+				return err
 			}
 			if !ok {
 				continue
-			}
-			if g.tooMany {
-				// Fail closed: an earlier sandbox could create that
-				// many directories, sorted before a repository, to
-				// leave it writable for the next one.
-				return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be protected: if a sandbox made them, remove them (for a workspace that big, see \"Protected paths\" in docs/profiles.md)", e.Path, walkMaxDirs)
-			}
-			if g.truncated {
-				r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not protected (protect them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, max(tmpl.maxDepth, walkMaxDepth), g.truncatedAt, x.written))
 			}
 			paths = g.matches
 			if head, ok := bareRepoPattern(x.Path); ok {
@@ -1371,15 +1362,7 @@ func (r *resolver) openBeneath(file, v string) (fd int, root string, err error) 
 	} else if rel, err = filepath.Rel(root, lexical); err != nil {
 		return -1, "", nil
 	}
-	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, "", fmt.Errorf("open %s to look up what %s names: %w", root, file, err)
-	}
-	defer unix.Close(rootFD)
-	fd, err = unix.Openat2(rootFD, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
+	fd, err = openBeneathRoot(root, rel, unix.O_PATH|unix.O_DIRECTORY)
 	switch {
 	case err == nil:
 		return fd, root, nil
@@ -1657,13 +1640,38 @@ func globPatternOf(p string) (pattern string, ok bool, err error) {
 	return filepath.Join(append([]string{prefix.Path}, parts[i:]...)...), true, nil
 }
 
-// glob matches the pattern p (absolute): from the patterns step's walk,
-// or, for a pattern it did not see, alone.
-func (r *resolver) glob(p string, fileOnly bool) (globResult, bool, error) {
-	return r.globAs(p, globPattern{fileOnly: fileOnly})
+// globEntry matches the pattern p of a hide or protect entry (list names
+// which) with gp's matching. ok is false when nothing can match. Running
+// out of the walk's directories is an error, its depth a warning.
+func (r *resolver) globEntry(x expandedEntry, p string, gp globPattern, list string) (globResult, bool, error) {
+	e := x.entry
+	g, ok, err := r.globAs(p, gp)
+	if err != nil || !ok {
+		return g, false, e.at.errOrNil(err)
+	}
+	done, section := "protected", "Protected paths"
+	if list == "hide" {
+		done, section = "hidden", "Hidden paths"
+	}
+	if g.tooMany {
+		// Fail closed: an earlier sandbox could create that many
+		// directories, sorted before a repository or a .env, to leave it
+		// writable or readable in the next run.
+		return g, false, e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be %s: if a sandbox made them, remove them (for a workspace that big, see %q in docs/profiles.md)", e.Path, walkMaxDirs, done, section)
+	}
+	if g.truncated {
+		depth := gp.maxDepth
+		if depth == 0 {
+			depth = walkMaxDepth
+		}
+		r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not %s (%s them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, depth, g.truncatedAt, done, list, x.written))
+	}
+	return g, true, nil
 }
 
-// globAs is glob for a pattern whose matching is gp's (fileOnly, links).
+// globAs matches the pattern p (absolute), matched as gp says (fileOnly,
+// links, maxDepth): from the patterns step's walk, or, for a pattern it did
+// not see, alone.
 func (r *resolver) globAs(p string, gp globPattern) (globResult, bool, error) {
 	pat, ok, err := globPatternOf(p)
 	if !ok || err != nil {
@@ -1701,21 +1709,12 @@ func (r *resolver) hide() error {
 			}
 			continue
 		}
-		g, ok, err := r.glob(p, !e.Dir)
+		g, ok, err := r.globEntry(e, p, globPattern{fileOnly: !e.Dir}, "hide")
 		if err != nil {
-			return e.at.err(err, "%v", err)
+			return err
 		}
 		if !ok {
 			continue
-		}
-		if g.tooMany {
-			// Fail closed: an earlier sandbox could create that many
-			// directories, sorted before a .env, to make it readable
-			// in the next one.
-			return e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be hidden: if a sandbox made them, remove them (for a workspace that big, see \"Hidden paths\" in docs/profiles.md)", e.Path, walkMaxDirs)
-		}
-		if g.truncated {
-			r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not hidden (hide them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, walkMaxDepth, g.truncatedAt, e.written))
 		}
 		for _, m := range g.matches {
 			if st, err := os.Lstat(m); err == nil && e.Dir != st.IsDir() {
