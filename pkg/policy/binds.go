@@ -5,6 +5,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -88,6 +89,16 @@ func (r *resolver) workspace() error {
 	w := r.m.workspace
 	if !w.set || w.v == "" {
 		return nil
+	}
+	if _, err := expand(w.v, r.vars); err != nil {
+		// Invariant: a workspace that cannot be expanded stops the run,
+		// also for a known variable that is unset: without it the run
+		// would go on with no workspace (the current directory
+		// read-only), not the directory the user named.
+		var skip *errSkip
+		if errors.As(err, &skip) && !skip.unknown {
+			return w.at.err(ErrUnknownVariable, "$%s is not set, so the workspace %q cannot be found", skip.name, w.v)
+		}
 	}
 	v, ok, err := r.expandAt(w.v, w.at)
 	if !ok {

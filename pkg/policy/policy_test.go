@@ -351,19 +351,40 @@ func TestVariables(t *testing.T) {
 			t.Errorf("expand(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
 	}
-	// An unknown variable is a warning (with file, line, key) and the entry
-	// is skipped; the run goes on.
+	// An unknown variable is an error with file, line and key: the run
+	// does not go on without the entry.
 	p := filepath.Join(h.Home, "vars.toml")
 	write(t, p, "extend = \"workspace\"\n[filesystem]\nro = [\n  \"$NOPE/x\",\n]\n")
+	_, err := Load(h, Request{Profile: p, ConfigFile: "-"})
+	var pe *Error
+	if !errors.Is(err, ErrUnknownVariable) || !errors.As(err, &pe) || pe.Source != p || pe.Line != 4 || pe.Key != "filesystem.ro[0]" || !strings.Contains(pe.Msg, "$NOPE") {
+		t.Fatalf("$NOPE in a profile: %v", err)
+	}
+	// A known variable that is unset leaves the entry out, with a note.
+	write(t, p, "extend = \"workspace\"\n[filesystem]\nro = [\n  \"$XDG_RUNTIME_DIR/x\",\n]\n")
 	res := mustLoad(t, h, Request{Profile: p, ConfigFile: "-"})
 	found := false
 	for _, w := range res.Warnings {
-		if !w.Note && w.Source == p && w.Line == 4 && w.Key == "filesystem.ro[0]" && strings.Contains(w.Msg, "$NOPE") {
+		if w.Note && w.Line == 4 && strings.Contains(w.Msg, "XDG_RUNTIME_DIR") {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatalf("no warning for $NOPE: %+v", res.Warnings)
+		t.Fatalf("no note for an unset $XDG_RUNTIME_DIR: %+v", res.Warnings)
+	}
+	// In --workspace and --rw: an error naming the variable, also for a
+	// known one that is unset in the workspace.
+	for _, c := range []Config{
+		{Workspace: ptr("${nope}")},
+		{Workspace: ptr("${workspaceFolder}/src")},
+		{Workspace: ptr("$XDG_RUNTIME_DIR/ws")},
+		{Filesystem: Filesystem{RW: []PathEntry{ParseEntry("${workspaceFolder}")}}},
+		{Filesystem: Filesystem{Hide: []PathEntry{ParseEntry("$NSBOX_RW/${secret}")}}},
+	} {
+		_, err := Load(h, Request{ConfigFile: "-", Flags: flags(c)})
+		if !errors.Is(err, ErrUnknownVariable) || !strings.Contains(err.Error(), "$") {
+			t.Errorf("%+v: %v", c, err)
+		}
 	}
 }
 

@@ -333,25 +333,31 @@ type mountItem struct {
 func (r *resolver) warn(w Warning) { r.res.Warnings = append(r.res.Warnings, w) }
 
 // expandAt expands variables in s. ok is false when the entry must be
-// left out: a variable is unknown or unset (a warning), or it refers to
+// left out: a known variable is unset (a note), or it refers to
 // $NSBOX_WORKSPACE and there is no workspace (silently: such entries only
-// apply to a workspace).
+// apply to a workspace). An unknown variable is an error.
 func (r *resolver) expandAt(s string, at origin) (string, bool, error) {
 	v, err := expand(s, r.vars)
 	var skip *errSkip
 	switch {
+	case errors.As(err, &skip) && skip.unknown:
+		// Invariant: a path with a variable nsbox does not know stops
+		// the run. Skipped, an editor's "${workspaceFolder}" copied into
+		// another's MCP config left the workspace at the current
+		// directory, read-only, or dropped a --rw, a hide or a protect
+		// the user meant to have.
+		return "", false, at.err(ErrUnknownVariable, "%s is not a variable nsbox knows (known: $%s); write $$ for a literal $", "$"+skip.name, strings.Join(sortedVars(), ", $"))
 	case errors.As(err, &skip):
-		if skip.name == "NSBOX_WORKSPACE" && !skip.unknown {
+		if skip.name == "NSBOX_WORKSPACE" {
 			return "", false, nil
 		}
 		if skip.name == "NSBOX_RW" {
 			r.warn(at.warn(false, "$NSBOX_RW (each writable directory) is only meaningful in hide and protect entries; entry skipped"))
 			return "", false, nil
 		}
-		// An unknown variable is a mistake (a warning); a known one that
-		// is unset here ($XDG_RUNTIME_DIR, $HOME for a daemon) is normal
-		// (a note).
-		r.warn(at.warn(!skip.unknown, "%s", skip.Error()))
+		// A known variable that is unset here ($XDG_RUNTIME_DIR, $HOME
+		// for a daemon) is normal (a note).
+		r.warn(at.warn(true, "%s", skip.Error()))
 		return "", false, nil
 	case err != nil:
 		return "", false, at.err(err, "%v", err)

@@ -139,3 +139,32 @@ func TestPerimeterLiftOne(t *testing.T) {
 		}
 	})
 }
+
+// TestPerimeterUnknownVariable: an unknown variable in --workspace, --rw or
+// a profile path stops the run (125) naming the variable; nothing runs.
+func TestPerimeterUnknownVariable(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		marker := filepath.Join(ws, "ran")
+		prof := filepath.Join(ws, "p.toml")
+		u.writeFile(t, prof, "extend = \"workspace\"\n[filesystem]\nhide = [\"$NSBOX_WORKSPACE/${secretDir}\"]\n", 0o644)
+		for _, c := range []struct {
+			flags []string
+			name  string
+		}{
+			{[]string{"--workspace", "${nope}"}, "$nope"},
+			{[]string{"--workspace", "${workspaceFolder}/src"}, "$workspaceFolder"},
+			{[]string{"--rw", "$NOPE_RW"}, "$NOPE_RW"},
+			{[]string{"--profile", prof}, "$secretDir"},
+		} {
+			r := u.sh(t, &runOpts{dir: ws}, c.flags, "touch "+marker)
+			expectCode(t, r, 125)
+			if !strings.Contains(r.stderr, c.name) {
+				t.Errorf("%v: stderr does not name %s: %s", c.flags, c.name, r.stderr)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatalf("%v: the command ran", c.flags)
+			}
+		}
+	})
+}
