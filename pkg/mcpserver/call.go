@@ -157,9 +157,11 @@ func (s *Server) sessionToolHandler(name string) mcp.ToolHandler {
 		if res, err := s.validate(req, name, args); res != nil || err != nil {
 			return res, err
 		}
+		ctx, done := s.callContext(ctx)
+		defer done()
 		sess, err := s.session(ctx)
 		if err != nil {
-			return errorResult(err), nil
+			return errorResult(cause(ctx, err)), nil
 		}
 		stop := s.progress(ctx, req, name)
 		// Queued behind the session's in-flight bound; the wait is the
@@ -167,13 +169,14 @@ func (s *Server) sessionToolHandler(name string) mcp.ToolHandler {
 		release, err := s.turn(ctx)
 		if err != nil {
 			stop()
-			return errorResult(err), nil
+			return errorResult(cause(ctx, err)), nil
 		}
 		raw, err := sess.CallTool(ctx, name, args, s.cfg.Timeout)
 		release()
 		stop()
 		if err != nil {
-			if errors.Is(err, sandbox.ErrClosed) {
+			err = cause(ctx, err)
+			if errors.Is(err, sandbox.ErrClosed) && s.life.Err() == nil {
 				s.dropSession(sess)
 			}
 			return errorResult(err), nil

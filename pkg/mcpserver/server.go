@@ -245,7 +245,52 @@ func New(cfg Config) (*Server, error) {
 // Serve speaks MCP over in and out (newline-delimited JSON-RPC, the stdio
 // transport) until the input ends or ctx is cancelled, then closes the
 // session. A Server serves once.
+//
+// Every request read is answered before Serve returns: when the input ends,
+// the requests in flight run to their end first. When ctx is cancelled (the
+// process got SIGTERM), no further request is read, the calls in flight are
+// cancelled and answered with an error (reason server_closing), and the
+// session is closed.
 func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+	if err := s.serveOnce(); err != nil {
+		return err
+	}
+	conn := newLineConn(out)
+	t := &lineTransport{in: in, out: out, max: s.cfg.MaxMessage, conn: conn}
+	// The SDK's run context is not ctx: cancelling it closes the
+	// connection at once, before the cancelled calls' answers are written.
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-runCtx.Done():
+			return
+		}
+		s.Shutdown()
+		conn.Stop()
+		// A backstop: answers that cannot be written in time (a client
+		// that does not read) are not waited for.
+		select {
+		case <-time.After(ShutdownGrace):
+			cancelRun()
+		case <-runCtx.Done():
+		}
+	}()
+	err := s.srv.Run(runCtx, t)
+	cancelRun()
+	closeErr := s.Close()
+	if err != nil && (disconnected(err) || ctx.Err() != nil || errors.Is(err, context.Canceled)) {
+		err = nil
+	}
+	return errors.Join(err, closeErr)
+}
+
+// ShutdownGrace bounds how long Serve waits, once ctx is cancelled, for the
+// answers of the cancelled calls to be written.
+const ShutdownGrace = 2 * time.Second
+
+func (s *Server) serveOnce() error {
 	s.mu.Lock()
 	if s.served || s.closed {
 		s.mu.Unlock()
@@ -262,12 +307,32 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			s.session(s.life)
 		}()
 	}
-	err := s.srv.Run(ctx, &lineTransport{in: in, out: out, max: s.cfg.MaxMessage})
-	closeErr := s.Close()
-	if err != nil && (disconnected(err) || ctx.Err() != nil) {
-		err = nil
+	return nil
+}
+
+// Shutdown cancels the calls in flight (they are answered with an error
+// whose reason is server_closing) and refuses new ones; Close ends the
+// session.
+func (s *Server) Shutdown() { s.cancel() }
+
+// callContext is the context a call runs in: the request's, also cancelled
+// (with cause ErrClosed) when the server shuts down.
+func (s *Server) callContext(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.life, func() { cancel(ErrClosed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
 	}
-	return errors.Join(err, closeErr)
+}
+
+// cause is err, or ErrClosed when the call ended because the server shuts
+// down.
+func cause(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+		return ErrClosed
+	}
+	return err
 }
 
 // disconnected reports the ways a client ends a stdio connection: closing
