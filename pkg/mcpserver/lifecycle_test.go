@@ -70,7 +70,9 @@ func serveScript(t *testing.T, lines ...string) map[string]map[string]any {
 	var out lockedBuffer
 	srv := fakeServer(t, nil)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(context.Background(), strings.NewReader(strings.Join(lines, "\n")+"\n"), &out) }()
+	go func() {
+		done <- srv.Serve(context.Background(), strings.NewReader(strings.Join(lines, "\n")+"\n"), &out)
+	}()
 	select {
 	case err := <-done:
 		if err != nil {
