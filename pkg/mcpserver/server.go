@@ -158,8 +158,10 @@ type Server struct {
 	unsub    func()
 	starting *startAttempt
 	closed   bool
-	served   bool
-	syncing  sync.Once
+	// closeDone is closed when Close has finished.
+	closeDone chan struct{}
+	served    bool
+	syncing   sync.Once
 
 	// syncMu orders reads of the session's definitions with their
 	// application, so a slow read never overwrites a newer one.
@@ -173,6 +175,11 @@ type Server struct {
 	slots chan struct{}
 
 	auditMu sync.Mutex
+
+	// watching: the end of the SDK's session is watched (watchSession).
+	watching sync.Once
+	// onClose, when set, runs once the server is closed.
+	onClose func()
 }
 
 type startAttempt struct {
@@ -217,6 +224,8 @@ func New(cfg Config) (*Server, error) {
 		listed: map[string]string{},
 		dirty:  make(chan struct{}, 1),
 		slots:  make(chan struct{}, cfg.MaxConcurrentCalls),
+
+		closeDone: make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -347,9 +356,13 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		// A second caller returns once the first is done: the session is
+		// gone when Close returns, whoever called first.
+		<-s.closeDone
 		return nil
 	}
 	s.closed = true
+	defer close(s.closeDone)
 	s.cancel()
 	st := s.starting
 	s.mu.Unlock()
@@ -368,7 +381,26 @@ func (s *Server) Close() error {
 		s.log.Info("sandbox session closed")
 	}
 	s.wg.Wait()
+	if s.onClose != nil {
+		s.onClose()
+	}
 	return err
+}
+
+// watchSession closes the server, and so the sandbox, when the SDK's
+// session ends: over HTTP that is a DELETE from the client or the idle
+// timeout, and no Serve call is there to notice.
+func (s *Server) watchSession(req mcp.Request) {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	if !ok || ss == nil {
+		return
+	}
+	s.watching.Do(func() {
+		go func() {
+			ss.Wait()
+			s.Close()
+		}()
+	})
 }
 
 // session returns the running session, starting it if needed. Concurrent
@@ -545,6 +577,7 @@ func (s *Server) known(name string) bool {
 // SDK answers from it.
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		s.watchSession(req)
 		switch method {
 		case "tools/list":
 			// During a session the worker is the source of truth.
