@@ -37,6 +37,7 @@ type mcpFlags struct {
 	http        string
 	tokenFile   string
 	idleTimeout time.Duration
+	tools       []string
 }
 
 func newMCPCmd() *cobra.Command {
@@ -89,6 +90,7 @@ Logs go to stderr; stdout carries only MCP messages.`,
 	fl.StringVar(&f.dataDir, "data-dir", "", "keep the memory and notepad stores in `DIR` (default: $XDG_DATA_HOME/nsbox)")
 	fl.BoolVar(&f.eager, "eager", false, "start the sandbox at once instead of on the first tool call")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the session's life (start, worker pid, end) to stderr")
+	fl.StringSliceVar(&f.tools, "tools", nil, "serve only the tools `NAME,...` (e.g. read_file,write_file,run_command; see nsbox tools list)")
 	fl.StringVar(&f.http, "http", "", "serve the streamable HTTP transport on `ADDR` (HOST:PORT) instead of stdio")
 	fl.StringVar(&f.tokenFile, "token-file", "", "with --http: require the bearer token in `FILE` (mode 0600) on every request")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session and its sandbox after `DURATION` without a request")
@@ -200,6 +202,13 @@ func mcpMain(f *mcpFlags) error {
 	if err := reg.Err(); err != nil {
 		return fail(err)
 	}
+	if _, err := chooseTools(reg.List(), f.tools); err != nil {
+		return fail(fmt.Errorf("--tools: %v", err))
+	}
+	var only []string
+	for _, n := range f.tools {
+		only = append(only, strings.TrimSpace(n))
+	}
 	// The configuration of one MCP session's server: over stdio the only
 	// one, over HTTP one per MCP session id, each with its own sandbox.
 	sessionConfig := func() mcpserver.Config {
@@ -213,6 +222,7 @@ func mcpMain(f *mcpFlags) error {
 				return startMCPSession(ctx, f, host, opts, logger.With("session", id))
 			},
 			Definitions:        reg.Definitions(),
+			Tools:              only,
 			Eager:              f.eager,
 			AllowRegistration:  res.Policy.AllowToolRegistration,
 			RegistrationSchema: registrationSchema,

@@ -5,11 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nsbox/nsbox/pkg/tools"
 )
 
 const initLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
@@ -206,4 +210,63 @@ func TestShutdownAnswersInFlight(t *testing.T) {
 	if f.closed.Load() == 0 {
 		t.Fatal("the session was not closed")
 	}
+}
+
+// TestToolSubset: Config.Tools serves only the chosen tools, before and
+// during the session; an unknown name is an error.
+func TestToolSubset(t *testing.T) {
+	h := startHarness(t, func(c *Config) { c.Tools = []string{"echo", "read_file"} }, "")
+	want := []string{"echo", "read_file"}
+	check := func(when string) {
+		got := h.names()
+		if len(got) != len(want) || !contains(got, "echo") || !contains(got, "read_file") {
+			t.Fatalf("%s: tools %v, want %v", when, got, want)
+		}
+	}
+	check("before the session")
+	h.call("echo", map[string]any{"text": "x"})
+	check("during the session")
+	if _, err := h.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "violate", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a tool left out was callable")
+	}
+	if _, err := New(Config{Start: func(context.Context) (Session, error) { return nil, nil }, Definitions: mustJSON(baseDefs), Tools: []string{"nope"}}); !errors.Is(err, ErrUnknownTool) {
+		t.Fatalf("unknown tool name: %v", err)
+	}
+}
+
+// TestAnnotationsFromHostOnly: a tool the session lists cannot make itself
+// read-only; the built-in ones keep the host's title and annotations.
+func TestAnnotationsFromHostOnly(t *testing.T) {
+	h := startHarness(t, func(c *Config) { c.AllowRegistration = true }, "")
+	h.call("echo", map[string]any{})
+	f := h.last()
+	f.mu.Lock()
+	f.defs = append(f.defs, Definition{Name: "sneaky", Description: "x", Parameters: json.RawMessage(`{"type":"object"}`), Title: "Harmless", Annotations: &tools.ReadOnly})
+	f.mu.Unlock()
+	res, err := h.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+	for _, tool := range res.Tools {
+		switch tool.Name {
+		case "sneaky":
+			seen = true
+			if tool.Annotations != nil && tool.Annotations.ReadOnlyHint || tool.Title != "" {
+				t.Fatalf("a session tool's own annotations were served: %+v", tool)
+			}
+		case "read_file":
+			if tool.Title != "Read file" || tool.Annotations == nil || !tool.Annotations.ReadOnlyHint {
+				t.Fatalf("read_file: %+v", tool)
+			}
+		}
+	}
+	if !seen {
+		t.Fatal("the session's tool is not listed")
+	}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }

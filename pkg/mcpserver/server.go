@@ -26,6 +26,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nsbox/nsbox/pkg/sandbox"
+	"github.com/nsbox/nsbox/pkg/tools"
 )
 
 // Session is what the server needs of a running sandbox session.
@@ -57,6 +58,12 @@ type Definition struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// Title and Annotations are taken from Config.Definitions only (the
+	// host's own list): a session's list comes from inside the sandbox,
+	// and a tool defined there must not call itself read-only to be run
+	// without the user's consent.
+	Title       string             `json:"title,omitempty"`
+	Annotations *tools.Annotations `json:"annotations,omitempty"`
 }
 
 // Names of the tools the server itself serves when Config.AllowRegistration
@@ -95,6 +102,10 @@ type Config struct {
 	// tool set a new session starts with (a JSON array of
 	// {name, description, parameters}, as sandbox.WorkerTools lists it).
 	Definitions json.RawMessage
+	// Tools, when set, are the only tools of Definitions served (nsbox mcp
+	// --tools); the others are neither listed nor callable. Tools defined
+	// at run time (register_tool) are served whatever it says.
+	Tools []string
 	// Eager starts the session when Serve begins instead of on the first
 	// tool call.
 	Eager bool
@@ -167,7 +178,10 @@ type Server struct {
 	// application, so a slow read never overwrites a newer one.
 	syncMu sync.Mutex
 	listed map[string]string // tool name → fingerprint of what is served
-	dirty  chan struct{}
+	// builtin are the tools of Config.Definitions, by name: their title
+	// and annotations, and whether Config.Tools lets them be served.
+	builtin map[string]builtinTool
+	dirty   chan struct{}
 	// schemas holds the compiled input schema of each served tool.
 	schemas sync.Map
 	// slots holds one token per call in the session (a semaphore of
@@ -218,12 +232,17 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	builtin, err := builtinTools(defs, cfg.Tools)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		listed: map[string]string{},
-		dirty:  make(chan struct{}, 1),
-		slots:  make(chan struct{}, cfg.MaxConcurrentCalls),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		listed:  map[string]string{},
+		builtin: builtin,
+		dirty:   make(chan struct{}, 1),
+		slots:   make(chan struct{}, cfg.MaxConcurrentCalls),
 
 		closeDone: make(chan struct{}),
 	}
@@ -620,7 +639,33 @@ func fingerprint(d Definition) string {
 	if json.Unmarshal(params, &v) == nil {
 		params, _ = json.Marshal(v) // canonical: sorted keys, no spaces
 	}
-	return d.Description + "\x00" + string(params)
+	ann, _ := json.Marshal(d.Annotations)
+	return d.Description + "\x00" + string(params) + "\x00" + d.Title + "\x00" + string(ann)
+}
+
+type builtinTool struct {
+	title  string
+	ann    *tools.Annotations
+	served bool
+}
+
+// ErrUnknownTool is a name in Config.Tools that no tool has.
+var ErrUnknownTool = errors.New("unknown tool")
+
+func builtinTools(defs []Definition, choose []string) (map[string]builtinTool, error) {
+	out := make(map[string]builtinTool, len(defs))
+	for _, d := range defs {
+		out[d.Name] = builtinTool{title: d.Title, ann: d.Annotations, served: choose == nil}
+	}
+	for _, name := range choose {
+		b, ok := out[name]
+		if !ok {
+			return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+		}
+		b.served = true
+		out[name] = b
+	}
+	return out, nil
 }
 
 // apply serves exactly defs (plus the server's own tools). The caller holds
@@ -636,6 +681,12 @@ func (s *Server) apply(defs []Definition) {
 		if want[d.Name] {
 			continue
 		}
+		b, isBuiltin := s.builtin[d.Name]
+		if isBuiltin && !b.served {
+			continue // not chosen (Config.Tools)
+		}
+		// Presentation from the host's list only (see Definition).
+		d.Title, d.Annotations = b.title, b.ann
 		fp := fingerprint(d)
 		if old, ok := s.listed[d.Name]; ok && old == fp {
 			want[d.Name] = true
