@@ -90,7 +90,7 @@ func NewRegistry(tools ...Tool) *Registry {
 			r.errs = append(r.errs, fmt.Errorf("tool %q: defined twice", def.Name))
 			continue
 		}
-		r.entries[def.Name] = &entry{tool: t, def: def, builtin: true}
+		r.entries[def.Name] = &entry{tool: t, def: presentBuiltin(def), builtin: true}
 		r.order = append(r.order, def.Name)
 	}
 	return r
@@ -285,62 +285,6 @@ func marshalResult(res Result) json.RawMessage {
 		b, _ = json.Marshal(Fail("the tool's output cannot be encoded as JSON: " + err.Error()))
 	}
 	return b
-}
-
-// Formats of tool definitions.
-const (
-	// FormatOpenAI is the function-calling format of OpenAI's chat API:
-	// [{"type":"function","function":{name, description, parameters}}].
-	FormatOpenAI = "openai"
-	// FormatOllama is Ollama's, the same shape as OpenAI's.
-	FormatOllama = "ollama"
-	// FormatMCP is the Model Context Protocol's tools/list shape:
-	// [{name, description, inputSchema}].
-	FormatMCP = "mcp"
-)
-
-// Formats lists the accepted format names.
-var Formats = []string{FormatOpenAI, FormatOllama, FormatMCP}
-
-type functionDef struct {
-	Type     string     `json:"type"`
-	Function Definition `json:"function"`
-}
-
-type mcpDef struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"inputSchema"`
-}
-
-// FormatDefinitions renders definitions in one of Formats.
-func FormatDefinitions(defs []Definition, format string) (json.RawMessage, error) {
-	var v any
-	switch format {
-	case FormatOpenAI, FormatOllama, "":
-		out := make([]functionDef, len(defs))
-		for i, d := range defs {
-			out[i] = functionDef{Type: "function", Function: withSchema(d)}
-		}
-		v = out
-	case FormatMCP:
-		out := make([]mcpDef, len(defs))
-		for i, d := range defs {
-			d = withSchema(d)
-			out[i] = mcpDef{Name: d.Name, Description: d.Description, InputSchema: d.Parameters}
-		}
-		v = out
-	default:
-		return nil, fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
-	}
-	return json.Marshal(v)
-}
-
-func withSchema(d Definition) Definition {
-	if len(d.Parameters) == 0 || string(d.Parameters) == "null" {
-		d.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
-	}
-	return d
 }
 
 // ParseDefinitions reads the plain definitions a session or a registry

@@ -17,6 +17,10 @@ type Definition struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// Title is a short name for people (MCP's title); Annotations tell a
+	// client what calling the tool does (annotations.go). Both optional.
+	Title       string       `json:"title,omitempty"`
+	Annotations *Annotations `json:"annotations,omitempty"`
 }
 
 // Result is every tool's answer.
