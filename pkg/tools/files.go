@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path"
+	"unicode/utf8"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
 	"golang.org/x/sys/unix"
@@ -31,7 +33,8 @@ func (readFileTool) Definition() Definition {
   "properties": {
     "path": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "File path, relative to the workspace root (or absolute, inside the workspace)"},
     "start_line": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "First line to return (1-based)"},
-    "end_line": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "Last line to return (inclusive)"}
+    "end_line": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "Last line to return (inclusive)"},
+    "encoding": {"type": "string", "enum": ["text", "base64"], "description": "text (default), or base64 for the file's bytes (binary files; no line range)"}
   },
   "required": ["path"],
   "additionalProperties": false
@@ -43,6 +46,7 @@ type readFileArgs struct {
 	Path      string `json:"path"`
 	StartLine int64  `json:"start_line"`
 	EndLine   int64  `json:"end_line"`
+	Encoding  string `json:"encoding"`
 }
 
 type readFileOutput struct {
@@ -53,6 +57,10 @@ type readFileOutput struct {
 	EndLine    int64  `json:"end_line"`
 	TotalLines int64  `json:"total_lines,omitempty"`
 	Truncated  bool   `json:"truncated"`
+	// Binary: the content is not UTF-8 text (with encoding text, what is
+	// not UTF-8 reads as U+FFFD: ask for base64 to get the bytes).
+	Binary   bool   `json:"binary,omitempty"`
+	Encoding string `json:"encoding,omitempty"`
 }
 
 func (readFileTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.RawMessage) Result {
@@ -73,6 +81,17 @@ func (readFileTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.RawM
 		return failErr(err)
 	}
 	defer f.Close()
+	if a.Encoding == "base64" {
+		if a.StartLine > 0 || a.EndLine > 0 {
+			return Fail(`arguments: start_line and end_line select lines of text; with "encoding": "base64" the file is read from its start`)
+		}
+		out, err := readBase64(f, int64(budget(env)))
+		if err != nil {
+			return failErr(pathErr(a.Path, unwrapOS(err)))
+		}
+		out.Path, _ = root.Rel(a.Path)
+		return OK(out)
+	}
 	out, err := readText(ctx, f, a, maxOutput(env))
 	if err != nil {
 		return failErr(err)
@@ -93,7 +112,7 @@ func readText(ctx context.Context, f io.Reader, a readFileArgs, max int64) (*rea
 	r := bufio.NewReaderSize(f, 2*binarySniff)
 	head, _ := r.Peek(binarySniff)
 	if bytes.IndexByte(head, 0) >= 0 {
-		return nil, fmt.Errorf("%q is a binary file (it has a NUL byte in its first 8 KiB); read_file returns text only", a.Path)
+		return nil, fmt.Errorf("%q is a binary file (it has a NUL byte in its first 8 KiB): call read_file with \"encoding\": \"base64\" to get its bytes", a.Path)
 	}
 	start := a.StartLine
 	if start < 1 {
@@ -116,7 +135,8 @@ func readText(ctx context.Context, f io.Reader, a readFileArgs, max int64) (*rea
 		if len(chunk) > 0 {
 			if line >= start && (end == 0 || line <= end) {
 				if room := max - int64(buf.Len()); int64(len(chunk)) > room {
-					buf.Write(chunk[:room])
+					// Cut at a character, not inside one.
+					buf.Write(trimRunes(chunk[:room], false))
 					out.Truncated = true
 				} else {
 					buf.Write(chunk)
@@ -158,6 +178,28 @@ func readText(ctx context.Context, f io.Reader, a readFileArgs, max int64) (*rea
 		out.EndLine = start - 1
 	}
 	out.Content = buf.String()
+	out.Binary = !utf8.ValidString(out.Content)
+	return out, nil
+}
+
+// readBase64 reads the first bytes of f that fit in n characters of base64.
+func readBase64(f io.Reader, n int64) (*readFileOutput, error) {
+	out := &readFileOutput{Encoding: "base64"}
+	if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		if fi, err := st.Stat(); err == nil {
+			out.Size = fi.Size()
+		}
+	}
+	limit := n / 4 * 3
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		b, out.Truncated = b[:limit], true
+	}
+	out.Binary = bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b)
+	out.Content = base64.StdEncoding.EncodeToString(b)
 	return out, nil
 }
 

@@ -16,9 +16,10 @@ import (
 // (ToolSettings.Timeout) sets a timeout.
 const DefaultTimeout = 30 * time.Second
 
-// DefaultMaxOutput bounds the output a tool returns when the policy does
-// not (ToolSettings.MaxOutput), in bytes.
-const DefaultMaxOutput = 1 << 20
+// DefaultMaxOutput is the output budget of a call when the policy does not
+// set one (ToolSettings.MaxOutput): about 30,000 characters, sized for a
+// model's context (output.go).
+const DefaultMaxOutput = 30000
 
 // DefaultMaxResults bounds search results when the policy does not
 // (ToolSettings.MaxResults).
