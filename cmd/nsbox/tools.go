@@ -181,6 +181,12 @@ func toolsCall(f *toolsCallFlags, name, raw string) error {
 	defer s.Close()
 	printWarnings(os.Stderr, s.res, false)
 	res, err := s.CallTool(ctx, name, json.RawMessage(raw), f.timeout)
+	var rl *sandbox.ResourceLimitError
+	if errors.As(err, &rl) && len(res) > 0 {
+		// The result carries the limit as its reason: printed like any
+		// other failed call, the same object the Go API and MCP give.
+		err = nil
+	}
 	if err != nil {
 		if sig := ctx.Signal(); sig != 0 && errors.Is(err, context.Canceled) {
 			return interrupted(sig, "interrupted by "+signalName(sig)+": the tool's sandbox was killed")

@@ -143,15 +143,19 @@ func processResult(what, name string, rr sandbox.RunResult, err error, timeout t
 		TimedOut: rr.TimedOut || errors.Is(err, context.DeadlineExceeded), Truncated: rr.Truncated}
 	switch {
 	case out.TimedOut:
-		return failWith(out, fmt.Sprintf("%s timed out after %s and was killed", what, roundDuration(timeout)))
+		return withReason(failWith(out, fmt.Sprintf("%s timed out after %s and was killed", what, roundDuration(timeout))), ReasonTimeout)
 	case errors.Is(err, context.Canceled):
-		return failWith(out, what+" canceled")
+		return withReason(failWith(out, what+" canceled"), ReasonCanceled)
 	case err != nil:
 		return failWith(out, err.Error())
 	case rr.StartErr == "not_found":
 		return failWith(out, fmt.Sprintf("command not found: %s", name))
 	case rr.StartErr != "":
 		return failWith(out, fmt.Sprintf("cannot execute %s", name))
+	case rr.Signal == int(unix.SIGSYS):
+		// The seccomp filter kills a process that makes a forbidden
+		// syscall (a foreign ABI): a violation, not a crash.
+		return withReason(failWith(out, fmt.Sprintf("%s killed by the sandbox's seccomp filter (SIGSYS): a forbidden system call", what)), ReasonViolation)
 	case rr.Signal != 0:
 		return failWith(out, fmt.Sprintf("%s killed by signal %d", what, rr.Signal))
 	case rr.ExitCode != 0:

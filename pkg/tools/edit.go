@@ -121,7 +121,7 @@ func editFile(ctx context.Context, root *Root, a editFileArgs) (*editFileOutput,
 	case unix.S_IFDIR:
 		return nil, &PathError{Path: a.Path, Err: unix.EISDIR}
 	default:
-		return nil, &PathError{Path: a.Path, Err: errNotRegular}
+		return nil, notRegular(a.Path, &st)
 	}
 	if st.Size > maxEditSize {
 		return nil, &EditError{Path: a.Path, Msg: fmt.Sprintf("the file has %d bytes, more than edit_file reads (%d); use write_file or run_command", st.Size, maxEditSize)}

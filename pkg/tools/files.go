@@ -335,7 +335,7 @@ func replaceFile(root *Root, p string, fd int, content []byte) error {
 	case unix.S_IFDIR:
 		return &PathError{Path: p, Err: unix.EISDIR}
 	default:
-		return &PathError{Path: p, Err: errNotRegular}
+		return notRegular(p, &st)
 	}
 	// Where the file really is, now that it is open: a symlink to
 	// .git/config is refused here, before anything is written.
