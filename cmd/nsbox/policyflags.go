@@ -47,6 +47,7 @@ var flagKeys = map[string]string{
 	"limits.timeout": "--timeout", "limits.tmp_size": "--tmp-size",
 	"allow_userns": "--allow-userns", "allow_privileged": "--allow-privileged",
 	"allow_tool_registration": "--allow-tool-registration",
+	"tools.max_output":        "--max-output",
 }
 
 func (f *policyFlags) register(fl *pflag.FlagSet) {

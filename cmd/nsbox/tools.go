@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -130,6 +131,7 @@ type toolsCallFlags struct {
 	workspace string
 	profile   string
 	timeout   time.Duration
+	maxOutput int
 }
 
 func newToolsCallCmd() *cobra.Command {
@@ -157,6 +159,7 @@ could not run it.`,
 	cmd.Flags().StringVar(&f.workspace, "workspace", "", "workspace `DIR` the tools are confined to (default: the current directory)")
 	cmd.Flags().StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (default: the config's, else workspace)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "per-call timeout (default: 30s)")
+	cmd.Flags().IntVar(&f.maxOutput, "max-output", 0, fmt.Sprintf("output budget in `CHARACTERS`: longer output keeps its head and tail around a marker (default: the config's tools.max_output, else %d)", tools.DefaultMaxOutput))
 	return cmd
 }
 
@@ -172,6 +175,13 @@ func toolsPreview(f *toolsCallFlags) (*policy.Preview, error) {
 	l := &policy.Layer{Kind: policy.KindFlags, Name: "command line", KeyNames: flagKeys}
 	if f.workspace != "" {
 		l.Config.Workspace = &f.workspace
+	}
+	if f.maxOutput != 0 {
+		if f.maxOutput < 0 {
+			return nil, fmt.Errorf("--max-output %d: must be a positive number of characters", f.maxOutput)
+		}
+		n := strconv.Itoa(f.maxOutput)
+		l.Config.Tools.MaxOutput = &n
 	}
 	pv, err := policy.Peek(host, policy.Request{Profile: f.profile, Flags: l})
 	if err != nil {
@@ -219,6 +229,12 @@ func toolsCall(f *toolsCallFlags, name, given string) error {
 	defer s.Close()
 	printWarnings(os.Stderr, s.res, false)
 	res, err := s.CallTool(ctx, name, raw, f.timeout)
+	var rl *sandbox.ResourceLimitError
+	if errors.As(err, &rl) && len(res) > 0 {
+		// The result carries the limit as its reason: printed like any
+		// other failed call, the same object the Go API and MCP give.
+		err = nil
+	}
 	if err != nil {
 		if sig := ctx.Signal(); sig != 0 && errors.Is(err, context.Canceled) {
 			return interrupted(sig, "interrupted by "+signalName(sig)+": the tool's sandbox was killed")

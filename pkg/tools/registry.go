@@ -16,9 +16,10 @@ import (
 // (ToolSettings.Timeout) sets a timeout.
 const DefaultTimeout = 30 * time.Second
 
-// DefaultMaxOutput bounds the output a tool returns when the policy does
-// not (ToolSettings.MaxOutput), in bytes.
-const DefaultMaxOutput = 1 << 20
+// DefaultMaxOutput is the output budget of a call when the policy does not
+// set one (ToolSettings.MaxOutput): about 30,000 characters, sized for a
+// model's context (output.go).
+const DefaultMaxOutput = 30000
 
 // DefaultMaxResults bounds search results when the policy does not
 // (ToolSettings.MaxResults).
@@ -197,7 +198,18 @@ func runGuarded(ctx context.Context, name string, timeout time.Duration, fn func
 				done <- Fail(fmt.Sprintf("tool %q failed with an internal error: %v", name, p))
 			}
 		}()
-		done <- fn()
+		res := fn()
+		if !res.Success && res.Reason == "" {
+			// A tool that gave up on its context says why, whatever
+			// its own words.
+			switch {
+			case errors.Is(ctx.Err(), context.DeadlineExceeded):
+				res.Reason = ReasonTimeout
+			case errors.Is(ctx.Err(), context.Canceled):
+				res.Reason = ReasonCanceled
+			}
+		}
+		done <- res
 	}()
 	select {
 	case res := <-done:
@@ -212,9 +224,14 @@ func runGuarded(ctx context.Context, name string, timeout time.Duration, fn func
 	case <-t.C:
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return Fail(fmt.Sprintf("tool %q timed out after %s", name, roundDuration(timeout)))
+		return withReason(Fail(fmt.Sprintf("tool %q timed out after %s", name, roundDuration(timeout))), ReasonTimeout)
 	}
-	return Fail(fmt.Sprintf("tool %q was canceled", name))
+	return withReason(Fail(fmt.Sprintf("tool %q was canceled", name)), ReasonCanceled)
+}
+
+func withReason(r Result, reason string) Result {
+	r.Reason = reason
+	return r
 }
 
 func (r *Registry) names() []string {

@@ -28,7 +28,21 @@ type Result struct {
 	Success bool    `json:"success"`
 	Output  any     `json:"output"`
 	Error   *string `json:"error"`
+	// Reason types a failure nsbox can tell: ReasonTimeout, ReasonOOM,
+	// ReasonPids, ReasonViolation or ReasonCanceled; absent otherwise
+	// (a tool's own failure, such as a command's non-zero exit).
+	Reason string `json:"reason,omitempty"`
 }
+
+// Reasons of a failed call, the same in nsbox tools call, MCP and the Go
+// API (sandbox.Session.CallTool): the sandbox's own names.
+const (
+	ReasonTimeout   = string(sandbox.ReasonTimeout)
+	ReasonOOM       = string(sandbox.ReasonOOM)
+	ReasonPids      = string(sandbox.ReasonPids)
+	ReasonViolation = string(sandbox.ReasonViolation)
+	ReasonCanceled  = string(sandbox.ReasonCanceled)
+)
 
 // OK returns a successful result.
 func OK(output any) Result { return Result{Success: true, Output: output} }
