@@ -41,8 +41,8 @@ const (
 	MakeFifo   AccessFS = unix.LANDLOCK_ACCESS_FS_MAKE_FIFO
 	MakeBlock  AccessFS = unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK
 	MakeSym    AccessFS = unix.LANDLOCK_ACCESS_FS_MAKE_SYM
-	Refer      AccessFS = unix.LANDLOCK_ACCESS_FS_REFER    // ABI 2
-	Truncate   AccessFS = unix.LANDLOCK_ACCESS_FS_TRUNCATE // ABI 3
+	Refer      AccessFS = unix.LANDLOCK_ACCESS_FS_REFER     // ABI 2
+	Truncate   AccessFS = unix.LANDLOCK_ACCESS_FS_TRUNCATE  // ABI 3
 	IoctlDev   AccessFS = unix.LANDLOCK_ACCESS_FS_IOCTL_DEV // ABI 5
 )
 
