@@ -150,6 +150,9 @@ type Config struct {
 	// BestEffort drops what the kernel cannot enforce (listed in the
 	// Report) instead of failing with ErrMissing.
 	BestEffort bool
+	// SkipMissing skips a path rule whose path does not exist (a grant
+	// for a name that Expand used only to split its parent).
+	SkipMissing bool
 }
 
 // PortRule allows Access for one TCP port.
@@ -279,6 +282,9 @@ func Build(c Config) (*Ruleset, error) {
 			continue
 		}
 		if err := addPathRule(r.fd, p.Path, allowed); err != nil {
+			if c.SkipMissing && errors.Is(err, unix.ENOENT) {
+				continue
+			}
 			r.Close()
 			return nil, err
 		}
