@@ -33,6 +33,15 @@ type setupMsg struct {
 	// HostCalls: commands get a hostCall socket (the policy allows host
 	// APIs or tool registration).
 	HostCalls bool `json:"hostCalls,omitempty"`
+	// Landlock: the worker runs the Landlock backend's setup (it was
+	// confined before its runtime started, see landlock_init.c).
+	Landlock bool `json:"landlock,omitempty"`
+	// SocketFilter is the Landlock backend's socket filter: "none"
+	// refuses socket(2) for all families, "unix" AF_UNIX only.
+	SocketFilter string `json:"socketFilter,omitempty"`
+	// NoScopes skips the namespace sandbox's Landlock scopes step (for
+	// benchmarks that measure it).
+	NoScopes bool `json:"noScopes,omitempty"`
 }
 
 type rlimit struct {

@@ -44,6 +44,10 @@ type Session struct {
 	opts      options
 	// cgroupProcs are handed to the worker in the handshake.
 	cgroupProcs []*os.File
+	// ll is the Landlock backend's state (WithLandlock); nil for a
+	// namespace sandbox. llInfo is what it enforces.
+	ll     *landlockState
+	llInfo *LandlockInfo
 	subscriptions
 }
 
@@ -85,7 +89,11 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 	// A prestarted worker is adopted only when it was started with the
 	// namespaces and capabilities this policy asks for; otherwise it is
 	// discarded and a worker is started below, as without one.
-	if w := o.prestarted.take(HintFor(p)); w != nil {
+	if o.landlock {
+		// A prestarted worker lives in namespaces; this one must not.
+		o.prestarted.Discard()
+		s = &Session{exited: make(chan struct{})}
+	} else if w := o.prestarted.take(HintFor(p)); w != nil {
 		s, workerEnd, supEnd = w.s, w.workerEnd, w.supEnd
 	} else {
 		s = &Session{exited: make(chan struct{})}
@@ -112,6 +120,10 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			if s.limits != nil {
 				s.limits.destroy()
 			}
+			if s.ll != nil {
+				s.ll.ruleset.Close()
+				os.RemoveAll(s.ll.tmpDir)
+			}
 		}
 	}()
 	var setup setupMsg
@@ -119,6 +131,12 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 		{"validate policy", func() error { return p.Validate() }},
 		{"check mount sources", func() error { return checkSources(&p) }},
 		{"prepare", func() error { return s.prepare(&setup) }},
+		{"build landlock rules", func() error {
+			if !o.landlock {
+				return nil
+			}
+			return s.prepareLandlock(&setup)
+		}},
 		{"create limits", func() error {
 			l, err := newLimiter(p.Limits)
 			if err != nil {
@@ -145,6 +163,12 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 		{"start worker", func() error {
 			if s.pid > 0 {
 				return nil // prestarted
+			}
+			if s.ll != nil {
+				err := s.startLandlockWorker(workerEnd)
+				// The worker holds the ruleset now.
+				s.ll.ruleset.Close()
+				return err
 			}
 			return s.startWorker(HintFor(p), workerEnd)
 		}},
@@ -394,6 +418,10 @@ func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		if s.peer != nil {
 			s.peer.Close()
+		}
+		if s.ll != nil {
+			// The worker kills what it started once its channel closes.
+			s.closeLandlock()
 		}
 		s.kill()
 		<-s.exited
