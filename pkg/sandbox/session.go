@@ -362,7 +362,7 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 		}
 		if errors.Is(err, ipc.ErrClosed) {
 			<-s.exited
-			return fmt.Errorf("the sandbox worker exited during setup (%v)", s.waitErr)
+			return fmt.Errorf("the sandbox worker exited during setup (%v)%s", s.waitErr, s.customProfileHint())
 		}
 		return err
 	}
@@ -538,7 +538,9 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	// the session lives on, and the reply still reports how it ended. The
 	// call runs on this goroutine: no hand-off to another one and back.
 	cancel := s.cancelOnDone(ctx, msg.Seq)
+	stopWatch := s.watchWorker(ctx, timeout)
 	rep, callErr := s.peer.Call(context.Background(), ipc.TypeExecute, msg.encode(), fds)
+	unresponsive := stopWatch()
 	canceled := cancel.stop()
 	io.closeChildEnds()
 	if hc != nil {
@@ -555,6 +557,9 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 			<-s.exited
 			if lerr := s.limits.check(before, &res); lerr != nil {
 				return res, lerr
+			}
+			if unresponsive {
+				return res, fmt.Errorf("%w: the sandbox worker did not answer within %s of the command's timeout or cancellation and was killed%s", ErrClosed, workerGrace, s.customProfileHint())
 			}
 			return res, ErrClosed
 		}
@@ -596,7 +601,11 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		// The filter kills a process that uses a foreign syscall ABI
 		// (i386, x32): that is a violation, not a crash.
 		res.Reason = ReasonViolation
-		return res, &ViolationError{Operation: "syscall", Detail: "a forbidden syscall ABI (killed by seccomp, SIGSYS)"}
+		detail := "a forbidden syscall ABI (killed by seccomp, SIGSYS)"
+		if p := s.customProfile(); p != "" {
+			detail = fmt.Sprintf("a system call the seccomp profile %s kills, or a forbidden syscall ABI (SIGSYS)", p)
+		}
+		return res, &ViolationError{Operation: "syscall", Detail: detail}
 	}
 	// The group's counters count every process in it, also what earlier
 	// commands left running: a limit is this command's end only when it
