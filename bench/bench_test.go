@@ -755,3 +755,44 @@ func peerClient(fd, n, conc int) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// BenchmarkPoolExec compares Pool.Exec of /bin/true (a fresh sandbox per
+// call, taken from a pool of ready ones) with a bare fork+exec+wait on the
+// host, interleaved in one loop. Target: ratio ≤ 1.5×. Between two calls
+// the loop waits for the pool to be full again, so that what is measured
+// is a call on a ready pool, not the refill (which runs in the background
+// while a caller does its own work).
+func BenchmarkPoolExec(b *testing.B) {
+	p, err := sandbox.NewPool(policy(), 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	full := func() {
+		for p.Stats().Ready < 2 {
+			if err := p.Stats().LastError; err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	bare := make([]time.Duration, 0, b.N)
+	pool := make([]time.Duration, 0, b.N)
+	c := sandbox.Command{Argv: []string{"/bin/true"}, Stdin: devnull, Stdout: devnull, Stderr: devnull}
+	for i := 0; i < b.N; i++ {
+		full()
+		t0 := time.Now()
+		bareTrue(b)
+		t1 := time.Now()
+		res, err := p.Exec(context.Background(), c)
+		pool = append(pool, time.Since(t1))
+		bare = append(bare, t1.Sub(t0))
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("Pool.Exec: %v %+v", err, res)
+		}
+	}
+	mb, mp := median(bare), median(pool)
+	b.ReportMetric(float64(mb.Nanoseconds())/1e3, "bare-median-µs")
+	b.ReportMetric(float64(mp.Nanoseconds())/1e3, "pool-median-µs")
+	b.ReportMetric(float64(mp)/float64(mb), "ratio")
+}
