@@ -796,3 +796,50 @@ func BenchmarkPoolExec(b *testing.B) {
 	b.ReportMetric(float64(mp.Nanoseconds())/1e3, "pool-median-µs")
 	b.ReportMetric(float64(mp)/float64(mb), "ratio")
 }
+
+// BenchmarkPoolIdlePSS reports the proportional set size of one idle pooled
+// session (its worker, PID 1 of the sandbox), from the kernel's
+// /proc/PID/smaps_rollup, for a pool of 8. Target: ≤ 1.5 MiB each. PSS
+// shares the binary's pages among the workers that map them, so it is the
+// figure that adds up to what N idle sessions cost the host.
+func BenchmarkPoolIdlePSS(b *testing.B) {
+	const size = 8
+	for i := 0; i < b.N; i++ {
+		p, err := sandbox.NewPool(policy(), size)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for p.Stats().Ready < size {
+			if err := p.Stats().LastError; err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // let the idle workers settle
+		var total, n int64
+		ents, _ := os.ReadDir("/proc")
+		self := strconv.Itoa(os.Getpid())
+		for _, e := range ents {
+			st, err := os.ReadFile("/proc/" + e.Name() + "/status")
+			if err != nil || !strings.Contains(string(st), "\nPPid:\t"+self+"\n") {
+				continue
+			}
+			sm, err := os.ReadFile("/proc/" + e.Name() + "/smaps_rollup")
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(sm), "\n") {
+				if f := strings.Fields(l); len(f) >= 2 && f[0] == "Pss:" {
+					kb, _ := strconv.ParseInt(f[1], 10, 64)
+					total += kb
+					n++
+				}
+			}
+		}
+		p.Close()
+		if n != size {
+			b.Fatalf("found %d idle workers, want %d", n, size)
+		}
+		b.ReportMetric(float64(total)/float64(n)/1024, "MiB-PSS/session")
+	}
+}
