@@ -168,3 +168,76 @@ func TestPerimeterUnknownVariable(t *testing.T) {
 		}
 	})
 }
+
+// TestPerimeterScriptWorkdir: `nsbox script --workdir DIR` gets the
+// workspace's protections (.env hidden, .git/config and agent files
+// read-only), and a script reads only the system directories and its work
+// directories: a host file elsewhere (as $HOME would be) is not there
+// unless --read-host.
+func TestPerimeterScriptWorkdir(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		requireInterpreter(t, "bash")
+		ws := u.tempDir(t)
+		u.writeFile(t, filepath.Join(ws, ".env"), "SECRET=hunter2\n", 0o644)
+		u.mkdirAs(t, filepath.Join(ws, ".git", "hooks"))
+		u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+		// Outside /tmp, which is private inside.
+		home, err := os.MkdirTemp("/var/tmp", "nsbox-it-home-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(home) })
+		os.Chmod(home, 0o755)
+		u.writeFile(t, filepath.Join(home, "notes"), "private\n", 0o644)
+		code := `cat .env; printf '[core]\n\tfsmonitor = /tmp/evil\n' >> .git/config 2>/dev/null && echo wrote config
+echo x > .mcp.json 2>/dev/null && echo wrote mcp
+echo ok > out.txt
+cat "$NOTES" 2>/dev/null || echo no notes
+ls /root >/dev/null 2>&1 && echo saw root
+true`
+		r := u.run(t, &runOpts{dir: ws}, "script", "--lang", "bash", "--workdir", ws, "--env", "NOTES="+filepath.Join(home, "notes"), "-c", code)
+		expectCode(t, r, 0)
+		for _, bad := range []string{"hunter2", "wrote config", "wrote mcp", "private", "saw root"} {
+			if strings.Contains(r.stdout, bad) {
+				t.Errorf("%q in the output:\n%s", bad, r.stdout)
+			}
+		}
+		if !strings.Contains(r.stdout, "no notes") {
+			t.Errorf("stdout: %s\nstderr: %s", r.stdout, r.stderr)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(b) != "[core]\n" {
+			t.Errorf(".git/config on the host: %q", b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, "out.txt")); string(b) != "ok\n" {
+			t.Errorf("the work directory is not writable: out.txt %q", b)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, ".mcp.json")); err == nil {
+			t.Error(".mcp.json left in the work directory")
+		}
+		// --read-host: the host file is there (read-only).
+		r = u.run(t, &runOpts{dir: ws}, "script", "--lang", "bash", "--read-host", "--env", "NOTES="+filepath.Join(home, "notes"), "-c", `cat "$NOTES"`)
+		expectCode(t, r, 0)
+		if r.stdout != "private\n" {
+			t.Errorf("--read-host: %q %s", r.stdout, r.stderr)
+		}
+	})
+}
+
+// TestPerimeterScriptScratchRemoved: the fresh work directory goes after
+// the run even when the script left a directory nobody can read.
+func TestPerimeterScriptScratchRemoved(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		requireInterpreter(t, "bash")
+		r := u.run(t, nil, "script", "--lang", "bash", "-c", `mkdir -p a/b/c && touch a/b/c/f && chmod 0 a/b/c a/b && chmod 500 . && pwd`)
+		expectCode(t, r, 0)
+		dir := strings.TrimSpace(r.stdout)
+		if !strings.HasPrefix(dir, "/") {
+			t.Fatalf("pwd: %q %s", r.stdout, r.stderr)
+		}
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			os.Chmod(dir, 0o700)
+			t.Fatalf("work directory %s still on the host: %v", dir, err)
+		}
+	})
+}
