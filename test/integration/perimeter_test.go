@@ -8,10 +8,19 @@ package integration
 // placeholder a killed run left is removed by the next run.
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // agentFiles are the protected names of the built-in profiles that
@@ -239,5 +248,187 @@ func TestPerimeterScriptScratchRemoved(t *testing.T) {
 			os.Chmod(dir, 0o700)
 			t.Fatalf("work directory %s still on the host: %v", dir, err)
 		}
+	})
+}
+
+// mcpClient speaks just enough MCP (JSON-RPC, one message a line) over a
+// `nsbox mcp` process's stdio for a test.
+type mcpClient struct {
+	t   *testing.T
+	in  io.WriteCloser
+	out *bufio.Reader
+	id  int
+}
+
+func (c *mcpClient) send(method string, params any, notify bool) json.RawMessage {
+	c.t.Helper()
+	msg := map[string]any{"jsonrpc": "2.0", "method": method, "params": params}
+	if !notify {
+		c.id++
+		msg["id"] = c.id
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.in.Write(append(b, '\n')); err != nil {
+		c.t.Fatalf("send %s: %v", method, err)
+	}
+	if notify {
+		return nil
+	}
+	for {
+		line, err := c.out.ReadBytes('\n')
+		if err != nil {
+			c.t.Fatalf("reading the reply to %s: %v", method, err)
+		}
+		var rep struct {
+			ID     *int            `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(line, &rep) != nil || rep.ID == nil || *rep.ID != c.id {
+			continue // a notification (tools/list_changed)
+		}
+		if rep.Error != nil {
+			c.t.Fatalf("%s: %s", method, rep.Error)
+		}
+		return rep.Result
+	}
+}
+
+// descendants lists the pids below pid.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 {
+			pp, _ := strconv.Atoi(f[1])
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// vmRSS is /proc/PID/status's VmRSS, in bytes.
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// TestPerimeterToolBudget: registering tools past the session's budget is
+// refused with an error that says so, and re-registering big tools in a
+// loop leaves the worker's memory bounded (it grew to 1.4 GB before).
+func TestPerimeterToolBudget(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		cmd := exec.Command(nsboxBin(t), "mcp", "--allow-tool-registration", "--eager", "--memory", "64M", "--workspace", ws)
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}
+		if u.switchTo {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+		}
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outp, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		t.Cleanup(func() {
+			in.Close()
+			select {
+			case <-done:
+			case <-time.After(time.Minute): // a deadlock guard only
+				cmd.Process.Kill()
+				<-done
+			}
+		})
+		go func() { cmd.Wait(); close(done) }()
+		c := &mcpClient{t: t, in: in, out: bufio.NewReaderSize(outp, 1<<20)}
+		c.send("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "perimeter-test", "version": "1"}}, false)
+		c.send("notifications/initialized", map[string]any{}, true)
+		register := func(name string) (bool, string) {
+			raw := c.send("tools/call", map[string]any{"name": "register_tool", "arguments": map[string]any{
+				"name": name, "description": "big",
+				"implementation": map[string]any{"language": "bash", "script": "#" + strings.Repeat("x", 1<<20-64)},
+			}}, false)
+			var res struct {
+				IsError bool `json:"isError"`
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			}
+			json.Unmarshal(raw, &res)
+			text := ""
+			for _, ct := range res.Content {
+				text += ct.Text
+			}
+			return !res.IsError, text
+		}
+		refused := ""
+		for i := 0; i < 16 && refused == ""; i++ {
+			if ok, text := register(fmt.Sprintf("big%d", i)); !ok {
+				refused = text
+			}
+		}
+		if !strings.Contains(refused, "budget") {
+			t.Fatalf("16 tools of 1 MiB were not refused with a budget error: %q\nstderr: %s", refused, stderr.String())
+		}
+		// Replacing a registered tool again and again stays within it.
+		for i := 0; i < 24; i++ {
+			if ok, text := register("big0"); !ok {
+				t.Fatalf("re-registering big0: %s", text)
+			}
+		}
+		var worst int64
+		for _, p := range descendants(cmd.Process.Pid) {
+			if rss := vmRSS(p); rss > worst {
+				worst = rss
+			}
+		}
+		if worst == 0 {
+			t.Fatal("found no worker process below nsbox mcp")
+		}
+		if worst > 128<<20 {
+			t.Fatalf("a sandbox process holds %d MiB after the registrations", worst>>20)
+		}
+		t.Logf("largest sandbox process: VmRSS %d MiB", worst>>20)
 	})
 }
