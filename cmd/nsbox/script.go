@@ -264,6 +264,7 @@ func scriptMain(f *scriptFlags, args []string) error {
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "script: " + err.Error()}
 	}
+	removeLeftPlaceholders()
 	finishPendingAudits()
 	sb, run, err := scriptSandbox(f)
 	if err != nil {

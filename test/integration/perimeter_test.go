@@ -432,3 +432,61 @@ func TestPerimeterToolBudget(t *testing.T) {
 		t.Logf("largest sandbox process: VmRSS %d MiB", worst>>20)
 	})
 }
+
+// TestPerimeterPlaceholdersAfterKill: the empty placeholders a run's
+// sandbox made for missing protected paths stay in the workspace when nsbox
+// is SIGKILLed; the next run removes them, only those: a file of the same
+// name the user made since is kept.
+func TestPerimeterPlaceholdersAfterKill(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		base := u.visibleDir(t)
+		ws := filepath.Join(base, "proj")
+		data := filepath.Join(base, "data")
+		u.mkdirs(t, ws, data)
+		env := []string{"XDG_DATA_HOME=" + data}
+		cmd := exec.Command(nsboxBin(t), "run", "--", "/bin/sh", "-c", `touch made && sleep 60`)
+		cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, env...)
+		cmd.Dir = ws
+		if u.switchTo {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The command runs once the sandbox (and its record) is built;
+		// the loop is a deadlock guard, not a timing assumption.
+		for i := 0; i < 2400 && !exists(filepath.Join(ws, "made")); i++ {
+			time.Sleep(25 * time.Millisecond)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(filepath.Join(ws, "made"))
+		for _, p := range []string{".git", ".mcp.json", ".vscode", ".npmrc"} {
+			if !exists(filepath.Join(ws, p)) {
+				t.Fatalf("the killed run left no placeholder %s: nothing to test", p)
+			}
+		}
+		// The user replaces one placeholder with a file of their own.
+		os.Remove(filepath.Join(ws, ".npmrc"))
+		u.writeFile(t, filepath.Join(ws, ".npmrc"), "", 0o600)
+
+		r := u.run(t, &runOpts{dir: ws, env: env}, "run", "--", "true")
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stderr, "removed the empty placeholders a killed run left") {
+			t.Errorf("no note: %q", r.stderr)
+		}
+		ents, _ := os.ReadDir(ws)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		if strings.Join(names, " ") != ".npmrc" {
+			t.Fatalf("left in the workspace: %v (want the user's .npmrc only)", names)
+		}
+		// Done once: the record is gone.
+		r = u.run(t, &runOpts{dir: ws, env: env}, "run", "--", "true")
+		if strings.Contains(r.stderr, "killed run left") {
+			t.Fatalf("the record was used twice: %q", r.stderr)
+		}
+	})
+}
