@@ -50,7 +50,6 @@ var agentFiles = []struct{ entry, write string }{
 	{".yarnrc.yml", ".yarnrc.yml"},
 	{".pnpmfile.cjs", ".pnpmfile.cjs"},
 	{".pypirc", ".pypirc"},
-	{"pip.conf", "pip.conf"},
 	{".cargo/config", ".cargo/config"},
 	{".cargo/config.toml", ".cargo/config.toml"},
 }
@@ -87,10 +86,11 @@ func TestPerimeterAgentFilesMissing(t *testing.T) {
 
 // TestPerimeterAgentFilesExisting: every agent file exists with known
 // content; writing, replacing or removing it inside fails and the host
-// file is unchanged.
+// file is unchanged. pip.conf is protected when it exists only.
 func TestPerimeterAgentFilesExisting(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
+		agentFiles := append(agentFiles[:len(agentFiles):len(agentFiles)], struct{ entry, write string }{"pip.con[f]", "pip.conf"})
 		for _, f := range agentFiles {
 			p := filepath.Join(ws, f.write)
 			u.mkdirAs(t, filepath.Dir(p))
