@@ -347,6 +347,7 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 	// sandbox relies on: no hold, no sandbox. A retry resolves the same
 	// preview again: its layers and writable roots as Peek read them, the
 	// host's tree (hides, protections, pins) walked anew.
+	removeLeftPlaceholders()
 	finishPendingAudits()
 	peek := func(policy.Host) (*policy.Preview, error) { return pv, nil }
 	var (
@@ -385,7 +386,11 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 		hold.Release(res.Placeholders)
 		return nil, fmt.Errorf("%v; profile %s does not bind it, and /tmp and /run inside are the sandbox's own: work in a directory outside them, or with a profile that binds the workspace", err, res.Profile)
 	}
-	return &heldSession{Session: s, res: res, release: func() { hold.Release(res.Placeholders) }, auditRecorded: recordAudit(res.GitAudit)}, nil
+	// Records wait for the next nsbox in case this one is killed: the
+	// placeholders until the hold has released them (leftovers.go), the
+	// git audit until it has run (audit.go).
+	placeholdersDone := recordPlaceholders(res)
+	return &heldSession{Session: s, res: res, release: func() { hold.Release(res.Placeholders); placeholdersDone() }, auditRecorded: recordAudit(res.GitAudit)}, nil
 }
 
 // heldSession releases the policy hold once the sandbox is gone, then runs

@@ -160,6 +160,7 @@ func unavailableError(reason error) error {
 }
 
 func runMain(f *runFlags, argv []string) error {
+	removeLeftPlaceholders()
 	finishPendingAudits()
 	status, err := openStatus(f.jsonStatus)
 	if err != nil {
@@ -295,6 +296,11 @@ func runMain(f *runFlags, argv []string) error {
 		return status.setupFailed(step, err)
 	}
 	defer s.Close()
+	// Until the hold has released them, a record of the placeholders the
+	// sandbox made waits for the next nsbox in case this one is killed
+	// (leftovers.go).
+	placeholdersDone := recordPlaceholders(res)
+	defer placeholdersDone()
 	// Until the audit has run, a record of it waits for the next nsbox
 	// in case this one is killed (audit.go).
 	defer recordAudit(res.GitAudit)()
@@ -321,6 +327,7 @@ func runMain(f *runFlags, argv []string) error {
 	// The command is done: everything it left behind dies with the sandbox.
 	closeErr := s.Close()
 	release()
+	placeholdersDone()
 	// Every process of the sandbox is gone: make the git repositories it
 	// made inert before the caller can run git in them.
 	quarantined, auditErr := auditGit(res)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ type scriptFlags struct {
 	net       bool
 	env       []string
 	workdir   string
+	readHost  bool
 	noSandbox bool
 }
 
@@ -38,6 +40,13 @@ func newScriptCmd() *cobra.Command {
 found on PATH inside, the script runs in a fresh work directory (removed
 afterwards) that is the only writable place, the environment is PATH and
 HOME plus --env, and there is no network unless --net.
+
+The script reads only the system directories (` + "`" + `/usr /bin /sbin /lib* /etc /opt` + "`" + `)
+and its work directory: your home directory and the rest of the host are
+not there. --read-host shows the whole host read-only instead (credentials
+and .env files still hidden). With --workdir DIR, DIR gets a workspace's
+protections: .env files hidden, .git and the files editors and agents run
+read-only, and the git audit after the run.
 
 Exit status: the script's own code; 124 when --timeout ended it; 137 when
 the memory limit did; 127 when the language has no interpreter; 125 when
@@ -57,6 +66,7 @@ sandbox violation naming the path.`,
 	fl.BoolVar(&f.net, "net", false, "give the script the host's network")
 	fl.StringArrayVar(&f.env, "env", nil, "set `K=V` for the script (repeatable)")
 	fl.StringVar(&f.workdir, "workdir", "", "run in this existing `DIR` (writable) instead of the fresh work directory")
+	fl.BoolVar(&f.readHost, "read-host", false, "let the script read the whole host file system (read-only; credentials and .env files still hidden), not only the system directories and its work directory")
 	fl.BoolVar(&f.noSandbox, "no-sandbox", false, "run WITHOUT any isolation, directly on the host (for debugging)")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitNsboxFailed, msg: "script: " + err.Error()}
@@ -121,48 +131,102 @@ func scriptConfig(f *scriptFlags, args []string) (script.ExecConfig, error) {
 	return cfg, nil
 }
 
+// scriptSystemDirs are what a script reads of the host by default: the
+// system directories its interpreter needs (missing ones are skipped).
+// Invariant: the inline-script contract is file access limited to the
+// sandbox's own directories; $HOME and the rest of the host are not there
+// unless --read-host widens it.
+var scriptSystemDirs = []string{"/bin", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sbin", "/usr"}
+
+// scriptRun is the resolved policy of one `nsbox script` and what the run
+// holds: the hold of the work directory (its placeholders) and the git
+// audit to run once the sandbox is gone.
+type scriptRun struct {
+	res  *policy.Result
+	hold *policy.Hold
+}
+
+// finish releases the work directory's placeholders and runs its git
+// audit; call it once the script's sandbox has ended.
+func (sr *scriptRun) finish() error {
+	if sr == nil || sr.res == nil {
+		return nil
+	}
+	sr.hold.Release(sr.res.Placeholders)
+	sr.hold = nil
+	_, err := auditGit(sr.res)
+	return err
+}
+
 // scriptSandbox is where scripts run: the native sandbox, or none at all
-// with --no-sandbox. The host is read-only inside, and what the strict
-// profile (with the user's config) hides reads as empty there too:
-// credentials such as ~/.ssh and ~/.aws are no more a script's to read than
-// a command's under nsbox run.
-func scriptSandbox(f *scriptFlags) (script.Sandbox, error) {
+// with --no-sandbox. Its policy comes from the strict profile (with the
+// user's config) resolved like `nsbox run`'s: the host is read-only inside,
+// only the system directories are there (unless --read-host), what the
+// profile hides reads as empty, and a --workdir is a workspace: its .env
+// files hidden, its .git and agent files protected, its placeholders held
+// and removed, and its repositories audited after the run.
+func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 	if f.noSandbox {
-		return script.NoopSandbox{}, nil
+		return script.NoopSandbox{}, nil, nil
 	}
 	host, err := hostForCLI()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	flags := policy.Config{}
+	if !f.readHost {
+		flags.Filesystem.HostDirs = scriptSystemDirs
+	}
+	ws := ""
 	if f.workdir != "" {
 		// The checks a workspace gets: a writable home directory would
 		// hand the script your shell startup files and credentials, a
 		// system directory (as root) the host.
 		if err := policy.CheckWorkspace(host, f.workdir); err != nil {
-			return nil, fmt.Errorf("--workdir: %w", err)
+			return nil, nil, fmt.Errorf("--workdir: %w", err)
+		}
+		flags.Workspace = &f.workdir
+		flags.Filesystem.RW = []policy.PathEntry{{Path: "$NSBOX_WORKSPACE"}}
+	}
+	l := &policy.Layer{Kind: policy.KindFlags, Name: "command line", Config: flags, KeyNames: map[string]string{"workspace": "--workdir", "filesystem.rw": "--workdir", "filesystem.host_dirs": "the script's system directories"}}
+	req := policy.Request{Profile: "strict", Flags: l}
+	res, hold, err := resolveHeld(func(h policy.Host) (*policy.Preview, error) { return policy.Peek(h, req) }, host)
+	if err != nil {
+		return nil, nil, err
+	}
+	ws = res.Workspace
+	base := sandbox.Policy{Hostname: "nsbox", HostDirs: res.Policy.HostDirs}
+	// Only the workspace of the profile's writable binds, and its pins: a
+	// bind or tmpfs of the user's config (config.toml's rw, say) is not
+	// part of a script's sandbox, nor is what lies below one.
+	var dropped []sandbox.Mount
+	for _, m := range res.Policy.Mounts {
+		if (m.Kind == sandbox.MountBind || m.Kind == sandbox.MountTmpfs) && !(ws != "" && m.Kind == sandbox.MountBind && under(m.Source, ws) && m.Dest == m.Source) {
+			dropped = append(dropped, m)
 		}
 	}
-	res, err := policy.Load(host, policy.Request{Profile: "strict"})
-	if err != nil {
-		return nil, err
-	}
-	base := sandbox.Policy{Hostname: "nsbox"}
 	for _, m := range res.Policy.Mounts {
-		// Only hides of what the script's sandbox shows through the host
-		// root: a bind or tmpfs of the profile (config.toml's rw, say) is
-		// not part of it, nor are the private /tmp, /run, /dev and /proc.
-		if m.Kind == sandbox.MountHide && !shownElsewhere(m.Dest, res.Policy.Mounts) {
+		switch {
+		case m.Kind == sandbox.MountBind || m.Kind == sandbox.MountTmpfs:
+			if !slices.Contains(dropped, m) {
+				base.Mounts = append(base.Mounts, m)
+			}
+		case m.Kind == sandbox.MountProtect && ws != "" && under(m.Dest, ws):
+			base.Mounts = append(base.Mounts, m)
+		case m.Kind == sandbox.MountHide && (ws != "" && under(m.Dest, ws) || !shownElsewhere(m.Dest, dropped)):
 			base.Mounts = append(base.Mounts, m)
 		}
 	}
-	return &script.Native{Base: base}, nil
+	return &script.Native{Base: base}, &scriptRun{res: res, hold: hold}, nil
 }
+
+// under reports whether p is d or below it.
+func under(p, d string) bool { return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") }
 
 // shownElsewhere reports whether p lies where a script's sandbox does not
 // show the host root: below a bind or tmpfs of mounts, or in one of the
 // sandbox's private trees.
 func shownElsewhere(p string, mounts []sandbox.Mount) bool {
-	under := func(p, d string) bool { return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") }
 	for _, d := range []string{"/tmp", "/run", "/dev", "/proc"} {
 		if under(p, d) {
 			return true
@@ -200,9 +264,22 @@ func scriptMain(f *scriptFlags, args []string) error {
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "script: " + err.Error()}
 	}
-	sb, err := scriptSandbox(f)
+	removeLeftPlaceholders()
+	finishPendingAudits()
+	sb, run, err := scriptSandbox(f)
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "script: " + err.Error()}
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			run.finish()
+		}
+	}()
+	if run != nil {
+		// Until the audit has run, a record of it waits for the next
+		// nsbox in case this one is killed (audit.go).
+		defer recordAudit(run.res.GitAudit)()
 	}
 	if w := sb.Warning(); w != "" {
 		fmt.Fprintln(os.Stderr, "nsbox: WARNING: "+w)
@@ -212,6 +289,13 @@ func scriptMain(f *scriptFlags, args []string) error {
 	stdout, stderr, err := sb.Execute(ctx, cfg)
 	os.Stdout.WriteString(stdout)
 	os.Stderr.WriteString(stderr)
+	// The sandbox is gone: the work directory's placeholders go, and the
+	// repositories the script made are made inert before the caller runs
+	// git there.
+	finished = true
+	if aerr := run.finish(); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
+		return &exitError{code: exitNsboxFailed, msg: "script: " + aerr.Error()}
+	}
 	if sig := ctx.Signal(); sig != 0 && errors.Is(err, context.Canceled) {
 		return interrupted(sig, "interrupted by "+signalName(sig)+": the script's sandbox was killed")
 	}

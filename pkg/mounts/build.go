@@ -919,6 +919,9 @@ func (b *builder) protect(m Mount) error {
 		if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) {
 			return nil // the sandbox cannot create it either
 		}
+		if err == nil {
+			b.plan.Made = append(b.plan.Made, m.Dest)
+		}
 	}
 	if err != nil {
 		return &Error{Step: "protect", Dest: m.Dest, Err: err}

@@ -73,6 +73,10 @@ type Plan struct {
 	// SelfDest, when set, receives a read-only bind of the running binary
 	// (for the in-sandbox `nsbox call` client).
 	SelfDest string `json:"selfDest,omitempty"`
+
+	// Made is filled by Build: the Protect destinations it created, empty,
+	// because they were missing (placeholders; not the user's files).
+	Made []string `json:"-"`
 }
 
 // Error is a failed step of the plan. Its message names what was mounted

@@ -120,7 +120,7 @@ func (h *Hold) Release(ph []Placeholder) []string {
 			list := append([]Placeholder(nil), ph...)
 			sort.Slice(list, func(a, b int) bool { return len(list[a].Path) > len(list[b].Path) })
 			for _, p := range list {
-				if p.Root == root && removePlaceholder(fd, root, p) {
+				if p.Root == root && removePlaceholder(fd, root, p, nil) {
 					removed = append(removed, p.Path)
 				}
 			}
@@ -132,26 +132,20 @@ func (h *Hold) Release(ph []Placeholder) []string {
 }
 
 // removePlaceholder removes p if it is still an empty directory or an empty
-// regular file. The parent is opened below root without following any
-// symlink (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), and the entry is
-// examined and removed relative to that fd, never by a path a symlink could
-// redirect.
-func removePlaceholder(rootFD int, root string, p Placeholder) bool {
-	rel, err := filepath.Rel(root, filepath.Dir(p.Path))
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return false
-	}
-	parent, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
+// regular file, and, with id, still the inode id recorded. The parent is
+// opened below root without following any symlink (openat2
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), and the entry is examined and
+// removed relative to that fd, never by a path a symlink could redirect.
+func removePlaceholder(rootFD int, root string, p Placeholder, id *MadePlaceholder) bool {
+	parent, name, st, err := statPlaceholder(rootFD, root, p)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(parent)
-	name := filepath.Base(p.Path)
-	var st unix.Stat_t
-	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if id != nil && (uint64(st.Dev) != id.Dev || st.Ino != id.Ino || st.Ctim.Nano() != id.Ctime) {
+		// Invariant: never a user's file. The name is the same, the
+		// inode is not the one the killed run made (the user removed
+		// the placeholder and made a file of that name since).
 		return false
 	}
 	switch {
@@ -162,4 +156,111 @@ func removePlaceholder(rootFD int, root string, p Placeholder) bool {
 		return unix.Unlinkat(parent, name, 0) == nil
 	}
 	return false
+}
+
+// statPlaceholder opens p's parent below rootFD (root's fd) without
+// following a symlink and stats p there; the caller closes parent.
+func statPlaceholder(rootFD int, root string, p Placeholder) (parent int, name string, st unix.Stat_t, err error) {
+	rel, err := filepath.Rel(root, filepath.Dir(p.Path))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return -1, "", st, fmt.Errorf("%s is not below %s", p.Path, root)
+	}
+	parent, err = unix.Openat2(rootFD, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return -1, "", st, err
+	}
+	name = filepath.Base(p.Path)
+	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		unix.Close(parent)
+		return -1, "", st, err
+	}
+	return parent, name, st, nil
+}
+
+// MadePlaceholder is a placeholder a sandbox's build made, with the
+// identity of the inode it made: what a later nsbox removes when the run
+// that made it was killed before its Release.
+type MadePlaceholder struct {
+	Placeholder
+	Dev   uint64 `json:"dev"`
+	Ino   uint64 `json:"ino"`
+	Ctime int64  `json:"ctime"` // ns since the epoch
+}
+
+// MadePlaceholders returns the placeholders of ph that exist now, with
+// their identities. Call it once the sandbox is built (its worker made
+// them), while the roots are held: a placeholder another live run made
+// for the same path is recorded too, and RemoveLeftPlaceholders leaves it
+// to that run while it holds the root.
+func MadePlaceholders(ph []Placeholder) []MadePlaceholder {
+	var out []MadePlaceholder
+	fds := map[string]int{}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, p := range ph {
+		fd, ok := fds[p.Root]
+		if !ok {
+			var err error
+			if fd, err = unix.Open(p.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+				fd = -1
+			}
+			fds[p.Root] = fd
+		}
+		if fd < 0 {
+			continue
+		}
+		parent, _, st, err := statPlaceholder(fd, p.Root, p)
+		if err != nil {
+			continue
+		}
+		unix.Close(parent)
+		out = append(out, MadePlaceholder{Placeholder: p, Dev: uint64(st.Dev), Ino: st.Ino, Ctime: st.Ctim.Nano()})
+	}
+	return out
+}
+
+// RemoveLeftPlaceholders removes what a killed run's sandbox made (made,
+// from MadePlaceholders): each that is still the inode it made, still
+// empty, in a root no live run holds (flock LOCK_EX, as Release). It
+// returns the paths removed, and the entries to keep for a later try:
+// those of roots a live run holds now (its sandbox may rely on the same
+// placeholder). Entries whose root is gone, or that are gone or changed,
+// are dropped.
+func RemoveLeftPlaceholders(made []MadePlaceholder) (removed []string, keep []MadePlaceholder) {
+	byRoot := map[string][]MadePlaceholder{}
+	var roots []string
+	for _, m := range made {
+		if _, ok := byRoot[m.Root]; !ok {
+			roots = append(roots, m.Root)
+		}
+		byRoot[m.Root] = append(byRoot[m.Root], m)
+	}
+	sort.Strings(roots)
+	for _, root := range roots {
+		list := byRoot[root]
+		fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != nil {
+			continue // the root is gone: so are its placeholders
+		}
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+			unix.Close(fd)
+			keep = append(keep, list...)
+			continue
+		}
+		// Deepest first, as Release.
+		sort.Slice(list, func(a, b int) bool { return len(list[a].Path) > len(list[b].Path) })
+		for i := range list {
+			if removePlaceholder(fd, root, list[i].Placeholder, &list[i]) {
+				removed = append(removed, list[i].Path)
+			}
+		}
+		unix.Close(fd) // drops the lock
+	}
+	return removed, keep
 }

@@ -1347,6 +1347,7 @@ func TestProtectAgentFiles(t *testing.T) {
 	ws := h.Cwd
 	os.Mkdir(filepath.Join(ws, ".vscode"), 0o755)
 	write(t, filepath.Join(ws, ".mcp.json"), "{}")
+	write(t, filepath.Join(ws, "pip.conf"), "[global]\n")
 	res := mustLoad(t, h, Request{ConfigFile: "-"})
 	for _, p := range []string{".mcp.json", ".vscode", ".claude", ".cursor", ".envrc", ".npmrc", ".cargo", "pip.conf"} {
 		if !hasMount(res.Policy, "protect", filepath.Join(ws, p)) {
@@ -1364,6 +1365,10 @@ func TestProtectAgentFiles(t *testing.T) {
 	}
 	if _, ok := ph[".mcp.json"]; ok {
 		t.Error("an existing .mcp.json got a placeholder")
+	}
+	os.Remove(filepath.Join(ws, "pip.conf"))
+	if res := mustLoad(t, h, Request{ConfigFile: "-"}); hasMount(res.Policy, "protect", filepath.Join(ws, "pip.conf")) {
+		t.Error("a missing pip.conf got a placeholder")
 	}
 	if _, ok := ph[".vscode"]; ok {
 		t.Error("an existing .vscode got a placeholder")

@@ -135,6 +135,9 @@ func (s *Session) OnToolsChanged(fn func(ToolsChanged)) (cancel func()) {
 // the supervisor's memory without end.
 const maxQueuedToolsChanged = 1024
 
+// maxQueuedToolsChangedBytes bounds the same queue in bytes.
+const maxQueuedToolsChangedBytes = 64 << 20
+
 // toolsChanged runs on the channel's reading goroutine (HandleDirect), so
 // events are queued in the order they arrived; it never blocks: one
 // goroutine at a time delivers the queue.
@@ -149,11 +152,15 @@ func (s *Session) toolsChanged(ctx context.Context, req *ipc.Request) (any, erro
 	if len(s.subs) == 0 && !s.delivering {
 		return nil, nil // nobody listens: nothing to deliver
 	}
-	if len(s.events) >= maxQueuedToolsChanged {
+	// Bounded in count and in bytes (each event is a snapshot of every
+	// definition): the oldest go first, the newest always stays.
+	for len(s.events) > 0 && (len(s.events) >= maxQueuedToolsChanged || s.eventBytes+len(ev.Tools) > maxQueuedToolsChangedBytes) {
+		s.eventBytes -= len(s.events[0].Tools)
 		s.events[0] = ToolsChanged{}
 		s.events = s.events[1:]
 	}
 	s.events = append(s.events, ev)
+	s.eventBytes += len(ev.Tools)
 	if !s.delivering {
 		s.delivering = true
 		go s.deliverToolsChanged()
@@ -173,6 +180,7 @@ func (s *Session) deliverToolsChanged() {
 			return
 		}
 		ev := s.events[0]
+		s.eventBytes -= len(ev.Tools)
 		s.events[0] = ToolsChanged{}
 		s.events = s.events[1:]
 		ids := make([]int, 0, len(s.subs))
@@ -237,5 +245,6 @@ type subscriptions struct {
 	// events wait for delivery; delivering is set while a goroutine
 	// delivers them (there is at most one).
 	events     []ToolsChanged
+	eventBytes int // the Tools bytes of events
 	delivering bool
 }

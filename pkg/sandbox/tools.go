@@ -151,7 +151,12 @@ type workerToolEnv struct {
 	w *worker
 }
 
-func (e workerToolEnv) Workspace() string      { return e.w.setup.Workspace }
+func (e workerToolEnv) Workspace() string { return e.w.setup.Workspace }
+
+// Placeholders are the empty placeholders the sandbox's build made for
+// missing protected paths (inside paths): nsbox's, not the workspace's
+// content, so the tools leave them out of listings.
+func (e workerToolEnv) Placeholders() []string { return e.w.setup.Plan.Made }
 func (e workerToolEnv) Settings() ToolSettings { return e.w.setup.Tools }
 
 func (e workerToolEnv) HostCall(ctx context.Context, api, method string, args any) (json.RawMessage, error) {

@@ -57,12 +57,13 @@ func (n *Native) Execute(ctx context.Context, cfg ExecConfig) (string, string, e
 	}
 	// The fresh work directory: created 0700 by mkdtemp (unpredictable
 	// name, O_EXCL), bound read-write into the sandbox at the same path,
-	// and removed after the sandbox is gone, whatever happened.
+	// and removed after the sandbox is gone, whatever happened (also what
+	// the script made unreadable: removeWorkDir).
 	dir, err := os.MkdirTemp("", "nsbox-script-")
 	if err != nil {
 		return "", "", fmt.Errorf("script: work directory: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	defer removeWorkDir(dir)
 	file := filepath.Join(dir, lang.File)
 	if err := os.WriteFile(file, []byte(cfg.Script), 0o600); err != nil {
 		return "", "", fmt.Errorf("script: write script: %w", err)
@@ -117,7 +118,9 @@ func (n *Native) policy(cfg ExecConfig, dir string) (sandbox.Policy, error) {
 		if st, err := os.Stat(wd); err != nil || !st.IsDir() {
 			return p, fmt.Errorf("script: work directory %q is not a directory", cfg.WorkDir)
 		}
-		p.Mounts = append(p.Mounts, sandbox.Mount{Kind: sandbox.MountBind, Source: wd, Dest: wd})
+		if !bindsDir(n.Base.Mounts, wd) {
+			p.Mounts = append(p.Mounts, sandbox.Mount{Kind: sandbox.MountBind, Source: wd, Dest: wd})
+		}
 		p.Cwd = wd
 	}
 	p.Mounts = append(p.Mounts, n.Base.Mounts...)
@@ -145,6 +148,17 @@ func (n *Native) policy(cfg ExecConfig, dir string) (sandbox.Policy, error) {
 		p.Env = environ(path, home, cfg.Env)
 	}
 	return p, nil
+}
+
+// bindsDir reports whether mounts bind dir read-write at its own place
+// (a Base resolved with dir as its workspace, protections and all).
+func bindsDir(mounts []sandbox.Mount, dir string) bool {
+	for _, m := range mounts {
+		if m.Kind == sandbox.MountBind && !m.ReadOnly && m.Source == dir && m.Dest == dir {
+			return true
+		}
+	}
+	return false
 }
 
 // resultError maps how the interpreter ended to the package's typed errors.

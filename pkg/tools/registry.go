@@ -54,12 +54,15 @@ type Registry struct {
 	order   []string
 	entries map[string]*entry
 	errs    []error
+	// held is what the run-time tools count against RuntimeToolBudget.
+	held int
 }
 
 type entry struct {
 	tool    Tool
 	def     Definition
 	builtin bool
+	size    int // a run-time tool's definition, in bytes
 
 	// Built-in schemas are compiled on first use, once: NewRegistry runs
 	// in every nsbox process (it is handed to sandbox.Init), most of which
@@ -253,27 +256,60 @@ func (r *Registry) Register(raw json.RawMessage) error {
 	if err != nil {
 		return fmt.Errorf("tool %q: %w", def.Name, err)
 	}
-	e := &entry{tool: t, def: def, schema: schema}
+	e := &entry{tool: t, def: def, schema: schema, size: len(raw)}
 	e.once.Do(func() {})
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old := r.entries[def.Name]; old != nil {
-		if old.builtin {
-			return fmt.Errorf("tool %q is built in and cannot be replaced", def.Name)
-		}
-		r.entries[def.Name] = e
-		return nil
+	old := r.entries[def.Name]
+	if old != nil && old.builtin {
+		return fmt.Errorf("tool %q is built in and cannot be replaced", def.Name)
 	}
-	if len(r.order) >= maxTools {
-		return fmt.Errorf("too many tools (at most %d)", maxTools)
+	if old == nil && len(r.order) >= maxTools {
+		return fmt.Errorf("%w: at most %d tools", ErrToolBudget, maxTools)
 	}
+	held := r.held + e.size
+	if old != nil {
+		held -= old.size
+	}
+	// Invariant: what programs inside make the worker hold is bounded.
+	// Every registered definition stays in the worker (PID 1) and every
+	// change sends a snapshot of all of them to the host; 256 definitions
+	// of 2 MiB, re-registered in a loop, grew PID 1 to 1.4 GB under
+	// --memory 64M.
+	if held > RuntimeToolBudget {
+		return fmt.Errorf("%w: tool %q (%s) would make the run-time tools of this session hold %s, more than %s; unregister tools or register smaller ones", ErrToolBudget, def.Name, byteSize(e.size), byteSize(held), byteSize(RuntimeToolBudget))
+	}
+	r.held = held
 	r.entries[def.Name] = e
-	r.order = append(r.order, def.Name)
+	if old == nil {
+		r.order = append(r.order, def.Name)
+	}
 	return nil
 }
 
 // maxTools bounds the tool set a session can grow to.
 const maxTools = 256
+
+// RuntimeToolBudget bounds the bytes of the definitions (schemas,
+// descriptions, implementation scripts) registered at run time that a
+// session holds at once: a replaced or unregistered tool gives its share
+// back.
+const RuntimeToolBudget = 4 << 20
+
+// ErrToolBudget: a registration would pass the session's tool budget
+// (RuntimeToolBudget, or the number of tools).
+var ErrToolBudget = errors.New("tool budget of this session exhausted")
+
+// byteSize writes n for a message: 512 B, 1.5 KiB, 4.0 MiB.
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
 
 // Unregister implements sandbox.WorkerTools.
 func (r *Registry) Unregister(name string) error {
@@ -287,6 +323,7 @@ func (r *Registry) Unregister(name string) error {
 		return fmt.Errorf("tool %q is built in and cannot be removed", name)
 	}
 	delete(r.entries, name)
+	r.held -= e.size
 	for i, n := range r.order {
 		if n == name {
 			r.order = append(r.order[:i], r.order[i+1:]...)

@@ -88,7 +88,7 @@ func (listDirectoryTool) Run(ctx context.Context, env sandbox.ToolEnv, args json
 	}
 	defer root.Close()
 	out := listOutput{Entries: []listEntry{}}
-	w := &walker{root: root, recursive: a.Recursive, gitignore: !a.IncludeIgnored}
+	w := &walker{root: root, recursive: a.Recursive, gitignore: !a.IncludeIgnored, placeholders: placeholdersIn(env, root)}
 	_, err = w.walk(ctx, a.Path, func(e walkEntry) error {
 		// .git is repository metadata, not workspace content, and in a
 		// workspace that is no repository it is nsbox's empty read-only

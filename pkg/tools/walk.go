@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
 )
 
 // .gitignore support uses go-git's gitignore package: it is maintained
@@ -86,6 +88,32 @@ type walker struct {
 	// ignoreFull is set once a bound of the walk is reached: later ignore
 	// files cannot add patterns. Those already loaded keep applying.
 	ignoreFull bool
+	// placeholders are workspace-relative paths the walk leaves out: the
+	// empty placeholders the sandbox made for missing protected paths
+	// (.mcp.json, .vscode/ ...), which are not the workspace's content.
+	placeholders map[string]bool
+}
+
+// placeholderEnv is a ToolEnv that knows the placeholders its sandbox made
+// (the worker's does).
+type placeholderEnv interface{ Placeholders() []string }
+
+// placeholdersIn returns env's placeholders below the workspace root, as
+// paths relative to it; nil when env does not know them.
+func placeholdersIn(env sandbox.ToolEnv, root *Root) map[string]bool {
+	pe, ok := env.(placeholderEnv)
+	if !ok {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, p := range pe.Placeholders() {
+		for _, base := range []string{root.dir, root.real} {
+			if rel, ok := strings.CutPrefix(p, strings.TrimSuffix(base, "/")+"/"); ok {
+				out[rel] = true
+			}
+		}
+	}
+	return out
 }
 
 // ignoreWarning is what a tool's result says when ignore files were not
@@ -203,6 +231,9 @@ func (w *walker) dir(ctx context.Context, dir *os.File, rel, label string, depth
 		e := walkEntry{rel: joinRel(rel, name), label: joinRel(label, name), name: name, dirfd: dfd,
 			mode: st.Mode & unix.S_IFMT, size: st.Size, depth: depth}
 		if w.gitignore && ig.match(splitRel(e.rel), e.isDir()) {
+			continue
+		}
+		if w.placeholders[e.rel] {
 			continue
 		}
 		err := fn(e)

@@ -8,10 +8,19 @@ package integration
 // placeholder a killed run left is removed by the next run.
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // agentFiles are the protected names of the built-in profiles that
@@ -41,7 +50,6 @@ var agentFiles = []struct{ entry, write string }{
 	{".yarnrc.yml", ".yarnrc.yml"},
 	{".pnpmfile.cjs", ".pnpmfile.cjs"},
 	{".pypirc", ".pypirc"},
-	{"pip.conf", "pip.conf"},
 	{".cargo/config", ".cargo/config"},
 	{".cargo/config.toml", ".cargo/config.toml"},
 }
@@ -78,10 +86,11 @@ func TestPerimeterAgentFilesMissing(t *testing.T) {
 
 // TestPerimeterAgentFilesExisting: every agent file exists with known
 // content; writing, replacing or removing it inside fails and the host
-// file is unchanged.
+// file is unchanged. pip.conf is protected when it exists only.
 func TestPerimeterAgentFilesExisting(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
+		agentFiles := append(agentFiles[:len(agentFiles):len(agentFiles)], struct{ entry, write string }{"pip.con[f]", "pip.conf"})
 		for _, f := range agentFiles {
 			p := filepath.Join(ws, f.write)
 			u.mkdirAs(t, filepath.Dir(p))
@@ -165,6 +174,319 @@ func TestPerimeterUnknownVariable(t *testing.T) {
 			if _, err := os.Stat(marker); err == nil {
 				t.Fatalf("%v: the command ran", c.flags)
 			}
+		}
+	})
+}
+
+// TestPerimeterScriptWorkdir: `nsbox script --workdir DIR` gets the
+// workspace's protections (.env hidden, .git/config and agent files
+// read-only), and a script reads only the system directories and its work
+// directories: a host file elsewhere (as $HOME would be) is not there
+// unless --read-host.
+func TestPerimeterScriptWorkdir(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		requireInterpreter(t, "bash")
+		ws := u.tempDir(t)
+		u.writeFile(t, filepath.Join(ws, ".env"), "SECRET=hunter2\n", 0o644)
+		u.mkdirAs(t, filepath.Join(ws, ".git", "hooks"))
+		u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+		// Outside /tmp, which is private inside.
+		home, err := os.MkdirTemp("/var/tmp", "nsbox-it-home-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(home) })
+		os.Chmod(home, 0o755)
+		u.writeFile(t, filepath.Join(home, "notes"), "private\n", 0o644)
+		code := `cat .env; printf '[core]\n\tfsmonitor = /tmp/evil\n' >> .git/config 2>/dev/null && echo wrote config
+echo x > .mcp.json 2>/dev/null && echo wrote mcp
+echo ok > out.txt
+cat "$NOTES" 2>/dev/null || echo no notes
+ls /root >/dev/null 2>&1 && echo saw root
+true`
+		r := u.run(t, &runOpts{dir: ws}, "script", "--lang", "bash", "--workdir", ws, "--env", "NOTES="+filepath.Join(home, "notes"), "-c", code)
+		expectCode(t, r, 0)
+		for _, bad := range []string{"hunter2", "wrote config", "wrote mcp", "private", "saw root"} {
+			if strings.Contains(r.stdout, bad) {
+				t.Errorf("%q in the output:\n%s", bad, r.stdout)
+			}
+		}
+		if !strings.Contains(r.stdout, "no notes") {
+			t.Errorf("stdout: %s\nstderr: %s", r.stdout, r.stderr)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(b) != "[core]\n" {
+			t.Errorf(".git/config on the host: %q", b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, "out.txt")); string(b) != "ok\n" {
+			t.Errorf("the work directory is not writable: out.txt %q", b)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, ".mcp.json")); err == nil {
+			t.Error(".mcp.json left in the work directory")
+		}
+		// --read-host: the host file is there (read-only).
+		r = u.run(t, &runOpts{dir: ws}, "script", "--lang", "bash", "--read-host", "--env", "NOTES="+filepath.Join(home, "notes"), "-c", `cat "$NOTES"`)
+		expectCode(t, r, 0)
+		if r.stdout != "private\n" {
+			t.Errorf("--read-host: %q %s", r.stdout, r.stderr)
+		}
+	})
+}
+
+// TestPerimeterScriptScratchRemoved: the fresh work directory goes after
+// the run even when the script left a directory nobody can read.
+func TestPerimeterScriptScratchRemoved(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		requireInterpreter(t, "bash")
+		r := u.run(t, nil, "script", "--lang", "bash", "-c", `mkdir -p a/b/c && touch a/b/c/f && chmod 0 a/b/c a/b && chmod 500 . && pwd`)
+		expectCode(t, r, 0)
+		dir := strings.TrimSpace(r.stdout)
+		if !strings.HasPrefix(dir, "/") {
+			t.Fatalf("pwd: %q %s", r.stdout, r.stderr)
+		}
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			os.Chmod(dir, 0o700)
+			t.Fatalf("work directory %s still on the host: %v", dir, err)
+		}
+	})
+}
+
+// mcpClient speaks just enough MCP (JSON-RPC, one message a line) over a
+// `nsbox mcp` process's stdio for a test.
+type mcpClient struct {
+	t   *testing.T
+	in  io.WriteCloser
+	out *bufio.Reader
+	id  int
+}
+
+func (c *mcpClient) send(method string, params any, notify bool) json.RawMessage {
+	c.t.Helper()
+	msg := map[string]any{"jsonrpc": "2.0", "method": method, "params": params}
+	if !notify {
+		c.id++
+		msg["id"] = c.id
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.in.Write(append(b, '\n')); err != nil {
+		c.t.Fatalf("send %s: %v", method, err)
+	}
+	if notify {
+		return nil
+	}
+	for {
+		line, err := c.out.ReadBytes('\n')
+		if err != nil {
+			c.t.Fatalf("reading the reply to %s: %v", method, err)
+		}
+		var rep struct {
+			ID     *int            `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(line, &rep) != nil || rep.ID == nil || *rep.ID != c.id {
+			continue // a notification (tools/list_changed)
+		}
+		if rep.Error != nil {
+			c.t.Fatalf("%s: %s", method, rep.Error)
+		}
+		return rep.Result
+	}
+}
+
+// descendants lists the pids below pid.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 {
+			pp, _ := strconv.Atoi(f[1])
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// vmRSS is /proc/PID/status's VmRSS, in bytes.
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// TestPerimeterToolBudget: registering tools past the session's budget is
+// refused with an error that says so, and re-registering big tools in a
+// loop leaves the worker's memory bounded (it grew to 1.4 GB before).
+func TestPerimeterToolBudget(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		cmd := exec.Command(nsboxBin(t), "mcp", "--allow-tool-registration", "--eager", "--memory", "64M", "--workspace", ws)
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}
+		if u.switchTo {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+		}
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outp, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		t.Cleanup(func() {
+			in.Close()
+			select {
+			case <-done:
+			case <-time.After(time.Minute): // a deadlock guard only
+				cmd.Process.Kill()
+				<-done
+			}
+		})
+		go func() { cmd.Wait(); close(done) }()
+		c := &mcpClient{t: t, in: in, out: bufio.NewReaderSize(outp, 1<<20)}
+		c.send("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "perimeter-test", "version": "1"}}, false)
+		c.send("notifications/initialized", map[string]any{}, true)
+		register := func(name string) (bool, string) {
+			raw := c.send("tools/call", map[string]any{"name": "register_tool", "arguments": map[string]any{
+				"name": name, "description": "big",
+				"implementation": map[string]any{"language": "bash", "script": "#" + strings.Repeat("x", 1<<20-64)},
+			}}, false)
+			var res struct {
+				IsError bool `json:"isError"`
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			}
+			json.Unmarshal(raw, &res)
+			text := ""
+			for _, ct := range res.Content {
+				text += ct.Text
+			}
+			return !res.IsError, text
+		}
+		refused := ""
+		for i := 0; i < 16 && refused == ""; i++ {
+			if ok, text := register(fmt.Sprintf("big%d", i)); !ok {
+				refused = text
+			}
+		}
+		if !strings.Contains(refused, "budget") {
+			t.Fatalf("16 tools of 1 MiB were not refused with a budget error: %q\nstderr: %s", refused, stderr.String())
+		}
+		// Replacing a registered tool again and again stays within it.
+		for i := 0; i < 24; i++ {
+			if ok, text := register("big0"); !ok {
+				t.Fatalf("re-registering big0: %s", text)
+			}
+		}
+		var worst int64
+		for _, p := range descendants(cmd.Process.Pid) {
+			if rss := vmRSS(p); rss > worst {
+				worst = rss
+			}
+		}
+		if worst == 0 {
+			t.Fatal("found no worker process below nsbox mcp")
+		}
+		if worst > 128<<20 {
+			t.Fatalf("a sandbox process holds %d MiB after the registrations", worst>>20)
+		}
+		t.Logf("largest sandbox process: VmRSS %d MiB", worst>>20)
+	})
+}
+
+// TestPerimeterPlaceholdersAfterKill: the empty placeholders a run's
+// sandbox made for missing protected paths stay in the workspace when nsbox
+// is SIGKILLed; the next run removes them, only those: a file of the same
+// name the user made since is kept.
+func TestPerimeterPlaceholdersAfterKill(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		base := u.visibleDir(t)
+		ws := filepath.Join(base, "proj")
+		data := filepath.Join(base, "data")
+		u.mkdirs(t, ws, data)
+		env := []string{"XDG_DATA_HOME=" + data}
+		cmd := exec.Command(nsboxBin(t), "run", "--", "/bin/sh", "-c", `touch made && sleep 60`)
+		cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, env...)
+		cmd.Dir = ws
+		if u.switchTo {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The command runs once the sandbox (and its record) is built;
+		// the loop is a deadlock guard, not a timing assumption.
+		for i := 0; i < 2400 && !exists(filepath.Join(ws, "made")); i++ {
+			time.Sleep(25 * time.Millisecond)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(filepath.Join(ws, "made"))
+		for _, p := range []string{".git", ".mcp.json", ".vscode", ".npmrc"} {
+			if !exists(filepath.Join(ws, p)) {
+				t.Fatalf("the killed run left no placeholder %s: nothing to test", p)
+			}
+		}
+		// The user replaces one placeholder with a file of their own.
+		os.Remove(filepath.Join(ws, ".npmrc"))
+		u.writeFile(t, filepath.Join(ws, ".npmrc"), "", 0o600)
+
+		r := u.run(t, &runOpts{dir: ws, env: env}, "run", "--", "true")
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stderr, "removed the empty placeholders a killed run left") {
+			t.Errorf("no note: %q", r.stderr)
+		}
+		ents, _ := os.ReadDir(ws)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		if strings.Join(names, " ") != ".npmrc" {
+			t.Fatalf("left in the workspace: %v (want the user's .npmrc only)", names)
+		}
+		// Done once: the record is gone.
+		r = u.run(t, &runOpts{dir: ws, env: env}, "run", "--", "true")
+		if strings.Contains(r.stderr, "killed run left") {
+			t.Fatalf("the record was used twice: %q", r.stderr)
 		}
 	})
 }
