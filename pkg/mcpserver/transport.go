@@ -118,7 +118,13 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 func (c *lineConn) drain(ctx context.Context) error {
 	for {
 		c.mu.Lock()
-		done := len(c.pending) == 0 || c.broken
+		done := c.broken
+		if !done {
+			done = true
+			for _, method := range c.pending {
+				done = done && streams[method]
+			}
+		}
 		c.mu.Unlock()
 		if done {
 			return nil
@@ -132,6 +138,11 @@ func (c *lineConn) drain(ctx context.Context) error {
 		}
 	}
 }
+
+// streams are requests that are not work to finish but a channel open for
+// the connection's life: a subscriptions/listen (SEP-2575) is answered only
+// when the subscription ends, so the end of the input does not wait for it.
+var streams = map[string]bool{"subscriptions/listen": true}
 
 // Stop reads no more requests: those already read are answered, then Read
 // reports the end. Requests that arrive afterwards are refused.
