@@ -52,11 +52,13 @@ VS Code and any other MCP client. See docs/agents.md.
 
 One sandbox session serves the whole connection: it starts with the first
 tool call (--eager: at once) and ends, with everything in it, when the client
-closes stdin or on SIGTERM/SIGINT. The policy comes from the profile
+closes stdin (every request read is answered first) or on SIGTERM/SIGINT
+(calls in flight are answered with an error). The policy comes from the profile
 (default: workspace, which makes --workspace, default the current directory,
 writable), the config file and the flags, as for nsbox run. --timeout bounds
 each tool call. With --allow-tool-registration the client also gets
 register_tool and unregister_tool, which define tools inside the session.
+--tools NAME,... serves only the named tools.
 
 With --http ADDR it serves MCP's streamable HTTP transport at
 http://ADDR/ instead, for agents on other machines: one sandbox per MCP
@@ -85,7 +87,7 @@ Logs go to stderr; stdout carries only MCP messages.`,
 	if r := fl.Lookup("allow-tool-registration"); r != nil {
 		r.Usage = "serve register_tool and unregister_tool, and let programs inside define tools"
 	}
-	fl.StringVar(&f.audit, "audit", "", "append every tool call and hostCall to `FILE` as JSON lines (secrets redacted)")
+	fl.StringVar(&f.audit, "audit", "", "append every tool call and hostCall to `FILE` as JSON lines (secrets redacted; a regular file, never a symlink; read-only inside the sandbox; rotated at --audit-max)")
 	fl.StringVar(&f.auditMaxStr, "audit-max", "64M", "rotate the audit file at `SIZE` (FILE.1 keeps the previous part)")
 	fl.StringVar(&f.dataDir, "data-dir", "", "keep the memory and notepad stores in `DIR` (default: $XDG_DATA_HOME/nsbox)")
 	fl.BoolVar(&f.eager, "eager", false, "start the sandbox at once instead of on the first tool call")

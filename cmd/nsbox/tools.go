@@ -142,8 +142,11 @@ func newToolsCallCmd() *cobra.Command {
 		Long: `Start a sandbox for the tools as nsbox mcp does (the profile: --profile, else
 your config's, else workspace: the workspace read-write, the rest of the host
 read-only, credentials and .env files hidden, .git read-only, no network),
-call the tool NAME with JSON-ARGS (default {}), and print its result
-{"success", "output", "error"}.
+call the tool NAME with JSON-ARGS, and print its result
+{"success", "output", "error"}. JSON-ARGS is taken as a model sends it: ''
+(or omitted, or null) for none, the JSON object, or the object as a JSON
+string; the nulls a model in strict mode sends for arguments it does not
+give are dropped. A syntax error says at which byte.
 
 Exit status: 0 when the tool succeeded, 1 when it failed, 125 when nsbox
 could not run it.`,

@@ -1,11 +1,14 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -101,6 +104,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTPServer, error) {
 		SessionTimeout: cfg.IdleTimeout,
 		Logger:         cfg.Logger,
 	})
+	handler = &cancelFilter{next: handler, cancelled: map[string]map[string]bool{}}
 	if cfg.Token != "" {
 		want := sha256.Sum256([]byte(cfg.Token))
 		verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -196,3 +200,129 @@ func (h *HTTPServer) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	return errors.Join(append(errs, err)...)
 }
+
+// cancelFilter keeps the answer of a request the client cancelled
+// (notifications/cancelled) from reaching it, as the specification asks
+// and as the stdio transport does (lineConn): the SDK's HTTP transport
+// writes it, and clients report it as a response to an unknown request.
+// It notes the cancellations in the POST bodies it passes on, and drops
+// the response event for such a request from the session's streams.
+type cancelFilter struct {
+	next      http.Handler
+	mu        sync.Mutex
+	cancelled map[string]map[string]bool // session id → request ids (JSON)
+}
+
+// Bounds of the filter: a body larger than maxFilterBody is passed on
+// unread (the SDK refuses it anyway), and a session keeps at most
+// maxCancelled cancellations not yet matched by an answer.
+const (
+	maxFilterBody = mcp.DefaultMaxRequestBodyBytes
+	maxCancelled  = 1024
+)
+
+func (f *cancelFilter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sid := r.Header.Get("Mcp-Session-Id")
+	switch {
+	case sid == "":
+	case r.Method == http.MethodDelete:
+		f.mu.Lock()
+		delete(f.cancelled, sid)
+		f.mu.Unlock()
+	case r.Method == http.MethodPost:
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxFilterBody+1))
+		if err != nil {
+			http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if len(body) <= maxFilterBody {
+			f.note(sid, body)
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		w = &filterWriter{ResponseWriter: w, f: f, sid: sid}
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+// note records the request a notifications/cancelled names.
+func (f *cancelFilter) note(sid string, body []byte) {
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			RequestID any `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Method != "notifications/cancelled" || m.Params.RequestID == nil {
+		return
+	}
+	key, err := json.Marshal(m.Params.RequestID)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	set := f.cancelled[sid]
+	if set == nil {
+		set = map[string]bool{}
+		f.cancelled[sid] = set
+	}
+	if len(set) < maxCancelled {
+		set[string(key)] = true
+	}
+}
+
+// drop reports whether msg (one JSON-RPC message) answers a cancelled
+// request of the session, and forgets the cancellation.
+func (f *cancelFilter) drop(sid string, msg []byte) bool {
+	var m struct {
+		ID     any     `json:"id"`
+		Method *string `json:"method"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.Method != nil || m.ID == nil {
+		return false
+	}
+	key, err := json.Marshal(m.ID)
+	if err != nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.cancelled[sid][string(key)] {
+		return false
+	}
+	delete(f.cancelled[sid], string(key))
+	return true
+}
+
+// filterWriter drops the answers of cancelled requests. The SDK writes
+// each server-sent event with one Write ("event: ...\nid: ...\ndata:
+// JSON\n\n"), and a JSON response as the whole body.
+type filterWriter struct {
+	http.ResponseWriter
+	f   *cancelFilter
+	sid string
+}
+
+func (w *filterWriter) Write(p []byte) (int, error) {
+	msg := bytes.TrimSpace(p)
+	if i := bytes.Index(p, []byte("data: ")); i >= 0 && (i == 0 || p[i-1] == '\n') {
+		msg = bytes.TrimSpace(p[i+len("data: "):])
+	}
+	if len(msg) > 0 && msg[0] == '{' && w.f.drop(w.sid, msg) {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush and Unwrap let the SDK flush each event through the wrapper
+// (http.ResponseController).
+func (w *filterWriter) Flush() {
+	if fl, ok := w.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+func (w *filterWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

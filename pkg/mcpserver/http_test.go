@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -189,5 +190,57 @@ func TestCheckListenAddr(t *testing.T) {
 		if err != nil && !c.token && c.addr != "nonsense" && !errors.Is(err, ErrNoToken) {
 			t.Errorf("%s: %v is not ErrNoToken", c.addr, err)
 		}
+	}
+}
+
+// TestHTTPCancelledNotAnswered: over HTTP too, a cancelled request gets no
+// answer on its stream (raw HTTP: clients differ in what they do with one).
+func TestHTTPCancelledNotAnswered(t *testing.T) {
+	h := startHTTP(t, "", 0)
+	post := func(sid, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("POST", h.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := post("", initLine)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if sid == "" {
+		t.Fatalf("no session id (HTTP %d)", resp.StatusCode)
+	}
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
+	stream := make(chan string, 1)
+	go func() {
+		r := post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{}}}`)
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		stream <- string(b)
+	}()
+	waitFor(t, "the call to start", func() bool {
+		s := h.all()
+		return len(s) == 1 && s[0].calls.Load() > 0
+	})
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`).Body.Close()
+	<-h.all()[0].canceled
+	got := <-stream
+	if strings.Contains(got, `"id":2`) {
+		t.Fatalf("the cancelled request was answered: %s", got)
+	}
+	r := post(sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"next"}}}`)
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if !strings.Contains(string(b), `"id":3`) || !strings.Contains(string(b), "next") {
+		t.Fatalf("the next call: %s", b)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -269,4 +270,34 @@ func TestAnnotationsFromHostOnly(t *testing.T) {
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// TestClientGoneNotWaitedFor: when the reader of the output has gone too
+// (the client died rather than closed its input), the calls in flight are
+// cancelled instead of waited for.
+func TestClientGoneNotWaitedFor(t *testing.T) {
+	sessions := make(chan *fakeSession, 4)
+	srv := fakeServer(t, sessions)
+	in, w := io.Pipe()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), in, pw) }()
+	io.WriteString(w, initLine+"\n"+`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{}}}`+"\n")
+	f := <-sessions
+	for f.calls.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	pr.Close() // the client is gone
+	w.Close()
+	<-done
+	select {
+	case <-f.canceled:
+	default:
+		t.Fatal("the call in flight ran on after its client was gone")
+	}
 }

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultMaxMessage bounds one JSON-RPC message (one line on stdin).
@@ -118,9 +120,20 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 func (c *lineConn) drain(ctx context.Context) error {
 	for {
 		c.mu.Lock()
-		done := len(c.pending) == 0 || c.broken
+		done := c.broken
+		if !done {
+			done = true
+			for _, method := range c.pending {
+				done = done && streams[method]
+			}
+		}
 		c.mu.Unlock()
 		if done {
+			return nil
+		}
+		if c.outputGone() {
+			// The client is gone, not only done writing: no answer can
+			// reach it, so the calls in flight are not waited for.
 			return nil
 		}
 		select {
@@ -129,9 +142,28 @@ func (c *lineConn) drain(ctx context.Context) error {
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
+
+// outputGone reports whether the reader of the output (a pipe or a socket)
+// has closed its end: poll(2) says POLLERR or POLLHUP for it. Output that
+// is no descriptor is never gone.
+func (c *lineConn) outputGone() bool {
+	f, ok := c.out.(interface{ Fd() uintptr })
+	if !ok {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLOUT}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0
+}
+
+// streams are requests that are not work to finish but a channel open for
+// the connection's life: a subscriptions/listen (SEP-2575) is answered only
+// when the subscription ends, so the end of the input does not wait for it.
+var streams = map[string]bool{"subscriptions/listen": true}
 
 // Stop reads no more requests: those already read are answered, then Read
 // reports the end. Requests that arrive afterwards are refused.

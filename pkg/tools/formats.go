@@ -214,7 +214,8 @@ func strictify(s map[string]any, depth int) (map[string]any, error) {
 			}
 		}
 		props := map[string]any{}
-		var names []string
+		names := []string{} // [] and not null when there are none
+
 		for name, raw := range propertiesOf(s) {
 			child, ok := raw.(map[string]any)
 			if !ok {

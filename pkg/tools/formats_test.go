@@ -15,6 +15,7 @@ import (
 // without type, a free-form map that is optional.
 func everyTool() []Definition {
 	defs := NewBuiltinRegistry().List()
+	defs = append(defs, Definition{Name: "empty", Description: "no arguments", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)})
 	return append(defs, Definition{Name: "shapes", Description: "x", Parameters: json.RawMessage(`{
   "type": "object",
   "properties": {
@@ -64,7 +65,10 @@ func strictProblems(where string, s map[string]any) (out []string) {
 		for n := range props {
 			names = append(names, n)
 		}
-		list, _ := s["required"].([]any)
+		list, isList := s["required"].([]any)
+		if !isList {
+			out = append(out, fmt.Sprintf("%s: required is %v, not a list", where, s["required"]))
+		}
 		for _, r := range list {
 			req = append(req, fmt.Sprint(r))
 		}
@@ -253,7 +257,7 @@ func TestFlatAndOtherFormats(t *testing.T) {
 		Annotations *Annotations   `json:"annotations"`
 	}
 	decodeStrict(t, raw, &mcp)
-	for _, m := range mcp[:len(mcp)-1] { // the built-in ones
+	for _, m := range mcp[:len(NewBuiltinRegistry().List())] { // the built-in ones
 		if m.Title == "" || m.Annotations == nil {
 			t.Errorf("mcp: %s has no title or annotations", m.Name)
 		}

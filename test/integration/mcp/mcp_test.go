@@ -335,8 +335,14 @@ func TestNothingLeftBehind(t *testing.T) {
 				// Detached from the command: only the end of the sandbox
 				// can take it.
 				s.ok("run_command", map[string]any{"command": fmt.Sprintf("setsid %s </dev/null >/dev/null 2>&1 &", marker)})
-				// And one still in flight.
-				go s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "sleep 300"}})
+				// And one still in flight. At EOF the server finishes the
+				// calls it read before it exits (they are answered): this
+				// one ends at its timeout.
+				inFlight := map[string]any{"command": "sleep 300"}
+				if how == "eof" {
+					inFlight["timeout"] = 2
+				}
+				go s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_command", Arguments: inFlight})
 				worker := s.worker(t)
 				var procs []proc
 				deadline := time.Now().Add(10 * time.Second)

@@ -71,9 +71,13 @@ func TestTypeScriptClient(t *testing.T) {
 			Server        struct{ Name string }
 			ProtocolTools []struct {
 				Name            string
+				Title           string
+				Annotations     map[string]any
 				SchemaType      string
 				HasOutputSchema bool
 			}
+			Cancelled      string
+			ProtocolErrors []string
 			Calls map[string]struct {
 				IsError    bool
 				Text       string
@@ -100,6 +104,18 @@ func TestTypeScriptClient(t *testing.T) {
 				t.Errorf("%s: input schema type %q", tl.Name, tl.SchemaType)
 			}
 		}
+		for _, tl := range got.ProtocolTools {
+			if tl.Name == "register_tool" || tl.Name == "unregister_tool" {
+				continue
+			}
+			if tl.Title == "" || len(tl.Annotations) < 4 {
+				t.Errorf("%s: title %q, annotations %v: want a title and all four hints", tl.Name, tl.Title, tl.Annotations)
+			}
+			if ro := tl.Annotations["readOnlyHint"] == true; ro != (tl.Name == "read_file" || tl.Name == "list_directory" || tl.Name == "search_files" || tl.Name == "memory_recall" || strings.HasPrefix(tl.Name, "notepad_get") || tl.Name == "notepad_list_tabs" || tl.Name == "document_read") {
+				t.Errorf("%s: readOnlyHint %v", tl.Name, ro)
+			}
+		}
+		checkCancelled(t, got.Cancelled, got.Calls["afterCancel"].IsError, got.Calls["afterCancel"].Text, got.ProtocolErrors)
 		for _, want := range builtinTools {
 			if !slices.Contains(names, want) {
 				t.Errorf("the TypeScript client does not see %s: %v", want, names)
@@ -135,5 +151,70 @@ func TestTypeScriptClient(t *testing.T) {
 		if got.UnknownTool.Error != float64(-32602) {
 			t.Errorf("unknown tool: %v, want JSON-RPC error -32602", got.UnknownTool.Error)
 		}
+	})
+}
+
+// checkCancelled: the call the client aborted was not answered (the
+// TypeScript SDK reports an answer to it as "a response for an unknown
+// message ID"), and the next call works.
+func checkCancelled(t *testing.T, cancelled string, afterIsError bool, afterText string, protocolErrors []string) {
+	t.Helper()
+	if cancelled != "aborted" {
+		t.Errorf("the aborted call: %q", cancelled)
+	}
+	if afterIsError || !strings.Contains(afterText, "after-cancel") {
+		t.Errorf("the call after the cancellation: %s", afterText)
+	}
+	if len(protocolErrors) > 0 {
+		t.Errorf("the TypeScript SDK reported protocol errors: %q", protocolErrors)
+	}
+}
+
+// TestTypeScriptClientHTTP: the TypeScript SDK's streamable HTTP client
+// against nsbox mcp --http with a token.
+func TestTypeScriptClientHTTP(t *testing.T) {
+	dir := nodeClient(t)
+	node, err := lookSys("node")
+	if err != nil {
+		t.Skip(err)
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		h := newHome(t, u)
+		const token = "typescript-client-token-0123456789"
+		tf := filepath.Join(h.cfg, "token")
+		if err := os.WriteFile(tf, []byte(token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		u.chown(t, tf)
+		s := startHTTPServer(t, h, "--token-file", tf)
+		cmd := exec.Command(node, filepath.Join(dir, "client.mjs"), "--http", s.url, token)
+		h.setup(cmd)
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("node client: %v\nstderr:\n%s", err, stderr.String())
+		}
+		var got struct {
+			ProtocolTools []struct{ Name string }
+			Cancelled     string
+			Calls         map[string]struct {
+				IsError bool
+				Text    string
+			}
+			ProtocolErrors []string
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("node client printed %q: %v", out, err)
+		}
+		if len(got.ProtocolTools) < len(builtinTools) {
+			t.Errorf("tools over HTTP: %v", got.ProtocolTools)
+		}
+		if c := got.Calls["run"]; c.IsError || !strings.Contains(c.Text, "over-http") {
+			t.Errorf("run_command over HTTP: %+v", c)
+		}
+		checkCancelled(t, got.Cancelled, got.Calls["afterCancel"].IsError, got.Calls["afterCancel"].Text, got.ProtocolErrors)
+		// terminateSession sent DELETE: the session's sandbox is gone.
+		waitWorkers(t, s.cmd.Process.Pid, 0, "after the TypeScript client's DELETE")
 	})
 }
