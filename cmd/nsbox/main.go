@@ -76,5 +76,6 @@ capabilities and resource limits, without root and without setuid helpers.`,
 	root.AddCommand(newToolsCmd(), newScriptCmd())
 	root.AddCommand(newStatusCmd(), newProfilesCmd())
 	root.AddCommand(newMCPCmd())
+	root.AddCommand(newCheckPathCmd())
 	return root
 }
