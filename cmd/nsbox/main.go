@@ -77,5 +77,6 @@ capabilities and resource limits, without root and without setuid helpers.`,
 	root.AddCommand(newStatusCmd(), newProfilesCmd())
 	root.AddCommand(newMCPCmd())
 	root.AddCommand(newCheckPathCmd())
+	root.AddCommand(newSessionCmd())
 	return root
 }

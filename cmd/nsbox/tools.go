@@ -85,6 +85,7 @@ type toolsCallFlags struct {
 	profile   string
 	timeout   time.Duration
 	maxOutput int
+	session   string
 }
 
 func newToolsCallCmd() *cobra.Command {
@@ -106,12 +107,16 @@ could not run it.`,
 			if len(args) == 2 {
 				raw = args[1]
 			}
+			if f.session != "" && json.Valid([]byte(raw)) {
+				return toolsCallSession(f, f.session, args[0], raw)
+			}
 			return toolsCall(f, args[0], raw)
 		},
 	}
 	cmd.Flags().StringVar(&f.workspace, "workspace", "", "workspace `DIR` the tools are confined to (default: the current directory)")
 	cmd.Flags().StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (default: the config's, else workspace)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "per-call timeout (default: 30s)")
+	cmd.Flags().StringVar(&f.session, "session", "", "call in the named session `NAME` (nsbox session), started when not running: /tmp, background processes and installed packages persist between calls")
 	cmd.Flags().IntVar(&f.maxOutput, "max-output", 0, fmt.Sprintf("output budget in `CHARACTERS`: longer output keeps its head and tail around a marker (default: the config's tools.max_output, else %d)", tools.DefaultMaxOutput))
 	return cmd
 }
@@ -193,6 +198,12 @@ func toolsCall(f *toolsCallFlags, name, raw string) error {
 		}
 		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
 	}
+	return printToolResult(res)
+}
+
+// printToolResult prints a tool's result object; the exit status is 1 when
+// the tool failed.
+func printToolResult(res json.RawMessage) error {
 	var r struct {
 		Success bool `json:"success"`
 	}
