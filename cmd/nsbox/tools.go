@@ -48,7 +48,7 @@ func newToolsCmd() *cobra.Command {
 		Use:   "tools",
 		Short: "List or call the sandboxed tools (read_file, run_command, ...)",
 		Long: `The tools an agent gets: read_file, write_file, list_directory, run_command,
-search_files and run_script, confined to a workspace directory and run
+search_files, run_script and edit_file, confined to a workspace directory and run
 inside a sandbox. See docs/tools.md.`,
 	}
 	cmd.AddCommand(newToolsListCmd(), newToolsCallCmd())
@@ -97,7 +97,11 @@ func newToolsCallCmd() *cobra.Command {
 your config's, else workspace: the workspace read-write, the rest of the host
 read-only, credentials and .env files hidden, .git read-only, no network),
 call the tool NAME with JSON-ARGS (default {}), and print its result
-{"success", "output", "error"}.
+{"success", "output", "error", "reason"} (reason, on a failure nsbox can
+type: timeout, oom, pids, violation or canceled). Output over the budget
+(--max-output) keeps its head and tail around a marker. With --session NAME
+the call runs in that session's sandbox, kept alive between calls
+(nsbox session --help).
 
 Exit status: 0 when the tool succeeded, 1 when it failed, 125 when nsbox
 could not run it.`,
