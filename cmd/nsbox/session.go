@@ -39,6 +39,10 @@ const defaultIdle = 30 * time.Minute
 // startReadyTimeout bounds the wait for a new daemon's sandbox.
 const startReadyTimeout = 3 * time.Minute
 
+// readyFDEnv names the fd on which session serve reports its start ("ok",
+// or why it failed) to session start.
+const readyFDEnv = "NSBOX_SESSION_READY_FD"
+
 type sessionFlags struct {
 	toolsCallFlags
 	idle  time.Duration
@@ -204,6 +208,7 @@ func startSession(d *sessiond.Dir, name string, f *sessionFlags, owner int) erro
 	defer logf.Close()
 	cmd := exec.Command(self, append([]string{"session", "serve", name}, f.args(owner)...)...)
 	cmd.ExtraFiles = []*os.File{w} // fd 3: the ready pipe
+	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own session: no terminal's SIGHUP or ^C reaches the daemon.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -246,7 +251,13 @@ func newSessionServeCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ready := os.NewFile(3, "ready")
+			// The ready pipe only when session start made one: fd 3
+			// of a hand-run serve may be anything.
+			var ready *os.File
+			if os.Getenv(readyFDEnv) == "3" {
+				ready = os.NewFile(3, "ready")
+				os.Unsetenv(readyFDEnv)
+			}
 			err := serveSession(args[0], f, ready)
 			if err != nil && ready != nil {
 				ready.WriteString(err.Error())
@@ -506,6 +517,8 @@ func toolsCallSession(f *toolsCallFlags, session, name, raw string) error {
 		}
 	} else if err != nil {
 		return &exitError{code: 2, msg: "tools call: --session: " + err.Error()}
+	} else if f.workspace != "" || f.profile != "" || f.maxOutput != 0 {
+		fmt.Fprintf(os.Stderr, "nsbox: session %s is running: its --workspace, --profile and --max-output were fixed when it started; these are ignored\n", session)
 	}
 	resp, err := d.Call(session, sessiond.Request{Op: "call", Tool: name, Args: json.RawMessage(raw), TimeoutMs: f.timeout.Milliseconds()})
 	if err != nil {
