@@ -236,6 +236,9 @@ func startSession(d *sessiond.Dir, name string, f *sessionFlags, owner int) erro
 	cmd.Wait()
 	if msg == "" {
 		msg = "the session's daemon exited during start; see " + d.Log(name)
+	} else {
+		// The reason came through the pipe: the log has nothing more.
+		os.Remove(d.Log(name))
 	}
 	if strings.HasPrefix(msg, "exists") {
 		return fmt.Errorf("%w: %q", sessiond.ErrExists, name)
@@ -299,7 +302,7 @@ func serveSession(name string, f *sessionFlags, ready *os.File) error {
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
+	defer d.Unlock(name, lock)
 	// Signals end the session cleanly (its sandbox killed, its files
 	// removed); SIGHUP is moot in a session of our own.
 	sigs := make(chan os.Signal, 1)

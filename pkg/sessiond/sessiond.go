@@ -124,6 +124,14 @@ func (d *Dir) Lock(name string) (*os.File, error) {
 	return f, nil
 }
 
+// Unlock removes the lock file of a daemon that is ending and releases its
+// lock. (A daemon starting meanwhile either failed on the old lock, or
+// creates and locks a new file.)
+func (d *Dir) Unlock(name string, f *os.File) {
+	os.Remove(filepath.Join(d.Path, name+".lock"))
+	f.Close()
+}
+
 // Log is the path of session name's daemon log.
 func (d *Dir) Log(name string) string { return filepath.Join(d.Path, name+".log") }
 
