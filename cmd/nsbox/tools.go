@@ -111,7 +111,15 @@ could not run it.`,
 			if len(args) == 2 {
 				raw = args[1]
 			}
-			if f.session != "" && json.Valid([]byte(raw)) {
+			raw, err := toolArgs(raw)
+			if err != nil {
+				// Same shape as every other failure, for scripts that
+				// parse it.
+				msg := err.Error()
+				printJSON(mustJSON(tools.Result{Success: false, Output: "", Error: &msg}))
+				return &exitError{code: 1}
+			}
+			if f.session != "" {
 				return toolsCallSession(f, f.session, args[0], raw)
 			}
 			return toolsCall(f, args[0], raw)
@@ -160,12 +168,6 @@ func toolsPreview(f *toolsCallFlags) (*policy.Preview, error) {
 }
 
 func toolsCall(f *toolsCallFlags, name, raw string) error {
-	if !json.Valid([]byte(raw)) {
-		// Same shape as every other failure, for scripts that parse it.
-		msg := "arguments: not valid JSON"
-		printJSON(mustJSON(tools.Result{Success: false, Output: "", Error: &msg}))
-		return &exitError{code: 1}
-	}
 	pv, err := toolsPreview(f)
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
@@ -221,6 +223,25 @@ func printToolResult(res json.RawMessage) error {
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// toolArgs takes the arguments as a model sends them: "" (or only white
+// space) means no arguments; anything else must be JSON, and a syntax
+// error says where.
+func toolArgs(raw string) (string, error) {
+	if strings.TrimSpace(raw) == "" {
+		return "{}", nil
+	}
+	if json.Valid([]byte(raw)) {
+		return raw, nil
+	}
+	var v any
+	err := json.Unmarshal([]byte(raw), &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return "", fmt.Errorf("arguments: not valid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "invalid character "))
+	}
+	return "", fmt.Errorf("arguments: not valid JSON: %v", err)
 }
 
 func printJSON(raw []byte) error {
