@@ -76,5 +76,7 @@ capabilities and resource limits, without root and without setuid helpers.`,
 	root.AddCommand(newToolsCmd(), newScriptCmd())
 	root.AddCommand(newStatusCmd(), newProfilesCmd())
 	root.AddCommand(newMCPCmd())
+	root.AddCommand(newCheckPathCmd())
+	root.AddCommand(newSessionCmd())
 	return root
 }

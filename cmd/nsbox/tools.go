@@ -48,7 +48,7 @@ func newToolsCmd() *cobra.Command {
 		Use:   "tools",
 		Short: "List or call the sandboxed tools (read_file, run_command, ...)",
 		Long: `The tools an agent gets: read_file, write_file, list_directory, run_command,
-search_files and run_script, confined to a workspace directory and run
+search_files, run_script and edit_file, confined to a workspace directory and run
 inside a sandbox. See docs/tools.md.`,
 	}
 	cmd.AddCommand(newToolsListCmd(), newToolsCallCmd())
@@ -132,6 +132,7 @@ type toolsCallFlags struct {
 	profile   string
 	timeout   time.Duration
 	maxOutput int
+	session   string
 }
 
 func newToolsCallCmd() *cobra.Command {
@@ -143,10 +144,14 @@ func newToolsCallCmd() *cobra.Command {
 your config's, else workspace: the workspace read-write, the rest of the host
 read-only, credentials and .env files hidden, .git read-only, no network),
 call the tool NAME with JSON-ARGS, and print its result
-{"success", "output", "error"}. JSON-ARGS is taken as a model sends it: ''
-(or omitted, or null) for none, the JSON object, or the object as a JSON
-string; the nulls a model in strict mode sends for arguments it does not
-give are dropped. A syntax error says at which byte.
+{"success", "output", "error", "reason"} (reason, on a failure nsbox can
+type: timeout, oom, pids, violation or canceled). JSON-ARGS is taken as a
+model sends it: '' (or omitted, or null) for none, the JSON object, or the
+object as a JSON string; the nulls a model in strict mode sends for
+arguments it does not give are dropped. A syntax error says at which byte.
+Output over the budget (--max-output) keeps its head and tail around a
+marker. With --session NAME the call runs in that session's sandbox, kept
+alive between calls (nsbox session --help).
 
 Exit status: 0 when the tool succeeded, 1 when it failed, 125 when nsbox
 could not run it.`,
@@ -156,12 +161,24 @@ could not run it.`,
 			if len(args) == 2 {
 				raw = args[1]
 			}
-			return toolsCall(f, args[0], raw)
+			args0, err := modelArgs(args[0], raw)
+			if err != nil {
+				// Same shape as every other failure, for scripts that
+				// parse it.
+				msg := err.Error()
+				printJSON(mustJSON(tools.Result{Success: false, Output: "", Error: &msg}))
+				return &exitError{code: 1}
+			}
+			if f.session != "" {
+				return toolsCallSession(f, f.session, args[0], string(args0))
+			}
+			return toolsCall(f, args[0], args0)
 		},
 	}
 	cmd.Flags().StringVar(&f.workspace, "workspace", "", "workspace `DIR` the tools are confined to (default: the current directory)")
 	cmd.Flags().StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (default: the config's, else workspace)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "per-call timeout (default: 30s)")
+	cmd.Flags().StringVar(&f.session, "session", "", "call in the named session `NAME` (nsbox session), started when not running: /tmp, background processes and installed packages persist between calls")
 	cmd.Flags().IntVar(&f.maxOutput, "max-output", 0, fmt.Sprintf("output budget in `CHARACTERS`: longer output keeps its head and tail around a marker (default: the config's tools.max_output, else %d)", tools.DefaultMaxOutput))
 	return cmd
 }
@@ -200,14 +217,7 @@ func toolsPreview(f *toolsCallFlags) (*policy.Preview, error) {
 	return pv, nil
 }
 
-func toolsCall(f *toolsCallFlags, name, given string) error {
-	raw, err := modelArgs(name, given)
-	if err != nil {
-		// Same shape as every other failure, for scripts that parse it.
-		msg := err.Error()
-		printJSON(mustJSON(tools.Result{Success: false, Output: "", Error: &msg}))
-		return &exitError{code: 1}
-	}
+func toolsCall(f *toolsCallFlags, name string, raw json.RawMessage) error {
 	pv, err := toolsPreview(f)
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
@@ -244,6 +254,12 @@ func toolsCall(f *toolsCallFlags, name, given string) error {
 		}
 		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
 	}
+	return printToolResult(res)
+}
+
+// printToolResult prints a tool's result object; the exit status is 1 when
+// the tool failed.
+func printToolResult(res json.RawMessage) error {
 	var r struct {
 		Success bool `json:"success"`
 	}

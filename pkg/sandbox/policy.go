@@ -201,8 +201,13 @@ func checkAbs(p string) error {
 
 // env returns the command environment of the policy.
 func (p *Policy) env() []string {
-	if p.Env != nil {
-		return p.Env
+	env := p.Env
+	if env == nil {
+		env = BaseEnv(os.Getenv)
 	}
-	return BaseEnv(os.Getenv)
+	if len(p.HostAPIs) > 0 || p.AllowToolRegistration {
+		// nsbox is bound at SelfPath then: `nsbox call` by name.
+		env = withSelfOnPath(env)
+	}
+	return env
 }

@@ -51,10 +51,16 @@ var (
 // so that a model is told the file is hidden on purpose rather than that
 // it is some odd device.
 func notRegular(p string, st *unix.Stat_t) error {
-	if st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(uint64(st.Rdev)) == 1 && unix.Minor(uint64(st.Rdev)) == 3 {
+	if hiddenNode(st) {
 		return &PathError{Path: p, Err: ErrHidden}
 	}
 	return &PathError{Path: p, Err: errNotRegular}
+}
+
+// hiddenNode reports whether st is /dev/null's device (1:3), which is what
+// a hidden file is inside the sandbox.
+func hiddenNode(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(uint64(st.Rdev)) == 1 && unix.Minor(uint64(st.Rdev)) == 3
 }
 
 // PathError is a refused or failed operation on a workspace path. Its

@@ -156,6 +156,12 @@ func editFile(ctx context.Context, root *Root, a editFileArgs) (*editFileOutput,
 	if err != nil {
 		return nil, &EditError{Path: a.Path, Msg: err.Error()}
 	}
+	// A write to the file while it was edited (in place, same inode)
+	// would be lost by the replace: refused instead.
+	var now unix.Stat_t
+	if err := unix.Fstat(fd, &now); err != nil || now.Size != st.Size || now.Mtim != st.Mtim || int64(len(old)) != st.Size {
+		return nil, &EditError{Path: a.Path, Msg: "the file changed while it was being edited; read it again"}
+	}
 	if err := replaceFile(root, a.Path, fd, content); err != nil {
 		return nil, err
 	}

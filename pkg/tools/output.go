@@ -48,15 +48,25 @@ type outputArgs struct {
 const outputSchema = `"keep_output": {"type": "boolean", "description": "Also keep the complete stdout and stderr in files under .nsbox/scratch/ in the workspace and return their paths (stdout_file, stderr_file)"},
     "encoding": {"type": "string", "enum": ["text", "base64"], "description": "text (default): output that is not UTF-8 is flagged binary:true and left out; base64: stdout and stderr are base64"}`
 
+// maxCapture bounds what the worker captures of one stream, whatever the
+// budget: the worker runs outside the sandbox's memory limit.
+const maxCapture = 64 << 20
+
 // budget is the call's output budget in characters.
 func budget(env sandbox.ToolEnv) int {
-	return int(min(maxOutput(env), 1<<30/captureFactor))
+	return int(min(maxOutput(env), maxCapture))
+}
+
+// captureMax is how many bytes of each stream the worker keeps (head and
+// tail) for the budget.
+func captureMax(env sandbox.ToolEnv) int64 {
+	return min(int64(budget(env))*captureFactor, maxCapture)
 }
 
 // captureSpec sets the capture of a process run for a budget of n
 // characters, and opens the files of keep_output.
 func captureSpec(spec *sandbox.RunSpec, env sandbox.ToolEnv, a outputArgs) (*keptOutput, error) {
-	spec.MaxOutput = int64(budget(env)) * captureFactor
+	spec.MaxOutput = captureMax(env)
 	spec.KeepTail = true
 	if !a.KeepOutput {
 		return nil, nil
@@ -294,7 +304,7 @@ func shapeStream(s stream, n int, encoding, keptAs string) shaped {
 // half, and what one does not need the other may use.
 func shapeProcess(out *processOutput, rr sandbox.RunResult, env sandbox.ToolEnv, a outputArgs, k *keptOutput) {
 	n := budget(env)
-	capMax := int64(n) * captureFactor
+	capMax := captureMax(env)
 	so := newStream("stdout", rr.Stdout, rr.StdoutBytes, capMax)
 	se := newStream("stderr", rr.Stderr, rr.StderrBytes, capMax)
 	var keptOut, keptErr string

@@ -65,6 +65,10 @@ func TestHiddenFileReadsAsHidden(t *testing.T) {
 			t.Errorf("%s of a hidden .env: success=%v error=%q", c.tool, res.Success, errText(res))
 		}
 	}
+	res := call(t, r, env, "list_directory", `{"include_ignored":true}`)
+	if got := field(t, res, "entries").([]any)[0].(map[string]any)["type"]; got != "hidden" {
+		t.Errorf("list_directory type of a hidden .env: %v", got)
+	}
 }
 
 func mknodNull(p string) error {

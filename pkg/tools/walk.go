@@ -65,6 +65,13 @@ func (e walkEntry) typeName() string {
 		return "file"
 	case unix.S_IFLNK:
 		return "symlink"
+	case unix.S_IFCHR:
+		// The /dev/null the mount layer binds over a hidden file
+		// (notRegular): said as what it means.
+		var st unix.Stat_t
+		if e.dirfd >= 0 && unix.Fstatat(e.dirfd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && hiddenNode(&st) {
+			return "hidden"
+		}
 	}
 	return "other"
 }
