@@ -39,7 +39,7 @@ func Init(opts ...InitOption) {
 		os.Exit(runLimitExec())
 	}
 	if len(os.Args) == 1 && os.Args[0] == probeArg0 && os.Getpid() == 1 {
-		os.Exit(0)
+		os.Exit(probeChild())
 	}
 	if len(os.Args) >= 2 && os.Args[0] == SelfPath && os.Args[1] == "call" && os.Getenv(hostCallFDEnv) != "" {
 		os.Exit(callMain(os.Args[2:]))
