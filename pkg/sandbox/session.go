@@ -232,6 +232,8 @@ func (s *Session) prepare(setup *setupMsg) error {
 		Env:             p.env(),
 		Workspace:       p.Workspace,
 		Tools:           p.Tools,
+		// Only for make bench, which measures what the scopes step costs.
+		NoScopes: os.Getenv("_NSBOX_BENCH_NO_SCOPES") == "1",
 	}
 	if setup.Workspace == "" {
 		setup.Workspace = p.Cwd
