@@ -45,6 +45,7 @@ test: build unit integration fuzz test-vm
 
 unit:
 	$(GO) test $(GOFLAGS) -count=1 ./pkg/... ./cmd/...
+	cd contrib/kubernetes && $(GO) test -count=1 ./...
 	GO="$(GO)" GOFLAGS="$(GOFLAGS)" hack/unit-rootless.sh
 
 integration: build
