@@ -50,6 +50,7 @@ unit:
 
 integration: build
 	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 20m ./test/integration/...
+	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 5m ./test/container/
 
 # Regenerates pkg/seccomp/precompiled/ (the default seccomp profile compiled
 # ahead of time and embedded in nsbox) after profiles/seccomp/default.json,

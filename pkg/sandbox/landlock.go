@@ -112,7 +112,9 @@ func landlockGrants(p *Policy, tmpDir, self string) ([]landlock.Grant, error) {
 	}
 	dev := landlock.ReadFile | landlock.WriteFile | landlock.IoctlDev | landlock.ReadDir
 	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"} {
-		if _, err := os.Lstat(d); err == nil {
+		// A symlink (/dev/ptmx -> pts/ptmx in containers) is decided at
+		// its target, which is granted itself.
+		if st, err := os.Lstat(d); err == nil && st.Mode()&os.ModeSymlink == 0 {
 			g = append(g, landlock.Grant{Path: d, Access: dev})
 		}
 	}

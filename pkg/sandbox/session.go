@@ -313,10 +313,19 @@ func waitError(st *os.ProcessState, err error) error {
 	return err
 }
 
+// underSeccomp reports whether this process runs under a seccomp filter
+// (Seccomp: 2 in /proc/self/status), as a container's processes do.
+func underSeccomp() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	return err == nil && strings.Contains(string(b), "\nSeccomp:\t2\n")
+}
+
 // describeStartError turns the errno of a failed clone into the host knob
 // that causes it.
 func describeStartError(err error) error {
 	switch {
+	case (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)) && underSeccomp():
+		return fmt.Errorf("%w: cannot create a user namespace (%v): the seccomp filter nsbox runs under (a container runtime's default profile) refuses it; run `nsbox status` for the container setting", ErrUnavailable, err)
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
 		return fmt.Errorf("%w: cannot create a user namespace (%v): unprivileged user namespaces are restricted on this host; run `nsbox status` for the exact setting", ErrUnavailable, err)
 	case errors.Is(err, syscall.ENOSPC):
