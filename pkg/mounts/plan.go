@@ -73,6 +73,13 @@ type Plan struct {
 	// SelfDest, when set, receives a read-only bind of the running binary
 	// (for the in-sandbox `nsbox call` client).
 	SelfDest string `json:"selfDest,omitempty"`
+	// OuterProc binds the /proc this process sees, read-only, instead of
+	// mounting a fresh one: for a kernel that refuses a fresh /proc under
+	// an outer container's masked one. The sandbox then sees the outer
+	// PID namespace's processes (their command lines; environ, fds and
+	// memory only where ptrace rules allow, which the Landlock domain of
+	// the scopes step refuses for processes outside the sandbox).
+	OuterProc bool `json:"outerProc,omitempty"`
 }
 
 // Error is a failed step of the plan. Its message names what was mounted

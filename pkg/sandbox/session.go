@@ -238,6 +238,7 @@ func (s *Session) prepare(setup *setupMsg) error {
 	if setup.Workspace == "" {
 		setup.Workspace = p.Cwd
 	}
+	setup.Plan.OuterProc = s.opts.outerProc
 	// Host APIs reach the sandbox only through this server, which checks
 	// the policy's allowlist; commands get a hostCall socket only when the
 	// allowlist is not empty.
@@ -395,6 +396,19 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 // sandbox, and an error matching ErrWorkspaceNotVisible otherwise. A
 // command runs without it; the tools fail on every call.
 func (s *Session) WorkspaceErr() error { return s.workspaceErr }
+
+// NotIsolated lists what this session leaves shared with the host, for a
+// sandbox weaker than the namespace one with a fresh /proc (the landlock
+// backend, an outer /proc); nil otherwise.
+func (s *Session) NotIsolated() []string {
+	switch {
+	case s.llInfo != nil:
+		return s.llInfo.NotIsolated
+	case s.opts.outerProc:
+		return OuterProcGaps()
+	}
+	return nil
+}
 
 // Pid is the worker's process id on the host.
 func (s *Session) Pid() int { return s.pid }

@@ -252,6 +252,8 @@ setsid /bin/sh -c "exec sleep \$((300+1))" </dev/null >/dev/null 2>&1 &
 echo SANDBOX_DONE
 '
 echo "NSBOX_EXIT=$?"
+nsbox run --backend required --workspace /work -- /bin/true 2>/status/required.err
+echo "REQUIRED_EXIT=$?"
 left=0
 for p in /proc/[0-9]*; do
   if tr "\0" " " < $p/cmdline 2>/dev/null | grep -qx "sleep 301 "; then left=$((left+1)); fi
@@ -261,9 +263,10 @@ nsbox status --json > /status/status.json 2>/status/status.err
 `
 
 type caseResult struct {
-	out     string
-	backend string
-	status  map[string]any
+	out         string
+	backend     string
+	notIsolated []any
+	status      map[string]any
 }
 
 // runCase runs the script in a container made with ctr run args.
@@ -289,6 +292,7 @@ func (d *daemon) runCase(t *testing.T, root, id string, args []string) caseResul
 			var ev map[string]any
 			if json.Unmarshal([]byte(line), &ev) == nil && ev["event"] == "started" {
 				r.backend, _ = ev["backend"].(string)
+				r.notIsolated, _ = ev["not_isolated"].([]any)
 			}
 		}
 	}
@@ -324,14 +328,17 @@ func TestContainer(t *testing.T) {
 	profile := filepath.Join(repoRoot(t), "contrib/kubernetes/seccomp-nsbox.json")
 
 	t.Run("masked-proc", func(t *testing.T) {
+		// User namespaces work (no seccomp filter), a fresh /proc does not:
+		// the native backend with the container's /proc read-only is
+		// preferred over landlock, and says what that leaks.
 		r := d.runCase(t, root, "nsbox-masked", []string{"--rootfs", root, "nsbox-masked", "/bin/sh", "-c", script})
 		t.Logf("backend %s\n%s", r.backend, r.out)
-		if r.backend != "landlock" {
-			t.Fatalf("backend %q under a masked /proc, want landlock\n%s", r.backend, r.out)
+		if r.backend != "native" {
+			t.Fatalf("backend %q under a masked /proc, want native with the outer /proc\n%s", r.backend, r.out)
 		}
 		promises(t, root, r)
-		if gaps := fmt.Sprint(r.status["notIsolated"]); !strings.Contains(gaps, "PID visibility") {
-			t.Errorf("status does not say what landlock does not isolate: %s", gaps)
+		if gaps := fmt.Sprint(r.notIsolated); !strings.Contains(gaps, "/proc is the outer container's") {
+			t.Errorf("the run does not say its /proc is the container's: %s", gaps)
 		}
 	})
 	t.Run("default-seccomp", func(t *testing.T) {
@@ -349,6 +356,13 @@ func TestContainer(t *testing.T) {
 			t.Fatalf("backend %q under the default seccomp profile, want landlock\n%s", r.backend, r.out)
 		}
 		promises(t, root, r)
+		if gaps := fmt.Sprint(r.status["notIsolated"]); !strings.Contains(gaps, "PID visibility") {
+			t.Errorf("status does not say what landlock does not isolate: %s", gaps)
+		}
+		// required is native or nothing.
+		if !strings.Contains(r.out, "REQUIRED_EXIT=125") {
+			t.Errorf("--backend required fell back:\n%s", r.out)
+		}
 	})
 	t.Run("unmasked-proc-userns-profile", func(t *testing.T) {
 		spec := ociSpec(t, d, root, profile)
@@ -358,6 +372,9 @@ func TestContainer(t *testing.T) {
 			t.Fatalf("backend %q with /proc unmasked and namespaces allowed, want native\n%s", r.backend, r.out)
 		}
 		promises(t, root, r)
+		if !strings.Contains(r.out, "REQUIRED_EXIT=0") {
+			t.Errorf("--backend required refused where native runs:\n%s", r.out)
+		}
 	})
 }
 

@@ -47,15 +47,39 @@ func (Native) Isolates() bool { return true }
 
 // Available creates the sandbox's namespaces once in a short-lived child
 // (sandbox.Available, cached for the process): the only test that also
-// catches a container's seccomp profile or an LSM refusing them.
-func (Native) Available() error { return sandbox.Available() }
+// catches a container's seccomp profile or an LSM refusing them. A fresh
+// /proc refused (sandbox.ErrProcRefused) does not make it unavailable: it
+// then binds the outer /proc read-only (sandbox.WithOuterProc), still
+// stronger than the landlock backend (measured in docs/benchmarks.md).
+func (Native) Available() error {
+	if err := sandbox.Available(); err != nil && !errors.Is(err, sandbox.ErrProcRefused) {
+		return err
+	}
+	return nil
+}
 
+// Start builds the namespace sandbox; when the kernel refuses its fresh
+// /proc (the probe says so, after the failed start) it builds it again
+// with the outer /proc.
 func (Native) Start(ctx context.Context, p sandbox.Policy, opts ...sandbox.Option) (Session, error) {
 	s, err := sandbox.Start(ctx, p, opts...)
+	var se *sandbox.SetupError
+	if err != nil && errors.As(err, &se) && errors.Is(sandbox.Available(), sandbox.ErrProcRefused) && ctx.Err() == nil {
+		s, err = sandbox.Start(ctx, p, append(opts[:len(opts):len(opts)], sandbox.WithOuterProc())...)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// NotIsolated is empty unless the /proc of the sandbox has to be the
+// outer one here.
+func (Native) NotIsolated() []string {
+	if errors.Is(sandbox.Available(), sandbox.ErrProcRefused) {
+		return sandbox.OuterProcGaps()
+	}
+	return nil
 }
 
 // registry holds the backends by name; Register adds to it.

@@ -113,6 +113,9 @@ func checkContainer(userns, proc, sandboxCheck Check) Check {
 	c.OK = false
 	k := missing[0]
 	c.Detail = "the native backend needs " + k.what + "; until then auto runs the landlock backend where Landlock is available"
+	if k.what == knobProc.what {
+		c.Detail = "a sandbox of its own /proc needs " + k.what + "; until then the native backend binds the container's /proc read-only, and the sandbox sees the container's processes"
+	}
 	c.Fix = k.spell(rt)
 	return c
 }
