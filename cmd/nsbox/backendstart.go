@@ -17,7 +17,7 @@ func startForTools(ctx context.Context, mode string, p sandbox.Policy, opts []sa
 	if mode == "landlock" {
 		return sandbox.Start(ctx, p, append(opts[:len(opts):len(opts)], sandbox.WithLandlock())...)
 	}
-	s, err := sandbox.Start(ctx, p, opts...)
+	s, err := sandbox.Start(ctx, p, append(opts[:len(opts):len(opts)], sandbox.WithProcFallback())...)
 	if err == nil || (mode != "auto" && mode != "") {
 		return s, err
 	}

@@ -547,6 +547,13 @@ func (b *builder) mountProc() error {
 	// host's /proc is partly masked (an outer container); nsbox status
 	// names that case.
 	if err := b.mountFresh("/proc", "proc", nil, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+		if b.plan.ProcFallback && errors.Is(err, unix.EPERM) {
+			// Refused under an outer container's masked /proc: the
+			// caller asked for the outer one then, and learns it from
+			// OuterProc.
+			b.plan.OuterProc = true
+			return b.bindOuterProc()
+		}
 		return err
 	}
 	for _, name := range procReadOnly {

@@ -80,6 +80,9 @@ type Plan struct {
 	// memory only where ptrace rules allow, which the Landlock domain of
 	// the scopes step refuses for processes outside the sandbox).
 	OuterProc bool `json:"outerProc,omitempty"`
+	// ProcFallback binds the outer /proc (and sets OuterProc) when the
+	// kernel refuses a fresh one with EPERM, instead of failing.
+	ProcFallback bool `json:"procFallback,omitempty"`
 }
 
 // Error is a failed step of the plan. Its message names what was mounted

@@ -15,7 +15,14 @@ type options struct {
 	landlock bool
 	// outerProc: bind the outer /proc read-only (WithOuterProc).
 	outerProc bool
+	// procFallback: the outer /proc when a fresh one is refused.
+	procFallback bool
 }
+
+// WithProcFallback lets the namespace sandbox bind the outer /proc
+// read-only (as WithOuterProc) when the kernel refuses a fresh one, in the
+// same start; Session.NotIsolated then says so. backend.Native uses it.
+func WithProcFallback() Option { return func(o *options) { o.procFallback = true } }
 
 // WithOuterProc builds the namespace sandbox with the /proc nsbox itself
 // sees bound read-only instead of a fresh one, for hosts whose kernel

@@ -239,6 +239,7 @@ func (s *Session) prepare(setup *setupMsg) error {
 		setup.Workspace = p.Cwd
 	}
 	setup.Plan.OuterProc = s.opts.outerProc
+	setup.Plan.ProcFallback = s.opts.procFallback
 	// Host APIs reach the sandbox only through this server, which checks
 	// the policy's allowlist; commands get a hostCall socket only when the
 	// allowlist is not empty.
@@ -384,6 +385,9 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	}
 	if hr.Protocol != ipc.ProtocolVersion {
 		return fmt.Errorf("protocol version mismatch: supervisor speaks %d, worker speaks %d", ipc.ProtocolVersion, hr.Protocol)
+	}
+	if hr.OuterProc {
+		s.opts.outerProc = true // NotIsolated says so
 	}
 	if hr.WorkspaceError != "" {
 		s.workspaceErr = fmt.Errorf("%w: %s (%s)", ErrWorkspaceNotVisible, setup.Workspace, hr.WorkspaceError)

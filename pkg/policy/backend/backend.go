@@ -58,15 +58,11 @@ func (Native) Available() error {
 	return nil
 }
 
-// Start builds the namespace sandbox; when the kernel refuses its fresh
-// /proc (the probe says so, after the failed start) it builds it again
-// with the outer /proc.
+// Start builds the namespace sandbox; where the kernel refuses its fresh
+// /proc the worker binds the outer one instead, in the same start
+// (sandbox.WithProcFallback), and the session's NotIsolated says so.
 func (Native) Start(ctx context.Context, p sandbox.Policy, opts ...sandbox.Option) (Session, error) {
-	s, err := sandbox.Start(ctx, p, opts...)
-	var se *sandbox.SetupError
-	if err != nil && errors.As(err, &se) && errors.Is(sandbox.Available(), sandbox.ErrProcRefused) && ctx.Err() == nil {
-		s, err = sandbox.Start(ctx, p, append(opts[:len(opts):len(opts)], sandbox.WithOuterProc())...)
-	}
+	s, err := sandbox.Start(ctx, p, append(opts[:len(opts):len(opts)], sandbox.WithProcFallback())...)
 	if err != nil {
 		return nil, err
 	}
