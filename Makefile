@@ -45,10 +45,12 @@ test: build unit integration fuzz test-vm
 
 unit:
 	$(GO) test $(GOFLAGS) -count=1 ./pkg/... ./cmd/...
+	cd contrib/kubernetes && $(GO) test -count=1 ./...
 	GO="$(GO)" GOFLAGS="$(GOFLAGS)" hack/unit-rootless.sh
 
 integration: build
 	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 20m ./test/integration/...
+	NSBOX_BIN=$(CURDIR)/$(BIN) $(GO) test $(GOFLAGS) -count=1 -timeout 5m ./test/container/
 
 # Regenerates pkg/seccomp/precompiled/ (the default seccomp profile compiled
 # ahead of time and embedded in nsbox) after profiles/seccomp/default.json,

@@ -20,6 +20,7 @@ declare -A why=(
   [iproute2]="test: network checks"
   [util-linux]="test: setpriv, unshare"
   [hyperfine]="bench: timing"
+  [containerd]="test: the container test runs nsbox inside ctr run (test/container)"
 )
 
 missing=()

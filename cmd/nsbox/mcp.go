@@ -370,7 +370,7 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 		p := res.Policy
 		// The memory and notepad tools reach their stores through hostCall.
 		p.HostAPIs = mergeStrings(p.HostAPIs, hostapi.Methods())
-		s, err = sandbox.Start(ctx, p, opts...)
+		s, err = startForTools(ctx, pv.Backend, p, opts)
 		if !planChanged(err) || ctx.Err() != nil {
 			break
 		}

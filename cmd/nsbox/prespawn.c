@@ -61,6 +61,11 @@ int nsbox_prespawn_wanted(int argc, char **argv, int *hostnet) {
 		if ((a[0] == '-' && a[1] != '-') || strcmp(a, "--help") == 0 ||
 		    strncmp(a, "--dry-run", 9) == 0 || strncmp(a, "--allow-privileged", 18) == 0)
 			return 0;
+		// Backends without namespaces start no namespace worker.
+		if (strcmp(a, "--backend=landlock") == 0 || strcmp(a, "--backend=none") == 0 ||
+		    (strcmp(a, "--backend") == 0 && i + 1 < argc &&
+		     (strcmp(argv[i + 1], "landlock") == 0 || strcmp(argv[i + 1], "none") == 0)))
+			return 0;
 		if (strcmp(a, "--net=host") == 0 || (strcmp(a, "--net") == 0 && i + 1 < argc && strcmp(argv[i + 1], "host") == 0))
 			*hostnet = 1;
 	}

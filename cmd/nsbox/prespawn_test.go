@@ -26,6 +26,9 @@ func TestPrespawnReadsOnlyRunWithACommand(t *testing.T) {
 		{[]string{"nsbox", "run", "-dry-run", "--", "true"}, false, false}, // one dash: a usage error
 		{[]string{"nsbox", "run", "-net", "host", "--", "true"}, false, false},
 		{[]string{"nsbox", "run", "-", "--", "true"}, false, false},
+		{[]string{"nsbox", "run", "--backend", "landlock", "--", "true"}, false, false}, // no namespaces
+		{[]string{"nsbox", "run", "--backend=none", "--", "true"}, false, false},
+		{[]string{"nsbox", "run", "--backend", "native", "--", "true"}, true, false},
 		{[]string{"nsbox", "status"}, false, false},
 		{[]string{"nsbox", "mcp", "--", "run"}, false, false},
 		{[]string{"nsbox"}, false, false},

@@ -315,11 +315,15 @@ func runMain(f *runFlags, argv []string) error {
 		}
 	}
 	if ll, ok := s.(interface{ Landlock() *sandbox.LandlockInfo }); ok && ll.Landlock() != nil {
-		// What this backend does not isolate, said with every run.
 		info := ll.Landlock()
 		started["landlock"] = map[string]any{"abi": info.ABI, "handled_fs": info.Report.HandledFS.String(),
 			"handled_net": info.Report.HandledNet.String(), "scoped": info.Report.Scoped.String(), "rules": info.Report.Rules, "dropped": info.Report.Dropped}
-		started["not_isolated"] = info.NotIsolated
+	}
+	if ni, ok := s.(interface{ NotIsolated() []string }); ok {
+		// What a weaker sandbox does not isolate, said with every run.
+		if gaps := ni.NotIsolated(); len(gaps) > 0 {
+			started["not_isolated"] = gaps
+		}
 	}
 	status.emit(started)
 

@@ -19,8 +19,10 @@ func newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show what nsbox can enforce on this host, and how to fix what it cannot",
-		Long: `Show the backend runs use here and, for each mechanism (user namespaces,
-a fresh /proc, cgroups, how fast a command joins its cgroup, seccomp,
+		Long: `Show the backend runs use here (and, for the landlock backend, what it does
+not isolate) and, for each mechanism (user namespaces, a fresh /proc, the
+outer container's settings with their Kubernetes, Docker and Podman
+spelling, cgroups, how fast a command joins its cgroup, seccomp,
 Landlock, pidfd, clone3 into a cgroup), whether it works for this user and,
 when it does not, the exact host setting or command that would fix it
 ("fix:"); when it works but a host setting would make it better, that setting
@@ -75,6 +77,12 @@ func printStatus(r backend.Report) {
 			fb = "on"
 		}
 		fmt.Fprintf(w, "backend: %s (mode %s, fallback to none: %s)\n", r.Backend, r.Mode, fb)
+	}
+	if len(r.NotIsolated) > 0 {
+		fmt.Fprintf(w, "backend %s does not isolate:\n", r.Backend)
+		for _, g := range r.NotIsolated {
+			fmt.Fprintf(w, "  - %s\n", g)
+		}
 	}
 	fmt.Fprintf(w, "uid: %d\n\n", r.UID)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -539,11 +539,21 @@ var procReadOnly = []string{"sys", "sysrq-trigger", "irq", "bus", "fs"}
 var procMasked = []string{"kcore", "keys", "timer_list", "sched_debug", "acpi", "scsi", "latency_stats"}
 
 func (b *builder) mountProc() error {
+	if b.plan.OuterProc {
+		return b.bindOuterProc()
+	}
 	// A fresh proc for the sandbox's own PID namespace: the host's
 	// processes do not exist in it. The kernel refuses this when the
 	// host's /proc is partly masked (an outer container); nsbox status
 	// names that case.
 	if err := b.mountFresh("/proc", "proc", nil, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+		if b.plan.ProcFallback && errors.Is(err, unix.EPERM) {
+			// Refused under an outer container's masked /proc: the
+			// caller asked for the outer one then, and learns it from
+			// OuterProc.
+			b.plan.OuterProc = true
+			return b.bindOuterProc()
+		}
 		return err
 	}
 	for _, name := range procReadOnly {
@@ -560,6 +570,37 @@ func (b *builder) mountProc() error {
 		if err != nil {
 			return &Error{Step: "make read-only", Dest: p, Err: err}
 		}
+	}
+	for _, name := range procMasked {
+		if err := b.maskProc("/proc/" + name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindOuterProc is the /proc of a sandbox whose kernel refuses a fresh one
+// (an outer container masks parts of its /proc, fs/namespace.c
+// mount_too_revealing): the outer /proc, cloned with the outer runtime's
+// masks (its submounts, locked to us), read-only, nosuid, nodev, noexec,
+// with nsbox's own masks on top. It is the outer PID namespace's view: the
+// sandbox sees the container's processes (Plan.OuterProc says what leaks).
+func (b *builder) bindOuterProc() error {
+	src, err := cloneTree(unix.AT_FDCWD, "/proc", true)
+	if err != nil {
+		return &Error{Step: "clone outer /proc", Source: "/proc", Dest: "/proc", Err: err}
+	}
+	defer unix.Close(src)
+	if err := setAttr(src, roAttrs|unix.MOUNT_ATTR_NOEXEC, true); err != nil {
+		return &Error{Step: "make read-only", Source: "/proc", Dest: "/proc", Err: err}
+	}
+	t, err := b.target("/proc", true)
+	if err != nil {
+		return &Error{Step: "bind outer /proc", Source: "/proc", Dest: "/proc", Err: err}
+	}
+	defer unix.Close(t)
+	if err := attach(src, t); err != nil {
+		return &Error{Step: "bind outer /proc", Source: "/proc", Dest: "/proc", Err: err}
 	}
 	for _, name := range procMasked {
 		if err := b.maskProc("/proc/" + name); err != nil {

@@ -77,6 +77,16 @@ type Plan struct {
 	// Made is filled by Build: the Protect destinations it created, empty,
 	// because they were missing (placeholders; not the user's files).
 	Made []string `json:"-"`
+	// OuterProc binds the /proc this process sees, read-only, instead of
+	// mounting a fresh one: for a kernel that refuses a fresh /proc under
+	// an outer container's masked one. The sandbox then sees the outer
+	// PID namespace's processes (their command lines; environ, fds and
+	// memory only where ptrace rules allow, which the Landlock domain of
+	// the scopes step refuses for processes outside the sandbox).
+	OuterProc bool `json:"outerProc,omitempty"`
+	// ProcFallback binds the outer /proc (and sets OuterProc) when the
+	// kernel refuses a fresh one with EPERM, instead of failing.
+	ProcFallback bool `json:"procFallback,omitempty"`
 }
 
 // Error is a failed step of the plan. Its message names what was mounted

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -8,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/nsbox/nsbox/pkg/namespaces"
+	"golang.org/x/sys/unix"
 )
 
 // probeArg0 marks a re-exec that only proves the namespaces can be created.
@@ -42,6 +44,9 @@ func probe() error {
 		err <- serr
 	}()
 	if err := <-err; err != nil {
+		if err.Error() == fmt.Sprintf("exit status %d", probeProcRefused) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, ErrProcRefused)
+		}
 		reason := describeStartError(err)
 		if b, rerr := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); rerr == nil && strings.TrimSpace(string(b)) == "1" && os.Getuid() != 0 {
 			return fmt.Errorf("%w: AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1): install contrib/apparmor/nsbox (make install) or run sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (%v)", ErrUnavailable, err)
@@ -52,4 +57,32 @@ func probe() error {
 		return reason
 	}
 	return nil
+}
+
+// ErrProcRefused is why the namespace sandbox cannot start where its
+// namespaces can be created but a fresh /proc cannot be mounted.
+var ErrProcRefused = errors.New(procRefused)
+
+const procRefused = "the kernel refuses a fresh /proc in a new user namespace: this /proc is partly masked (an outer container covers parts of it, as every Docker, containerd and Kubernetes default does); run the container with /proc unmasked: docker run --security-opt systempaths=unconfined, podman run --security-opt unmask=ALL, Kubernetes securityContext.procMount: Unmasked (with hostUsers: false)"
+
+// probeProcRefused is the probe child's exit status when the proc mount is
+// refused.
+const probeProcRefused = 3
+
+// probeChild runs in the probe's namespaces as PID 1: it mounts a fresh
+// /proc, as every sandbox's root needs, in its own mount namespace, which
+// dies with it (made private first, so that nothing propagates out). The
+// kernel refuses the mount under a /proc with submounts
+// (fs/namespace.c mount_too_revealing).
+func probeChild() int {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return 4
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		if err == unix.EPERM || err == unix.EACCES {
+			return probeProcRefused
+		}
+		return 4
+	}
+	return 0
 }

@@ -40,7 +40,7 @@ func (w *worker) landlockSteps() []step {
 		{"become child subreaper", func() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }},
 		{"close inherited fds", w.closeFDs},
 		{"set rlimits", w.setRlimits},
-		{"drop capabilities", w.dropCaps},
+		{"drop capabilities", w.dropCapsLandlock},
 		{"set no_new_privs", setNoNewPrivs},
 		// Before the profile's filter: both stay (the stricter answer
 		// wins), and the profile may deny seccomp(2) itself.
@@ -48,6 +48,32 @@ func (w *worker) landlockSteps() []step {
 		// seccomp is last: every step above needs syscalls it denies.
 		{"install seccomp filter", w.installSeccomp},
 	}
+}
+
+// dropCapsLandlock drops every capability as dropCaps does when the worker
+// holds any (nsbox run by root, in a container too: the capabilities are
+// the host's or the container's own, here); a worker without any (a
+// non-root caller) cannot lock securebits, and needs not: with
+// no_new_privs nothing it executes can gain one.
+func (w *worker) dropCapsLandlock() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	if data[0].Permitted|data[1].Permitted|data[0].Effective|data[1].Effective != 0 || w.setup.AllowPrivileged {
+		// --allow-privileged is meaningless without a user namespace of
+		// the sandbox's own: dropCaps refuses nothing, so refuse here.
+		if w.setup.AllowPrivileged {
+			return fmt.Errorf("--allow-privileged needs the native backend: without a user namespace the capabilities would be the host's")
+		}
+		return w.dropCaps()
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	var none [2]unix.CapUserData
+	return unix.Capset(&hdr, &none[0])
 }
 
 // shimFromSelf is cloneShim without a mount namespace: the limit shim runs

@@ -13,6 +13,29 @@ type options struct {
 	prestarted *Prestarted
 	// landlock: the Landlock backend instead of namespaces (WithLandlock).
 	landlock bool
+	// outerProc: bind the outer /proc read-only (WithOuterProc).
+	outerProc bool
+	// procFallback: the outer /proc when a fresh one is refused.
+	procFallback bool
+}
+
+// WithProcFallback lets the namespace sandbox bind the outer /proc
+// read-only (as WithOuterProc) when the kernel refuses a fresh one, in the
+// same start; Session.NotIsolated then says so. backend.Native uses it.
+func WithProcFallback() Option { return func(o *options) { o.procFallback = true } }
+
+// WithOuterProc builds the namespace sandbox with the /proc nsbox itself
+// sees bound read-only instead of a fresh one, for hosts whose kernel
+// refuses a fresh /proc (an outer container's masked one, ErrProcRefused).
+// Weaker than a fresh /proc: OuterProcGaps says how.
+func WithOuterProc() Option { return func(o *options) { o.outerProc = true } }
+
+// OuterProcGaps is what a sandbox built WithOuterProc does not isolate.
+func OuterProcGaps() []string {
+	return []string{
+		"/proc is the outer container's, read-only: the sandbox sees the container's processes and their command lines (the kernel refuses a fresh /proc under the container's masked one)",
+		"environ, fds and memory of those processes are refused by the Landlock domain of the scopes step (Landlock ABI 6); on older kernels only by the sandbox's user namespace and same-uid ptrace rules",
+	}
 }
 
 // WithHandlers serves host API methods from h to the session's commands

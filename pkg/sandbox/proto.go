@@ -56,6 +56,8 @@ type handshakeReply struct {
 	// WorkspaceError says why the tools' workspace cannot be opened
 	// inside, once setup is done; empty when it can.
 	WorkspaceError string `json:"workspaceError,omitempty"`
+	// OuterProc: the worker bound the outer /proc (Plan.ProcFallback).
+	OuterProc bool `json:"outerProc,omitempty"`
 }
 
 // executeMsg starts one command. Three stdio fds travel with it

@@ -232,10 +232,14 @@ func (s *Session) prepare(setup *setupMsg) error {
 		Env:             p.env(),
 		Workspace:       p.Workspace,
 		Tools:           p.Tools,
+		// Only for make bench, which measures what the scopes step costs.
+		NoScopes: os.Getenv("_NSBOX_BENCH_NO_SCOPES") == "1",
 	}
 	if setup.Workspace == "" {
 		setup.Workspace = p.Cwd
 	}
+	setup.Plan.OuterProc = s.opts.outerProc
+	setup.Plan.ProcFallback = s.opts.procFallback
 	// Host APIs reach the sandbox only through this server, which checks
 	// the policy's allowlist; commands get a hostCall socket only when the
 	// allowlist is not empty.
@@ -311,10 +315,19 @@ func waitError(st *os.ProcessState, err error) error {
 	return err
 }
 
+// underSeccomp reports whether this process runs under a seccomp filter
+// (Seccomp: 2 in /proc/self/status), as a container's processes do.
+func underSeccomp() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	return err == nil && strings.Contains(string(b), "\nSeccomp:\t2\n")
+}
+
 // describeStartError turns the errno of a failed clone into the host knob
 // that causes it.
 func describeStartError(err error) error {
 	switch {
+	case (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)) && underSeccomp():
+		return fmt.Errorf("%w: cannot create a user namespace (%v): the seccomp filter nsbox runs under (a container runtime's default profile) refuses it; run `nsbox status` for the container setting", ErrUnavailable, err)
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
 		return fmt.Errorf("%w: cannot create a user namespace (%v): unprivileged user namespaces are restricted on this host; run `nsbox status` for the exact setting", ErrUnavailable, err)
 	case errors.Is(err, syscall.ENOSPC):
@@ -373,6 +386,9 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	if hr.Protocol != ipc.ProtocolVersion {
 		return fmt.Errorf("protocol version mismatch: supervisor speaks %d, worker speaks %d", ipc.ProtocolVersion, hr.Protocol)
 	}
+	if hr.OuterProc {
+		s.opts.outerProc = true // NotIsolated says so
+	}
 	if hr.WorkspaceError != "" {
 		s.workspaceErr = fmt.Errorf("%w: %s (%s)", ErrWorkspaceNotVisible, setup.Workspace, hr.WorkspaceError)
 	}
@@ -384,6 +400,19 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 // sandbox, and an error matching ErrWorkspaceNotVisible otherwise. A
 // command runs without it; the tools fail on every call.
 func (s *Session) WorkspaceErr() error { return s.workspaceErr }
+
+// NotIsolated lists what this session leaves shared with the host, for a
+// sandbox weaker than the namespace one with a fresh /proc (the landlock
+// backend, an outer /proc); nil otherwise.
+func (s *Session) NotIsolated() []string {
+	switch {
+	case s.llInfo != nil:
+		return s.llInfo.NotIsolated
+	case s.opts.outerProc:
+		return OuterProcGaps()
+	}
+	return nil
+}
 
 // Pid is the worker's process id on the host.
 func (s *Session) Pid() int { return s.pid }

@@ -39,7 +39,7 @@ func Init(opts ...InitOption) {
 		os.Exit(runLimitExec())
 	}
 	if len(os.Args) == 1 && os.Args[0] == probeArg0 && os.Getpid() == 1 {
-		os.Exit(0)
+		os.Exit(probeChild())
 	}
 	if len(os.Args) >= 2 && os.Args[0] == SelfPath && os.Args[1] == "call" && os.Getenv(hostCallFDEnv) != "" {
 		os.Exit(callMain(os.Args[2:]))
@@ -155,7 +155,7 @@ func runWorker() int {
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeSetupFailed, Step: name, Message: err.Error()}}, nil)
 		return 125
 	}
-	hr := handshakeReply{Protocol: ipc.ProtocolVersion}
+	hr := handshakeReply{Protocol: ipc.ProtocolVersion, OuterProc: w.setup.Plan.OuterProc}
 	if fd, err := unix.Open(w.setup.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 		hr.WorkspaceError = err.Error()
 	} else {

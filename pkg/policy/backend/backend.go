@@ -47,15 +47,35 @@ func (Native) Isolates() bool { return true }
 
 // Available creates the sandbox's namespaces once in a short-lived child
 // (sandbox.Available, cached for the process): the only test that also
-// catches a container's seccomp profile or an LSM refusing them.
-func (Native) Available() error { return sandbox.Available() }
+// catches a container's seccomp profile or an LSM refusing them. A fresh
+// /proc refused (sandbox.ErrProcRefused) does not make it unavailable: it
+// then binds the outer /proc read-only (sandbox.WithOuterProc), still
+// stronger than the landlock backend (measured in docs/benchmarks.md).
+func (Native) Available() error {
+	if err := sandbox.Available(); err != nil && !errors.Is(err, sandbox.ErrProcRefused) {
+		return err
+	}
+	return nil
+}
 
+// Start builds the namespace sandbox; where the kernel refuses its fresh
+// /proc the worker binds the outer one instead, in the same start
+// (sandbox.WithProcFallback), and the session's NotIsolated says so.
 func (Native) Start(ctx context.Context, p sandbox.Policy, opts ...sandbox.Option) (Session, error) {
-	s, err := sandbox.Start(ctx, p, opts...)
+	s, err := sandbox.Start(ctx, p, append(opts[:len(opts):len(opts)], sandbox.WithProcFallback())...)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// NotIsolated is empty unless the /proc of the sandbox has to be the
+// outer one here.
+func (Native) NotIsolated() []string {
+	if errors.Is(sandbox.Available(), sandbox.ErrProcRefused) {
+		return sandbox.OuterProcGaps()
+	}
+	return nil
 }
 
 // registry holds the backends by name; Register adds to it.

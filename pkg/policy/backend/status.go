@@ -43,6 +43,9 @@ type Report struct {
 	Checks       []Check `json:"checks"`
 	// Limits is how a test sandbox's limits were enforced.
 	Limits *sandbox.LimitInfo `json:"limits,omitempty"`
+	// NotIsolated lists what Backend leaves shared with the host, for a
+	// backend weaker than native (landlock).
+	NotIsolated []string `json:"notIsolated,omitempty"`
 }
 
 // Inspect examines the host. It starts one test sandbox (a few tens of
@@ -53,11 +56,16 @@ func Inspect(ctx context.Context, mode string, fallback bool) Report {
 		r.BackendError = err.Error()
 	} else {
 		r.Backend = c.Backend.Name()
+		if g, ok := c.Backend.(Gaps); ok {
+			r.NotIsolated = g.NotIsolated()
+		}
 	}
-	r.Checks = append(r.Checks, checkUserns())
+	userns := checkUserns()
+	r.Checks = append(r.Checks, userns)
 	probe := runProbe(ctx)
-	r.Checks = append(r.Checks, checkProc(probe))
-	r.Checks = append(r.Checks, probe.check)
+	proc := checkProc(probe)
+	r.Checks = append(r.Checks, proc)
+	r.Checks = append(r.Checks, probe.check, checkContainer(userns, proc, probe.check))
 	cg, lim := checkCgroups(probe)
 	r.Checks = append(r.Checks, cg, checkCgroupAttach(cgroups.Mode(cg.Value)))
 	r.Limits = lim
@@ -130,6 +138,9 @@ func checkUserns() Check {
 	}
 	c.Value = strings.Join(facts, ", ")
 	err := sandbox.Available()
+	if errors.Is(err, sandbox.ErrProcRefused) {
+		err = nil // the namespaces were created; /proc is its own check
+	}
 	c.OK = err == nil
 	switch {
 	case okMax && max == "0":
@@ -145,7 +156,7 @@ func checkUserns() Check {
 		c.Fix = "sudo make install (installs contrib/apparmor/nsbox for /usr/local/bin/nsbox and loads it with apparmor_parser -r), or sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
 	case err != nil && sc == "2":
 		c.Detail = "the seccomp filter this process runs under (a container runtime's default profile) refuses to create namespaces: " + err.Error()
-		c.Fix = "run the container with a seccomp profile that allows unshare/clone of namespaces (docker run --security-opt seccomp=unconfined, or nsbox's needs added to the profile)"
+		c.Fix = knobSeccomp.spell(runtimeHint())
 	case err != nil:
 		c.Detail = err.Error()
 	default:
@@ -252,7 +263,7 @@ func checkProc(pr probeResult) Check {
 	case len(over) > 0:
 		c.Value = "masked"
 		c.Detail = fmt.Sprintf("the host's /proc is partly covered (%s), as an outer container does: the kernel refuses a new proc mount in a user namespace then", strings.Join(over, ", "))
-		c.Fix = "run the outer container with /proc unmasked (docker run --security-opt systempaths=unconfined; podman run --security-opt unmask=ALL)"
+		c.Fix = knobProc.spell(runtimeHint())
 	default:
 		c.Value = "unknown"
 		c.Detail = "the test sandbox did not start, see sandbox"
@@ -319,7 +330,17 @@ func checkLandlock() Check {
 	switch {
 	case errno == 0:
 		c.OK, c.Value = true, fmt.Sprintf("ABI %d", abi)
-		c.Detail = "available (nsbox does not use it yet)"
+		c.Detail = "the landlock backend can run here (file system rules"
+		if abi >= 4 {
+			c.Detail += ", TCP bind/connect rules"
+		} else {
+			c.Detail += fmt.Sprintf("; no TCP rules before ABI 4, seccomp refuses sockets alone")
+		}
+		if abi >= 6 {
+			c.Detail += ", abstract unix socket and signal scopes); the native backend adds the scopes as a second layer"
+		} else {
+			c.Detail += fmt.Sprintf("; no abstract unix socket or signal scopes before ABI 6, so neither backend has them)")
+		}
 	case errors.Is(errno, unix.ENOSYS):
 		c.Value, c.Detail = "absent", "this kernel has no Landlock (before 5.13, or built without CONFIG_SECURITY_LANDLOCK)"
 		c.Fix = "a kernel built with CONFIG_SECURITY_LANDLOCK=y"
