@@ -198,3 +198,75 @@ func childOf(pid int) int {
 	}
 	return 0
 }
+
+// cgroupsOf lists the cgroup directories named after supervisor pid.
+func cgroupsOf(pid int) []string {
+	prefix := "nsbox-" + strconv.Itoa(pid) + "-"
+	var found []string
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), prefix) {
+			found = append(found, p)
+			return filepath.SkipDir
+		}
+		if strings.Count(p, "/") > 8 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return found
+}
+
+// startKillable starts nsbox as u with args and returns it once its worker
+// runs a command.
+func startKillable(t *testing.T, u user, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(nsboxBin(t), args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.home()}
+	cmd.Dir = "/"
+	if u.switchTo {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 600; i++ {
+		if w := childOf(cmd.Process.Pid); w > 0 && childOf(w) > 0 {
+			return cmd
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatal("no command started")
+	return nil
+}
+
+// A supervisor killed with SIGKILL cannot remove its cgroups: the next run,
+// with limits or without, and nsbox status remove them.
+func TestFaultsKilledRunLeavesNoCgroup(t *testing.T) {
+	for _, next := range [][]string{{"run", "--", "/bin/true"}, {"status"}} {
+		eachUser(t, func(t *testing.T, u user) {
+			cmd := startKillable(t, u, "run", "--memory", "128M", "--pids", "64", "--", "sleep", "300")
+			pid := cmd.Process.Pid
+			groups := cgroupsOf(pid)
+			if len(groups) == 0 {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Skipf("limits are not enforced with cgroups for %s here (rlimits): no group to leave", u.name)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			if left := cgroupsOf(pid); len(left) == 0 {
+				t.Fatalf("the killed run's groups %v were gone before any other run: the test shows nothing", groups)
+			}
+			r := u.run(t, nil, next...)
+			noCrash(t, r)
+			if left := cgroupsOf(pid); len(left) > 0 {
+				t.Fatalf("after nsbox %s, the killed run's groups are still there: %v\n%s", next[0], left, r.stderr)
+			}
+		})
+	}
+}
