@@ -5,7 +5,7 @@ BIN     := bin/nsbox
 TAGS    := seccomp
 GOFLAGS := -tags=$(TAGS) -trimpath
 
-.PHONY: all deps build test unit integration fuzz test-vm bench install clean
+.PHONY: all deps build test unit integration fuzz test-vm bench soak install clean
 
 all: deps build
 
@@ -73,6 +73,11 @@ test-vm:
 
 bench: build
 	hack/bench.sh
+
+# Soak and kill -9 leak check (docs/benchmarks.md): N runs root and
+# root-less, K SIGKILLed supervisors of each kind; exits 1 on a leak.
+soak: build
+	hack/soak.sh
 
 APPARMOR_D ?= /etc/apparmor.d
 # Installs bin/nsbox, and its AppArmor profile where AppArmor 4 exists:

@@ -122,7 +122,34 @@ func openStatus(spec string) (*statusWriter, error) {
 		f.Close()
 		return nil, fmt.Errorf("--json-status %s: not a regular file", spec)
 	}
+	// Files of the kernel's pseudo filesystems call themselves regular
+	// but are not files: a write to /proc/self/status or a sysfs knob
+	// fails or changes a setting, and the status lines would be lost.
+	if fsName, pseudo := pseudoFS(f); pseudo {
+		f.Close()
+		return nil, fmt.Errorf("--json-status %s: not a regular file (a %s file); name a file on a disk, or fd:N", spec, fsName)
+	}
 	return &statusWriter{w: f, path: spec}, nil
+}
+
+// pseudoFS reports whether f lies on a kernel pseudo filesystem, and which.
+func pseudoFS(f *os.File) (string, bool) {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return "", false
+	}
+	switch st.Type {
+	case unix.PROC_SUPER_MAGIC:
+		return "procfs", true
+	case unix.SYSFS_MAGIC:
+		return "sysfs", true
+	case unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC:
+		return "cgroupfs", true
+	case unix.DEBUGFS_MAGIC, unix.TRACEFS_MAGIC, unix.SECURITYFS_MAGIC, 0x62656570, // configfs
+		unix.BPF_FS_MAGIC, unix.EFIVARFS_MAGIC, unix.PSTOREFS_MAGIC:
+		return "kernel pseudo filesystem", true
+	}
+	return "", false
 }
 
 func (s *statusWriter) emit(v map[string]any) {

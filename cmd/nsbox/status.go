@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nsbox/nsbox/pkg/cgroups"
 	"github.com/nsbox/nsbox/pkg/policy"
 	"github.com/nsbox/nsbox/pkg/policy/backend"
 	"github.com/spf13/cobra"
@@ -26,7 +27,8 @@ spelling, cgroups, how fast a command joins its cgroup, seccomp,
 Landlock, pidfd, clone3 into a cgroup), whether it works for this user and,
 when it does not, the exact host setting or command that would fix it
 ("fix:"); when it works but a host setting would make it better, that setting
-("tune:"). It starts one small test sandbox.
+("tune:"). It starts one small test sandbox, and removes the cgroups that
+runs killed with SIGKILL left behind.
 
 Exit status: 0 when a sandbox can be built here, 1 when not.`,
 		Args: cobra.NoArgs,
@@ -41,6 +43,15 @@ Exit status: 0 when a sandbox can be built here, 1 when not.`,
 			}
 			if cmd.Flags().Changed("backend") {
 				m = mode
+			}
+			// The groups of supervisors that were killed (SIGKILL) are
+			// removed here too, not only by the next run.
+			if n, err := cgroups.CleanupStale(); n > 0 || err != nil {
+				fmt.Fprintf(os.Stderr, "nsbox: removed %d cgroup(s) left by killed runs", n)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, " (some could not be removed: %v)", err)
+				}
+				fmt.Fprintln(os.Stderr)
 			}
 			r := backend.Inspect(context.Background(), m, fallback)
 			if asJSON {

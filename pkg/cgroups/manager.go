@@ -153,7 +153,13 @@ func (m *Manager) finish(p *plan) {
 			// private writable mapping (heap, anonymous mmap), which is what
 			// a memory hog grows, while runtimes that reserve large address
 			// ranges up front (V8, Go, the JVM) still start.
-			enf["memory"] = "rlimit RLIMIT_DATA (private writable memory, per process)"
+			// Shared mappings are not data mappings for the kernel
+			// (mm/internal.h is_data_mapping: writable, not shared, not
+			// stack): a MAP_SHARED|MAP_ANONYMOUS region, a memfd or System
+			// V shm escapes the limit. RLIMIT_AS would count them but also
+			// every reserved range, and Go, V8 or a JVM would not start
+			// under it; the gap is said plainly where the limit is shown.
+			enf["memory"] = "rlimit RLIMIT_DATA (private writable memory, per process; shared memory — MAP_SHARED anonymous mappings, memfd, System V shm — is NOT counted)"
 			rl = append(rl, Rlimit{Resource: unix.RLIMIT_DATA, Name: "RLIMIT_DATA", Cur: uint64(l.Memory), Max: uint64(l.Memory)})
 		}
 	}

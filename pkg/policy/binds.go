@@ -197,8 +197,9 @@ func (r *resolver) cwdStep() error {
 		p.Cwd = r.res.Workspace
 		return nil
 	}
-	// Kept when visible inside; the worker falls back to / when not.
+	// Kept when visible inside; commands start in / when not.
 	p.Cwd = r.h.Cwd
+	p.CwdFallback = true
 	return nil
 }
 

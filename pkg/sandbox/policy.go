@@ -55,6 +55,10 @@ type Policy struct {
 	// Cwd is the working directory inside; "" keeps the caller's when it
 	// is visible inside, else "/".
 	Cwd string `json:"cwd,omitempty"`
+	// CwdFallback says Cwd is only the caller's current directory, not a
+	// choice: when it is not visible inside (a directory under the host's
+	// /tmp with a private /tmp), commands start in / instead of failing.
+	CwdFallback bool `json:"cwdFallback,omitempty"`
 	// Network is NetworkNone (default) or NetworkHost.
 	Network Network `json:"network,omitempty"`
 	// Hostname inside; "" means "nsbox".

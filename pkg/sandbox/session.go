@@ -543,6 +543,12 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	}
 	if msg.Dir == "" {
 		msg.Dir = s.policy.Cwd
+		// setup.Workspace is the policy's Cwd when the policy has no
+		// workspace, which is when Cwd can be the caller's directory: the
+		// handshake said whether it is visible inside.
+		if s.policy.CwdFallback && s.policy.Workspace == "" && s.workspaceErr != nil {
+			msg.Dir = "/"
+		}
 	}
 	if timeout > 0 {
 		msg.TimeoutMs = timeout.Milliseconds()

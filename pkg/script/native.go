@@ -57,13 +57,15 @@ func (n *Native) Execute(ctx context.Context, cfg ExecConfig) (string, string, e
 	}
 	// The fresh work directory: created 0700 by mkdtemp (unpredictable
 	// name, O_EXCL), bound read-write into the sandbox at the same path,
-	// and removed after the sandbox is gone, whatever happened (also what
-	// the script made unreadable: removeWorkDir).
-	dir, err := os.MkdirTemp("", "nsbox-script-")
+	// and removed after the sandbox is gone, whatever happened: also what
+	// the script made unreadable (removeWorkDir), and by a later nsbox when
+	// this one is killed (newWorkDir).
+	wd, err := newWorkDir()
 	if err != nil {
-		return "", "", fmt.Errorf("script: work directory: %w", err)
+		return "", "", err
 	}
-	defer removeWorkDir(dir)
+	defer wd.remove()
+	dir := wd.path
 	file := filepath.Join(dir, lang.File)
 	if err := os.WriteFile(file, []byte(cfg.Script), 0o600); err != nil {
 		return "", "", fmt.Errorf("script: write script: %w", err)

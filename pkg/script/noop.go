@@ -38,11 +38,12 @@ func (NoopSandbox) Execute(ctx context.Context, cfg ExecConfig) (string, string,
 	if err != nil {
 		return "", "", err
 	}
-	dir, err := os.MkdirTemp("", "nsbox-script-")
+	wd, err := newWorkDir()
 	if err != nil {
-		return "", "", fmt.Errorf("script: work directory: %w", err)
+		return "", "", err
 	}
-	defer os.RemoveAll(dir)
+	defer wd.remove()
+	dir := wd.path
 	file := filepath.Join(dir, lang.File)
 	if err := os.WriteFile(file, []byte(cfg.Script), 0o600); err != nil {
 		return "", "", fmt.Errorf("script: write script: %w", err)

@@ -23,8 +23,8 @@ func compileJSON(t *testing.T, js string) *Filter {
 
 func TestCheckWorkerNeedsRefusesKillingProfiles(t *testing.T) {
 	for js, want := range map[string]string{
-		`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["getpid"],"action":"SCMP_ACT_KILL"}]}`:         "getpid (kill)",
-		`{"defaultAction":"SCMP_ACT_KILL"}`:                                                                     "(kill)",
+		`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["getpid"],"action":"SCMP_ACT_KILL"}]}`: "getpid (kill)",
+		`{"defaultAction":"SCMP_ACT_KILL"}`: "(kill)",
 		`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["wait4"],"action":"SCMP_ACT_ERRNO"}]}`:         "wait4 (errno 1)",
 		`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["rt_sigreturn"],"action":"SCMP_ACT_TRAP"}]}`:   "rt_sigreturn (SIGSYS trap)",
 		`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["execve"],"action":"SCMP_ACT_KILL_PROCESS"}]}`: "execve (kill)",

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -197,4 +198,144 @@ func childOf(pid int) int {
 		}
 	}
 	return 0
+}
+
+// cgroupsOf lists the cgroup directories named after supervisor pid.
+func cgroupsOf(pid int) []string {
+	prefix := "nsbox-" + strconv.Itoa(pid) + "-"
+	var found []string
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), prefix) {
+			found = append(found, p)
+			return filepath.SkipDir
+		}
+		if strings.Count(p, "/") > 8 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return found
+}
+
+// startKillable starts nsbox as u with args and returns it once its worker
+// runs a command.
+func startKillable(t *testing.T, u user, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(nsboxBin(t), args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.home()}
+	cmd.Dir = "/"
+	if u.switchTo {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 600; i++ {
+		if w := childOf(cmd.Process.Pid); w > 0 && childOf(w) > 0 {
+			return cmd
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatal("no command started")
+	return nil
+}
+
+// A supervisor killed with SIGKILL cannot remove its cgroups: the next run,
+// with limits or without, and nsbox status remove them.
+func TestFaultsKilledRunLeavesNoCgroup(t *testing.T) {
+	for _, next := range [][]string{{"run", "--", "/bin/true"}, {"status"}} {
+		eachUser(t, func(t *testing.T, u user) {
+			cmd := startKillable(t, u, "run", "--memory", "128M", "--pids", "64", "--", "sleep", "300")
+			pid := cmd.Process.Pid
+			groups := cgroupsOf(pid)
+			if len(groups) == 0 {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Skipf("limits are not enforced with cgroups for %s here (rlimits): no group to leave", u.name)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			if left := cgroupsOf(pid); len(left) == 0 {
+				t.Fatalf("the killed run's groups %v were gone before any other run: the test shows nothing", groups)
+			}
+			r := u.run(t, nil, next...)
+			noCrash(t, r)
+			if left := cgroupsOf(pid); len(left) > 0 {
+				t.Fatalf("after nsbox %s, the killed run's groups are still there: %v\n%s", next[0], left, r.stderr)
+			}
+		})
+	}
+}
+
+// The working directory falls back to / when the current directory is not
+// visible inside (a directory under the host's /tmp, which is private), as
+// the README says; a --cwd the user named is still refused when missing.
+func TestFaultsCwdFallsBackWhenNotVisible(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		dir := u.tempDir(t) // under the host's /tmp
+		r := u.run(t, &runOpts{dir: dir}, "run", "--profile", "strict", "--", "pwd")
+		expectCode(t, r, 0)
+		if strings.TrimSpace(r.stdout) != "/" {
+			t.Fatalf("working directory %q, want /", r.stdout)
+		}
+		r = u.run(t, &runOpts{dir: dir}, "run", "--profile", "strict", "--cwd", dir, "--", "pwd")
+		if r.code != 125 || !strings.Contains(r.stderr, dir) {
+			t.Fatalf("an explicit --cwd that is not visible: exit %d, want 125\n%s", r.code, r.stderr)
+		}
+	})
+}
+
+// --json-status takes a regular file on a disk, fd:N and /dev/stderr; a file
+// of /proc (which calls itself regular) is refused before anything starts.
+func TestFaultsJSONStatusRefusesPseudoFiles(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		for _, bad := range []string{"/proc/self/status", "/proc/self/comm"} {
+			r := u.run(t, nil, "run", "--json-status", bad, "--", "/bin/true")
+			// Root may open them for writing; nobody gets EACCES first.
+			if r.code != 125 || !strings.Contains(r.stderr, bad) || (u.uid == 0 && !strings.Contains(r.stderr, "not a regular file")) {
+				t.Fatalf("--json-status %s: exit %d, want 125\n%s", bad, r.code, r.stderr)
+			}
+		}
+		r := u.run(t, nil, "run", "--json-status", "/dev/stderr", "--", "/bin/true")
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stderr, `"event":"exited"`) {
+			t.Fatalf("--json-status /dev/stderr wrote no status: %s", r.stderr)
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = u.run(t, &runOpts{extraFiles: []*os.File{pw}}, "run", "--json-status", "fd:3", "--", "/bin/true")
+		pw.Close()
+		b, _ := io.ReadAll(pr)
+		pr.Close()
+		expectCode(t, r, 0)
+		if !strings.Contains(string(b), `"event":"exited"`) {
+			t.Fatalf("--json-status fd:3 wrote %q", b)
+		}
+		f := filepath.Join(u.tempDir(t), "status.jsonl")
+		expectCode(t, u.run(t, nil, "run", "--json-status", f, "--", "/bin/true"), 0)
+		if b, _ := os.ReadFile(f); !strings.Contains(string(b), `"event":"exited"`) {
+			t.Fatalf("--json-status FILE wrote %q", b)
+		}
+	})
+}
+
+// Where rlimits enforce --memory, nsbox status says plainly that shared
+// memory is not counted (RLIMIT_DATA counts private writable mappings only).
+func TestFaultsRlimitMemoryGapIsStated(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		r := u.run(t, nil, "status")
+		if !strings.Contains(r.stdout, "memory=rlimit") {
+			t.Skipf("cgroups enforce --memory for %s here; the rlimit gap does not apply", u.name)
+		}
+		if !strings.Contains(r.stdout, "MAP_SHARED anonymous mappings, memfd, System V shm — is NOT counted") {
+			t.Fatalf("nsbox status does not state the rlimit memory gap:\n%s", r.stdout)
+		}
+	})
 }
