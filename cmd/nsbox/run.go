@@ -213,6 +213,7 @@ func runMain(f *runFlags, argv []string) error {
 	if err != nil {
 		return status.setupFailed("policy", err)
 	}
+	res.Policy.AllowSingleID = f.allowSingleID
 	choice, err := backend.Choose(res.Backend, res.BackendFallback, false)
 	if err != nil {
 		hold.Release(nil)
@@ -254,8 +255,14 @@ func runMain(f *runFlags, argv []string) error {
 		if res, hold, err = resolveHeld(f.peek, host); err != nil {
 			return status.setupFailed("policy", err)
 		}
+		res.Policy.AllowSingleID = f.allowSingleID
 		released = false
 		s, err = b.Start(ctx, res.Policy, opts...)
+	}
+	if ws, ok := s.(interface{ Warnings() []string }); ok && err == nil {
+		for _, w := range ws.Warnings() {
+			fmt.Fprintln(os.Stderr, "nsbox: warning: "+w)
+		}
 	}
 	if err != nil && b.Isolates() {
 		if reason := backend.Unavailable(b, err); reason != nil {

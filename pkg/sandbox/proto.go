@@ -33,7 +33,20 @@ type setupMsg struct {
 	// HostCalls: commands get a hostCall socket (the policy allows host
 	// APIs or tool registration).
 	HostCalls bool `json:"hostCalls,omitempty"`
+	// Identity is who the worker becomes once its maps are written.
+	Identity identityMsg `json:"identity"`
+	// Premade lists the plan's mount indices for which an fd (an
+	// idmapped bind) follows the cgroup join fds in the handshake.
+	Premade []int `json:"premade,omitempty"`
 }
+
+// typePremade carries idmapped binds (fds only) to the worker ahead of
+// the handshake, which lists what they are for (setupMsg.Premade); the
+// worker takes at most maxPremade in all.
+const (
+	typePremade = "premadeMounts"
+	maxPremade  = 256
+)
 
 type rlimit struct {
 	Resource int    `json:"resource"`

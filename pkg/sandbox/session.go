@@ -44,6 +44,11 @@ type Session struct {
 	opts      options
 	// cgroupProcs are handed to the worker in the handshake.
 	cgroupProcs []*os.File
+	// identity is what the worker's user namespace maps; premade the
+	// idmapped binds handed over in the handshake.
+	identity *namespaces.Identity
+	premade  []*os.File
+	warnings []string
 	subscriptions
 }
 
@@ -102,6 +107,9 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			for _, f := range s.cgroupProcs {
 				f.Close()
 			}
+			for _, f := range s.premade {
+				f.Close()
+			}
 			if workerEnd != nil {
 				workerEnd.Close()
 			}
@@ -147,6 +155,19 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 				return nil // prestarted
 			}
 			return s.startWorker(HintFor(p), workerEnd)
+		}},
+		// The worker runs unmapped until here and takes its ids only
+		// after the handshake: a prestarted worker and a fresh one are
+		// alike.
+		{"write id maps", func() error { return namespaces.WriteMaps(s.pid, s.identity) }},
+		// After the maps: an idmapped mount copies them when it is made.
+		{"idmap binds", func() error {
+			if !idmapsBinds(s.identity) {
+				return nil
+			}
+			var err error
+			s.premade, setup.Premade, err = s.idmapBinds(&setup.Plan)
+			return err
 		}},
 		{"join limits", func() error { return s.limits.join(s.pid) }},
 		{"handshake", func() error { return s.handshake(ctx, conn, &setup) }},
@@ -233,14 +254,41 @@ func (s *Session) prepare(setup *setupMsg) error {
 		return err
 	}
 	setup.Seccomp = filter
+	if s.identity, err = s.chooseIdentity(p); err != nil {
+		return err
+	}
+	setup.Identity = identityMsg{UID: s.identity.UID, GID: s.identity.GID, Setgroups: s.identity.Setgroups()}
+	setup.Plan.Owner = &mounts.Owner{UID: s.identity.UID, GID: s.identity.GID}
 	return nil
 }
+
+// chooseIdentity picks the sandbox's ids; with AllowSingleID, a root
+// caller's bind that cannot be idmapped selects the single-id
+// map, with a warning, before any map is written.
+func (s *Session) chooseIdentity(p *Policy) (*namespaces.Identity, error) {
+	id, err := chooseIdentity(p.SingleID)
+	if err != nil || !idmapsBinds(id) || !p.AllowSingleID {
+		return id, err
+	}
+	for _, m := range p.Mounts {
+		if m.Kind != MountBind {
+			continue
+		}
+		if err := IdmapSupport(m.Source); errors.Is(err, ErrIdmapUnsupported) {
+			s.warnings = append(s.warnings, fmt.Sprintf("%s cannot be idmapped (%v): this sandbox runs as host root with the single-id map (--allow-single-id)", m.Source, err))
+			return chooseIdentity(true)
+		}
+	}
+	return id, nil
+}
+
+// Warnings are what Start accepted but the user should know (a fallback
+// chosen with AllowSingleID).
+func (s *Session) Warnings() []string { return s.warnings }
 
 func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 	opts := namespaces.Options{
 		HostNetwork: h.HostNetwork,
-		UID:         os.Geteuid(),
-		GID:         os.Getegid(),
 		AllCaps:     h.AllowPrivileged,
 	}
 	args := namespaces.SpawnArgs{
@@ -302,6 +350,17 @@ func describeStartError(err error) error {
 }
 
 func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg) error {
+	// The idmapped binds go ahead of the handshake, at most ipc.MaxFDs a
+	// message, in the order of setup.Premade.
+	for i := 0; i < len(s.premade); i += ipc.MaxFDs {
+		var fds []int
+		for _, f := range s.premade[i:min(i+ipc.MaxFDs, len(s.premade))] {
+			fds = append(fds, int(f.Fd()))
+		}
+		if err := conn.WriteEnvelope(&ipc.Envelope{Type: typePremade}, fds); err != nil {
+			return err
+		}
+	}
 	s.peer = ipc.NewPeer(conn, ipc.Options{})
 	// The worker's own tools reach host APIs through the same allowlist
 	// as commands do.
@@ -323,6 +382,10 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 		f.Close()
 	}
 	s.cgroupProcs = nil
+	for _, f := range s.premade {
+		f.Close()
+	}
+	s.premade = nil
 	if err != nil {
 		var re *ipc.RemoteError
 		if errors.As(err, &re) {
