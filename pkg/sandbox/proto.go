@@ -33,6 +33,9 @@ type setupMsg struct {
 	// HostCalls: commands get a hostCall socket (the policy allows host
 	// APIs or tool registration).
 	HostCalls bool `json:"hostCalls,omitempty"`
+	// CommandFilter: commands also get seccomp.CommandFilter (openat2
+	// ENOSYS), with the default profile.
+	CommandFilter bool `json:"commandFilter,omitempty"`
 	// Identity is who the worker becomes once its maps are written.
 	Identity identityMsg `json:"identity"`
 	// Premade lists the plan's mount indices for which an fd (an

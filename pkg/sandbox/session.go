@@ -254,6 +254,7 @@ func (s *Session) prepare(setup *setupMsg) error {
 		return err
 	}
 	setup.Seccomp = filter
+	setup.CommandFilter = filter != nil && (p.Seccomp == "" || p.Seccomp == "default")
 	if s.identity, err = s.chooseIdentity(p); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nsbox/nsbox/pkg/ipc"
 	"github.com/nsbox/nsbox/pkg/mounts"
 	"github.com/nsbox/nsbox/pkg/namespaces"
+	"github.com/nsbox/nsbox/pkg/seccomp"
 	"golang.org/x/sys/unix"
 )
 
@@ -220,6 +221,10 @@ func (w *worker) runSetup() (string, error) {
 		{"set no_new_privs", setNoNewPrivs},
 		// seccomp is last: every step above needs syscalls it denies.
 		{"install seccomp filter", w.installSeccomp},
+		// On this thread only, which forks every command: openat2, whose
+		// mode the profile cannot read, gets ENOSYS in commands, while the
+		// worker's tools (other threads) keep using it.
+		{"install command filter", w.installCommandFilter},
 	}
 	for _, s := range steps {
 		if err := s.fn(); err != nil {
@@ -315,6 +320,20 @@ func (w *worker) setRlimits() error {
 
 func setNoNewPrivs() error {
 	return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+}
+
+func (w *worker) installCommandFilter() error {
+	if !w.setup.CommandFilter {
+		return nil
+	}
+	if unix.Gettid() != w.forkTid {
+		return errForkThread
+	}
+	f, err := seccomp.CommandFilter()
+	if err != nil {
+		return err
+	}
+	return f.InstallThread()
 }
 
 func (w *worker) installSeccomp() error {
@@ -813,6 +832,15 @@ var errNotFound = errors.New("not found")
 // root without a magic link: a /proc/self/fd/N path that names a directory
 // outside the root is refused (CVE-2024-21626 class).
 func checkDir(dir string) error {
+	// On another goroutine, so another thread: the main thread, which
+	// commands are forked from, has openat2 denied (the command filter).
+	// A locked thread only ever runs its own goroutine.
+	done := make(chan error, 1)
+	go func() { done <- checkDirOpenat2(dir) }()
+	return <-done
+}
+
+func checkDirOpenat2(dir string) error {
 	if !strings.HasPrefix(dir, "/") {
 		return fmt.Errorf("not an absolute path")
 	}
