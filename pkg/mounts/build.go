@@ -42,7 +42,8 @@ type builder struct {
 	devs    map[string]int
 	root    *os.File // the new root tmpfs
 	// owner serves asOwner (nil until first used).
-	owner chan ownerCall
+	owner   chan ownerCall
+	onOwner bool // fn of an ownerCall is running
 	// shown are the plan's binds and tmpfs mounts, in plan order, each
 	// with an O_PATH fd of its root as attached: plan hides are resolved
 	// below the mount that shows them (see hide).
@@ -97,7 +98,13 @@ func Build(p *Plan, selfFD int) (err error) {
 		{"seal root read-only", b.seal},
 	}
 	for _, s := range steps {
-		if err := s.fn(); err != nil {
+		fn := s.fn
+		if s.name != "user mounts" {
+			// As the sandbox's owner, in one go (see asOwner): these
+			// steps create the new root. User mounts choose per entry.
+			fn = func() error { return b.asOwner(s.fn) }
+		}
+		if err := fn(); err != nil {
 			var me *Error
 			if errors.As(err, &me) {
 				return err
@@ -488,9 +495,11 @@ func (b *builder) target(dest string, dir bool) (int, error) {
 // asOwner runs fn with the file system ids of Plan.Owner, on a thread
 // kept for the build (ownerThread): setfsuid(2) is per thread, and the ids
 // it replaces, host ids the sandbox's namespace does not map, could not be
-// named to set them back.
+// named to set them back. Called on that thread (fn nests), it runs fn
+// there. Each call is a hand-off between threads, so Build gives it whole
+// steps.
 func (b *builder) asOwner(fn func() error) error {
-	if b.plan.Owner == nil {
+	if b.plan.Owner == nil || b.onOwner {
 		return fn()
 	}
 	if b.owner == nil {
@@ -503,7 +512,13 @@ func (b *builder) asOwner(fn func() error) error {
 		}
 	}
 	done := make(chan error, 1)
-	b.owner <- ownerCall{fn, done}
+	b.owner <- ownerCall{func() error {
+		// Written and read on the owner thread only, while the
+		// caller waits on done.
+		b.onOwner = true
+		defer func() { b.onOwner = false }()
+		return fn()
+	}, done}
 	return <-done
 }
 
@@ -800,18 +815,23 @@ func (b *builder) userMounts() error {
 			if !ok {
 				continue // optional and missing
 			}
-			err = b.bindAt(fd, m)
+			err = b.asOwner(func() error { return b.bindAt(fd, m) })
 		case Tmpfs:
 			attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 			if m.ReadOnly {
 				attrs |= unix.MOUNT_ATTR_RDONLY
 			}
-			var mfd int
-			mfd, err = b.mountFreshFD(m.Dest, "tmpfs", b.writableTmpfsOpts("0755", m.Size), attrs)
-			if err == nil {
-				err = b.show(m.Dest, mfd)
-				unix.Close(mfd)
-			}
+			err = b.asOwner(func() error {
+				mfd, err := b.mountFreshFD(m.Dest, "tmpfs", b.writableTmpfsOpts("0755", m.Size), attrs)
+				if err == nil {
+					err = b.show(m.Dest, mfd)
+					unix.Close(mfd)
+				}
+				return err
+			})
+		// Hides and protected paths are resolved as the worker's own
+		// ids: for a root caller, host root, which can walk into /root to
+		// hide what is there; what protect creates goes through asOwner.
 		case Hide:
 			err = b.hide(m)
 		case Protect:

@@ -259,7 +259,13 @@ func (s *Session) prepare(setup *setupMsg) error {
 		return err
 	}
 	setup.Identity = identityMsg{UID: s.identity.UID, GID: s.identity.GID, Setgroups: s.identity.Setgroups()}
-	setup.Plan.Owner = &mounts.Owner{UID: s.identity.UID, GID: s.identity.GID}
+	if idmapsBinds(s.identity) {
+		// The worker builds the root as host root, whose ids the range
+		// does not map: what it creates must be the sandbox's. Otherwise
+		// it already runs as the ids it will take (the caller's own,
+		// mapped to themselves).
+		setup.Plan.Owner = &mounts.Owner{UID: s.identity.UID, GID: s.identity.GID}
+	}
 	return nil
 }
 
