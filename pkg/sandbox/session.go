@@ -123,10 +123,27 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 		}
 	}()
 	var setup setupMsg
+	// The id maps are written as soon as both the worker and its identity
+	// exist, beside the steps that follow (a root-less full range execs
+	// newuidmap and newgidmap, a few ms); "write id maps" waits for them.
+	var maps chan error
+	writeMaps := func() {
+		if maps == nil && s.pid > 0 && s.identity != nil {
+			maps = make(chan error, 1)
+			pid, id := s.pid, s.identity
+			go func() { maps <- namespaces.WriteMaps(pid, id) }()
+		}
+	}
 	steps := []step{
 		{"validate policy", func() error { return p.Validate() }},
 		{"check mount sources", func() error { return checkSources(&p) }},
-		{"prepare", func() error { return s.prepare(&setup) }},
+		{"prepare", func() error {
+			err := s.prepare(&setup)
+			if err == nil {
+				writeMaps() // a prestarted worker runs already
+			}
+			return err
+		}},
 		{"create limits", func() error {
 			l, err := newLimiter(p.Limits)
 			if err != nil {
@@ -154,12 +171,19 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			if s.pid > 0 {
 				return nil // prestarted
 			}
-			return s.startWorker(HintFor(p), workerEnd)
+			if err := s.startWorker(HintFor(p), workerEnd); err != nil {
+				return err
+			}
+			writeMaps()
+			return nil
 		}},
 		// The worker runs unmapped until here and takes its ids only
 		// after the handshake: a prestarted worker and a fresh one are
 		// alike.
-		{"write id maps", func() error { return namespaces.WriteMaps(s.pid, s.identity) }},
+		{"write id maps", func() error {
+			writeMaps()
+			return <-maps
+		}},
 		// After the maps: an idmapped mount copies them when it is made.
 		{"idmap binds", func() error {
 			if !idmapsBinds(s.identity) {
