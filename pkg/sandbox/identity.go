@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -204,4 +205,52 @@ func withProbeUserns(id *namespaces.Identity, fn func(nsfd int) error) error {
 	}
 	defer ns.Close()
 	return fn(int(ns.Fd()))
+}
+
+// reachableAncestors returns read-only binds, to be idmapped like the
+// policy's own, of the host directories that a root-started sandbox could
+// not enter on the way to one of its binds: a workspace in /root/project
+// is below /root (0700, host root's), which the sandbox's root, a host id
+// of its range, may not search through the plain read-only host root. Shown
+// through the sandbox's idmap, such a directory is its root's to enter, as
+// the caller's home is to a root-less sandbox; the policy's hides apply on
+// top (they come later in the plan). Only the topmost such directory of
+// each path is bound; ones below the sandbox's own /tmp are skipped (the
+// worker makes those paths).
+func reachableAncestors(p *Policy) []Mount {
+	var out []Mount
+	seen := map[string]bool{}
+	for _, m := range p.Mounts {
+		if m.Kind != MountBind {
+			continue
+		}
+		for _, a := range ancestors(m.Dest) {
+			if a == "/tmp" || strings.HasPrefix(a, "/tmp/") || seen[a] {
+				break
+			}
+			var st unix.Stat_t
+			if unix.Lstat(a, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				break // not a host directory: the worker creates the path
+			}
+			if st.Mode&0o001 != 0 {
+				continue // others may search it: so may the sandbox
+			}
+			seen[a] = true
+			out = append(out, Mount{Kind: MountBind, Source: a, Dest: a, ReadOnly: true})
+			break
+		}
+	}
+	return out
+}
+
+// ancestors lists the directories above p, outermost first ("/" left
+// out): /a/b/c gives /a, /a/b.
+func ancestors(p string) []string {
+	var out []string
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' {
+			out = append(out, p[:i])
+		}
+	}
+	return out
 }

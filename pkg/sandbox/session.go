@@ -289,6 +289,7 @@ func (s *Session) prepare(setup *setupMsg) error {
 		// it already runs as the ids it will take (the caller's own,
 		// mapped to themselves).
 		setup.Plan.Owner = &mounts.Owner{UID: s.identity.UID, GID: s.identity.GID}
+		setup.Plan.Mounts = append(reachableAncestors(p), p.Mounts...)
 	}
 	return nil
 }

@@ -466,3 +466,65 @@ func checkIDMaps(t *testing.T, u user, uidMap, gidMap, setgroups string) {
 		t.Errorf("setgroups = %q, want allow with a full range", setgroups)
 	}
 }
+
+// A root-started sandbox reaches a workspace below a directory only root
+// may enter (a project in /root): the directory is shown through the
+// sandbox's idmap, read-only; the host's root-only files elsewhere stay
+// out of reach.
+func TestIdentityRootWorkspaceBelowPrivateDir(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("a private directory of root's is a root caller's case")
+	}
+	u := users()[0]
+	requireSandbox(t, u)
+	base, err := os.MkdirTemp("/var/tmp", "nsbox-it-private-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(base, "proj")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := u.sh(t, &runOpts{dir: ws}, []string{"--rw", ws}, `pwd; echo x > made; echo y > ../outside 2>/dev/null && echo WROTE-PARENT; cat /etc/shadow >/dev/null 2>&1 || echo shadow-denied`)
+	expectCode(t, r, 0)
+	if !strings.HasPrefix(r.stdout, ws+"\n") || !strings.Contains(r.stdout, "shadow-denied") || strings.Contains(r.stdout, "WROTE-PARENT") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+	st, err := os.Stat(filepath.Join(ws, "made"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := st.Sys().(*syscall.Stat_t); s.Uid != 0 {
+		t.Errorf("made is owned by %d on the host, want 0", s.Uid)
+	}
+}
+
+// A bind on a filesystem that cannot be idmapped (sysfs) stops a root
+// start with one line naming the path and the way out; --allow-single-id
+// takes that way: the single-id map, with a warning.
+func TestIdentityUnidmappableBind(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("only root-started sandboxes idmap their binds")
+	}
+	if _, err := os.Stat("/sys/kernel"); err != nil {
+		t.Skip("no /sys/kernel to bind")
+	}
+	u := users()[0]
+	requireSandbox(t, u)
+	r := u.run(t, nil, "run", "--ro", "/sys/kernel:/x", "--", "/bin/true")
+	if r.code != 125 || !strings.Contains(r.stderr, "/sys/kernel") || !strings.Contains(r.stderr, "--allow-single-id") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("exit %d, want 125 and one line naming /sys/kernel and --allow-single-id; stderr:\n%s", r.code, r.stderr)
+	}
+	r = u.run(t, nil, "run", "--allow-single-id", "--ro", "/sys/kernel:/x", "--", "/bin/cat", "/proc/self/uid_map")
+	expectCode(t, r, 0)
+	if f := strings.Fields(r.stdout); len(f) != 3 || f[0] != "0" || f[1] != "0" || f[2] != "1" {
+		t.Errorf("uid_map %q, want the single-id map", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "warning") || !strings.Contains(r.stderr, "/sys/kernel") {
+		t.Errorf("no warning naming /sys/kernel: %s", r.stderr)
+	}
+}
