@@ -30,6 +30,7 @@ type policyFlags struct {
 	tmpSize, seccomp             string
 	input, output                string
 	allowUserns, allowPrivileged bool
+	allowSingleID                bool
 	allowToolRegistration        bool
 	dryRun                       bool
 }
@@ -76,6 +77,7 @@ func (f *policyFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.seccomp, "seccomp", "", "seccomp profile: default, unconfined or a `FILE` (OCI JSON)")
 	fl.BoolVar(&f.allowUserns, "allow-userns", false, "let commands create nested user namespaces (loosens the sandbox)")
 	fl.BoolVar(&f.allowPrivileged, "allow-privileged", false, "keep capabilities inside the sandbox's user namespace (loosens the sandbox)")
+	fl.BoolVar(&f.allowSingleID, "allow-single-id", false, "as root, when a writable bind's filesystem cannot be idmapped, run with the single-id map (as host root) and a warning instead of failing (loosens the sandbox)")
 	fl.StringArrayVar(&f.hostAPI, "host-api", nil, "allow the host API method `API.METHOD` (or API.*; repeatable)")
 	fl.BoolVar(&f.allowToolRegistration, "allow-tool-registration", false, "let programs inside define tools")
 }

@@ -40,6 +40,7 @@
 // Defined by pkg/namespaces. Weak only so that cgo's link check of this
 // package alone succeeds; the binary's final link always binds it.
 extern int nsbox_spawn(struct nsbox_spawn *a) __attribute__((weak));
+extern uint64_t nsbox_worker_caps(void) __attribute__((weak));
 
 // Read once by takePrespawned (prespawn.go), after nsbox_prespawn_wait.
 int nsbox_prespawn_pid = 0; // > 0: a worker waits on nsbox_prespawn_fd
@@ -77,7 +78,6 @@ int nsbox_prespawn_wanted(int argc, char **argv, int *hostnet) {
 // worker execs (~1 ms). Everything the helper reads is prepared here,
 // before any other thread exists.
 static struct {
-	char uid_map[40], gid_map[40];
 	char *argv[2], *envp[2];
 	struct nsbox_spawn a;
 	int sup_fd;
@@ -156,7 +156,7 @@ int nsbox_fd_open_at_start(int fd) {
 __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, char **envp) {
 	(void)envp;
 	record_fds(argc, argv);
-	if (!nsbox_spawn || !nsbox_prespawn_wanted(argc, argv, &ps.hostnet))
+	if (!nsbox_spawn || !nsbox_worker_caps || !nsbox_prespawn_wanted(argc, argv, &ps.hostnet))
 		return;
 	// The Go runtime has not yet put /dev/null on a closed fd 0, 1 or 2: a
 	// socket created now could take that slot and become the supervisor's
@@ -167,9 +167,6 @@ __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, c
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return;
-	// The effective ids: the kernel checks those of the map's writer.
-	snprintf(ps.uid_map, sizeof ps.uid_map, "%u %u 1\n", geteuid(), geteuid());
-	snprintf(ps.gid_map, sizeof ps.gid_map, "%u %u 1\n", getegid(), getegid());
 	const char *debug = getenv("NSBOX_DEBUG_WORKER");
 	ps.argv[0] = "nsbox-init";
 	ps.envp[0] = "_NSBOX_INIT=1";
@@ -180,10 +177,12 @@ __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, c
 		.argv = ps.argv,
 		.envp = ps.envp,
 		.flags = NSBOX_CLONE_FLAGS | (ps.hostnet ? 0 : CLONE_NEWNET),
-		.uid_map = ps.uid_map,
-		.gid_map = ps.gid_map,
 		.fds = {-1, -1, debug && *debug ? 2 : -1, sv[1]},
-		.ambient = geteuid() != 0 ? NSBOX_WORKER_CAPS : 0,
+		// The worker execs unmapped, root caller or not: its id maps
+		// are written once the policy is resolved and the identity
+		// chosen (sandbox.Start's "write id maps"), so the guess made
+		// here never depends on /etc/subuid.
+		.ambient = nsbox_worker_caps(),
 	};
 	// The helper starts with every signal blocked (it inherits this
 	// thread's mask) and keeps them so: no signal is ever delivered to a

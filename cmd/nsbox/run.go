@@ -241,6 +241,7 @@ func runMain(f *runFlags, argv []string) error {
 	if err != nil {
 		return status.setupFailed("policy", err)
 	}
+	res.Policy.AllowSingleID = f.allowSingleID
 	choice, err := backend.Choose(res.Backend, res.BackendFallback, false)
 	if err != nil {
 		hold.Release(nil)
@@ -282,6 +283,7 @@ func runMain(f *runFlags, argv []string) error {
 		if res, hold, err = resolveHeld(f.peek, host); err != nil {
 			return status.setupFailed("policy", err)
 		}
+		res.Policy.AllowSingleID = f.allowSingleID
 		released = false
 		s, err = b.Start(ctx, res.Policy, opts...)
 	}
@@ -323,6 +325,11 @@ func runMain(f *runFlags, argv []string) error {
 		return status.setupFailed(step, err)
 	}
 	defer s.Close()
+	if ws, ok := s.(interface{ Warnings() []string }); ok {
+		for _, w := range ws.Warnings() {
+			fmt.Fprintln(os.Stderr, "nsbox: warning: "+w)
+		}
+	}
 	// Until the hold has released them, a record of the placeholders the
 	// sandbox made waits for the next nsbox in case this one is killed
 	// (leftovers.go).

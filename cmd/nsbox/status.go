@@ -54,6 +54,7 @@ Exit status: 0 when a sandbox can be built here, 1 when not.`,
 				fmt.Fprintln(os.Stderr)
 			}
 			r := backend.Inspect(context.Background(), m, fallback)
+			r.Checks = append(r.Checks, identityChecks()...)
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")

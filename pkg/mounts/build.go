@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -40,6 +41,9 @@ type builder struct {
 	sources map[int]int // plan.Mounts index -> detached clone fd
 	devs    map[string]int
 	root    *os.File // the new root tmpfs
+	// owner serves asOwner (nil until first used).
+	owner   chan ownerCall
+	onOwner bool // fn of an ownerCall is running
 	// shown are the plan's binds and tmpfs mounts, in plan order, each
 	// with an O_PATH fd of its root as attached: plan hides are resolved
 	// below the mount that shows them (see hide).
@@ -58,6 +62,14 @@ type shownMount struct {
 // binary for Plan.SelfDest. On return the process's root and cwd are the
 // sandbox root, and no fd refers to the host's tree.
 func Build(p *Plan, selfFD int) (err error) {
+	defer func() {
+		// Premade mounts not taken (an earlier step failed) are closed
+		// too: no fd naming a host tree outlives Build.
+		for i, fd := range p.Premade {
+			unix.Close(fd)
+			delete(p.Premade, i)
+		}
+	}()
 	if err := p.Validate(); err != nil {
 		return &Error{Step: "validate mount plan", Err: err}
 	}
@@ -86,7 +98,13 @@ func Build(p *Plan, selfFD int) (err error) {
 		{"seal root read-only", b.seal},
 	}
 	for _, s := range steps {
-		if err := s.fn(); err != nil {
+		fn := s.fn
+		if s.name != "user mounts" {
+			// As the sandbox's owner, in one go (see asOwner): these
+			// steps create the new root. User mounts choose per entry.
+			fn = func() error { return b.asOwner(s.fn) }
+		}
+		if err := fn(); err != nil {
 			var me *Error
 			if errors.As(err, &me) {
 				return err
@@ -98,6 +116,9 @@ func Build(p *Plan, selfFD int) (err error) {
 }
 
 func (b *builder) closeAll() {
+	if b.owner != nil {
+		close(b.owner)
+	}
 	for _, e := range b.host {
 		if e.tree >= 0 {
 			unix.Close(e.tree)
@@ -231,6 +252,13 @@ func (b *builder) cloneSources() error {
 		if m.Kind != Bind {
 			continue
 		}
+		if fd, ok := b.plan.Premade[i]; ok {
+			// Made by the supervisor with the same checks and
+			// attributes (IdmappedBind); owned by the builder now.
+			b.sources[i] = fd
+			delete(b.plan.Premade, i)
+			continue
+		}
 		// The source is opened without following any symlink: the policy
 		// resolved it, and a symlink swapped into its path since (by a
 		// sandbox sharing the directory, say) must not redirect a
@@ -321,6 +349,20 @@ const minTmpfsInodes = 1024
 // writableTmpfsOpts are the options of a tmpfs the sandbox can write, of
 // size bytes (0: unbounded, the kernel's half of RAM).
 func (b *builder) writableTmpfsOpts(mode string, size int64) [][2]string {
+	return b.owned(b.boundedTmpfsOpts(mode, size))
+}
+
+// owned adds Plan.Owner as the owner of a tmpfs's root (uid=, gid= are
+// read in the mounter's user namespace, tmpfs(5)).
+func (b *builder) owned(o [][2]string) [][2]string {
+	if b.plan.Owner == nil {
+		return o
+	}
+	return append(o, [2]string{"uid", strconv.FormatUint(uint64(b.plan.Owner.UID), 10)},
+		[2]string{"gid", strconv.FormatUint(uint64(b.plan.Owner.GID), 10)})
+}
+
+func (b *builder) boundedTmpfsOpts(mode string, size int64) [][2]string {
 	max := b.plan.TmpfsMax
 	if max <= 0 {
 		return tmpfsOpts(mode, size)
@@ -342,7 +384,7 @@ func (b *builder) writableTmpfsOpts(mode string, size int64) [][2]string {
 }
 
 func (b *builder) mountRoot() error {
-	mfd, err := newFS("tmpfs", tmpfsOpts("0755", 1<<20), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	mfd, err := newFS("tmpfs", b.owned(tmpfsOpts("0755", 1<<20)), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
 		return err
 	}
@@ -407,6 +449,10 @@ func (b *builder) show(dest string, fd int) error {
 // full path: a nested host entry ("/etc/localtime") is recreated below its
 // parents, which are created if missing.
 func (b *builder) symlinkAt(name, target string) error {
+	return b.asOwner(func() error { return b.symlinkAtOwned(name, target) })
+}
+
+func (b *builder) symlinkAtOwned(name, target string) error {
 	// The parent is resolved, and created, inside the new root by fd
 	// (filepath-securejoin's MkdirAllHandle: RESOLVE_IN_ROOT semantics),
 	// and the link is made relative to that fd with symlinkat(2), which
@@ -439,6 +485,72 @@ func (b *builder) target(dest string, dir bool) (int, error) {
 	if !errors.Is(err, unix.ENOENT) {
 		return -1, err
 	}
+	err = b.asOwner(func() error {
+		fd, err = b.create(dest, dir)
+		return err
+	})
+	return fd, err
+}
+
+// asOwner runs fn with the file system ids of Plan.Owner, on a thread
+// kept for the build (ownerThread): setfsuid(2) is per thread, and the ids
+// it replaces, host ids the sandbox's namespace does not map, could not be
+// named to set them back. Called on that thread (fn nests), it runs fn
+// there. Each call is a hand-off between threads, so Build gives it whole
+// steps.
+func (b *builder) asOwner(fn func() error) error {
+	if b.plan.Owner == nil || b.onOwner {
+		return fn()
+	}
+	if b.owner == nil {
+		b.owner = make(chan ownerCall)
+		started := make(chan error, 1)
+		go ownerThread(*b.plan.Owner, b.owner, started)
+		if err := <-started; err != nil {
+			b.owner = nil
+			return err
+		}
+	}
+	done := make(chan error, 1)
+	b.owner <- ownerCall{func() error {
+		// Written and read on the owner thread only, while the
+		// caller waits on done.
+		b.onOwner = true
+		defer func() { b.onOwner = false }()
+		return fn()
+	}, done}
+	return <-done
+}
+
+type ownerCall struct {
+	fn   func() error
+	done chan error
+}
+
+// ownerThread runs calls with o's file system ids until calls is closed.
+// Its thread is never unlocked: it exits with the goroutine, and no other
+// goroutine ever runs with these ids.
+func ownerThread(o Owner, calls chan ownerCall, started chan<- error) {
+	runtime.LockOSThread()
+	unix.Setfsgid(int(o.GID))
+	unix.Setfsuid(int(o.UID))
+	// setfsuid(2) reports no error: read the ids back.
+	if g, _ := unix.SetfsgidRetGid(-1); g != int(o.GID) {
+		started <- fmt.Errorf("setfsgid %d: refused", o.GID)
+		return
+	}
+	if u, _ := unix.SetfsuidRetUid(-1); u != int(o.UID) {
+		started <- fmt.Errorf("setfsuid %d: refused", o.UID)
+		return
+	}
+	started <- nil
+	for c := range calls {
+		c.done <- c.fn()
+	}
+}
+
+// create makes the missing dest of target.
+func (b *builder) create(dest string, dir bool) (int, error) {
 	// Fast path: the parent exists. It is resolved inside the root like
 	// every path here; the last component is created relative to that fd
 	// with O_EXCL/mkdirat, which never follow a symlink.
@@ -667,7 +779,7 @@ func (b *builder) mountDev() error {
 		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
 		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
 	} {
-		if err := unix.Symlinkat(target, devDir, name); err != nil {
+		if err := b.asOwner(func() error { return unix.Symlinkat(target, devDir, name) }); err != nil {
 			return &Error{Step: "populate /dev", Dest: "/dev/" + name, Err: err}
 		}
 	}
@@ -744,18 +856,23 @@ func (b *builder) userMounts() error {
 			if !ok {
 				continue // optional and missing
 			}
-			err = b.bindAt(fd, m)
+			err = b.asOwner(func() error { return b.bindAt(fd, m) })
 		case Tmpfs:
 			attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 			if m.ReadOnly {
 				attrs |= unix.MOUNT_ATTR_RDONLY
 			}
-			var mfd int
-			mfd, err = b.mountFreshFD(m.Dest, "tmpfs", b.writableTmpfsOpts("0755", m.Size), attrs)
-			if err == nil {
-				err = b.show(m.Dest, mfd)
-				unix.Close(mfd)
-			}
+			err = b.asOwner(func() error {
+				mfd, err := b.mountFreshFD(m.Dest, "tmpfs", b.writableTmpfsOpts("0755", m.Size), attrs)
+				if err == nil {
+					err = b.show(m.Dest, mfd)
+					unix.Close(mfd)
+				}
+				return err
+			})
+		// Hides and protected paths are resolved as the worker's own
+		// ids: for a root caller, host root, which can walk into /root to
+		// hide what is there; what protect creates goes through asOwner.
 		case Hide:
 			err = b.hide(m)
 		case Protect:

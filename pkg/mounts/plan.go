@@ -87,6 +87,25 @@ type Plan struct {
 	// ProcFallback binds the outer /proc (and sets OuterProc) when the
 	// kernel refuses a fresh one with EPERM, instead of failing.
 	ProcFallback bool `json:"procFallback,omitempty"`
+	// Premade maps an index of Mounts (a Bind) to a detached mount that
+	// the supervisor made for it (an idmapped bind, IdmappedBind), attached
+	// instead of a clone of Source. Build owns and closes the fds. Not
+	// part of the JSON: fds travel beside it.
+	Premade map[int]int `json:"-"`
+	// Owner, when set, owns every tmpfs the plan makes and every file or
+	// directory it creates as a mount point: the sandbox's own uid and gid
+	// inside. Build may run before the worker has taken those ids (a root
+	// caller's worker builds as host root, which can walk root-only host
+	// directories to hide what is in them); what it creates must still
+	// belong to the sandbox, and an idmapped bind refuses (EOVERFLOW) a
+	// creator whose ids it does not map.
+	Owner *Owner `json:"owner,omitempty"`
+}
+
+// Owner is a uid and gid of the sandbox's user namespace.
+type Owner struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
 }
 
 // Error is a failed step of the plan. Its message names what was mounted

@@ -1,7 +1,8 @@
 // Package namespaces starts a sandbox's worker in its new namespaces
-// (Spawn: clone flags, id maps, session, parent death signal, ambient
-// capabilities) and holds the small steps the worker runs inside them
-// (hostname, loopback). It imports no other nsbox package.
+// (Spawn: clone flags, session, parent death signal, ambient capabilities),
+// chooses and writes its id maps (ChooseIdentity, WriteMaps) and holds the
+// small steps the worker runs inside them (SetIdentity, hostname,
+// loopback). It imports no other nsbox package.
 package namespaces
 
 import (
@@ -15,11 +16,6 @@ type Options struct {
 	// HostNetwork shares the host's network namespace instead of a new one
 	// holding only loopback.
 	HostNetwork bool
-	// UID and GID are the caller's effective ids on the host (those the
-	// kernel checks when the worker writes its own maps), mapped to
-	// themselves inside: the sandbox sees the caller's own ids, and owns
-	// nothing else.
-	UID, GID int
 	// AllCaps gives the worker every capability (of its user namespace),
 	// for policies that let commands keep them (--allow-privileged).
 	AllCaps bool

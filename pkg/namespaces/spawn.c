@@ -4,9 +4,10 @@
 // Why not os/exec: with CLONE_NEWUSER, Go's forkExec cannot use vfork (the
 // parent must write the child's id maps while the child waits), so it
 // copies the supervisor's page tables and the child waits on a pipe: 2.2 to
-// 2.6 ms per sandbox here against 1.0 to 1.1 ms for this. The child writes
-// its own maps instead, which user_namespaces(7) allows for exactly one
-// line mapping the creator's own id once setgroups is "deny".
+// 2.6 ms per sandbox here against 1.0 to 1.1 ms for this. The child does
+// not wait for its maps: it execs unmapped, and the parent writes them
+// (WriteMaps, idmap.go) while the worker's runtime starts; the worker takes
+// its ids only when its handshake arrives, after the maps.
 //
 // The child shares the parent's memory and runs while the parent thread is
 // suspended (CLONE_VFORK) but the Go runtime's other threads are not. So it
@@ -76,18 +77,11 @@ static int child(void *arg) {
 			fail(a, NSBOX_STEP_SIGNALS);
 	}
 
-	// setgroups "deny" before the gid map: required to write one's own map
-	// without CAP_SETGID in the parent namespace, and it stops the sandbox
-	// from dropping a supplementary group that a negative ACL relies on
-	// (CVE-2014-8989).
-	if (write_file("/proc/self/setgroups", "deny") < 0)
-		fail(a, NSBOX_STEP_SETGROUPS);
-	// Exactly one id, the caller's own, mapped to itself: the sandbox cannot
-	// act as any other host user. No newuidmap, no setuid helper.
-	if (write_file("/proc/self/uid_map", a->uid_map) < 0)
-		fail(a, NSBOX_STEP_UID_MAP);
-	if (write_file("/proc/self/gid_map", a->gid_map) < 0)
-		fail(a, NSBOX_STEP_GID_MAP);
+	// No id map here: the parent writes the maps once the worker runs
+	// (WriteMaps), from the parent user namespace, where a full range can
+	// be written (root, or newuidmap). Until then this process is unmapped
+	// and owns nothing inside; it keeps its capabilities across execve as
+	// ambient ones below.
 
 	// A new session: no controlling terminal, so no TIOCSTI injection into
 	// the caller's terminal (CVE-2017-5226 in bubblewrap).
@@ -99,9 +93,10 @@ static int child(void *arg) {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		fail(a, NSBOX_STEP_PDEATHSIG);
 
-	// A non-root id loses its capabilities at execve; ambient ones carry
-	// the few the worker needs across it, inside the new user namespace
-	// only (capabilities(7)). They must be inheritable first.
+	// An unmapped id is not root of the new namespace, so it loses its
+	// capabilities at execve; ambient ones carry the few the worker needs
+	// across it, inside the new user namespace only (capabilities(7)).
+	// They must be inheritable first.
 	if (a->ambient) {
 		struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 		struct __user_cap_data_struct d[2];
@@ -156,6 +151,8 @@ static int child(void *arg) {
 	fail(a, NSBOX_STEP_EXEC);
 	return 127;
 }
+
+uint64_t nsbox_worker_caps(void) { return NSBOX_WORKER_CAPS; }
 
 int nsbox_spawn(struct nsbox_spawn *a) {
 	const size_t stack_size = 64 * 1024;

@@ -42,9 +42,6 @@ func (e *SpawnError) Unwrap() error { return e.Err }
 var spawnSteps = map[C.int]string{
 	C.NSBOX_STEP_CLONE:     "clone",
 	C.NSBOX_STEP_SIGNALS:   "reset signals",
-	C.NSBOX_STEP_SETGROUPS: "write setgroups",
-	C.NSBOX_STEP_UID_MAP:   "write uid_map",
-	C.NSBOX_STEP_GID_MAP:   "write gid_map",
 	C.NSBOX_STEP_SETSID:    "setsid",
 	C.NSBOX_STEP_PDEATHSIG: "set parent death signal",
 	C.NSBOX_STEP_CAPS:      "raise ambient capabilities",
@@ -53,10 +50,11 @@ var spawnSteps = map[C.int]string{
 }
 
 // Spawn starts a program in the namespaces o asks for, as PID 1 of the new
-// PID namespace: the caller's uid and gid mapped to themselves (setgroups
-// denied), a new session, SIGKILL when the calling thread exits
+// PID namespace: a new session, SIGKILL when the calling thread exits
 // (PR_SET_PDEATHSIG), default signal dispositions and an empty signal mask,
-// and, for a non-root caller, the worker's capabilities as ambient ones.
+// and the worker's capabilities as ambient ones. Its user namespace has no
+// id map yet: the caller writes one with WriteMaps before the program needs
+// its ids (it runs unmapped until then, owning nothing inside).
 //
 // The parent death signal is tied to the calling OS thread: callers lock
 // the goroutine to its thread and keep it for the child's life. Spawn
@@ -90,17 +88,13 @@ func Spawn(o Options, a SpawnArgs) (*os.Process, error) {
 	c.argv = cvec(a.Argv)
 	c.envp = cvec(a.Env)
 	c.flags = C.int(CloneFlags(o))
-	c.uid_map = cstr(fmt.Sprintf("%d %d 1\n", o.UID, o.UID))
-	c.gid_map = cstr(fmt.Sprintf("%d %d 1\n", o.GID, o.GID))
 	for i, f := range []*os.File{a.Stdin, a.Stdout, a.Stderr, a.Extra} {
 		c.fds[i] = -1
 		if f != nil {
 			c.fds[i] = C.int(f.Fd())
 		}
 	}
-	if o.UID != 0 {
-		c.ambient = C.uint64_t(ambientCaps(o))
-	}
+	c.ambient = C.uint64_t(ambientCaps(o))
 	pid := C.nsbox_spawn(&c)
 	// The fds were read by the child; keep their files open until here.
 	runtime.KeepAlive(a)

@@ -9,9 +9,6 @@
 enum {
 	NSBOX_STEP_CLONE = 1,
 	NSBOX_STEP_SIGNALS,
-	NSBOX_STEP_SETGROUPS,
-	NSBOX_STEP_UID_MAP,
-	NSBOX_STEP_GID_MAP,
 	NSBOX_STEP_SETSID,
 	NSBOX_STEP_PDEATHSIG,
 	NSBOX_STEP_CAPS,
@@ -20,14 +17,22 @@ enum {
 };
 
 /* The capabilities the worker needs inside its user namespace to build the
- * sandbox; it drops them before any command runs. As ambient capabilities
- * for a non-root caller (root inside keeps its own). */
+ * sandbox; it drops them before any command runs. Ambient, because the
+ * worker execs before its maps exist (it is no namespace's root then). */
 #define NSBOX_WORKER_CAPS ( \
 	(1ULL << 21) /* CAP_SYS_ADMIN: mount, pivot_root, sethostname */ | \
 	(1ULL << 12) /* CAP_NET_ADMIN: bring up lo */ | \
 	(1ULL << 8)  /* CAP_SETPCAP: drop the bounding set, lock securebits */ | \
 	(1ULL << 1)  /* CAP_DAC_OVERRIDE: mount points in directories we do not own */ | \
-	(1ULL << 18) /* CAP_SYS_CHROOT */ )
+	(1ULL << 18) /* CAP_SYS_CHROOT */ | \
+	(1ULL << 7)  /* CAP_SETUID: take its ids once mapped */ | \
+	(1ULL << 6)  /* CAP_SETGID: and its groups */ | \
+	/* and what commands keep with a full id range (rangeCaps in \
+	 * pkg/sandbox/caps.go): */ \
+	(1ULL << 0)  /* CAP_CHOWN */ | \
+	(1ULL << 2)  /* CAP_DAC_READ_SEARCH */ | \
+	(1ULL << 3)  /* CAP_FOWNER */ | \
+	(1ULL << 5)  /* CAP_KILL */ )
 
 /* The namespaces of every sandbox (CloneFlags in Go, which adds
  * CLONE_NEWNET unless the policy shares the host's network). */
@@ -40,8 +45,6 @@ struct nsbox_spawn {
 	char *const *argv;
 	char *const *envp;
 	int flags;                 /* CLONE_NEW* */
-	const char *uid_map;       /* one line: "ID ID 1\n" */
-	const char *gid_map;
 	int fds[4];                /* become 0..3; -1: /dev/null (0..2), nothing (3) */
 	uint64_t ambient;          /* capabilities raised as ambient (bit n: cap n) */
 	/* Out: written by the child when a step fails, before it exits. */
@@ -50,5 +53,10 @@ struct nsbox_spawn {
 };
 
 int nsbox_spawn(struct nsbox_spawn *a);
+
+/* NSBOX_WORKER_CAPS as compiled into pkg/namespaces: callers in other Go
+ * packages (cmd/nsbox/prespawn.c) read it through this, since Go's build
+ * cache does not see a change to this header from another package. */
+uint64_t nsbox_worker_caps(void);
 
 #endif

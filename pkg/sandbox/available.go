@@ -36,7 +36,7 @@ func probe() error {
 	err := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // the parent death signal's thread; ends with the goroutine
-		proc, serr := namespaces.Spawn(namespaces.Options{UID: os.Geteuid(), GID: os.Getegid()},
+		proc, serr := namespaces.Spawn(namespaces.Options{},
 			namespaces.SpawnArgs{Path: "/proc/self/exe", Argv: []string{probeArg0}})
 		if serr == nil {
 			serr = waitError(proc.Wait())

@@ -39,14 +39,14 @@ func (w *worker) dropCaps() error {
 	if w.setup.AllowPrivileged {
 		return keepCaps()
 	}
+	if w.setup.Identity.Setgroups {
+		return keepRangeCaps()
+	}
 	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
 		return fmt.Errorf("lock securebits: %w", err)
 	}
-	last := lastCap()
-	for c := 0; c <= last; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
-			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
-		}
+	if err := dropBounding(0); err != nil {
+		return err
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
@@ -55,6 +55,74 @@ func (w *worker) dropCaps() error {
 	var data [2]unix.CapUserData
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("clear capability sets: %w", err)
+	}
+	return nil
+}
+
+func dropBounding(keep uint64) error {
+	last := lastCap()
+	for c := 0; c <= last; c++ {
+		if keep&(1<<c) != 0 {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// rangeCaps are what commands keep with a full id range: the powers of a
+// container's root over files and ids, so that tar restores owners, modes
+// and times, chown and setgroups work and subprocess.run(user=...) can
+// switch ids. They exist in the sandbox's user namespace only, and the
+// kernel honours them only on inodes and ids that namespace maps
+// (capable_wrt_inode_uidgid): the range's own ids, and the writable binds
+// idmapped onto it. A host file owned by an unmapped id (root's
+// /etc/shadow) stays out of reach. Nothing that acts on a namespace
+// (CAP_SYS_ADMIN, CAP_NET_ADMIN), no CAP_FSETID or CAP_SETFCAP (no
+// privilege can be stored in a file), no CAP_SYS_PTRACE.
+const rangeCaps = 1<<unix.CAP_CHOWN | 1<<unix.CAP_DAC_OVERRIDE | 1<<unix.CAP_DAC_READ_SEARCH |
+	1<<unix.CAP_FOWNER | 1<<unix.CAP_SETUID | 1<<unix.CAP_SETGID | 1<<unix.CAP_KILL
+
+// keepRangeCaps drops every capability but rangeCaps and carries those
+// across every execve as ambient capabilities, whatever the uid: root
+// inside gains nothing more at exec (SECBIT_NOROOT), and a switch to
+// another uid loses nothing (SECBIT_NO_SETUID_FIXUP), both locked.
+func keepRangeCaps() error {
+	if err := dropBounding(rangeCaps); err != nil {
+		return err
+	}
+	set := func(permitted, inheritable uint64) error {
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		data := [2]unix.CapUserData{
+			{Effective: uint32(permitted), Permitted: uint32(permitted), Inheritable: uint32(inheritable)},
+			{Effective: uint32(permitted >> 32), Permitted: uint32(permitted >> 32), Inheritable: uint32(inheritable >> 32)},
+		}
+		return unix.Capset(&hdr, &data[0])
+	}
+	// CAP_SETPCAP a little longer: locking the securebits needs it, and
+	// they are locked last because SECBIT_NO_CAP_AMBIENT_RAISE stops the
+	// raises below.
+	if err := set(rangeCaps|1<<unix.CAP_SETPCAP, rangeCaps); err != nil {
+		return fmt.Errorf("set capability sets: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	for c := 0; c < 64; c++ {
+		if rangeCaps&(1<<c) == 0 {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0); err != nil {
+			return fmt.Errorf("raise ambient capability %d: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
+		return fmt.Errorf("lock securebits: %w", err)
+	}
+	if err := set(rangeCaps, rangeCaps); err != nil {
+		return fmt.Errorf("drop CAP_SETPCAP: %w", err)
 	}
 	return nil
 }

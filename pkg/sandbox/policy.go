@@ -75,6 +75,13 @@ type Policy struct {
 	AllowUserns bool `json:"allowUserns,omitempty"`
 	// AllowPrivileged keeps capabilities inside the user namespace.
 	AllowPrivileged bool `json:"allowPrivileged,omitempty"`
+	// SingleID maps only the caller's own uid and gid (setgroups denied)
+	// instead of a 65,536-id range: a root caller then runs as host root.
+	SingleID bool `json:"singleID,omitempty"`
+	// AllowSingleID: a root caller whose bind is on a filesystem
+	// that cannot be idmapped gets the single-id map (and a warning,
+	// Session.Warnings) instead of an error.
+	AllowSingleID bool `json:"allowSingleID,omitempty"`
 	// HostAPIs is the allowlist of "api.method" names commands may call
 	// through hostCall. Empty: no hostCall fd is given to commands.
 	HostAPIs []string `json:"hostAPIs,omitempty"`

@@ -42,7 +42,23 @@ type setupMsg struct {
 	// NoScopes skips the namespace sandbox's Landlock scopes step (for
 	// benchmarks that measure it).
 	NoScopes bool `json:"noScopes,omitempty"`
+	// CommandFilter: commands also get seccomp.CommandFilter (openat2
+	// ENOSYS), with the default profile.
+	CommandFilter bool `json:"commandFilter,omitempty"`
+	// Identity is who the worker becomes once its maps are written.
+	Identity identityMsg `json:"identity"`
+	// Premade lists the plan's mount indices for which an fd (an
+	// idmapped bind) follows the cgroup join fds in the handshake.
+	Premade []int `json:"premade,omitempty"`
 }
+
+// typePremade carries idmapped binds (fds only) to the worker ahead of
+// the handshake, which lists what they are for (setupMsg.Premade); the
+// worker takes at most maxPremade in all.
+const (
+	typePremade = "premadeMounts"
+	maxPremade  = 256
+)
 
 type rlimit struct {
 	Resource int    `json:"resource"`

@@ -48,6 +48,12 @@ type Session struct {
 	// namespace sandbox. llInfo is what it enforces.
 	ll     *landlockState
 	llInfo *LandlockInfo
+	// identity is what the worker's user namespace maps (nil for the
+	// Landlock backend, which has none); premade the idmapped binds
+	// handed over in the handshake.
+	identity *namespaces.Identity
+	premade  []*os.File
+	warnings []string
 	subscriptions
 }
 
@@ -110,6 +116,9 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			for _, f := range s.cgroupProcs {
 				f.Close()
 			}
+			for _, f := range s.premade {
+				f.Close()
+			}
 			if workerEnd != nil {
 				workerEnd.Close()
 			}
@@ -127,10 +136,27 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 		}
 	}()
 	var setup setupMsg
+	// The id maps are written as soon as both the worker and its identity
+	// exist, beside the steps that follow (a root-less full range execs
+	// newuidmap and newgidmap, a few ms); "write id maps" waits for them.
+	var maps chan error
+	writeMaps := func() {
+		if maps == nil && s.pid > 0 && s.identity != nil {
+			maps = make(chan error, 1)
+			pid, id := s.pid, s.identity
+			go func() { maps <- namespaces.WriteMaps(pid, id) }()
+		}
+	}
 	steps := []step{
 		{"validate policy", func() error { return p.Validate() }},
 		{"check mount sources", func() error { return checkSources(&p) }},
-		{"prepare", func() error { return s.prepare(&setup) }},
+		{"prepare", func() error {
+			err := s.prepare(&setup)
+			if err == nil {
+				writeMaps() // a prestarted worker runs already
+			}
+			return err
+		}},
 		{"build landlock rules", func() error {
 			if !o.landlock {
 				return nil
@@ -170,7 +196,30 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 				s.ll.ruleset.Close()
 				return err
 			}
-			return s.startWorker(HintFor(p), workerEnd)
+			if err := s.startWorker(HintFor(p), workerEnd); err != nil {
+				return err
+			}
+			writeMaps()
+			return nil
+		}},
+		// The worker runs unmapped until here and takes its ids only
+		// after the handshake: a prestarted worker and a fresh one are
+		// alike. (A Landlock worker has no user namespace: no maps.)
+		{"write id maps", func() error {
+			writeMaps()
+			if maps == nil {
+				return nil
+			}
+			return <-maps
+		}},
+		// After the maps: an idmapped mount copies them when it is made.
+		{"idmap binds", func() error {
+			if !idmapsBinds(s.identity) {
+				return nil
+			}
+			var err error
+			s.premade, setup.Premade, err = s.idmapBinds(&setup.Plan)
+			return err
 		}},
 		{"join limits", func() error { return s.limits.join(s.pid) }},
 		{"handshake", func() error { return s.handshake(ctx, conn, &setup) }},
@@ -261,14 +310,53 @@ func (s *Session) prepare(setup *setupMsg) error {
 		return err
 	}
 	setup.Seccomp = filter
+	setup.CommandFilter = filter != nil && (p.Seccomp == "" || p.Seccomp == "default")
+	if s.opts.landlock {
+		// No user namespace: the worker keeps the caller's ids.
+		return nil
+	}
+	if s.identity, err = s.chooseIdentity(p); err != nil {
+		return err
+	}
+	setup.Identity = identityMsg{UID: s.identity.UID, GID: s.identity.GID, Setgroups: s.identity.Setgroups()}
+	if idmapsBinds(s.identity) {
+		// The worker builds the root as host root, whose ids the range
+		// does not map: what it creates must be the sandbox's. Otherwise
+		// it already runs as the ids it will take (the caller's own,
+		// mapped to themselves).
+		setup.Plan.Owner = &mounts.Owner{UID: s.identity.UID, GID: s.identity.GID}
+		setup.Plan.Mounts = append(reachableAncestors(p), p.Mounts...)
+	}
 	return nil
 }
+
+// chooseIdentity picks the sandbox's ids; with AllowSingleID, a root
+// caller's bind that cannot be idmapped selects the single-id
+// map, with a warning, before any map is written.
+func (s *Session) chooseIdentity(p *Policy) (*namespaces.Identity, error) {
+	id, err := chooseIdentity(p.SingleID)
+	if err != nil || !idmapsBinds(id) || !p.AllowSingleID {
+		return id, err
+	}
+	for _, m := range p.Mounts {
+		if m.Kind != MountBind {
+			continue
+		}
+		if err := IdmapSupport(m.Source); errors.Is(err, ErrIdmapUnsupported) {
+			s.warnings = append(s.warnings, fmt.Sprintf("%s cannot be idmapped (%v): this sandbox runs as host root with the single-id map (--allow-single-id)", m.Source, err))
+			return chooseIdentity(true)
+		}
+	}
+	return id, nil
+}
+
+// Warnings are what Start accepted but the user should know (a fallback
+// chosen with AllowSingleID).
+func (s *Session) Warnings() []string { return s.warnings }
 
 func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 	opts := namespaces.Options{
 		HostNetwork: h.HostNetwork,
-		UID:         os.Geteuid(),
-		GID:         os.Getegid(),
 		AllCaps:     h.AllowPrivileged,
 	}
 	args := namespaces.SpawnArgs{
@@ -339,6 +427,17 @@ func describeStartError(err error) error {
 }
 
 func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg) error {
+	// The idmapped binds go ahead of the handshake, at most ipc.MaxFDs a
+	// message, in the order of setup.Premade.
+	for i := 0; i < len(s.premade); i += ipc.MaxFDs {
+		var fds []int
+		for _, f := range s.premade[i:min(i+ipc.MaxFDs, len(s.premade))] {
+			fds = append(fds, int(f.Fd()))
+		}
+		if err := conn.WriteEnvelope(&ipc.Envelope{Type: typePremade}, fds); err != nil {
+			return err
+		}
+	}
 	s.peer = ipc.NewPeer(conn, ipc.Options{})
 	// The worker's own tools reach host APIs through the same allowlist
 	// as commands do.
@@ -360,6 +459,10 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 		f.Close()
 	}
 	s.cgroupProcs = nil
+	for _, f := range s.premade {
+		f.Close()
+	}
+	s.premade = nil
 	if err != nil {
 		var re *ipc.RemoteError
 		if errors.As(err, &re) {

@@ -17,6 +17,7 @@ import (
 	"github.com/nsbox/nsbox/pkg/ipc"
 	"github.com/nsbox/nsbox/pkg/mounts"
 	"github.com/nsbox/nsbox/pkg/namespaces"
+	"github.com/nsbox/nsbox/pkg/seccomp"
 	"golang.org/x/sys/unix"
 )
 
@@ -102,10 +103,6 @@ type worker struct {
 }
 
 func runWorker() int {
-	// Non-dumpable before anything else: no process inside can ptrace the
-	// worker or open its /proc/1/mem, environ or fds, even before seccomp
-	// is installed (prctl(2) PR_SET_DUMPABLE, proc(5)).
-	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// Close what the caller of nsbox leaked to us (an fd without
 	// FD_CLOEXEC survives execve; the Go runtime's own have it): a
 	// directory fd held by PID 1 would be a way back to the host through
@@ -127,24 +124,47 @@ func runWorker() int {
 	// and nothing changes.
 	// Not in a Landlock worker: its network namespace is the host's.
 	w.loUp = !isLandlockWorker() && namespaces.LoopbackUp() == nil
+	// The idmapped binds come first, at most ipc.MaxFDs per message, then
+	// the handshake (see Session.handshake).
+	var premade []int
 	env, fds, err := conn.ReadEnvelope()
+	for err == nil && env.Type == typePremade && len(premade)+len(fds) <= maxPremade {
+		premade = append(premade, fds...)
+		env, fds, err = conn.ReadEnvelope()
+	}
 	if err != nil {
 		return 125
 	}
 	if env.Type != ipc.TypeHandshake {
+		closeInts(premade)
 		closeInts(fds)
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeProtocol, Message: "expected handshake"}}, nil)
 		return 125
 	}
-	if err := json.Unmarshal(env.Payload, &w.setup); err != nil || len(fds) != w.setup.CgroupProcs {
+	// Non-dumpable before anything else is done for the sandbox: no
+	// process inside can ptrace the worker or open its /proc/1/mem,
+	// environ or fds, even before seccomp is installed (prctl(2)
+	// PR_SET_DUMPABLE, proc(5)). Not earlier: until its maps are written
+	// (the handshake comes after them) the supervisor, or newuidmap
+	// checking who owns the process, must see the worker's /proc files as
+	// the caller's, and nothing runs inside yet.
+	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if err := json.Unmarshal(env.Payload, &w.setup); err != nil || len(fds) != w.setup.CgroupProcs || len(premade) != len(w.setup.Premade) {
 		closeInts(fds)
+		closeInts(premade)
 		if err == nil {
-			err = fmt.Errorf("%d fds for %d cgroup join files", len(fds), w.setup.CgroupProcs)
+			err = fmt.Errorf("%d fds for %d cgroup join files, %d for %d premade mounts", len(fds), w.setup.CgroupProcs, len(premade), len(w.setup.Premade))
 		}
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeBadRequest, Message: "bad handshake: " + err.Error()}}, nil)
 		return 125
 	}
 	w.cgroupFDs = fds
+	if len(premade) > 0 {
+		w.setup.Plan.Premade = map[int]int{}
+		for i, fd := range premade {
+			w.setup.Plan.Premade[w.setup.Premade[i]] = fd
+		}
+	}
 	if w.setup.Protocol != ipc.ProtocolVersion {
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeVersionMismatch,
 			Message: fmt.Sprintf("protocol version mismatch: supervisor speaks %d, worker speaks %d", w.setup.Protocol, ipc.ProtocolVersion)}}, nil)
@@ -183,6 +203,16 @@ func (w *worker) runSetup() (string, error) {
 		{"bring up loopback", w.loopback},
 		// Mounts need CAP_SYS_ADMIN; everything after only removes power.
 		{"build root", func() error { return mounts.Build(&w.setup.Plan, w.selfFD) }},
+		// The supervisor wrote the maps before the handshake; until here
+		// the worker ran unmapped, as the caller's host ids: a root
+		// caller's worker could walk root-only host directories to hide
+		// what is in them (what it created belongs to Plan.Owner). Now a
+		// root caller's worker becomes root of the sandbox's range, never
+		// host root, before anything of the sandbox can run.
+		{"set identity", func() error {
+			id := w.setup.Identity
+			return namespaces.SetIdentity(id.UID, id.GID, id.Setgroups)
+		}},
 		// No fd that names a host file survives into the serving worker:
 		// a leaked directory fd is how a process escapes a chroot or
 		// pivot_root through /proc/self/fd (CVE-2024-21626 class).
@@ -198,6 +228,10 @@ func (w *worker) runSetup() (string, error) {
 		{"restrict scopes (landlock)", w.landlockScopes},
 		// seccomp is last: every step above needs syscalls it denies.
 		{"install seccomp filter", w.installSeccomp},
+		// On this thread only, which forks every command: openat2, whose
+		// mode the profile cannot read, gets ENOSYS in commands, while the
+		// worker's tools (other threads) keep using it.
+		{"install command filter", w.installCommandFilter},
 	}
 	return runSteps(steps)
 }
@@ -298,6 +332,20 @@ func (w *worker) setRlimits() error {
 
 func setNoNewPrivs() error {
 	return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+}
+
+func (w *worker) installCommandFilter() error {
+	if !w.setup.CommandFilter {
+		return nil
+	}
+	if unix.Gettid() != w.forkTid {
+		return errForkThread
+	}
+	f, err := seccomp.CommandFilter()
+	if err != nil {
+		return err
+	}
+	return f.InstallThread()
 }
 
 func (w *worker) installSeccomp() error {
@@ -804,6 +852,15 @@ var errNotFound = errors.New("not found")
 // root without a magic link: a /proc/self/fd/N path that names a directory
 // outside the root is refused (CVE-2024-21626 class).
 func checkDir(dir string) error {
+	// On another goroutine, so another thread: the main thread, which
+	// commands are forked from, has openat2 denied (the command filter).
+	// A locked thread only ever runs its own goroutine.
+	done := make(chan error, 1)
+	go func() { done <- checkDirOpenat2(dir) }()
+	return <-done
+}
+
+func checkDirOpenat2(dir string) error {
 	if !strings.HasPrefix(dir, "/") {
 		return fmt.Errorf("not an absolute path")
 	}

@@ -216,9 +216,10 @@ func hdOwnNamespaces(t *testing.T) map[string]uint64 {
 }
 
 // TestHardeningPosture checks the identity, privileges and view of the world
-// a command gets: no capability in any set (also when nsbox runs as root),
-// no_new_privs, locked securebits, a seccomp filter, exactly the caller's id
-// mapped to itself, namespaces of its own, only stdio inherited, a worker
+// a command gets: no capability in any set but, with a full id range, those
+// over its own files and ids (commandCaps), no_new_privs, locked
+// securebits, a seccomp filter, the caller's ids and the map of its
+// identity (checkIDMaps), namespaces of its own, only stdio inherited, a worker
 // (PID 1) it cannot inspect, and a mount table that is nsbox's plan and
 // nothing of the host's beyond it.
 func TestHardeningPosture(t *testing.T) {
@@ -252,10 +253,12 @@ func hdCheckPosture(t *testing.T, u user, p *hdPostureReport, hostNS map[string]
 	if len(p.Errors) > 0 {
 		t.Errorf("posture could not read everything: %v", p.Errors)
 	}
-	// Privileges.
+	// Privileges: none, or with a full id range only the file and id
+	// capabilities of the sandbox's namespace (identity_test.go).
+	wantCaps := commandCaps(t, u)
 	for name, v := range map[string]string{"CapInh": p.CapInh, "CapPrm": p.CapPrm, "CapEff": p.CapEff, "CapBnd": p.CapBnd, "CapAmb": p.CapAmb} {
-		if v != "0000000000000000" {
-			t.Errorf("%s = %q inside, want 0000000000000000 (no capability at all)", name, v)
+		if v != wantCaps {
+			t.Errorf("%s = %q inside, want %s", name, v, wantCaps)
 		}
 	}
 	if p.NoNewPrivs != 1 {
@@ -278,15 +281,7 @@ func hdCheckPosture(t *testing.T, u user, p *hdPostureReport, hostNS map[string]
 			t.Errorf("gid[%d] = %d (%v), want %d", i, id, p.Gid, u.gid)
 		}
 	}
-	if want := fmt.Sprintf("%d %d 1", u.uid, u.uid); p.UidMap != want {
-		t.Errorf("uid_map = %q, want exactly %q", p.UidMap, want)
-	}
-	if want := fmt.Sprintf("%d %d 1", u.gid, u.gid); p.GidMap != want {
-		t.Errorf("gid_map = %q, want exactly %q", p.GidMap, want)
-	}
-	if p.Setgroups != "deny" {
-		t.Errorf("setgroups = %q, want deny, as root too (CVE-2014-8989)", p.Setgroups)
-	}
+	checkIDMaps(t, u, p.UidMap, p.GidMap, p.Setgroups)
 	// Namespaces differ from the host's (the test process's).
 	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "cgroup", "net"} {
 		if ns == "net" && hostNet {
@@ -890,7 +885,7 @@ func TestHardeningSetuidBinary(t *testing.T) {
 			if len(p.Uid) != 4 || p.Uid[1] != u.uid || p.Uid[2] != u.uid {
 				t.Errorf("%s as %s: uids (real, effective, saved, fs) = %v, want all %d", prog, u.name, p.Uid, u.uid)
 			}
-			if p.CapEff != "0000000000000000" || p.CapPrm != "0000000000000000" {
+			if want := commandCaps(t, u); p.CapEff != want || p.CapPrm != want {
 				t.Errorf("%s as %s gained capabilities: CapPrm %s CapEff %s", prog, u.name, p.CapPrm, p.CapEff)
 			}
 		}
@@ -975,7 +970,7 @@ func TestHardeningDockerProfile(t *testing.T) {
 		expectCode(t, r, 0)
 		var p hdPostureReport
 		hdRunPosture(t, u, []string{"--seccomp", prof}, &p)
-		if p.Seccomp != 2 || p.NoNewPrivs != 1 || p.CapEff != "0000000000000000" {
+		if p.Seccomp != 2 || p.NoNewPrivs != 1 || p.CapEff != commandCaps(t, u) {
 			t.Errorf("under Docker's profile: Seccomp %d, NoNewPrivs %d, CapEff %s", p.Seccomp, p.NoNewPrivs, p.CapEff)
 		}
 		var got hdProbes

@@ -180,7 +180,7 @@ func TestAdoptWorkerSpawnedByTheProgram(t *testing.T) {
 		go func() {
 			// The parent death signal's thread: kept until the test ends.
 			runtime.LockOSThread()
-			p, err := namespaces.Spawn(namespaces.Options{UID: os.Getuid(), GID: os.Getgid()}, namespaces.SpawnArgs{
+			p, err := namespaces.Spawn(namespaces.Options{}, namespaces.SpawnArgs{
 				Path: "/proc/self/exe", Argv: []string{"nsbox-init"}, Env: []string{"_NSBOX_INIT=1"}, Extra: wk})
 			wk.Close()
 			if err != nil {

@@ -1,0 +1,132 @@
+package namespaces
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+)
+
+// MapError is a failed write of a worker's id maps.
+type MapError struct {
+	File string // "uid_map", "gid_map", "setgroups", or the helper's path
+	Err  error
+}
+
+func (e *MapError) Error() string { return "write " + e.File + ": " + e.Err.Error() }
+func (e *MapError) Unwrap() error { return e.Err }
+
+// WriteMaps writes the id maps of the user namespace of pid, a child of
+// this process started by Spawn that has not been reaped (so pid cannot
+// name another process). It runs in the parent user namespace, where the
+// kernel checks the writer's capabilities (user_namespaces(7), "Defining
+// user and group ID mappings"):
+//   - ModeSingle: "deny" to setgroups, then one line mapping the caller's
+//     own uid and gid, which any user may write for a namespace it created.
+//   - ModeFull by root: the lines directly (CAP_SETUID and CAP_SETGID in
+//     the parent namespace); setgroups stays "allow".
+//   - ModeFull otherwise: newuidmap and newgidmap, which check the lines
+//     against /etc/subuid and /etc/subgid, run side by side.
+//
+// The worker must not yet be non-dumpable (its /proc files would belong to
+// root): it turns so only once its handshake has come, after this.
+func WriteMaps(pid int, id *Identity) error {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	if id.Helper {
+		errs := make(chan error, 1)
+		go func() { errs <- runHelper(id.NewGIDMap, pid, id.GIDMap) }()
+		err := runHelper(id.NewUIDMap, pid, id.UIDMap)
+		if gerr := <-errs; err == nil {
+			err = gerr
+		}
+		return err
+	}
+	if id.Mode == ModeSingle {
+		// setgroups "deny" before the gid map: the kernel requires it for
+		// a map written without CAP_SETGID over the parent namespace, and
+		// it stops the sandbox from dropping a supplementary group that a
+		// negative ACL relies on (CVE-2014-8989).
+		if err := writeProc(dir+"setgroups", "setgroups", []byte("deny")); err != nil {
+			return err
+		}
+	}
+	if err := writeProc(dir+"uid_map", "uid_map", mapText(id.UIDMap)); err != nil {
+		return err
+	}
+	return writeProc(dir+"gid_map", "gid_map", mapText(id.GIDMap))
+}
+
+// mapText is the text of a map file: one "INSIDE OUTSIDE COUNT" line per
+// range, written in a single write(2) as the kernel requires.
+func mapText(m []IDRange) []byte {
+	var b bytes.Buffer
+	for _, r := range m {
+		fmt.Fprintf(&b, "%d %d %d\n", r.Inside, r.Outside, r.Count)
+	}
+	return b.Bytes()
+}
+
+func writeProc(path, name string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return &MapError{File: name, Err: underlying(err)}
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		return &MapError{File: name, Err: underlying(err)}
+	}
+	return nil
+}
+
+func underlying(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+// runHelper runs newuidmap or newgidmap PID INSIDE OUTSIDE COUNT... with
+// an empty environment; its own message is the error on failure.
+func runHelper(helper string, pid int, m []IDRange) error {
+	args := []string{strconv.Itoa(pid)}
+	for _, r := range m {
+		args = append(args, strconv.FormatUint(uint64(r.Inside), 10), strconv.FormatUint(uint64(r.Outside), 10), strconv.FormatUint(uint64(r.Count), 10))
+	}
+	cmd := exec.Command(helper, args...)
+	cmd.Env = []string{}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		msg := bytes.TrimSpace(out.Bytes())
+		if len(msg) > 0 {
+			err = fmt.Errorf("%s (%v)", msg, err)
+		}
+		return &MapError{File: helper, Err: err}
+	}
+	return nil
+}
+
+// SetIdentity is the worker's first step once its maps exist: it takes
+// uid and gid of its user namespace on every thread (syscall.Setresuid
+// and friends act process-wide). With setgroups allowed the supplementary
+// groups are cleared first: a root caller's host groups (kgid 0) would
+// otherwise stay in the sandbox's credentials, unmapped but still granting
+// access to the host files of those groups. With setgroups denied (the
+// single-id map) they stay as they were, shown as the overflow gid, as the
+// kernel forces.
+func SetIdentity(uid, gid uint32, setgroups bool) error {
+	if setgroups {
+		if err := syscall.Setgroups(nil); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
+	}
+	if err := syscall.Setresgid(int(gid), int(gid), int(gid)); err != nil {
+		return fmt.Errorf("setresgid %d: %w", gid, err)
+	}
+	if err := syscall.Setresuid(int(uid), int(uid), int(uid)); err != nil {
+		return fmt.Errorf("setresuid %d: %w", uid, err)
+	}
+	return nil
+}

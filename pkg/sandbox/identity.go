@@ -1,0 +1,256 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/pkg/ipc"
+	"github.com/nsbox/nsbox/pkg/mounts"
+	"github.com/nsbox/nsbox/pkg/namespaces"
+)
+
+// The sandbox's identity: which ids its user namespace maps (a full range
+// or the caller's own id), who the worker is inside, and, for a root
+// caller, the idmapped binds that let a sandbox running as
+// unprivileged host ids write files owned by the caller.
+
+// Environment variables that point the range choice at other sub-id files,
+// for tests and for admins trying a range before they reserve it. They
+// change which range nsbox asks for; newuidmap (root-less) still checks the
+// request against /etc/subuid and /etc/subgid.
+const (
+	EnvSubUID = "NSBOX_SUBUID"
+	EnvSubGID = "NSBOX_SUBGID"
+)
+
+// ErrIdmapUnsupported is wrapped when a bind of a root-started
+// sandbox is on a filesystem that cannot be idmapped.
+var ErrIdmapUnsupported = mounts.ErrIdmapUnsupported
+
+// identityMsg is the worker's part of the identity, sent in the handshake.
+type identityMsg struct {
+	UID       uint32 `json:"uid"`
+	GID       uint32 `json:"gid"`
+	Setgroups bool   `json:"setgroups,omitempty"`
+}
+
+// Identity describes the ids a sandbox runs with, for status and tests.
+type Identity struct {
+	// Mode is "full" (a 65,536-id range for users and groups) or
+	// "single" (the caller's own uid and gid only).
+	Mode string
+	// UID and GID are the ids inside; HostUID and HostGID what the host
+	// sees of them.
+	UID, GID, HostUID, HostGID uint32
+	// Helper: newuidmap/newgidmap write the maps (root-less full range).
+	Helper bool
+	// Setgroups: setgroups(2) works inside.
+	Setgroups bool
+	// IdmappedBinds: the policy's binds are idmapped (root callers).
+	IdmappedBinds bool
+	// Reason says why the single-id map is used when a full range was
+	// not available.
+	Reason string
+}
+
+// chooseIdentity is the identity of a sandbox started now by this process.
+func chooseIdentity(single bool) (*namespaces.Identity, error) {
+	o := namespaces.ChooseOptions{
+		EUID: os.Geteuid(), EGID: os.Getegid(),
+		SubUID: os.Getenv(EnvSubUID), SubGID: os.Getenv(EnvSubGID),
+		Single: single,
+	}
+	if u, err := user.LookupId(strconv.Itoa(o.EUID)); err == nil {
+		o.User = u.Username
+	}
+	return namespaces.ChooseIdentity(o)
+}
+
+// CurrentIdentity is the identity a sandbox started by this process with
+// p gets, without starting one (for `nsbox status`). A malformed sub-id
+// file is an error, as it is for Start.
+func CurrentIdentity(p Policy) (Identity, error) {
+	id, err := chooseIdentity(p.SingleID)
+	if err != nil {
+		return Identity{}, err
+	}
+	return describeIdentity(id), nil
+}
+
+func describeIdentity(id *namespaces.Identity) Identity {
+	return Identity{Mode: string(id.Mode), UID: id.UID, GID: id.GID, HostUID: id.HostUID(), HostGID: id.HostGID(),
+		Helper: id.Helper, Setgroups: id.Setgroups(), IdmappedBinds: idmapsBinds(id), Reason: id.Reason}
+}
+
+// idmapsBinds: a root caller's full range needs its writable binds
+// idmapped, or the sandbox (host ids of the range) could not write the
+// caller's files. A root-less full range keeps the caller's own uid
+// mapped to itself, which owns its files already.
+func idmapsBinds(id *namespaces.Identity) bool {
+	return id != nil && id.Mode == namespaces.ModeFull && !id.Helper
+}
+
+// IdmapSupport says whether a directory's filesystem accepts idmapped
+// mounts here, by making one (detached, never attached) with a throwaway
+// user namespace. Only root can: for anyone else it returns an error
+// saying so.
+func IdmapSupport(dir string) error {
+	if os.Geteuid() != 0 {
+		return errors.New("idmapped mounts are made by root only (root-less sandboxes map the caller's own uid to itself and need none)")
+	}
+	// A user namespace to map through: a child in a new one, its maps
+	// written, held until the mount is made.
+	id := &namespaces.Identity{Mode: namespaces.ModeFull,
+		UIDMap: []namespaces.IDRange{{Inside: 0, Outside: namespaces.DefaultRootStart, Count: 1}},
+		GIDMap: []namespaces.IDRange{{Inside: 0, Outside: namespaces.DefaultRootStart, Count: 1}}}
+	return withProbeUserns(id, func(nsfd int) error {
+		fd, err := mounts.IdmappedBind(dir, nsfd, true)
+		if err == nil {
+			unix.Close(fd)
+		}
+		return err
+	})
+}
+
+// idmapBinds makes the idmapped binds of a root-started sandbox
+// in the supervisor, through the worker's user namespace (its maps must be
+// written): the fds to send with the handshake and the plan indices they
+// stand for. A filesystem that refuses is an error naming the bind and the
+// way out.
+func (s *Session) idmapBinds(plan *mounts.Plan) (fds []*os.File, idx []int, err error) {
+	ns, err := os.Open("/proc/" + strconv.Itoa(s.pid) + "/ns/user")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ns.Close()
+	defer func() {
+		if err != nil {
+			for _, f := range fds {
+				f.Close()
+			}
+			fds, idx = nil, nil
+		}
+	}()
+	for i, m := range plan.Mounts {
+		// Read-only binds too: a bind the policy names is one the user
+		// wants to see, and through the idmap root inside reads it as the
+		// files' owners allow. Only the host root stays unmapped, where
+		// root's files (/etc/shadow) are out of the sandbox's reach.
+		if m.Kind != mounts.Bind {
+			continue
+		}
+		if len(idx) == maxPremade {
+			return fds, idx, fmt.Errorf("more than %d binds", maxPremade)
+		}
+		fd, err := mounts.IdmappedBind(m.Source, int(ns.Fd()), m.ReadOnly)
+		if err != nil {
+			if m.Optional && errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			if errors.Is(err, mounts.ErrIdmapUnsupported) {
+				return fds, idx, fmt.Errorf("%w: cannot bind %s: %v; a root-started sandbox runs as unprivileged host ids and writes through an idmapped mount: put it on ext4, xfs, btrfs or tmpfs (Linux 6.3+), or pass --allow-single-id to run as host root with the single-id map", ErrIdmapUnsupported, m.Source, err)
+			}
+			return fds, idx, err
+		}
+		fds = append(fds, os.NewFile(uintptr(fd), "idmapped "+m.Source))
+		idx = append(idx, i)
+	}
+	return fds, idx, nil
+}
+
+// withProbeUserns runs fn with an fd of a fresh user namespace mapped as id
+// says: that of a worker started for the purpose, which exits when its
+// channel closes, before any handshake.
+func withProbeUserns(id *namespaces.Identity, fn func(nsfd int) error) error {
+	sup, wk, err := ipc.Socketpair()
+	if err != nil {
+		return err
+	}
+	defer sup.Close()
+	type started struct {
+		p   *os.Process
+		err error
+	}
+	st := make(chan started, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // the parent death signal's thread; ends with the goroutine
+		p, err := namespaces.Spawn(namespaces.Options{}, namespaces.SpawnArgs{
+			Path: "/proc/self/exe", Argv: []string{"nsbox-init"}, Env: []string{initEnv + "=1"}, Extra: wk})
+		wk.Close()
+		st <- started{p, err}
+		if err == nil {
+			p.Wait()
+		}
+	}()
+	r := <-st
+	if r.err != nil {
+		return describeStartError(r.err)
+	}
+	defer func() { sup.Close(); r.p.Kill(); <-done }()
+	if err := namespaces.WriteMaps(r.p.Pid, id); err != nil {
+		return err
+	}
+	ns, err := os.Open("/proc/" + strconv.Itoa(r.p.Pid) + "/ns/user")
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	return fn(int(ns.Fd()))
+}
+
+// reachableAncestors returns read-only binds, to be idmapped like the
+// policy's own, of the host directories that a root-started sandbox could
+// not enter on the way to one of its binds: a workspace in /root/project
+// is below /root (0700, host root's), which the sandbox's root, a host id
+// of its range, may not search through the plain read-only host root. Shown
+// through the sandbox's idmap, such a directory is its root's to enter, as
+// the caller's home is to a root-less sandbox; the policy's hides apply on
+// top (they come later in the plan). Only the topmost such directory of
+// each path is bound; ones below the sandbox's own /tmp are skipped (the
+// worker makes those paths).
+func reachableAncestors(p *Policy) []Mount {
+	var out []Mount
+	seen := map[string]bool{}
+	for _, m := range p.Mounts {
+		if m.Kind != MountBind {
+			continue
+		}
+		for _, a := range ancestors(m.Dest) {
+			if a == "/tmp" || strings.HasPrefix(a, "/tmp/") || seen[a] {
+				break
+			}
+			var st unix.Stat_t
+			if unix.Lstat(a, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				break // not a host directory: the worker creates the path
+			}
+			if st.Mode&0o001 != 0 {
+				continue // others may search it: so may the sandbox
+			}
+			seen[a] = true
+			out = append(out, Mount{Kind: MountBind, Source: a, Dest: a, ReadOnly: true})
+			break
+		}
+	}
+	return out
+}
+
+// ancestors lists the directories above p, outermost first ("/" left
+// out): /a/b/c gives /a, /a/b.
+func ancestors(p string) []string {
+	var out []string
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' {
+			out = append(out, p[:i])
+		}
+	}
+	return out
+}
