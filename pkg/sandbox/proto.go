@@ -33,6 +33,9 @@ type setupMsg struct {
 	// HostCalls: commands get a hostCall socket (the policy allows host
 	// APIs or tool registration).
 	HostCalls bool `json:"hostCalls,omitempty"`
+	// SocketGate: install the socket notification filter (pkg/notify)
+	// right before the main filter, and name its listener in the reply.
+	SocketGate bool `json:"socketGate,omitempty"`
 }
 
 type rlimit struct {
@@ -47,6 +50,9 @@ type handshakeReply struct {
 	// WorkspaceError says why the tools' workspace cannot be opened
 	// inside, once setup is done; empty when it can.
 	WorkspaceError string `json:"workspaceError,omitempty"`
+	// NotifyFD is the worker's number of the socket notification
+	// listener, which the supervisor takes with pidfd_getfd (0: none).
+	NotifyFD int `json:"notifyFD,omitempty"`
 }
 
 // executeMsg starts one command. Three stdio fds travel with it

@@ -45,6 +45,7 @@ type Session struct {
 	// cgroupProcs are handed to the worker in the handshake.
 	cgroupProcs []*os.File
 	subscriptions
+	sockets socketGate
 }
 
 // Reason is why a command (or a sandbox) ended.
@@ -109,6 +110,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			if s.pid > 0 {
 				<-s.exited // reaped: nothing of a failed Start outlives it
 			}
+			s.sockets.close()
 			if s.limits != nil {
 				s.limits.destroy()
 			}
@@ -233,6 +235,7 @@ func (s *Session) prepare(setup *setupMsg) error {
 		return err
 	}
 	setup.Seccomp = filter
+	setup.SocketGate = s.wantSocketGate()
 	return nil
 }
 
@@ -352,6 +355,9 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	if hr.WorkspaceError != "" {
 		s.workspaceErr = fmt.Errorf("%w: %s (%s)", ErrWorkspaceNotVisible, setup.Workspace, hr.WorkspaceError)
 	}
+	if setup.SocketGate {
+		return s.startSocketGate(hr.NotifyFD)
+	}
 	return nil
 }
 
@@ -397,6 +403,7 @@ func (s *Session) Close() error {
 		}
 		s.kill()
 		<-s.exited
+		s.sockets.close()
 		if s.hostCalls != nil {
 			s.hostCalls.close()
 		}
@@ -504,6 +511,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		fds = append(fds, hc.childFD())
 	}
 	before := s.limits.events()
+	refusals := s.sockets.mark()
 	start := time.Now()
 	io.start()
 	// Cancelling ctx tells the worker to kill the command's process group;
@@ -578,6 +586,12 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	failed := res.Signal != 0 || res.ExitCode != 0
 	if lerr := s.limitEnd(before, &res, failed, failed); lerr != nil {
 		return res, lerr
+	}
+	if v := s.socketViolation(refusals); v != nil && failed {
+		// A command that failed after a refused connect failed of it
+		// (sockets.go); one that recovered keeps its clean exit.
+		res.Reason = ReasonViolation
+		return res, v
 	}
 	return res, nil
 }
