@@ -58,4 +58,3 @@ func (s unixSocketStatus) line() string {
 	}
 	return msg
 }
-
