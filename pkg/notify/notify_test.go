@@ -89,6 +89,9 @@ func child(mode string) int {
 		stop.Store(true)
 		wg.Wait()
 		fmt.Println("race-ok", okN)
+	case "bench":
+		n, _ := strconv.Atoi(args[1])
+		benchChild(args[0], n)
 	case "rights":
 		// sendmsg with SCM_RIGHTS over a socketpair: translated fd by fd.
 		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -351,5 +354,4 @@ func TestProgramShape(t *testing.T) {
 			}
 		}
 	}
-	_ = strconv.Itoa
 }

@@ -20,8 +20,8 @@ type Options struct {
 	// them all (performed by the supervisor in the socket's own network
 	// namespace: with --net none, that holds only lo).
 	Inet Handler
-	// MaxInFlight bounds the calls handled at once, each on a goroutine
-	// of its own (a connect can block); 0 means 8.
+	// MaxInFlight bounds the calls handled at once: the Server's
+	// goroutines (a call the supervisor makes can block); 0 means 8.
 	MaxInFlight int
 	// MaxData bounds the bytes of one send the supervisor copies (a
 	// datagram larger than that fails with EMSGSIZE; a stream send is
@@ -34,8 +34,10 @@ type Server struct {
 	listener int
 	stop     int // eventfd: Close wakes Serve
 	o        Options
-	sem      chan struct{}
-	wg       sync.WaitGroup
+	// turn is held by the goroutine that polls and reads; ending (under
+	// turn) tells the others to stop.
+	turn   sync.Mutex
+	ending bool
 	ctx      context.Context
 	cancel   context.CancelFunc
 
@@ -62,44 +64,78 @@ func NewServer(listener int, o Options) (*Server, error) {
 	flag := uint64(unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
 	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{listener: listener, stop: efd, o: o, sem: make(chan struct{}, o.MaxInFlight),
+	return &Server{listener: listener, stop: efd, o: o,
 		ctx: ctx, cancel: cancel, inflight: map[int]struct{}{}, done: make(chan struct{})}, nil
 }
 
 // Serve answers notifications until Close, or until no process is left
 // under the filter (the sandbox ended).
+//
+// Leader and followers: MaxInFlight goroutines take turns at the listener.
+// The one holding the turn polls and reads one notification, hands the
+// turn on, and answers that notification itself. The target waits on the
+// very thread that read its call (no hand-off on the critical path), and a
+// call that blocks in the supervisor (a connect to a full backlog) holds
+// one goroutine only: the others keep answering, so a server inside that
+// must send before it accepts is never starved by its own client.
 func (s *Server) Serve() {
 	defer close(s.done)
+	var wg sync.WaitGroup
+	for i := 0; i < s.o.MaxInFlight; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.follow()
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Server) follow() {
 	p := []unix.PollFd{{Fd: int32(s.listener), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
+	var n seccompNotif
 	for {
+		s.turn.Lock()
+		ok := s.next(p, &n)
+		s.turn.Unlock()
+		if !ok {
+			return
+		}
+		s.handle(&n)
+	}
+}
+
+// next waits for and reads one notification; false when the Server is done.
+func (s *Server) next(p []unix.PollFd, n *seccompNotif) bool {
+	for {
+		if s.ending {
+			return false
+		}
 		p[0].Revents, p[1].Revents = 0, 0
 		if _, err := unix.Poll(p, -1); err != nil {
 			if err == unix.EINTR {
 				continue
 			}
-			return
+			s.ending = true
+			return false
 		}
 		if p[1].Revents != 0 {
-			return
+			s.ending = true
+			return false
 		}
 		if p[0].Revents&unix.POLLIN != 0 {
-			var n seccompNotif
-			if err := recv(s.listener, &n); err != nil {
+			if err := recv(s.listener, n); err != nil {
 				if err == unix.ENOENT || err == unix.EINTR {
 					continue // the target went away before the read
 				}
-				return
+				s.ending = true
+				return false
 			}
-			s.sem <- struct{}{}
-			s.wg.Add(1)
-			go func() {
-				defer func() { <-s.sem; s.wg.Done() }()
-				s.handle(&n)
-			}()
-			continue
+			return true
 		}
 		if p[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
-			return // every process under the filter is gone
+			s.ending = true // every process under the filter is gone
+			return false
 		}
 	}
 }
@@ -121,7 +157,6 @@ func (s *Server) Close() {
 	s.cancel()
 	unix.Write(s.stop, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	<-s.done
-	s.wg.Wait()
 	unix.Close(s.stop)
 	unix.Close(s.listener)
 }

@@ -36,6 +36,13 @@ type UnixGate struct {
 	mntMask  int
 	allow    []string
 	onRefuse func(string)
+	// skipDAC: the sandbox holds one id, the supervisor's own, and the
+	// supervisor is not root: a target has the supervisor's rights on
+	// every file, so the supervisor's connect is the target's.
+	skipDAC bool
+	// onlyUID is the one host uid the sandbox maps (-1: several): every
+	// process inside has it.
+	onlyUID int64
 }
 
 // mntIDMask is STATX_MNT_ID_UNIQUE (6.8: never reused) where the kernel
@@ -59,7 +66,8 @@ func NewUnixGate(cfg GateConfig) (*UnixGate, error) {
 		return nil, err
 	}
 	defer unix.Close(root)
-	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: cfg.Allow, onRefuse: cfg.OnRefuse}
+	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: cfg.Allow, onRefuse: cfg.OnRefuse, onlyUID: -1}
+	g.readIDMap(cfg.RootPid)
 	for _, p := range cfg.Writable {
 		fd, err := openInRoot(root, p)
 		if err != nil {
@@ -178,7 +186,7 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return Deny(unix.ECONNREFUSED) // what connect(2) says for a non-socket
 	}
-	if !writableBy(proc, &st) {
+	if !g.writableBy(proc, &st) {
 		// The supervisor may write where the target may not (a root
 		// supervisor, or the owner of a socket a sandbox user may not
 		// use): the target's own permission is checked here, so the
@@ -214,15 +222,46 @@ func (g *UnixGate) allowed(root int, st *unix.Statx_t) bool {
 	return false
 }
 
+// readIDMap reads the sandbox's uid map (of RootPid) for writableBy.
+func (g *UnixGate) readIDMap(pid int) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/uid_map")
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, line := range lines {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		out, _ := strconv.ParseInt(f[1], 10, 64)
+		n, _ := strconv.ParseInt(f[2], 10, 64)
+		if len(lines) == 1 && n == 1 {
+			g.onlyUID = out
+			g.skipDAC = out == int64(os.Geteuid()) && os.Geteuid() != 0
+		}
+	}
+}
+
 // writableBy checks the socket's write permission (what connect(2) asks
-// of a path socket, unix(7)) for the target's filesystem ids and groups,
-// read from /proc/PID/status. A world-writable socket needs no read.
-// A target holding CAP_DAC_OVERRIDE (a privileged sandbox) is left to the
-// kernel's own check.
-func writableBy(proc string, st *unix.Statx_t) bool {
-	if st.Mode&0o002 != 0 {
+// of a path socket, unix(7)) for the target: the supervisor connects with
+// its own credentials, and must not be a confused deputy that reaches a
+// socket the target itself may not. A world-writable socket, or one owned
+// with the owner's write bit by the one uid a single-id sandbox has,
+// passes at once; everything else is decided on /proc/PID/status
+// (filesystem ids, groups, CAP_DAC_OVERRIDE: a privileged sandbox is left
+// to the kernel's own check).
+func (g *UnixGate) writableBy(proc string, st *unix.Statx_t) bool {
+	if g.skipDAC || st.Mode&0o002 != 0 {
 		return true
 	}
+	if g.onlyUID >= 0 && int64(st.Uid) == g.onlyUID && st.Mode&0o200 != 0 {
+		return true
+	}
+	return writableByStatus(proc, st)
+}
+
+func writableByStatus(proc string, st *unix.Statx_t) bool {
 	b, err := os.ReadFile(proc + "/status")
 	if err != nil {
 		return false
