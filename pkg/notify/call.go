@@ -44,6 +44,9 @@ type SockCall struct {
 	Domain, Type int
 	// Addr is the raw sockaddr (nil: none, a send to the connected peer).
 	Addr []byte
+	// Data is the supervisor's copy of a send's payload (nil for
+	// connect), what Allow would send.
+	Data []byte
 	// Sock is the supervisor's duplicate of the target's socket
 	// (pidfd_getfd), valid during Decide; the Server closes it.
 	Sock int

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -89,6 +90,24 @@ func child(mode string) int {
 		stop.Store(true)
 		wg.Wait()
 		fmt.Println("race-ok", okN)
+	case "inet":
+		// args: refused-addr redirected-addr; prints what each connect
+		// gave and what the redirected socket reads.
+		for _, a := range args {
+			host, port, _ := net.SplitHostPort(a)
+			p, _ := strconv.Atoi(port)
+			ip := net.ParseIP(host).To4()
+			fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			sa := &unix.SockaddrInet4{Port: p}
+			copy(sa.Addr[:], ip)
+			if err := unix.Connect(fd, sa); err != nil {
+				fmt.Println(a, errName(err))
+				continue
+			}
+			b := make([]byte, 16)
+			n, _ := unix.Read(fd, b)
+			fmt.Println(a, "read", string(b[:n]))
+		}
 	case "bench":
 		n, _ := strconv.Atoi(args[1])
 		benchChild(args[0], n)
@@ -153,6 +172,11 @@ func errName(err error) string {
 // gate allows gateWritable, and returns its result lines.
 func runChild(t *testing.T, mode string, args []string, cfg GateConfig) (map[string]string, []string) {
 	t.Helper()
+	return runChildWith(t, mode, args, cfg, nil)
+}
+
+func runChildWith(t *testing.T, mode string, args []string, cfg GateConfig, inet Handler) (map[string]string, []string) {
+	t.Helper()
 	if err := Supported(); err != nil {
 		t.Skip(err)
 	}
@@ -188,7 +212,7 @@ func runChild(t *testing.T, mode string, args []string, cfg GateConfig) (map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(listener, Options{Unix: gate})
+	srv, err := NewServer(listener, Options{Unix: gate, Inet: inet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,5 +377,56 @@ func TestProgramShape(t *testing.T) {
 				t.Errorf("instruction %d jumps out of the program", i)
 			}
 		}
+	}
+}
+
+// TestInetHandler is the hook the filtered network uses: a connect to one
+// address is refused by the handler, a connect to another is answered by
+// installing a socket the supervisor connected elsewhere (ADDFD, SETFD).
+func TestInetHandler(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("redirected"))
+			c.Close()
+		}
+	}()
+	var seen atomic.Int64
+	h := HandlerFunc(func(_ context.Context, c *SockCall) Verdict {
+		seen.Add(1)
+		if c.Syscall != Connect || c.Domain != unix.AF_INET || len(c.Addr) < 8 {
+			return Allow()
+		}
+		switch c.Addr[7] { // the last byte of the IPv4 address
+		case 2:
+			return Deny(unix.ECONNREFUSED)
+		case 3:
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return Deny(unix.EIO)
+			}
+			sa := &unix.SockaddrInet4{Port: l.Addr().(*net.TCPAddr).Port, Addr: [4]byte{127, 0, 0, 1}}
+			if err := unix.Connect(fd, sa); err != nil {
+				unix.Close(fd)
+				return Deny(unix.EIO)
+			}
+			return InstallFD(fd, 0)
+		}
+		return Allow()
+	})
+	res, lines := runChildWith(t, "inet", []string{"127.0.0.2:9", "127.0.0.3:9"}, GateConfig{}, h)
+	if res["127.0.0.2:9"] != "ECONNREFUSED" || res["127.0.0.3:9"] != "read redirected" {
+		t.Fatalf("inet handler: %v", lines)
+	}
+	if seen.Load() < 2 {
+		t.Fatalf("handler saw %d calls", seen.Load())
 	}
 }

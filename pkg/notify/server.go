@@ -262,6 +262,7 @@ func (s *Server) decide(n *seccompNotif) (val int64, errno unix.Errno, installed
 		if errno != 0 {
 			return 0, errno, false
 		}
+		c.Data = data
 		v := s.verdict(c)
 		return s.perform(c, v, func(addr []byte) (int64, unix.Errno) {
 			return sysSendmsg(sock, data, nil, addr, int(int32(a[3])))
@@ -272,6 +273,7 @@ func (s *Server) decide(n *seccompNotif) (val int64, errno unix.Errno, installed
 			return 0, errno, false
 		}
 		defer m.close()
+		c.Data = m.data
 		v := s.verdict(c)
 		return s.perform(c, v, func(addr []byte) (int64, unix.Errno) {
 			return sysSendmsg(sock, m.data, m.oob, addr, int(int32(a[2])))
@@ -582,6 +584,7 @@ func (s *Server) sendmmsg(c *SockCall, vec uint64, vlen uint32, flags int) (int6
 		at := vec + uint64(i)*sizeofMmsghdr
 		m, errno := s.readMsg(c, at)
 		if errno == 0 {
+			c.Data = m.data
 			v := s.verdict(c)
 			var val int64
 			val, errno, _ = s.perform(c, v, func(addr []byte) (int64, unix.Errno) {
