@@ -627,6 +627,12 @@ func sysConnect(fd int, addr []byte) (int64, unix.Errno) {
 // MSG_NOSIGNAL is added: a broken pipe must not signal the supervisor (the
 // target gets EPIPE, without the SIGPIPE it would have got).
 func sysSendmsg(fd int, data, oob, addr []byte, flags int) (int64, unix.Errno) {
+	if flags&unix.MSG_ZEROCOPY != 0 {
+		// The kernel would keep sending from the supervisor's copy after
+		// the call returns, and the completions would reach the target
+		// for a buffer it never lent: refused, the target copies.
+		return 0, unix.EOPNOTSUPP
+	}
 	var h unix.Msghdr
 	var iov unix.Iovec
 	if len(data) > 0 {
