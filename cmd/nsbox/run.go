@@ -293,6 +293,7 @@ func runMain(f *runFlags, argv []string) error {
 	// in case this one is killed (audit.go).
 	defer recordAudit(res.GitAudit)()
 	started := map[string]any{"event": "started", "pid": s.Pid(), "backend": b.Name(), "profile": res.Profile}
+	addSocketStatus(started, s, &res.Policy)
 	if li, ok := s.(interface{ Limits() sandbox.LimitInfo }); ok {
 		info := li.Limits()
 		started["limits"] = info

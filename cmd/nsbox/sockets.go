@@ -16,6 +16,20 @@ func violationLines(status *statusWriter) sandbox.Option {
 	})
 }
 
+// addSocketStatus puts what guards host unix sockets, and the sockets let
+// through, in the "started" status line.
+func addSocketStatus(started map[string]any, s any, p *sandbox.Policy) {
+	g, ok := s.(interface{ UnixSocketGate() string })
+	if !ok {
+		return
+	}
+	us := map[string]any{"gate": g.UnixSocketGate()}
+	if len(p.UnixSockets.Allow) > 0 {
+		us["allow"] = p.UnixSockets.Allow
+	}
+	started["unix_sockets"] = us
+}
+
 func isSocketViolation(err error) bool {
 	var v *sandbox.ViolationError
 	return errors.As(err, &v) && v.Operation == "unix connect"

@@ -188,6 +188,19 @@ func (s *Session) startSocketGate(workerFD int) error {
 	return nil
 }
 
+// UnixSocketGate says what guards this session's host unix sockets:
+// "seccomp user notification", "unrestricted" (the policy turned the gate
+// off) or "none" (this kernel has no way; see SocketGateMechanism).
+func (s *Session) UnixSocketGate() string {
+	switch {
+	case s.sockets.srv != nil:
+		return "seccomp user notification"
+	case s.policy.UnixSockets.Unrestricted:
+		return "unrestricted"
+	}
+	return "none"
+}
+
 // socketViolation turns the refusals since mark into the error of a
 // command that failed: a refused connect is a violation, as a refused
 // write is.

@@ -243,6 +243,11 @@ func TestSocketsAllow(t *testing.T) {
 		if r.code != 3 || !strings.Contains(r.stdout, allowed+" ok") || !strings.Contains(r.stdout, other+" EACCES") {
 			t.Fatalf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 		}
+		// The status line lists it with the gate in force.
+		r2 := u.run(t, &runOpts{dir: ws, env: env}, "run", "--json-status", "fd:1", "--allow-socket", "$NSBOX_IT_SOCK", "--", "true")
+		if !strings.Contains(r2.stdout, `"unix_sockets":{"allow":["`+allowed+`"],"gate":"seccomp user notification"}`) {
+			t.Fatalf("started line: %s", r2.stdout)
+		}
 		settle()
 		if allowedN.Load() != 1 || otherN.Load() != 0 {
 			t.Fatalf("allowed server saw %d connections (want 1), the other %d (want 0)", allowedN.Load(), otherN.Load())
