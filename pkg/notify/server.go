@@ -38,8 +38,8 @@ type Server struct {
 	// turn) tells the others to stop.
 	turn   sync.Mutex
 	ending bool
-	ctx      context.Context
-	cancel   context.CancelFunc
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu       sync.Mutex
 	inflight map[int]struct{} // supervisor socket fds being used

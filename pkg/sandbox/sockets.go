@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nsbox/nsbox/pkg/notify"
 	"golang.org/x/sys/unix"
@@ -40,7 +41,8 @@ func WithSocketHandler(h SocketHandler) Option { return func(o *options) { o.ine
 
 // WithViolations calls f with each violation the session's supervisor
 // sees while it happens (a refused unix socket connect), from the
-// goroutine that refused it. f must not block.
+// goroutine that refused it: once per path, for at most 64 paths per
+// session (a loop of refusals is not a flood). f must not block.
 func WithViolations(f func(*ViolationError)) Option { return func(o *options) { o.violations = f } }
 
 // SocketGateMechanism says what keeps the sandbox from host unix sockets on
@@ -77,9 +79,16 @@ type socketGate struct {
 	mu      sync.Mutex
 	refused int64    // refusals since the start
 	paths   []string // the latest refused paths, at most maxRefusedPaths
+	// reported are the paths already told (WithViolations, the audit
+	// log): a loop of refused connects is one line per path, and at most
+	// maxReportedPaths lines per session, not a flood.
+	reported map[string]bool
 }
 
-const maxRefusedPaths = 16
+const (
+	maxRefusedPaths  = 16
+	maxReportedPaths = 64
+)
 
 func (g *socketGate) close() {
 	if g.srv != nil {
@@ -112,14 +121,24 @@ func (g *socketGate) refusedSince(mark int64) (string, bool) {
 	return g.paths[len(g.paths)-int(n)], true
 }
 
-func (g *socketGate) record(p string) {
+// record counts a refusal and says whether to report it: the first of
+// each path, for the first maxReportedPaths paths.
+func (g *socketGate) record(p string) (report bool) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.refused++
 	g.paths = append(g.paths, p)
 	if len(g.paths) > maxRefusedPaths {
 		g.paths = append(g.paths[:0], g.paths[len(g.paths)-maxRefusedPaths:]...)
 	}
-	g.mu.Unlock()
+	if g.reported == nil {
+		g.reported = map[string]bool{}
+	}
+	if g.reported[p] || len(g.reported) >= maxReportedPaths {
+		return false
+	}
+	g.reported[p] = true
+	return true
 }
 
 // writablePlaces are the sandbox's own writable places, as paths inside:
@@ -163,9 +182,15 @@ func (s *Session) startSocketGate(workerFD int) error {
 		return &SetupError{Step: "socket gate", Err: fmt.Errorf("take the notification listener (pidfd_getfd): %w; kernel.yama.ptrace_scope above 1 forbids it", err)}
 	}
 	onRefuse := func(p string) {
-		s.sockets.record(p)
+		if !s.sockets.record(p) {
+			return
+		}
 		if f := s.opts.violations; f != nil {
 			f(&ViolationError{Operation: "unix connect", Path: p, Detail: "a host socket outside the sandbox's writable places"})
+		}
+		if a := s.hostCalls.audit; a.enabled() {
+			a.write(map[string]any{"time": time.Now().UTC().Format(time.RFC3339Nano), "session": s.opts.id,
+				"kind": "violation", "operation": "unix connect", "path": p})
 		}
 	}
 	gate, err := notify.NewUnixGate(notify.GateConfig{
