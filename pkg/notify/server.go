@@ -44,6 +44,12 @@ type Server struct {
 	mu       sync.Mutex
 	inflight map[int]struct{} // supervisor socket fds being used
 	closed   bool
+	// pidfds caches a pidfd per thread id (at most maxPidfds). A pidfd
+	// names one process, never a later one that reused its id: when the
+	// cached one is dead, pidfd_getfd fails with ESRCH and a new pidfd is
+	// opened and checked. A live thread's id is its own, so a cached pidfd
+	// whose process lives is the target's.
+	pidfds map[int]int
 	done     chan struct{}
 }
 
@@ -65,7 +71,7 @@ func NewServer(listener int, o Options) (*Server, error) {
 	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{listener: listener, stop: efd, o: o,
-		ctx: ctx, cancel: cancel, inflight: map[int]struct{}{}, done: make(chan struct{})}, nil
+		ctx: ctx, cancel: cancel, inflight: map[int]struct{}{}, pidfds: map[int]int{}, done: make(chan struct{})}, nil
 }
 
 // Serve answers notifications until Close, or until no process is left
@@ -157,8 +163,64 @@ func (s *Server) Close() {
 	s.cancel()
 	unix.Write(s.stop, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	<-s.done
+	s.mu.Lock()
+	for _, fd := range s.pidfds {
+		unix.Close(fd)
+	}
+	s.pidfds = nil
+	s.mu.Unlock()
 	unix.Close(s.stop)
 	unix.Close(s.listener)
+}
+
+const maxPidfds = 128
+
+// getfd duplicates the target thread's fd (pidfd_getfd), through a cached
+// pidfd when there is one.
+func (s *Server) getfd(c *SockCall, fd int) (int, unix.Errno) {
+	s.mu.Lock()
+	pidfd, ok := s.pidfds[c.Pid]
+	s.mu.Unlock()
+	if ok {
+		got, err := unix.PidfdGetfd(pidfd, fd, 0)
+		if err != unix.ESRCH {
+			if err != nil {
+				return -1, errnoOf(err)
+			}
+			return got, 0
+		}
+		// A dead process's pidfd: its id now names the target.
+		s.mu.Lock()
+		if s.pidfds[c.Pid] == pidfd {
+			delete(s.pidfds, c.Pid)
+			unix.Close(pidfd)
+		}
+		s.mu.Unlock()
+	}
+	pidfd, err := openPidfd(c.Pid)
+	if err != nil {
+		return -1, unix.ESRCH
+	}
+	if !c.Valid() { // the pidfd may name a process that reused the id
+		unix.Close(pidfd)
+		return -1, unix.ESRCH
+	}
+	got, err := unix.PidfdGetfd(pidfd, fd, 0)
+	s.mu.Lock()
+	if s.pidfds != nil && len(s.pidfds) < maxPidfds {
+		if _, dup := s.pidfds[c.Pid]; !dup {
+			s.pidfds[c.Pid] = pidfd
+			pidfd = -1
+		}
+	}
+	s.mu.Unlock()
+	if pidfd >= 0 {
+		unix.Close(pidfd)
+	}
+	if err != nil {
+		return -1, errnoOf(err)
+	}
+	return got, 0
 }
 
 // Done is closed when Serve has returned.
@@ -219,19 +281,11 @@ func (s *Server) decide(n *seccompNotif) (val int64, errno unix.Errno, installed
 	}
 	// The socket itself, from the target's fd table: the call is made on
 	// this file, whatever the target's fd number names by then.
-	pidfd, err := openPidfd(c.Pid)
-	if err != nil {
-		return 0, unix.ESRCH, false
+	sock, e := s.getfd(c, c.FD)
+	if e != 0 {
+		return 0, e, false
 	}
-	if !c.Valid() { // the pidfd may name a process that reused the pid
-		unix.Close(pidfd)
-		return 0, unix.ESRCH, false
-	}
-	sock, err := unix.PidfdGetfd(pidfd, c.FD, 0)
-	unix.Close(pidfd)
-	if err != nil {
-		return 0, errnoOf(err), false
-	}
+	var err error
 	if !s.track(sock) {
 		unix.Close(sock)
 		return 0, unix.ECONNABORTED, false
@@ -523,26 +577,16 @@ func (s *Server) translateControl(c *SockCall, m *msg, oob []byte) unix.Errno {
 			if len(cm.Data)%4 != 0 || len(cm.Data)/4 > 253 { // SCM_MAX_FD
 				return unix.EINVAL
 			}
-			pidfd, err := openPidfd(c.Pid)
-			if err != nil {
-				return unix.ESRCH
-			}
-			if !c.Valid() {
-				unix.Close(pidfd)
-				return unix.EINTR
-			}
 			var fds []int
 			for i := 0; i < len(cm.Data); i += 4 {
 				tfd := int(int32(binary.LittleEndian.Uint32(cm.Data[i:])))
-				fd, err := unix.PidfdGetfd(pidfd, tfd, 0)
-				if err != nil {
-					unix.Close(pidfd)
+				fd, e := s.getfd(c, tfd)
+				if e != 0 {
 					m.fds = append(m.fds, fds...)
-					return unix.EBADF
+					return e
 				}
 				fds = append(fds, fd)
 			}
-			unix.Close(pidfd)
 			m.fds = append(m.fds, fds...)
 			out = append(out, unix.UnixRights(fds...)...)
 		case c.Domain != unix.AF_UNIX && perPacketOption(int(h.Level), int(h.Type)):
