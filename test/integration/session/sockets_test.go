@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
 )
@@ -73,4 +75,60 @@ func TestUnixSocketViolation(t *testing.T) {
 			t.Fatalf("unrestricted: err %v exit %d stderr %s", err, res.ExitCode, res.Stderr)
 		}
 	})
+}
+
+// TestUnixSocketGateLeaksNothing: sessions that used the gate (refused and
+// allowed connects, a send with SCM_RIGHTS) leave no fd and no goroutine
+// of theirs in the embedding program.
+func TestUnixSocketGateLeaksNothing(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	eachUser(t, func(t *testing.T) {
+		script := `
+import os, socket
+srv = socket.socket(socket.AF_UNIX); srv.bind("/tmp/s"); srv.listen()
+c = socket.socket(socket.AF_UNIX); c.connect("/tmp/s")
+a, b = socket.socketpair()
+a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(memoryview(__import__("array").array("i", [0]))))])
+try:
+    socket.socket(socket.AF_UNIX).connect("/etc/hostname")
+except OSError:
+    pass
+`
+		run := func() {
+			s, err := sandbox.Start(context.Background(), sandbox.Policy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"python3", "-c", script}}); err != nil || res.ExitCode != 0 {
+				t.Fatalf("err %v exit %d stderr %s", err, res.ExitCode, res.Stderr)
+			}
+			s.Close()
+		}
+		run() // first use: lazily started runtime parts are not leaks
+		fds, gs := countFDs(t), runtime.NumGoroutine()
+		for i := 0; i < 5; i++ {
+			run()
+		}
+		// Goroutines that end with a session may still be returning.
+		for i := 0; i < 100 && runtime.NumGoroutine() > gs; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := countFDs(t); n > fds {
+			t.Errorf("fds: %d before, %d after five sessions", fds, n)
+		}
+		if n := runtime.NumGoroutine(); n > gs {
+			t.Errorf("goroutines: %d before, %d after five sessions", gs, n)
+		}
+	})
+}
+
+func countFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
