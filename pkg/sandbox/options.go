@@ -11,6 +11,10 @@ type options struct {
 	id       string
 	// prestarted is a worker to adopt (WithPrestarted).
 	prestarted *Prestarted
+	// inet decides AF_INET/AF_INET6 socket calls (WithSocketHandler).
+	inet SocketHandler
+	// violations hears of refusals as they happen (WithViolations).
+	violations func(*ViolationError)
 	// landlock: the Landlock backend instead of namespaces (WithLandlock).
 	landlock bool
 	// outerProc: bind the outer /proc read-only (WithOuterProc).

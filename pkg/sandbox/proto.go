@@ -50,6 +50,9 @@ type setupMsg struct {
 	// Premade lists the plan's mount indices for which an fd (an
 	// idmapped bind) follows the cgroup join fds in the handshake.
 	Premade []int `json:"premade,omitempty"`
+	// SocketGate: install the socket notification filter (pkg/notify)
+	// right before the main filter, and name its listener in the reply.
+	SocketGate bool `json:"socketGate,omitempty"`
 }
 
 // typePremade carries idmapped binds (fds only) to the worker ahead of
@@ -74,6 +77,9 @@ type handshakeReply struct {
 	WorkspaceError string `json:"workspaceError,omitempty"`
 	// OuterProc: the worker bound the outer /proc (Plan.ProcFallback).
 	OuterProc bool `json:"outerProc,omitempty"`
+	// NotifyFD is the worker's number of the socket notification
+	// listener, which the supervisor takes with pidfd_getfd (0: none).
+	NotifyFD int `json:"notifyFD,omitempty"`
 }
 
 // executeMsg starts one command. Three stdio fds travel with it

@@ -55,6 +55,7 @@ type Session struct {
 	premade  []*os.File
 	warnings []string
 	subscriptions
+	sockets socketGate
 }
 
 // Reason is why a command (or a sandbox) ended.
@@ -126,6 +127,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			if s.pid > 0 {
 				<-s.exited // reaped: nothing of a failed Start outlives it
 			}
+			s.sockets.close()
 			if s.limits != nil {
 				s.limits.destroy()
 			}
@@ -327,6 +329,7 @@ func (s *Session) prepare(setup *setupMsg) error {
 		setup.Plan.Owner = &mounts.Owner{UID: s.identity.UID, GID: s.identity.GID}
 		setup.Plan.Mounts = append(reachableAncestors(p), p.Mounts...)
 	}
+	setup.SocketGate = s.wantSocketGate()
 	return nil
 }
 
@@ -495,6 +498,9 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	if hr.WorkspaceError != "" {
 		s.workspaceErr = fmt.Errorf("%w: %s (%s)", ErrWorkspaceNotVisible, setup.Workspace, hr.WorkspaceError)
 	}
+	if setup.SocketGate {
+		return s.startSocketGate(hr.NotifyFD)
+	}
 	return nil
 }
 
@@ -557,6 +563,7 @@ func (s *Session) Close() error {
 		}
 		s.kill()
 		<-s.exited
+		s.sockets.close()
 		if s.hostCalls != nil {
 			s.hostCalls.close()
 		}
@@ -670,6 +677,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		fds = append(fds, hc.childFD())
 	}
 	before := s.limits.events()
+	refusals := s.sockets.mark()
 	start := time.Now()
 	io.start()
 	// Cancelling ctx tells the worker to kill the command's process group;
@@ -753,6 +761,12 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	failed := res.Signal != 0 || res.ExitCode != 0
 	if lerr := s.limitEnd(before, &res, failed, failed); lerr != nil {
 		return res, lerr
+	}
+	if v := s.socketViolation(refusals); v != nil && failed {
+		// A command that failed after a refused connect failed of it
+		// (sockets.go); one that recovered keeps its clean exit.
+		res.Reason = ReasonViolation
+		return res, v
 	}
 	return res, nil
 }

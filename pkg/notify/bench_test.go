@@ -1,0 +1,191 @@
+package notify
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// benchChild connects n times to path and prints the mean time of one
+// socket+connect+close in nanoseconds. It runs as the child of
+// BenchmarkConnect, under the filter or not.
+func benchChild(path string, n int) {
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		unix.Close(fd)
+	}
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	fmt.Println("ns", time.Since(start).Nanoseconds()/int64(n))
+	fmt.Println("cpu", (ru.Utime.Nano()+ru.Stime.Nano())/int64(n))
+}
+
+func init() {
+	if os.Getenv(childEnv) == "bench-plain" {
+		// Without the filter: the baseline.
+		args := strings.Fields(os.Getenv("NSBOX_NOTIFY_TEST_ARGS"))
+		n, _ := strconv.Atoi(args[1])
+		benchChild(args[0], n)
+		os.Exit(0)
+	}
+}
+
+// BenchmarkConnect measures a connect to an allowed path socket (one in a
+// writable place) made through the gate, against a plain connect: the
+// figure docs/benchmarks.md reports. ns/connect is the child's own mean.
+func BenchmarkConnect(b *testing.B) {
+	if err := Supported(); err != nil {
+		b.Skip(err)
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "nsbox-notify-bench-")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, "s.sock")
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	for _, mode := range []string{"plain", "gate"} {
+		b.Run(mode, func(b *testing.B) {
+			n := max(b.N, 1)
+			var ns string
+			var before, after unix.Rusage
+			unix.Getrusage(unix.RUSAGE_SELF, &before)
+			if mode == "plain" {
+				cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+				cmd.Env = append(os.Environ(), childEnv+"=bench-plain", "NSBOX_NOTIFY_TEST_ARGS="+p+" "+strconv.Itoa(n))
+				cmd.SysProcAttr = benchAttr()
+				out, err := cmd.Output()
+				if err != nil {
+					b.Fatal(err)
+				}
+				ns = strings.Fields(string(out))[1]
+				b.ReportMetric(cpuField(string(out)), "child-cpu-ns/connect")
+			} else {
+				res, lines := runChildB(b, "bench", []string{p, strconv.Itoa(n)}, GateConfig{Writable: []string{dir}})
+				ns = res["ns"]
+				if res["ns"] == "" {
+					b.Fatal(lines)
+				}
+				c, _ := strconv.ParseFloat(res["cpu"], 64)
+				b.ReportMetric(c, "child-cpu-ns/connect")
+			}
+			unix.Getrusage(unix.RUSAGE_SELF, &after)
+			// The test process's CPU: the listener's accepts in both
+			// modes, and the gate's work in the second.
+			sup := (after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano()) / int64(n)
+			b.ReportMetric(float64(sup), "server-cpu-ns/connect")
+			v, err := strconv.ParseFloat(ns, 64)
+			if err != nil {
+				b.Fatalf("child: %q", ns)
+			}
+			b.ReportMetric(v, "ns/connect")
+		})
+	}
+}
+
+// benchAttr puts the child in a user namespace that maps one id, the
+// caller's, as a sandbox does: the gate's permission check then takes the
+// path a sandbox's connects take.
+func benchAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}},
+	}
+}
+
+func cpuField(out string) float64 {
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "cpu "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// runChildB is runChild for a benchmark.
+func runChildB(b *testing.B, mode string, args []string, cfg GateConfig) (map[string]string, []string) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, "NSBOX_NOTIFY_TEST_ARGS="+strings.Join(args, " "))
+	cmd.SysProcAttr = benchAttr()
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	out := bufio.NewScanner(stdout)
+	if !out.Scan() {
+		b.Fatal("child said nothing")
+	}
+	var n int
+	fmt.Sscanf(out.Text(), "fd %d", &n)
+	pidfd, _ := unix.PidfdOpen(cmd.Process.Pid, 0)
+	listener, err := unix.PidfdGetfd(pidfd, n, 0)
+	unix.Close(pidfd)
+	if err != nil {
+		cmd.Process.Kill()
+		b.Fatal(err)
+	}
+	cfg.RootPid = cmd.Process.Pid
+	gate, err := NewUnixGate(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, _ := NewServer(listener, Options{Unix: gate})
+	go srv.Serve()
+	defer srv.Close()
+	stdin.Write([]byte("go\n"))
+	res := map[string]string{}
+	var lines []string
+	for out.Scan() {
+		lines = append(lines, out.Text())
+		k, v, _ := strings.Cut(out.Text(), " ")
+		res[k] = v
+	}
+	return res, lines
+}
+
+// BenchmarkGateSetup is what a session's start adds in the supervisor:
+// the writable places' mount ids and the uid map, read once.
+func BenchmarkGateSetup(b *testing.B) {
+	wd, _ := os.Getwd()
+	for i := 0; i < b.N; i++ {
+		if _, err := NewUnixGate(GateConfig{RootPid: os.Getpid(), Writable: []string{"/tmp", "/run", "/dev/shm", wd}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
