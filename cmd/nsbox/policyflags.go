@@ -32,6 +32,7 @@ type policyFlags struct {
 	allowUserns, allowPrivileged bool
 	allowToolRegistration        bool
 	dryRun                       bool
+	netFlags
 }
 
 // flagKeys maps policy keys to the flags that set them, so that every
@@ -63,7 +64,8 @@ func (f *policyFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.input, "input", "", "bind `DIR` read-only at /input")
 	fl.StringVar(&f.output, "output", "", "bind `DIR` read-write at /output")
 	fl.StringVar(&f.cwd, "cwd", "", "working `DIR` inside (default: the workspace, else the current directory when visible, else /)")
-	fl.StringVar(&f.network, "net", "", "network: none (only lo) or host (default none)")
+	fl.StringVar(&f.network, "net", "", "network: none (only lo), host, or filtered (an allowlist: --allow-host) (default none)")
+	f.registerNetwork(fl)
 	fl.StringVar(&f.hostname, "hostname", "", "hostname inside (default nsbox)")
 	fl.StringArrayVar(&f.env, "env", nil, "set `K=V` inside (repeatable)")
 	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "pass the variable `K` from this environment (repeatable)")
@@ -106,7 +108,8 @@ func (f *policyFlags) layer() (*policy.Layer, error) {
 	if c.Cwd != nil && *c.Cwd == "" {
 		return nil, fmt.Errorf("--cwd: empty path")
 	}
-	c.Network = str("net", f.network)
+	c.Network.Mode = str("net", f.network)
+	f.networkLayer(c)
 	c.Hostname = str("hostname", f.hostname)
 	c.Seccomp = str("seccomp", f.seccomp)
 	c.AllowUserns = boolean("allow-userns", f.allowUserns)

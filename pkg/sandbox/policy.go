@@ -55,8 +55,10 @@ type Policy struct {
 	// Cwd is the working directory inside; "" keeps the caller's when it
 	// is visible inside, else "/".
 	Cwd string `json:"cwd,omitempty"`
-	// Network is NetworkNone (default) or NetworkHost.
+	// Network is NetworkNone (default), NetworkHost or NetworkFiltered.
 	Network Network `json:"network,omitempty"`
+	// NetFilter is the allowlist of NetworkFiltered.
+	NetFilter *NetFilter `json:"netFilter,omitempty"`
 	// Hostname inside; "" means "nsbox".
 	Hostname string `json:"hostname,omitempty"`
 	// Env is the complete environment of commands ("K=V"); nil means
@@ -133,10 +135,8 @@ func (p *Policy) Validate() error {
 			return &PolicyError{Field: "cwd", Msg: err.Error()}
 		}
 	}
-	switch p.Network {
-	case "", NetworkNone, NetworkHost:
-	default:
-		return &PolicyError{Field: "network", Msg: fmt.Sprintf("unknown network %q (want none or host)", p.Network)}
+	if err := p.validateNetwork(); err != nil {
+		return err
 	}
 	if len(p.Hostname) > 64 || strings.ContainsAny(p.Hostname, "/\x00 ") {
 		return &PolicyError{Field: "hostname", Msg: fmt.Sprintf("invalid hostname %q", p.Hostname)}

@@ -118,6 +118,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 	steps := []step{
 		{"validate policy", func() error { return p.Validate() }},
 		{"check mount sources", func() error { return checkSources(&p) }},
+		{"network filter", func() error { return s.prepareNetFilter() }},
 		{"prepare", func() error { return s.prepare(&setup) }},
 		{"create limits", func() error {
 			l, err := newLimiter(p.Limits)
