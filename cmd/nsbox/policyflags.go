@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/nsbox/nsbox/pkg/hostapi"
+	"github.com/nsbox/nsbox/pkg/netfilter"
 	"github.com/nsbox/nsbox/pkg/policy"
+	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/spf13/pflag"
 )
 
@@ -258,6 +260,9 @@ func mountPlan(res *policy.Result) []planLine {
 		planLine{Kind: "tmpfs", Dest: "/tmp", Size: p.Limits.Tmp, Why: "private /tmp"},
 		planLine{Kind: "tmpfs", Dest: "/run", Why: "private /run"},
 	)
+	if p.Network == sandbox.NetworkFiltered {
+		lines = append(lines, planLine{Kind: "bind", Source: "(generated)", Dest: "/etc/resolv.conf", ReadOnly: true, Why: "filtered network: the sandbox's resolver is nsbox's, at " + netfilter.ResolverAddr.String()})
+	}
 	for _, e := range res.Plan {
 		lines = append(lines, planLine{Kind: string(e.Kind), Source: e.Source, Dest: e.Dest, ReadOnly: e.ReadOnly || e.Kind == "protect" || e.Kind == "hide", Size: e.Size, Why: e.Why})
 	}

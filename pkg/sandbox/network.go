@@ -89,13 +89,3 @@ func (p *Policy) networkName() Network {
 // built here.
 var ErrNetFilterUnavailable = errors.New("the filtered network cannot run here")
 
-// prepareNetFilter builds the session's network filter (NetworkFiltered).
-func (s *Session) prepareNetFilter() error {
-	if s.policy.Network != NetworkFiltered {
-		return nil
-	}
-	// Fail closed: until the connect trap (seccomp user notification)
-	// is wired, a filtered network would be no network at all while the
-	// user believes the allowed names reachable.
-	return fmt.Errorf("%w: this build has no seccomp connect trap yet", ErrNetFilterUnavailable)
-}

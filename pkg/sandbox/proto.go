@@ -33,6 +33,9 @@ type setupMsg struct {
 	// HostCalls: commands get a hostCall socket (the policy allows host
 	// APIs or tool registration).
 	HostCalls bool `json:"hostCalls,omitempty"`
+	// Resolver: bind the filtered network's resolver sockets in the
+	// sandbox's network namespace and name them in the reply.
+	Resolver bool `json:"resolver,omitempty"`
 }
 
 type rlimit struct {
@@ -47,6 +50,9 @@ type handshakeReply struct {
 	// WorkspaceError says why the tools' workspace cannot be opened
 	// inside, once setup is done; empty when it can.
 	WorkspaceError string `json:"workspaceError,omitempty"`
+	// Resolver names the worker's numbers of the resolver's sockets,
+	// which the supervisor takes with pidfd_getfd.
+	Resolver resolverFDs `json:"resolver,omitempty"`
 }
 
 // executeMsg starts one command. Three stdio fds travel with it

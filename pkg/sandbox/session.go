@@ -44,6 +44,8 @@ type Session struct {
 	opts      options
 	// cgroupProcs are handed to the worker in the handshake.
 	cgroupProcs []*os.File
+	// net is the filtered network (nil for the others).
+	net *netSession
 	subscriptions
 }
 
@@ -109,6 +111,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			if s.pid > 0 {
 				<-s.exited // reaped: nothing of a failed Start outlives it
 			}
+			s.closeNet()
 			if s.limits != nil {
 				s.limits.destroy()
 			}
@@ -118,8 +121,8 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 	steps := []step{
 		{"validate policy", func() error { return p.Validate() }},
 		{"check mount sources", func() error { return checkSources(&p) }},
-		{"network filter", func() error { return s.prepareNetFilter() }},
 		{"prepare", func() error { return s.prepare(&setup) }},
+		{"network filter", func() error { return s.prepareNetFilter(&setup) }},
 		{"create limits", func() error {
 			l, err := newLimiter(p.Limits)
 			if err != nil {
@@ -353,6 +356,11 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	if hr.WorkspaceError != "" {
 		s.workspaceErr = fmt.Errorf("%w: %s (%s)", ErrWorkspaceNotVisible, setup.Workspace, hr.WorkspaceError)
 	}
+	if setup.Resolver {
+		if err := s.startResolver(hr.Resolver); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -398,6 +406,7 @@ func (s *Session) Close() error {
 		}
 		s.kill()
 		<-s.exited
+		s.closeNet()
 		if s.hostCalls != nil {
 			s.hostCalls.close()
 		}
@@ -505,6 +514,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		fds = append(fds, hc.childFD())
 	}
 	before := s.limits.events()
+	netMark := s.netMark()
 	start := time.Now()
 	io.start()
 	// Cancelling ctx tells the worker to kill the command's process group;
@@ -579,6 +589,13 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	failed := res.Signal != 0 || res.ExitCode != 0
 	if lerr := s.limitEnd(before, &res, failed, failed); lerr != nil {
 		return res, lerr
+	}
+	if v := s.netViolationSince(netMark); v != nil && failed {
+		// A command that failed after the network filter refused it
+		// something failed of it; one that recovered (a fallback
+		// mirror) keeps its clean exit.
+		res.Reason = ReasonViolation
+		return res, v
 	}
 	return res, nil
 }

@@ -99,6 +99,9 @@ type worker struct {
 	// cgroupFDs are the limited group's join files (cgroup.procs, or tasks
 	// on v1); the worker itself stays outside the group.
 	cgroupFDs []int
+	// resolver are the filtered network's resolver sockets until the
+	// supervisor took its copies.
+	resolver resolverFDs
 }
 
 func runWorker() int {
@@ -154,7 +157,7 @@ func runWorker() int {
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeSetupFailed, Step: name, Message: err.Error()}}, nil)
 		return 125
 	}
-	hr := handshakeReply{Protocol: ipc.ProtocolVersion}
+	hr := handshakeReply{Protocol: ipc.ProtocolVersion, Resolver: w.resolver}
 	if fd, err := unix.Open(w.setup.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 		hr.WorkspaceError = err.Error()
 	} else {
@@ -177,6 +180,9 @@ func (w *worker) runSetup() (string, error) {
 		{"clone nsbox binary read-only", w.cloneShim},
 		{"set hostname", func() error { return namespaces.SetHostname(w.setup.Hostname) }},
 		{"bring up loopback", w.loopback},
+		// On lo, with CAP_NET_BIND_SERVICE over this namespace (port 53),
+		// before any program inside runs (so none can take the address).
+		{"bind resolver", w.bindResolver},
 		// Mounts need CAP_SYS_ADMIN; everything after only removes power.
 		{"build root", func() error { return mounts.Build(&w.setup.Plan, w.selfFD) }},
 		// No fd that names a host file survives into the serving worker:
@@ -376,6 +382,7 @@ func (w *worker) waitMain(fd int) {
 			}
 		}
 		if p[0].Revents != 0 {
+			w.closeResolver()
 			return
 		}
 	}
