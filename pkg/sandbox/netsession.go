@@ -22,7 +22,7 @@ type netSession struct {
 	dir    string // holds the generated resolv.conf until the worker mounted it
 
 	mu      sync.Mutex
-	refused int64               // refusals since the start
+	refused int64                // refusals since the start
 	last    []*netfilter.Refusal // the latest, at most maxNetRefusals
 }
 

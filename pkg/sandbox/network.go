@@ -88,4 +88,3 @@ func (p *Policy) networkName() Network {
 // ErrNetFilterUnavailable is wrapped when a filtered network cannot be
 // built here.
 var ErrNetFilterUnavailable = errors.New("the filtered network cannot run here")
-
