@@ -755,3 +755,91 @@ func peerClient(fd, n, conc int) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// BenchmarkPoolExec compares Pool.Exec of /bin/true (a fresh sandbox per
+// call, taken from a pool of ready ones) with a bare fork+exec+wait on the
+// host, interleaved in one loop. Target: ratio ≤ 1.5×. Between two calls
+// the loop waits for the pool to be full again, so that what is measured
+// is a call on a ready pool, not the refill (which runs in the background
+// while a caller does its own work).
+func BenchmarkPoolExec(b *testing.B) {
+	p, err := sandbox.NewPool(policy(), 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	full := func() {
+		for p.Stats().Ready < 2 {
+			if err := p.Stats().LastError; err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	bare := make([]time.Duration, 0, b.N)
+	pool := make([]time.Duration, 0, b.N)
+	c := sandbox.Command{Argv: []string{"/bin/true"}, Stdin: devnull, Stdout: devnull, Stderr: devnull}
+	for i := 0; i < b.N; i++ {
+		full()
+		t0 := time.Now()
+		bareTrue(b)
+		t1 := time.Now()
+		res, err := p.Exec(context.Background(), c)
+		pool = append(pool, time.Since(t1))
+		bare = append(bare, t1.Sub(t0))
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("Pool.Exec: %v %+v", err, res)
+		}
+	}
+	mb, mp := median(bare), median(pool)
+	b.ReportMetric(float64(mb.Nanoseconds())/1e3, "bare-median-µs")
+	b.ReportMetric(float64(mp.Nanoseconds())/1e3, "pool-median-µs")
+	b.ReportMetric(float64(mp)/float64(mb), "ratio")
+}
+
+// BenchmarkPoolIdlePSS reports the proportional set size of one idle pooled
+// session (its worker, PID 1 of the sandbox), from the kernel's
+// /proc/PID/smaps_rollup, for a pool of 8. Target: ≤ 1.5 MiB each. PSS
+// shares the binary's pages among the workers that map them, so it is the
+// figure that adds up to what N idle sessions cost the host.
+func BenchmarkPoolIdlePSS(b *testing.B) {
+	const size = 8
+	for i := 0; i < b.N; i++ {
+		p, err := sandbox.NewPool(policy(), size)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for p.Stats().Ready < size {
+			if err := p.Stats().LastError; err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // let the idle workers settle
+		var total, n int64
+		ents, _ := os.ReadDir("/proc")
+		self := strconv.Itoa(os.Getpid())
+		for _, e := range ents {
+			st, err := os.ReadFile("/proc/" + e.Name() + "/status")
+			if err != nil || !strings.Contains(string(st), "\nPPid:\t"+self+"\n") {
+				continue
+			}
+			sm, err := os.ReadFile("/proc/" + e.Name() + "/smaps_rollup")
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(sm), "\n") {
+				if f := strings.Fields(l); len(f) >= 2 && f[0] == "Pss:" {
+					kb, _ := strconv.ParseInt(f[1], 10, 64)
+					total += kb
+					n++
+				}
+			}
+		}
+		p.Close()
+		if n != size {
+			b.Fatalf("found %d idle workers, want %d", n, size)
+		}
+		b.ReportMetric(float64(total)/float64(n)/1024, "MiB-PSS/session")
+	}
+}

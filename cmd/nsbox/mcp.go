@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/nsbox/nsbox/pkg/hostapi"
 	"github.com/nsbox/nsbox/pkg/mcpserver"
@@ -26,10 +28,16 @@ import (
 
 type mcpFlags struct {
 	policyFlags
-	audit   string
-	dataDir string
-	eager   bool
-	verbose bool
+	audit       string
+	auditMax    int64
+	auditMaxStr string
+	dataDir     string
+	eager       bool
+	verbose     bool
+	http        string
+	tokenFile   string
+	idleTimeout time.Duration
+	tools       []string
 }
 
 func newMCPCmd() *cobra.Command {
@@ -50,9 +58,23 @@ writable), the config file and the flags, as for nsbox run. --timeout bounds
 each tool call. With --allow-tool-registration the client also gets
 register_tool and unregister_tool, which define tools inside the session.
 
+With --http ADDR it serves MCP's streamable HTTP transport at
+http://ADDR/ instead, for agents on other machines: one sandbox per MCP
+session, ended by the client's DELETE or after --idle-timeout without a
+request. --token-file names a file holding the bearer token every request
+must carry (others get 401); an address other than loopback is refused
+without one.
+
 Logs go to stderr; stdout carries only MCP messages.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return mcpMain(f) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := policy.ParseSize(f.auditMaxStr)
+			if err != nil || n < 4096 {
+				return &exitError{code: exitNsboxFailed, msg: fmt.Sprintf("mcp: --audit-max %q: want a size of at least 4K (e.g. 64M)", f.auditMaxStr)}
+			}
+			f.auditMax = n
+			return mcpMain(f)
+		},
 	}
 	fl := cmd.Flags()
 	f.register(fl)
@@ -64,9 +86,14 @@ Logs go to stderr; stdout carries only MCP messages.`,
 		r.Usage = "serve register_tool and unregister_tool, and let programs inside define tools"
 	}
 	fl.StringVar(&f.audit, "audit", "", "append every tool call and hostCall to `FILE` as JSON lines (secrets redacted)")
+	fl.StringVar(&f.auditMaxStr, "audit-max", "64M", "rotate the audit file at `SIZE` (FILE.1 keeps the previous part)")
 	fl.StringVar(&f.dataDir, "data-dir", "", "keep the memory and notepad stores in `DIR` (default: $XDG_DATA_HOME/nsbox)")
 	fl.BoolVar(&f.eager, "eager", false, "start the sandbox at once instead of on the first tool call")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the session's life (start, worker pid, end) to stderr")
+	fl.StringSliceVar(&f.tools, "tools", nil, "serve only the tools `NAME,...` (e.g. read_file,write_file,run_command; see nsbox tools list)")
+	fl.StringVar(&f.http, "http", "", "serve the streamable HTTP transport on `ADDR` (HOST:PORT) instead of stdio")
+	fl.StringVar(&f.tokenFile, "token-file", "", "with --http: require the bearer token in `FILE` (mode 0600) on every request")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session and its sandbox after `DURATION` without a request")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitNsboxFailed, msg: "mcp: " + err.Error()}
 	})
@@ -103,6 +130,31 @@ func mcpMain(f *mcpFlags) error {
 	if err != nil {
 		return fail(err)
 	}
+	// Files nsbox itself writes are no sandbox's to change (they are
+	// trusted later): the audit file stays read-only inside even when it
+	// lies in the workspace (a sandbox must not swap it for a symlink to
+	// ~/.bashrc that the next session appends to), and a --data-dir is
+	// hidden and read-only as the default data directory is (the
+	// resolver's defaults: $NSBOX_DATA).
+	var auditPath string
+	if f.audit != "" {
+		if auditPath, err = filepath.Abs(f.audit); err != nil {
+			return fail(fmt.Errorf("--audit: %v", err))
+		}
+		f.protect = append(f.protect, auditPath, auditPath+".1")
+	}
+	dataDir := f.dataDir
+	if dataDir == "" {
+		if dataDir, err = hostapi.DataDir(os.Getenv); err != nil {
+			return fail(err)
+		}
+	} else {
+		if dataDir, err = filepath.Abs(dataDir); err != nil {
+			return fail(fmt.Errorf("--data-dir: %v", err))
+		}
+		f.hide = append(f.hide, dataDir+"/")
+		f.protect = append(f.protect, dataDir+"/")
+	}
 	res, err := f.resolve(host)
 	if err != nil {
 		return fail(err)
@@ -131,23 +183,14 @@ func mcpMain(f *mcpFlags) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "nsbox mcp")
 
-	id := sessionID()
 	var audit io.Writer
-	if f.audit != "" {
-		af, err := os.OpenFile(f.audit, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o600)
+	if auditPath != "" {
+		af, err := mcpserver.OpenAudit(auditPath, f.auditMax)
 		if err != nil {
 			return fail(fmt.Errorf("--audit: %v", err))
 		}
 		defer af.Close()
 		audit = af
-	}
-	dataDir := f.dataDir
-	if dataDir == "" {
-		if dataDir, err = hostapi.DataDir(os.Getenv); err != nil {
-			return fail(err)
-		}
-	} else if dataDir, err = filepath.Abs(dataDir); err != nil {
-		return fail(fmt.Errorf("--data-dir: %v", err))
 	}
 	handlers, closeStores, err := hostapi.DefaultHandlers(dataDir)
 	if err != nil {
@@ -159,29 +202,38 @@ func mcpMain(f *mcpFlags) error {
 	if err := reg.Err(); err != nil {
 		return fail(err)
 	}
-	opts := []sandbox.Option{sandbox.WithHandlers(handlers), sandbox.WithID(id)}
-	if audit != nil {
-		opts = append(opts, sandbox.WithAudit(audit))
+	if _, err := chooseTools(reg.List(), f.tools); err != nil {
+		return fail(fmt.Errorf("--tools: %v", err))
 	}
-	starter := func(ctx context.Context) (mcpserver.Session, error) {
-		return startMCPSession(ctx, f, host, opts, logger)
+	var only []string
+	for _, n := range f.tools {
+		only = append(only, strings.TrimSpace(n))
 	}
-	srv, err := mcpserver.New(mcpserver.Config{
-		Start:              starter,
-		Definitions:        reg.Definitions(),
-		Eager:              f.eager,
-		AllowRegistration:  res.Policy.AllowToolRegistration,
-		RegistrationSchema: registrationSchema,
-		Timeout:            res.Policy.Limits.Time,
-		Name:               "nsbox",
-		Version:            "dev",
-		Instructions:       mcpInstructions(res),
-		Audit:              audit,
-		AuditID:            id,
-		Logger:             logger,
-	})
-	if err != nil {
-		return fail(err)
+	// The configuration of one MCP session's server: over stdio the only
+	// one, over HTTP one per MCP session id, each with its own sandbox.
+	sessionConfig := func() mcpserver.Config {
+		id := sessionID()
+		opts := []sandbox.Option{sandbox.WithHandlers(handlers), sandbox.WithID(id)}
+		if audit != nil {
+			opts = append(opts, sandbox.WithAudit(audit))
+		}
+		return mcpserver.Config{
+			Start: func(ctx context.Context) (mcpserver.Session, error) {
+				return startMCPSession(ctx, f, host, opts, logger.With("session", id))
+			},
+			Definitions:        reg.Definitions(),
+			Tools:              only,
+			Eager:              f.eager,
+			AllowRegistration:  res.Policy.AllowToolRegistration,
+			RegistrationSchema: registrationSchema,
+			Timeout:            res.Policy.Limits.Time,
+			Name:               "nsbox",
+			Version:            "dev",
+			Instructions:       mcpInstructions(res),
+			Audit:              audit,
+			AuditID:            id,
+			Logger:             logger,
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -191,12 +243,82 @@ func mcpMain(f *mcpFlags) error {
 	// Ignore: an ignored SIGPIPE would be inherited by the sandbox.)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
-	logger.Info("serving MCP on stdio", "profile", res.Profile, "workspace", res.Workspace, "session", id)
+	if f.http != "" {
+		return mcpHTTP(ctx, f, sessionConfig, logger)
+	}
+	srv, err := mcpserver.New(sessionConfig())
+	if err != nil {
+		return fail(err)
+	}
+	logger.Info("serving MCP on stdio", "profile", res.Profile, "workspace", res.Workspace)
 	if err := srv.Serve(ctx, os.Stdin, os.Stdout); err != nil {
 		return fail(err)
 	}
 	logger.Info("connection closed; sandbox gone")
 	return nil
+}
+
+// mcpHTTP serves the streamable HTTP transport until a signal.
+func mcpHTTP(ctx context.Context, f *mcpFlags, sessionConfig func() mcpserver.Config, logger *slog.Logger) error {
+	fail := func(err error) error { return &exitError{code: exitNsboxFailed, msg: "mcp: " + err.Error()} }
+	var token string
+	if f.tokenFile != "" {
+		var err error
+		if token, err = readTokenFile(f.tokenFile); err != nil {
+			return fail(fmt.Errorf("--token-file: %w", err))
+		}
+	}
+	if err := mcpserver.CheckListenAddr(f.http, token != ""); err != nil {
+		return fail(fmt.Errorf("--http: %w", err))
+	}
+	hs, err := mcpserver.NewHTTP(mcpserver.HTTPConfig{Session: sessionConfig, Token: token, IdleTimeout: f.idleTimeout, Logger: logger})
+	if err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", f.http)
+	if err != nil {
+		return fail(fmt.Errorf("--http: %v", err))
+	}
+	// The address actually bound (a port 0 is chosen by the kernel), for
+	// scripts and tests to read.
+	fmt.Fprintf(os.Stderr, "nsbox mcp: serving MCP over HTTP at http://%s/\n", ln.Addr())
+	if err := hs.Serve(ctx, ln); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// readTokenFile reads a bearer token: the file's content without the
+// surrounding white space. The file is a credential, so one that others
+// can read is refused (as ssh refuses such a key).
+func readTokenFile(path string) (string, error) {
+	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer fd.Close()
+	st, err := fd.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("%s can be read by other users (mode %04o): chmod 600 it", path, st.Mode().Perm())
+	}
+	b, err := io.ReadAll(io.LimitReader(fd, 4096))
+	if err != nil {
+		return "", err
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < 16 {
+		return "", fmt.Errorf("%s holds a token of %d characters; use at least 16 (e.g. openssl rand -hex 32)", path, len(token))
+	}
+	if strings.ContainsAny(token, " \t\r\n") {
+		return "", fmt.Errorf("%s holds more than one word; a token is one", path)
+	}
+	return token, nil
 }
 
 // startMCPSession starts the sandbox of the connection. As for nsbox run, the

@@ -19,6 +19,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// moveCorruptAside is --move-corrupt-aside of "nsbox memory" and "nsbox
+// notepad".
+var moveCorruptAside bool
+
+const moveCorruptAsideHelp = "rename a store found corrupt to NAME.corrupt-TIMESTAMP, so that the next write starts a new one (default: leave it untouched and fail)"
+
 // hostAPIStores opens the host API stores in --data-dir, or in nsbox's data
 // directory ($XDG_DATA_HOME/nsbox, ~/.local/share/nsbox).
 func hostAPIStores(dataDir string) (*hostapi.Stores, error) {
@@ -35,7 +41,7 @@ func hostAPIStores(dataDir string) (*hostapi.Stores, error) {
 		}
 		dataDir = d
 	}
-	return hostapi.Open(dataDir, store.Options{})
+	return hostapi.Open(dataDir, store.Options{MoveAsideCorrupt: moveCorruptAside})
 }
 
 func newMemoryCmd() *cobra.Command {
@@ -48,6 +54,7 @@ func newMemoryCmd() *cobra.Command {
 DATA-DIR is $XDG_DATA_HOME/nsbox (default ~/.local/share/nsbox).`,
 	}
 	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "", "use the stores in `DIR` instead of nsbox's data directory")
+	cmd.PersistentFlags().BoolVar(&moveCorruptAside, "move-corrupt-aside", false, moveCorruptAsideHelp)
 
 	var (
 		tag    string

@@ -20,6 +20,7 @@ DATA-DIR/notepad.db, where DATA-DIR is $XDG_DATA_HOME/nsbox (default
 call them.`,
 	}
 	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "", "use the stores in `DIR` instead of nsbox's data directory")
+	cmd.PersistentFlags().BoolVar(&moveCorruptAside, "move-corrupt-aside", false, moveCorruptAsideHelp)
 
 	var asJSON bool
 	list := &cobra.Command{

@@ -50,13 +50,14 @@ var flagKeys = map[string]string{
 	"limits.timeout": "--timeout", "limits.tmp_size": "--tmp-size",
 	"allow_userns": "--allow-userns", "allow_privileged": "--allow-privileged",
 	"allow_tool_registration": "--allow-tool-registration",
+	"tools.max_output":        "--max-output",
 }
 
 func (f *policyFlags) register(fl *pflag.FlagSet) {
 	f.fs = fl
 	fl.StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (default: the config's, else workspace)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the resolved policy and mount plan as JSON, start nothing")
-	fl.StringVar(&f.backend, "backend", "", "`MODE`: auto, required, native or none (default auto)")
+	fl.StringVar(&f.backend, "backend", "", "`MODE`: auto (native, else landlock), required (native only), native, landlock or none (default auto)")
 	fl.StringVar(&f.workspace, "workspace", "", "the workspace `DIR`, read-write under the workspace profile (default: the current directory)")
 	fl.StringArrayVar(&f.rw, "rw", nil, "bind `PATH[:DST]` read-write (repeatable)")
 	fl.StringArrayVar(&f.ro, "ro", nil, "bind `PATH[:DST]` read-only (repeatable)")

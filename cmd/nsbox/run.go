@@ -257,18 +257,30 @@ func runMain(f *runFlags, argv []string) error {
 		released = false
 		s, err = b.Start(ctx, res.Policy, opts...)
 	}
-	if err != nil && b.Isolates() {
-		if reason := backend.Unavailable(b, err); reason != nil {
-			if choice.Fallback == nil {
-				return status.setupFailed("backend", unavailableError(reason))
-			}
+	// auto moves on to the next backend (landlock, then none only with
+	// backend_fallback) when the one tried cannot work here; required and
+	// a backend named on the command line have no fallbacks.
+	fallbacks := choice.Fallbacks
+	for err != nil && b.Isolates() {
+		reason := backend.Unavailable(b, err)
+		if reason == nil {
+			break
+		}
+		if len(fallbacks) == 0 {
+			return status.setupFailed("backend", unavailableError(reason))
+		}
+		next := fallbacks[0]
+		fallbacks = fallbacks[1:]
+		if next.Isolates() {
+			fmt.Fprintf(os.Stderr, "nsbox: note: backend %s: %s; running under backend %s, which isolates less (see `nsbox status`)\n", b.Name(), unavailableError(reason), next.Name())
+		} else {
 			// Only with backend_fallback = true in the user's config.
 			fmt.Fprintf(os.Stderr, "nsbox: warning: %s; backend_fallback = true: falling back to backend none\n", unavailableError(reason))
 			fmt.Fprintln(os.Stderr, "nsbox: warning: "+backend.NoneWarning)
 			release()
-			b = choice.Fallback
-			s, err = b.Start(ctx, res.Policy, opts...)
 		}
+		b = next
+		s, err = b.Start(ctx, res.Policy, opts...)
 	}
 	if err != nil {
 		if sig := ctx.Signal(); sig != 0 && errors.Is(err, context.Canceled) {
@@ -295,6 +307,13 @@ func runMain(f *runFlags, argv []string) error {
 			// Say it: rlimits are per process, not per sandbox.
 			fmt.Fprintf(os.Stderr, "nsbox: warning: limits are enforced by rlimits, not cgroups (%s)\n", info.Reason)
 		}
+	}
+	if ll, ok := s.(interface{ Landlock() *sandbox.LandlockInfo }); ok && ll.Landlock() != nil {
+		// What this backend does not isolate, said with every run.
+		info := ll.Landlock()
+		started["landlock"] = map[string]any{"abi": info.ABI, "handled_fs": info.Report.HandledFS.String(),
+			"handled_net": info.Report.HandledNet.String(), "scoped": info.Report.Scoped.String(), "rules": info.Report.Rules, "dropped": info.Report.Dropped}
+		started["not_isolated"] = info.NotIsolated
 	}
 	status.emit(started)
 

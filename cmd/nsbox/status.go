@@ -55,7 +55,7 @@ Exit status: 0 when a sandbox can be built here, 1 when not.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().StringVar(&mode, "backend", "", "report for backend `MODE` (auto, required, native, none) instead of the config's")
+	cmd.Flags().StringVar(&mode, "backend", "", "report for backend `MODE` (auto, required, native, landlock, none) instead of the config's")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitNsboxFailed, msg: "status: " + err.Error()}
 	})

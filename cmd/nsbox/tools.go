@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,20 +56,37 @@ inside a sandbox. See docs/tools.md.`,
 }
 
 func newToolsListCmd() *cobra.Command {
-	var format string
+	var (
+		format string
+		only   []string
+	)
 	cmd := &cobra.Command{
-		Use:   "list [--format openai|ollama|mcp]",
+		Use:   "list [--format FORMAT] [--tools NAME,...]",
 		Short: "Print the tool definitions (no sandbox is started)",
-		Long: `Print the tool definitions as JSON: in the function-calling format of OpenAI
-and Ollama ({"type":"function","function":{name, description, parameters}}),
-or as MCP tool definitions ({name, description, inputSchema}).`,
+		Long: `Print the tool definitions as JSON, in the shape an API takes:
+  openai            Chat Completions: [{"type":"function","function":{name, description, parameters}}]
+  openai-strict     the same with "strict": true and schemas strict mode accepts
+                    (every object closed and fully required, optional arguments
+                    nullable: nsbox tools call drops the nulls again)
+  openai-responses  Responses API, flat and strict: [{"type":"function", name, description, parameters, "strict": true}]
+  openai-realtime   Realtime API, flat: [{"type":"function", name, description, parameters}]
+  ollama            Ollama's tools: parameters of type, properties, required
+                    (properties: type, description, enum, items)
+  anthropic         Messages API: [{name, description, input_schema}]
+  mcp               MCP tools/list: [{name, title, description, inputSchema, annotations}]
+  session           what a session lists: {"tools":[{name, description, parameters}]}
+--tools keeps only the named tools (small models do better with few).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r := toolRegistry()
 			if err := r.Err(); err != nil {
 				return &exitError{code: exitNsboxFailed, msg: "tools: " + err.Error()}
 			}
-			out, err := tools.FormatDefinitions(r.List(), format)
+			defs, err := chooseTools(r.List(), only)
+			if err != nil {
+				return &exitError{code: 2, msg: "tools list: --tools: " + err.Error()}
+			}
+			out, err := tools.FormatDefinitions(defs, format)
 			if err != nil {
 				return &exitError{code: 2, msg: "tools list: --format: " + err.Error()}
 			}
@@ -75,13 +94,44 @@ or as MCP tool definitions ({name, description, inputSchema}).`,
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", tools.FormatOpenAI, "output `FORMAT`: "+strings.Join(tools.Formats, ", "))
+	cmd.Flags().StringSliceVar(&only, "tools", nil, "list only the tools `NAME,...`")
 	return cmd
+}
+
+// chooseTools keeps the definitions named in only, in the registry's order
+// (nil only: all); a name no tool has is an error that lists the names.
+func chooseTools(defs []tools.Definition, only []string) ([]tools.Definition, error) {
+	if only == nil {
+		return defs, nil
+	}
+	known := map[string]bool{}
+	var names []string
+	for _, d := range defs {
+		known[d.Name] = true
+		names = append(names, d.Name)
+	}
+	want := map[string]bool{}
+	for _, n := range only {
+		n = strings.TrimSpace(n)
+		if !known[n] {
+			return nil, fmt.Errorf("unknown tool %q (the tools are: %s)", n, strings.Join(names, ", "))
+		}
+		want[n] = true
+	}
+	var out []tools.Definition
+	for _, d := range defs {
+		if want[d.Name] {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 type toolsCallFlags struct {
 	workspace string
 	profile   string
 	timeout   time.Duration
+	maxOutput int
 }
 
 func newToolsCallCmd() *cobra.Command {
@@ -109,6 +159,7 @@ could not run it.`,
 	cmd.Flags().StringVar(&f.workspace, "workspace", "", "workspace `DIR` the tools are confined to (default: the current directory)")
 	cmd.Flags().StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (default: the config's, else workspace)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "per-call timeout (default: 30s)")
+	cmd.Flags().IntVar(&f.maxOutput, "max-output", 0, fmt.Sprintf("output budget in `CHARACTERS`: longer output keeps its head and tail around a marker (default: the config's tools.max_output, else %d)", tools.DefaultMaxOutput))
 	return cmd
 }
 
@@ -125,6 +176,13 @@ func toolsPreview(f *toolsCallFlags) (*policy.Preview, error) {
 	if f.workspace != "" {
 		l.Config.Workspace = &f.workspace
 	}
+	if f.maxOutput != 0 {
+		if f.maxOutput < 0 {
+			return nil, fmt.Errorf("--max-output %d: must be a positive number of characters", f.maxOutput)
+		}
+		n := strconv.Itoa(f.maxOutput)
+		l.Config.Tools.MaxOutput = &n
+	}
 	pv, err := policy.Peek(host, policy.Request{Profile: f.profile, Flags: l})
 	if err != nil {
 		return nil, err
@@ -139,10 +197,11 @@ func toolsPreview(f *toolsCallFlags) (*policy.Preview, error) {
 	return pv, nil
 }
 
-func toolsCall(f *toolsCallFlags, name, raw string) error {
-	if !json.Valid([]byte(raw)) {
+func toolsCall(f *toolsCallFlags, name, given string) error {
+	raw, err := modelArgs(name, given)
+	if err != nil {
 		// Same shape as every other failure, for scripts that parse it.
-		msg := "arguments: not valid JSON"
+		msg := err.Error()
 		printJSON(mustJSON(tools.Result{Success: false, Output: "", Error: &msg}))
 		return &exitError{code: 1}
 	}
@@ -169,7 +228,13 @@ func toolsCall(f *toolsCallFlags, name, raw string) error {
 	}
 	defer s.Close()
 	printWarnings(os.Stderr, s.res, false)
-	res, err := s.CallTool(ctx, name, json.RawMessage(raw), f.timeout)
+	res, err := s.CallTool(ctx, name, raw, f.timeout)
+	var rl *sandbox.ResourceLimitError
+	if errors.As(err, &rl) && len(res) > 0 {
+		// The result carries the limit as its reason: printed like any
+		// other failed call, the same object the Go API and MCP give.
+		err = nil
+	}
 	if err != nil {
 		if sig := ctx.Signal(); sig != 0 && errors.Is(err, context.Canceled) {
 			return interrupted(sig, "interrupted by "+signalName(sig)+": the tool's sandbox was killed")
@@ -189,6 +254,22 @@ func toolsCall(f *toolsCallFlags, name, raw string) error {
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// modelArgs reads the arguments as a model sends them (tools.ParseModelArgs:
+// "" for none, an object, or the object as a JSON string) and drops the
+// nulls a strict-mode model sends for optional arguments it does not give.
+func modelArgs(name, given string) (json.RawMessage, error) {
+	raw, err := tools.ParseModelArgs(given)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range toolRegistry().List() {
+		if d.Name == name {
+			return tools.StripNulls(d.Parameters, raw)
+		}
+	}
+	return raw, nil
 }
 
 func printJSON(raw []byte) error {

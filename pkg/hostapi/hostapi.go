@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/nsbox/nsbox/pkg/hostapi/internal/hostcall"
 	"github.com/nsbox/nsbox/pkg/hostapi/memory"
 	"github.com/nsbox/nsbox/pkg/hostapi/notepad"
 	"github.com/nsbox/nsbox/pkg/hostapi/store"
@@ -89,7 +90,35 @@ func Methods() []string {
 // Tools returns the memory and notepad tools (memory_save, document_read,
 // ...). Each runs inside the sandbox and only makes a hostCall.
 func Tools() []tools.Tool {
-	return append(memory.Tools(), notepad.Tools()...)
+	ts := append(memory.Tools(), notepad.Tools()...)
+	for _, t := range ts {
+		if h, ok := t.(*hostcall.Tool); ok {
+			if p, ok := presentation[h.Def.Name]; ok {
+				h.Def = tools.Present(h.Def, p.title, p.ann)
+			}
+		}
+	}
+	return ts
+}
+
+// presentation gives each host API tool its title and MCP annotations:
+// reads are read-only; a save, overwrite, delete or close replaces by name
+// (repeating it does nothing more); a patch edits what is there. None
+// reaches past the host's own stores.
+var presentation = map[string]struct {
+	title string
+	ann   tools.Annotations
+}{
+	"memory_save":          {"Save memory", tools.Replaces},
+	"memory_recall":        {"Recall memories", tools.ReadOnly},
+	"memory_delete":        {"Delete memory", tools.Replaces},
+	"document_read":        {"Read document", tools.ReadOnly},
+	"document_overwrite":   {"Overwrite document", tools.Replaces},
+	"document_patch":       {"Patch document", tools.Edits},
+	"notepad_list_tabs":    {"List notepad tabs", tools.ReadOnly},
+	"notepad_get_metadata": {"Notepad tab metadata", tools.ReadOnly},
+	"notepad_get_content":  {"Notepad tab content", tools.ReadOnly},
+	"notepad_close_tab":    {"Close notepad tab", tools.Replaces},
 }
 
 // DefaultHandlers returns handlers serving memory and notepad from the

@@ -29,12 +29,8 @@ var resultSchema = json.RawMessage(`{
   "required": ["success"]
 }`)
 
-// readOnly are the built-in tools that change nothing (a hint to clients,
-// which may skip asking the user before running them).
-var readOnly = map[string]bool{"read_file": true, "list_directory": true, "search_files": true}
-
 // toMCPTool maps a session definition {name, description, parameters} to an
-// MCP tool {name, description, inputSchema}.
+// MCP tool {name, title, description, inputSchema, annotations}.
 func toMCPTool(d Definition) (*mcp.Tool, error) {
 	schema, err := inputSchema(d.Parameters)
 	if err != nil {
@@ -42,13 +38,20 @@ func toMCPTool(d Definition) (*mcp.Tool, error) {
 	}
 	t := &mcp.Tool{
 		Name:         d.Name,
+		Title:        d.Title,
 		Description:  d.Description,
 		InputSchema:  schema,
 		OutputSchema: resultSchema,
 	}
-	if readOnly[d.Name] {
-		f := false
-		t.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &f}
+	if a := d.Annotations; a != nil {
+		destructive, openWorld := a.DestructiveHint, a.OpenWorldHint
+		t.Annotations = &mcp.ToolAnnotations{
+			Title:           d.Title,
+			ReadOnlyHint:    a.ReadOnlyHint,
+			DestructiveHint: &destructive,
+			IdempotentHint:  a.IdempotentHint,
+			OpenWorldHint:   &openWorld,
+		}
 	}
 	return t, nil
 }
@@ -157,9 +160,11 @@ func (s *Server) sessionToolHandler(name string) mcp.ToolHandler {
 		if res, err := s.validate(req, name, args); res != nil || err != nil {
 			return res, err
 		}
+		ctx, done := s.callContext(ctx)
+		defer done()
 		sess, err := s.session(ctx)
 		if err != nil {
-			return errorResult(err), nil
+			return errorResult(cause(ctx, err)), nil
 		}
 		stop := s.progress(ctx, req, name)
 		// Queued behind the session's in-flight bound; the wait is the
@@ -167,13 +172,14 @@ func (s *Server) sessionToolHandler(name string) mcp.ToolHandler {
 		release, err := s.turn(ctx)
 		if err != nil {
 			stop()
-			return errorResult(err), nil
+			return errorResult(cause(ctx, err)), nil
 		}
 		raw, err := sess.CallTool(ctx, name, args, s.cfg.Timeout)
 		release()
 		stop()
 		if err != nil {
-			if errors.Is(err, sandbox.ErrClosed) {
+			err = cause(ctx, err)
+			if errors.Is(err, sandbox.ErrClosed) && s.life.Err() == nil {
 				s.dropSession(sess)
 			}
 			return errorResult(err), nil

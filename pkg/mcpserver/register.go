@@ -66,6 +66,8 @@ func (s *Server) registerHandler(ctx context.Context, req *mcp.CallToolRequest) 
 	if res, err := s.validate(req, RegisterToolName, args); res != nil || err != nil {
 		return res, err
 	}
+	ctx, done := s.callContext(ctx)
+	defer done()
 	var d struct {
 		Name string `json:"name"`
 	}
@@ -82,7 +84,7 @@ func (s *Server) registerHandler(ctx context.Context, req *mcp.CallToolRequest) 
 	}
 	s.audit(RegisterToolName, args, err, time.Since(begin))
 	if err != nil {
-		return changeError("cannot register the tool", err), nil
+		return changeError("cannot register the tool", cause(ctx, err)), nil
 	}
 	return okResult(fmt.Sprintf("tool %q is registered: it is listed and can be called now", d.Name)), nil
 }
@@ -95,6 +97,8 @@ func (s *Server) unregisterHandler(ctx context.Context, req *mcp.CallToolRequest
 	if res, err := s.validate(req, UnregisterToolName, args); res != nil || err != nil {
 		return res, err
 	}
+	ctx, done := s.callContext(ctx)
+	defer done()
 	var d struct {
 		Name string `json:"name"`
 	}
@@ -111,7 +115,7 @@ func (s *Server) unregisterHandler(ctx context.Context, req *mcp.CallToolRequest
 	}
 	s.audit(UnregisterToolName, args, err, time.Since(begin))
 	if err != nil {
-		return changeError("cannot remove the tool", err), nil
+		return changeError("cannot remove the tool", cause(ctx, err)), nil
 	}
 	return okResult(fmt.Sprintf("tool %q is removed", d.Name)), nil
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nsbox/nsbox/pkg/sandbox"
+	"github.com/nsbox/nsbox/pkg/tools"
 )
 
 // Session is what the server needs of a running sandbox session.
@@ -57,6 +58,12 @@ type Definition struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// Title and Annotations are taken from Config.Definitions only (the
+	// host's own list): a session's list comes from inside the sandbox,
+	// and a tool defined there must not call itself read-only to be run
+	// without the user's consent.
+	Title       string             `json:"title,omitempty"`
+	Annotations *tools.Annotations `json:"annotations,omitempty"`
 }
 
 // Names of the tools the server itself serves when Config.AllowRegistration
@@ -95,6 +102,10 @@ type Config struct {
 	// tool set a new session starts with (a JSON array of
 	// {name, description, parameters}, as sandbox.WorkerTools lists it).
 	Definitions json.RawMessage
+	// Tools, when set, are the only tools of Definitions served (nsbox mcp
+	// --tools); the others are neither listed nor callable. Tools defined
+	// at run time (register_tool) are served whatever it says.
+	Tools []string
 	// Eager starts the session when Serve begins instead of on the first
 	// tool call.
 	Eager bool
@@ -158,14 +169,19 @@ type Server struct {
 	unsub    func()
 	starting *startAttempt
 	closed   bool
-	served   bool
-	syncing  sync.Once
+	// closeDone is closed when Close has finished.
+	closeDone chan struct{}
+	served    bool
+	syncing   sync.Once
 
 	// syncMu orders reads of the session's definitions with their
 	// application, so a slow read never overwrites a newer one.
 	syncMu sync.Mutex
 	listed map[string]string // tool name → fingerprint of what is served
-	dirty  chan struct{}
+	// builtin are the tools of Config.Definitions, by name: their title
+	// and annotations, and whether Config.Tools lets them be served.
+	builtin map[string]builtinTool
+	dirty   chan struct{}
 	// schemas holds the compiled input schema of each served tool.
 	schemas sync.Map
 	// slots holds one token per call in the session (a semaphore of
@@ -173,6 +189,11 @@ type Server struct {
 	slots chan struct{}
 
 	auditMu sync.Mutex
+
+	// watching: the end of the SDK's session is watched (watchSession).
+	watching sync.Once
+	// onClose, when set, runs once the server is closed.
+	onClose func()
 }
 
 type startAttempt struct {
@@ -211,12 +232,19 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	builtin, err := builtinTools(defs, cfg.Tools)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		listed: map[string]string{},
-		dirty:  make(chan struct{}, 1),
-		slots:  make(chan struct{}, cfg.MaxConcurrentCalls),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		listed:  map[string]string{},
+		builtin: builtin,
+		dirty:   make(chan struct{}, 1),
+		slots:   make(chan struct{}, cfg.MaxConcurrentCalls),
+
+		closeDone: make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -245,7 +273,52 @@ func New(cfg Config) (*Server, error) {
 // Serve speaks MCP over in and out (newline-delimited JSON-RPC, the stdio
 // transport) until the input ends or ctx is cancelled, then closes the
 // session. A Server serves once.
+//
+// Every request read is answered before Serve returns: when the input ends,
+// the requests in flight run to their end first. When ctx is cancelled (the
+// process got SIGTERM), no further request is read, the calls in flight are
+// cancelled and answered with an error (reason server_closing), and the
+// session is closed.
 func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+	if err := s.serveOnce(); err != nil {
+		return err
+	}
+	conn := newLineConn(out)
+	t := &lineTransport{in: in, out: out, max: s.cfg.MaxMessage, conn: conn}
+	// The SDK's run context is not ctx: cancelling it closes the
+	// connection at once, before the cancelled calls' answers are written.
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-runCtx.Done():
+			return
+		}
+		s.Shutdown()
+		conn.Stop()
+		// A backstop: answers that cannot be written in time (a client
+		// that does not read) are not waited for.
+		select {
+		case <-time.After(ShutdownGrace):
+			cancelRun()
+		case <-runCtx.Done():
+		}
+	}()
+	err := s.srv.Run(runCtx, t)
+	cancelRun()
+	closeErr := s.Close()
+	if err != nil && (disconnected(err) || ctx.Err() != nil || errors.Is(err, context.Canceled)) {
+		err = nil
+	}
+	return errors.Join(err, closeErr)
+}
+
+// ShutdownGrace bounds how long Serve waits, once ctx is cancelled, for the
+// answers of the cancelled calls to be written.
+const ShutdownGrace = 2 * time.Second
+
+func (s *Server) serveOnce() error {
 	s.mu.Lock()
 	if s.served || s.closed {
 		s.mu.Unlock()
@@ -262,12 +335,32 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			s.session(s.life)
 		}()
 	}
-	err := s.srv.Run(ctx, &lineTransport{in: in, out: out, max: s.cfg.MaxMessage})
-	closeErr := s.Close()
-	if err != nil && (disconnected(err) || ctx.Err() != nil) {
-		err = nil
+	return nil
+}
+
+// Shutdown cancels the calls in flight (they are answered with an error
+// whose reason is server_closing) and refuses new ones; Close ends the
+// session.
+func (s *Server) Shutdown() { s.cancel() }
+
+// callContext is the context a call runs in: the request's, also cancelled
+// (with cause ErrClosed) when the server shuts down.
+func (s *Server) callContext(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.life, func() { cancel(ErrClosed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
 	}
-	return errors.Join(err, closeErr)
+}
+
+// cause is err, or ErrClosed when the call ended because the server shuts
+// down.
+func cause(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+		return ErrClosed
+	}
+	return err
 }
 
 // disconnected reports the ways a client ends a stdio connection: closing
@@ -282,9 +375,13 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		// A second caller returns once the first is done: the session is
+		// gone when Close returns, whoever called first.
+		<-s.closeDone
 		return nil
 	}
 	s.closed = true
+	defer close(s.closeDone)
 	s.cancel()
 	st := s.starting
 	s.mu.Unlock()
@@ -303,7 +400,26 @@ func (s *Server) Close() error {
 		s.log.Info("sandbox session closed")
 	}
 	s.wg.Wait()
+	if s.onClose != nil {
+		s.onClose()
+	}
 	return err
+}
+
+// watchSession closes the server, and so the sandbox, when the SDK's
+// session ends: over HTTP that is a DELETE from the client or the idle
+// timeout, and no Serve call is there to notice.
+func (s *Server) watchSession(req mcp.Request) {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	if !ok || ss == nil {
+		return
+	}
+	s.watching.Do(func() {
+		go func() {
+			ss.Wait()
+			s.Close()
+		}()
+	})
 }
 
 // session returns the running session, starting it if needed. Concurrent
@@ -480,6 +596,7 @@ func (s *Server) known(name string) bool {
 // SDK answers from it.
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		s.watchSession(req)
 		switch method {
 		case "tools/list":
 			// During a session the worker is the source of truth.
@@ -522,7 +639,33 @@ func fingerprint(d Definition) string {
 	if json.Unmarshal(params, &v) == nil {
 		params, _ = json.Marshal(v) // canonical: sorted keys, no spaces
 	}
-	return d.Description + "\x00" + string(params)
+	ann, _ := json.Marshal(d.Annotations)
+	return d.Description + "\x00" + string(params) + "\x00" + d.Title + "\x00" + string(ann)
+}
+
+type builtinTool struct {
+	title  string
+	ann    *tools.Annotations
+	served bool
+}
+
+// ErrUnknownTool is a name in Config.Tools that no tool has.
+var ErrUnknownTool = errors.New("unknown tool")
+
+func builtinTools(defs []Definition, choose []string) (map[string]builtinTool, error) {
+	out := make(map[string]builtinTool, len(defs))
+	for _, d := range defs {
+		out[d.Name] = builtinTool{title: d.Title, ann: d.Annotations, served: choose == nil}
+	}
+	for _, name := range choose {
+		b, ok := out[name]
+		if !ok {
+			return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+		}
+		b.served = true
+		out[name] = b
+	}
+	return out, nil
 }
 
 // apply serves exactly defs (plus the server's own tools). The caller holds
@@ -538,6 +681,12 @@ func (s *Server) apply(defs []Definition) {
 		if want[d.Name] {
 			continue
 		}
+		b, isBuiltin := s.builtin[d.Name]
+		if isBuiltin && !b.served {
+			continue // not chosen (Config.Tools)
+		}
+		// Presentation from the host's list only (see Definition).
+		d.Title, d.Annotations = b.title, b.ann
 		fp := fingerprint(d)
 		if old, ok := s.listed[d.Name]; ok && old == fp {
 			want[d.Name] = true

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nsbox/nsbox/pkg/ipc"
 	"github.com/nsbox/nsbox/pkg/sandbox"
+	"github.com/nsbox/nsbox/pkg/tools"
 )
 
 // fakeSession stands in for a sandbox session: a few tools, run-time
@@ -36,7 +37,7 @@ type fakeSession struct {
 
 var baseDefs = []Definition{
 	{Name: "echo", Description: "echo the arguments", Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)},
-	{Name: "read_file", Description: "read a file", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+	{Name: "read_file", Description: "read a file", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`), Title: "Read file", Annotations: &tools.ReadOnly},
 	{Name: "sleep", Description: "sleep until canceled", Parameters: nil},
 	{Name: "violate", Description: "always refused", Parameters: json.RawMessage(`{"properties":{}}`)},
 	{Name: "die", Description: "kills the worker", Parameters: json.RawMessage(`{"type":"object"}`)},

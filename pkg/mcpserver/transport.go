@@ -23,22 +23,41 @@ const DefaultMaxMessage = 16 << 20
 // JSON-RPC error the specification prescribes (parse error, invalid
 // request, request too large) and the server reads the next line.
 type lineTransport struct {
-	in  io.Reader
-	out io.Writer
-	max int
+	in   io.Reader
+	out  io.Writer
+	max  int
+	conn *lineConn // nil: a new one
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	c := &lineConn{
-		out:      t.out,
-		incoming: make(chan jsonrpc.Message),
-		closed:   make(chan struct{}),
-		readDone: make(chan struct{}),
+	c := t.conn
+	if c == nil {
+		c = newLineConn(t.out)
 	}
 	go c.readLoop(t.in, t.max)
 	return c, nil
 }
 
+func newLineConn(out io.Writer) *lineConn {
+	return &lineConn{
+		out:       out,
+		incoming:  make(chan jsonrpc.Message),
+		closed:    make(chan struct{}),
+		readDone:  make(chan struct{}),
+		stopping:  make(chan struct{}),
+		settled:   make(chan struct{}, 1),
+		pending:   map[any]string{},
+		cancelled: map[any]bool{},
+	}
+}
+
+// lineConn is one stdio connection.
+//
+// The end of the input is not the end of the work: a client may write its
+// requests and close stdin at once (a pipe, a script). Read therefore
+// reports the end only once every request read has been answered; until
+// then the SDK keeps serving them. (The SDK, told of the end at once,
+// cancels the requests in flight and can write no answer.)
 type lineConn struct {
 	out      io.Writer
 	writeMu  sync.Mutex
@@ -47,6 +66,21 @@ type lineConn struct {
 	readDone chan struct{} // closed when the input has ended
 	closed   chan struct{}
 	once     sync.Once
+	stopping chan struct{} // closed by Stop: read no more requests
+	stopOnce sync.Once
+
+	mu sync.Mutex
+	// pending are the requests read and not answered yet (id → method).
+	pending map[any]string
+	// cancelled are pending requests the client cancelled
+	// (notifications/cancelled): they get no answer, as the specification
+	// requires.
+	cancelled map[any]bool
+	// initialized: an initialize request was answered with success.
+	initialized bool
+	// broken: a write failed; no answer can reach the client any more.
+	broken  bool
+	settled chan struct{} // a pending request was answered, or broken set
 }
 
 var _ mcp.Connection = (*lineConn)(nil)
@@ -62,8 +96,16 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	case <-c.readDone:
 		// Messages read before the end are delivered first: incoming is
 		// unbuffered, so nothing is pending once readDone is closed.
+		if err := c.drain(ctx); err != nil {
+			return nil, err
+		}
 		if c.readErr != nil {
 			return nil, c.readErr
+		}
+		return nil, io.EOF
+	case <-c.stopping:
+		if err := c.drain(ctx); err != nil {
+			return nil, err
 		}
 		return nil, io.EOF
 	case <-c.closed:
@@ -71,12 +113,127 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
+// drain waits until every request read has been answered (or can no
+// longer be).
+func (c *lineConn) drain(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		done := len(c.pending) == 0 || c.broken
+		c.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-c.settled:
+		case <-c.closed:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Stop reads no more requests: those already read are answered, then Read
+// reports the end. Requests that arrive afterwards are refused.
+func (c *lineConn) Stop() { c.stopOnce.Do(func() { close(c.stopping) }) }
+
+func (c *lineConn) signal() {
+	select {
+	case c.settled <- struct{}{}:
+	default:
+	}
+}
+
+// track notes a request about to be delivered to the SDK; it reports false
+// for an id already pending (the SDK refuses the duplicate with an answer
+// that carries no id).
+func (c *lineConn) track(req *jsonrpc.Request) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := req.ID.Raw()
+	if _, dup := c.pending[key]; dup {
+		return false
+	}
+	c.pending[key] = req.Method
+	return true
+}
+
+func (c *lineConn) untrack(key any) {
+	c.mu.Lock()
+	delete(c.pending, key)
+	delete(c.cancelled, key)
+	c.mu.Unlock()
+	c.signal()
+}
+
+// noteCancel marks the request a notifications/cancelled names, if it is
+// still pending.
+func (c *lineConn) noteCancel(req *jsonrpc.Request) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil || !id.IsValid() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// initialize cannot be cancelled (the specification says so).
+	if m, ok := c.pending[id.Raw()]; ok && m != "initialize" {
+		c.cancelled[id.Raw()] = true
+	}
+}
+
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		var drop bool
+		if resp, drop = c.answering(resp); drop {
+			return nil
+		}
+		msg = resp
+	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return err
 	}
 	return c.writeLine(data)
+}
+
+// answering settles the request resp answers. It reports drop for the
+// answer of a cancelled request, and gives an error the SDK left without
+// a JSON-RPC code (code 0, which clients cannot classify) one: invalid
+// request before the session is initialized (a tools/call before
+// initialize), internal error after.
+func (c *lineConn) answering(resp *jsonrpc.Response) (_ *jsonrpc.Response, drop bool) {
+	key := resp.ID.Raw()
+	c.mu.Lock()
+	method := c.pending[key]
+	drop = c.cancelled[key]
+	if method == "initialize" && resp.Error == nil {
+		c.initialized = true
+	}
+	initialized := c.initialized
+	c.mu.Unlock()
+	defer c.untrack(key)
+	if drop || resp.Error == nil {
+		return resp, drop
+	}
+	var we *jsonrpc.Error
+	if errors.As(resp.Error, &we) && we.Code != 0 {
+		return resp, false
+	}
+	code := int64(jsonrpc.CodeInternalError)
+	text := resp.Error.Error()
+	if !initialized {
+		code = jsonrpc.CodeInvalidRequest
+		text = "the session is not initialized: send initialize first (" + text + ")"
+	}
+	out := *resp
+	out.Error = &jsonrpc.Error{Code: code, Message: text}
+	return &out, false
 }
 
 func (c *lineConn) writeLine(data []byte) error {
@@ -88,6 +245,12 @@ func (c *lineConn) writeLine(data []byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	_, err := c.out.Write(append(data, '\n'))
+	if err != nil {
+		c.mu.Lock()
+		c.broken = true
+		c.mu.Unlock()
+		c.signal()
+	}
 	return err
 }
 
@@ -126,12 +289,8 @@ func (c *lineConn) readLoop(in io.Reader, max int) {
 	for {
 		line, size, id, err := readLine(r, max)
 		if len(line) > 0 || size > 0 {
-			if msg := c.decode(line, size, id, max); msg != nil {
-				select {
-				case c.incoming <- msg:
-				case <-c.closed:
-					return
-				}
+			if msg := c.decode(line, size, id, max); msg != nil && !c.deliver(msg) {
+				return
 			}
 		}
 		if err != nil {
@@ -140,6 +299,38 @@ func (c *lineConn) readLoop(in io.Reader, max int) {
 			}
 			return
 		}
+	}
+}
+
+// deliver hands a message to the SDK; it reports false once the
+// connection is closed.
+func (c *lineConn) deliver(msg jsonrpc.Message) bool {
+	req, _ := msg.(*jsonrpc.Request)
+	tracked := false
+	if req != nil {
+		switch {
+		case req.IsCall():
+			tracked = c.track(req)
+		case req.Method == "notifications/cancelled":
+			c.noteCancel(req)
+		}
+	}
+	select {
+	case c.incoming <- msg:
+		return true
+	case <-c.closed:
+		return false
+	case <-c.stopping:
+		// The server is shutting down: a new request is refused, not
+		// started.
+		if tracked {
+			c.untrack(req.ID.Raw())
+		}
+		if req != nil && req.IsCall() {
+			id, _ := json.Marshal(req.ID.Raw())
+			c.errorResponse(id, jsonrpc.CodeInternalError, ErrClosed.Error())
+		}
+		return true
 	}
 }
 

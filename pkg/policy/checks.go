@@ -77,6 +77,7 @@ const (
 	BackendAuto     = "auto"
 	BackendRequired = "required"
 	BackendNative   = "native"
+	BackendLandlock = "landlock"
 	BackendNone     = "none"
 )
 
@@ -91,9 +92,9 @@ func checkChoices(l *Layer) error {
 	}
 	if c.Backend != nil {
 		switch *c.Backend {
-		case BackendAuto, BackendRequired, BackendNative, BackendNone:
+		case BackendAuto, BackendRequired, BackendNative, BackendLandlock, BackendNone:
 		default:
-			return errorf(l, "backend", nil, "%q: want auto, required, native or none", *c.Backend)
+			return errorf(l, "backend", nil, "%q: want auto, required, native, landlock or none", *c.Backend)
 		}
 	}
 	if c.Hostname != nil {

@@ -19,6 +19,10 @@ var (
 	// ErrUnsafeWorkspace: the workspace would make /, the home directory
 	// or a system directory writable.
 	ErrUnsafeWorkspace = errors.New("unsafe workspace")
+	// ErrUnknownVariable: a path names a variable nsbox does not know
+	// (${workspaceFolder} from another editor's config), or the workspace
+	// names one that is unset.
+	ErrUnknownVariable = errors.New("unknown variable")
 )
 
 // Error is a policy problem, for users: where it is (a file and line, the

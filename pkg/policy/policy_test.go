@@ -351,19 +351,40 @@ func TestVariables(t *testing.T) {
 			t.Errorf("expand(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
 	}
-	// An unknown variable is a warning (with file, line, key) and the entry
-	// is skipped; the run goes on.
+	// An unknown variable is an error with file, line and key: the run
+	// does not go on without the entry.
 	p := filepath.Join(h.Home, "vars.toml")
 	write(t, p, "extend = \"workspace\"\n[filesystem]\nro = [\n  \"$NOPE/x\",\n]\n")
+	_, err := Load(h, Request{Profile: p, ConfigFile: "-"})
+	var pe *Error
+	if !errors.Is(err, ErrUnknownVariable) || !errors.As(err, &pe) || pe.Source != p || pe.Line != 4 || pe.Key != "filesystem.ro[0]" || !strings.Contains(pe.Msg, "$NOPE") {
+		t.Fatalf("$NOPE in a profile: %v", err)
+	}
+	// A known variable that is unset leaves the entry out, with a note.
+	write(t, p, "extend = \"workspace\"\n[filesystem]\nro = [\n  \"$XDG_RUNTIME_DIR/x\",\n]\n")
 	res := mustLoad(t, h, Request{Profile: p, ConfigFile: "-"})
 	found := false
 	for _, w := range res.Warnings {
-		if !w.Note && w.Source == p && w.Line == 4 && w.Key == "filesystem.ro[0]" && strings.Contains(w.Msg, "$NOPE") {
+		if w.Note && w.Line == 4 && strings.Contains(w.Msg, "XDG_RUNTIME_DIR") {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatalf("no warning for $NOPE: %+v", res.Warnings)
+		t.Fatalf("no note for an unset $XDG_RUNTIME_DIR: %+v", res.Warnings)
+	}
+	// In --workspace and --rw: an error naming the variable, also for a
+	// known one that is unset in the workspace.
+	for _, c := range []Config{
+		{Workspace: ptr("${nope}")},
+		{Workspace: ptr("${workspaceFolder}/src")},
+		{Workspace: ptr("$XDG_RUNTIME_DIR/ws")},
+		{Filesystem: Filesystem{RW: []PathEntry{ParseEntry("${workspaceFolder}")}}},
+		{Filesystem: Filesystem{Hide: []PathEntry{ParseEntry("$NSBOX_RW/${secret}")}}},
+	} {
+		_, err := Load(h, Request{ConfigFile: "-", Flags: flags(c)})
+		if !errors.Is(err, ErrUnknownVariable) || !strings.Contains(err.Error(), "$") {
+			t.Errorf("%+v: %v", c, err)
+		}
 	}
 }
 
@@ -463,7 +484,7 @@ func TestProtectAndPin(t *testing.T) {
 	if !hasMount(res.Policy, "protect", filepath.Join(ws, ".git")) {
 		t.Fatalf("missing .git not protected: %+v", res.Policy.Mounts)
 	}
-	if len(res.Placeholders) != 1 || res.Placeholders[0] != (Placeholder{Path: filepath.Join(ws, ".git"), Dir: true, Root: ws}) {
+	if len(res.Placeholders) == 0 || res.Placeholders[0] != (Placeholder{Path: filepath.Join(ws, ".git"), Dir: true, Root: ws}) {
 		t.Fatalf("placeholders: %+v", res.Placeholders)
 	}
 	// .git without hooks: .git is pinned and read-only as a whole, hooks
@@ -482,7 +503,9 @@ func TestProtectAndPin(t *testing.T) {
 	// Order: the workspace, then the pin, then the protections.
 	var order []string
 	for _, m := range res.Policy.Mounts {
-		order = append(order, string(m.Kind)+":"+strings.TrimPrefix(m.Dest, ws))
+		if rel := strings.TrimPrefix(m.Dest, ws); rel == "" || strings.HasPrefix(rel, "/.git/") || rel == "/.git" {
+			order = append(order, string(m.Kind)+":"+rel)
+		}
 	}
 	if o := strings.Join(order, " "); o != "bind: bind:/.git protect:/.git protect:/.git/hooks protect:/.git/config" {
 		t.Fatalf("order %v", order)
@@ -853,10 +876,12 @@ func TestHostAPIPatterns(t *testing.T) {
 func TestPlaceholderCleanup(t *testing.T) {
 	h := testHost(t)
 	res := mustLoad(t, h, Request{ConfigFile: "-"})
-	if len(res.Placeholders) != 1 {
+	// The .git placeholder alone (the agent files have theirs too).
+	res.Placeholders = res.Placeholders[:1]
+	ph := res.Placeholders[0]
+	if ph.Path != filepath.Join(h.Cwd, ".git") {
 		t.Fatalf("%+v", res.Placeholders)
 	}
-	ph := res.Placeholders[0]
 	// What the sandbox does: create it.
 	os.Mkdir(ph.Path, 0o755)
 	a := HoldRoots(res.Roots())
@@ -1310,5 +1335,44 @@ func TestWritableBindThroughSymlinkRefused(t *testing.T) {
 	// A read-only bind through the same symlink is fine.
 	if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RO: []PathEntry{{Path: "./run2"}}}})}); err != nil {
 		t.Errorf("--ro ./run2: %v", err)
+	}
+}
+
+// The built-in profiles keep what editors and agents run read-only in each
+// writable directory: a missing one gets a placeholder (a directory for
+// the directory entries), an existing one a protect mount, and "!ENTRY"
+// lifts that entry alone.
+func TestProtectAgentFiles(t *testing.T) {
+	h := testHost(t)
+	ws := h.Cwd
+	os.Mkdir(filepath.Join(ws, ".vscode"), 0o755)
+	write(t, filepath.Join(ws, ".mcp.json"), "{}")
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	for _, p := range []string{".mcp.json", ".vscode", ".claude", ".cursor", ".envrc", ".npmrc", ".cargo", "pip.conf"} {
+		if !hasMount(res.Policy, "protect", filepath.Join(ws, p)) {
+			t.Errorf("%s not protected", p)
+		}
+	}
+	ph := map[string]bool{}
+	for _, p := range res.Placeholders {
+		ph[strings.TrimPrefix(p.Path, ws+"/")] = p.Dir
+	}
+	for name, dir := range map[string]bool{".claude": true, ".cargo": true, ".idea": true, ".npmrc": false, ".yarnrc.yml": false} {
+		if d, ok := ph[name]; !ok || d != dir {
+			t.Errorf("placeholder %s: present %v, dir %v (want dir %v)", name, ok, d, dir)
+		}
+	}
+	if _, ok := ph[".mcp.json"]; ok {
+		t.Error("an existing .mcp.json got a placeholder")
+	}
+	if _, ok := ph[".vscode"]; ok {
+		t.Error("an existing .vscode got a placeholder")
+	}
+	res = mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{Protect: []PathEntry{ParseEntry("!$NSBOX_RW/.mcp.json")}}})})
+	if hasMount(res.Policy, "protect", filepath.Join(ws, ".mcp.json")) {
+		t.Error("!$NSBOX_RW/.mcp.json did not lift it")
+	}
+	if !hasMount(res.Policy, "protect", filepath.Join(ws, ".vscode")) {
+		t.Error("lifting .mcp.json lifted .vscode")
 	}
 }

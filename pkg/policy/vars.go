@@ -146,7 +146,7 @@ type errSkip struct {
 
 func (e *errSkip) Error() string {
 	if e.unknown {
-		return fmt.Sprintf("unknown variable $%s (known: $%s); entry skipped", e.name, strings.Join(sortedVars(), ", $"))
+		return fmt.Sprintf("unknown variable $%s (known: $%s)", e.name, strings.Join(sortedVars(), ", $"))
 	}
 	return fmt.Sprintf("$%s is not set; entry skipped", e.name)
 }
@@ -177,8 +177,9 @@ func checkVars(s string) error {
 }
 
 // expand replaces ~, $NAME and ${NAME} in s; "$$" is a literal "$". A
-// variable that is unknown or unset is an *errSkip (the entry is left out
-// with a warning); malformed syntax wraps errBadVar. With v == nil it only
+// variable that is unknown or unset is an *errSkip (expandAt makes an
+// unknown one an error and leaves an entry with an unset one out);
+// malformed syntax wraps errBadVar. With v == nil it only
 // checks the syntax.
 func expand(s string, v vars) (string, error) {
 	var b strings.Builder

@@ -11,6 +11,8 @@ type options struct {
 	id       string
 	// prestarted is a worker to adopt (WithPrestarted).
 	prestarted *Prestarted
+	// landlock: the Landlock backend instead of namespaces (WithLandlock).
+	landlock bool
 }
 
 // WithHandlers serves host API methods from h to the session's commands

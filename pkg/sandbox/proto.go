@@ -36,6 +36,15 @@ type setupMsg struct {
 	// Resolver: bind the filtered network's resolver sockets in the
 	// sandbox's network namespace and name them in the reply.
 	Resolver bool `json:"resolver,omitempty"`
+	// Landlock: the worker runs the Landlock backend's setup (it was
+	// confined before its runtime started, see landlock_init.c).
+	Landlock bool `json:"landlock,omitempty"`
+	// SocketFilter is the Landlock backend's socket filter: "none"
+	// refuses socket(2) for all families, "unix" AF_UNIX only.
+	SocketFilter string `json:"socketFilter,omitempty"`
+	// NoScopes skips the namespace sandbox's Landlock scopes step (for
+	// benchmarks that measure it).
+	NoScopes bool `json:"noScopes,omitempty"`
 }
 
 type rlimit struct {

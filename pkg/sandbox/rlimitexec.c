@@ -46,6 +46,11 @@ _Static_assert(sizeof(rlim64_t) == sizeof(uint64_t), "rlim64_t must hold 64-bit 
 
 // Must equal limitExecArg0 in rlimitexec.go.
 static const char shim_arg0[] = "nsbox-limit-exec";
+// Must equal limitExecLandlockArg0: the Landlock backend's worker is a
+// plain child of the supervisor, not PID 1, so the parent test cannot
+// apply. Started under this name anywhere, the shim still gives nothing
+// a caller could not do to itself (see nsbox_limit_exec).
+static const char shim_arg0_landlock[] = "nsbox-limit-exec-landlock";
 
 // The argv layout the worker builds.
 enum { ARG_RLIMITS = 1, ARG_FDS = 2, ARG_PATH = 3, ARG_COMMAND = 4 };
@@ -381,10 +386,12 @@ __attribute__((constructor)) static void nsbox_limit_exec(int argc, char **argv,
 {
 	if (argc <= ARG_COMMAND || argv == NULL || argv[0] == NULL)
 		return;
-	if (strcmp(argv[0], shim_arg0) != 0)
-		return;
-	if (getppid() != 1)
-		return;
+	if (strcmp(argv[0], shim_arg0_landlock) != 0) {
+		if (strcmp(argv[0], shim_arg0) != 0)
+			return;
+		if (getppid() != 1)
+			return;
+	}
 	// Not dumpable while it is the shim: other processes of the sandbox
 	// (same uid) cannot open its /proc/PID/fd (the cgroup join files) or
 	// /proc/PID/exe. execve of the command makes it dumpable again.

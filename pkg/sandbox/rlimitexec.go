@@ -26,11 +26,15 @@ import (
 // The name must equal shim_arg0 there.
 const limitExecArg0 = "nsbox-limit-exec"
 
+// limitExecLandlockArg0 is the shim's name under the Landlock backend,
+// whose worker is not PID 1 (shim_arg0_landlock in rlimitexec.c).
+const limitExecLandlockArg0 = "nsbox-limit-exec-landlock"
+
 // isLimitExec reports whether this process was started as the limit shim:
 // the same test as the C constructor's. Its parent is the worker, PID 1 of
 // the sandbox.
 func isLimitExec() bool {
-	return len(os.Args) >= 5 && os.Args[0] == limitExecArg0 && os.Getppid() == 1
+	return len(os.Args) >= 5 && (os.Args[0] == limitExecArg0 && os.Getppid() == 1 || os.Args[0] == limitExecLandlockArg0)
 }
 
 // runLimitExec is reached only if the C shim did not take the process over,

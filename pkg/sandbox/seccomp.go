@@ -29,6 +29,12 @@ func compileSeccomp(p *Policy) ([]byte, error) {
 			return nil, lerr
 		}
 		f, err = seccomp.Compile(prof, o)
+		if err == nil {
+			// A custom profile must leave the worker the calls it makes
+			// under the filter: one that kills them would leave a
+			// half-dead PID 1 (see seccomp.WorkerNeeds).
+			err = seccomp.CheckWorkerNeeds(f)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("seccomp profile %s: %w", seccompName(p.Seccomp), err)

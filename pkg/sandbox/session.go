@@ -46,6 +46,10 @@ type Session struct {
 	cgroupProcs []*os.File
 	// net is the filtered network (nil for the others).
 	net *netSession
+	// ll is the Landlock backend's state (WithLandlock); nil for a
+	// namespace sandbox. llInfo is what it enforces.
+	ll     *landlockState
+	llInfo *LandlockInfo
 	subscriptions
 }
 
@@ -87,7 +91,11 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 	// A prestarted worker is adopted only when it was started with the
 	// namespaces and capabilities this policy asks for; otherwise it is
 	// discarded and a worker is started below, as without one.
-	if w := o.prestarted.take(HintFor(p)); w != nil {
+	if o.landlock {
+		// A prestarted worker lives in namespaces; this one must not.
+		o.prestarted.Discard()
+		s = &Session{exited: make(chan struct{})}
+	} else if w := o.prestarted.take(HintFor(p)); w != nil {
 		s, workerEnd, supEnd = w.s, w.workerEnd, w.supEnd
 	} else {
 		s = &Session{exited: make(chan struct{})}
@@ -115,6 +123,10 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			if s.limits != nil {
 				s.limits.destroy()
 			}
+			if s.ll != nil {
+				s.ll.ruleset.Close()
+				os.RemoveAll(s.ll.tmpDir)
+			}
 		}
 	}()
 	var setup setupMsg
@@ -123,6 +135,12 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 		{"check mount sources", func() error { return checkSources(&p) }},
 		{"prepare", func() error { return s.prepare(&setup) }},
 		{"network filter", func() error { return s.prepareNetFilter(&setup) }},
+		{"build landlock rules", func() error {
+			if !o.landlock {
+				return nil
+			}
+			return s.prepareLandlock(&setup)
+		}},
 		{"create limits", func() error {
 			l, err := newLimiter(p.Limits)
 			if err != nil {
@@ -149,6 +167,12 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 		{"start worker", func() error {
 			if s.pid > 0 {
 				return nil // prestarted
+			}
+			if s.ll != nil {
+				err := s.startLandlockWorker(workerEnd)
+				// The worker holds the ruleset now.
+				s.ll.ruleset.Close()
+				return err
 			}
 			return s.startWorker(HintFor(p), workerEnd)
 		}},
@@ -342,7 +366,7 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 		}
 		if errors.Is(err, ipc.ErrClosed) {
 			<-s.exited
-			return fmt.Errorf("the sandbox worker exited during setup (%v)", s.waitErr)
+			return fmt.Errorf("the sandbox worker exited during setup (%v)%s", s.waitErr, s.customProfileHint())
 		}
 		return err
 	}
@@ -403,6 +427,10 @@ func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		if s.peer != nil {
 			s.peer.Close()
+		}
+		if s.ll != nil {
+			// The worker kills what it started once its channel closes.
+			s.closeLandlock()
 		}
 		s.kill()
 		<-s.exited
@@ -521,7 +549,9 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	// the session lives on, and the reply still reports how it ended. The
 	// call runs on this goroutine: no hand-off to another one and back.
 	cancel := s.cancelOnDone(ctx, msg.Seq)
+	stopWatch := s.watchWorker(ctx, timeout)
 	rep, callErr := s.peer.Call(context.Background(), ipc.TypeExecute, msg.encode(), fds)
+	unresponsive := stopWatch()
 	canceled := cancel.stop()
 	io.closeChildEnds()
 	if hc != nil {
@@ -538,6 +568,9 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 			<-s.exited
 			if lerr := s.limits.check(before, &res); lerr != nil {
 				return res, lerr
+			}
+			if unresponsive {
+				return res, fmt.Errorf("%w: the sandbox worker did not answer within %s of the command's timeout or cancellation and was killed%s", ErrClosed, workerGrace, s.customProfileHint())
 			}
 			return res, ErrClosed
 		}
@@ -579,7 +612,11 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		// The filter kills a process that uses a foreign syscall ABI
 		// (i386, x32): that is a violation, not a crash.
 		res.Reason = ReasonViolation
-		return res, &ViolationError{Operation: "syscall", Detail: "a forbidden syscall ABI (killed by seccomp, SIGSYS)"}
+		detail := "a forbidden syscall ABI (killed by seccomp, SIGSYS)"
+		if p := s.customProfile(); p != "" {
+			detail = fmt.Sprintf("a system call the seccomp profile %s kills, or a forbidden syscall ABI (SIGSYS)", p)
+		}
+		return res, &ViolationError{Operation: "syscall", Detail: detail}
 	}
 	// The group's counters count every process in it, also what earlier
 	// commands left running: a limit is this command's end only when it

@@ -13,8 +13,9 @@ import (
 )
 
 // CallTool runs a tool inside the sandbox and returns its result object
-// ({success, output, error}). Cancelling ctx stops the tool (and any command
-// it runs), not the session.
+// ({success, output, error, reason}). Cancelling ctx stops the tool (and any
+// command it runs), not the session. A call a limit ended returns the
+// result, its reason "oom" or "pids", with a *ResourceLimitError.
 func (s *Session) CallTool(ctx context.Context, name string, args json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
@@ -38,7 +39,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args json.RawMessag
 	if !toolSucceeded(rep.Payload) {
 		var r Result
 		if lerr := s.limitEnd(before, &r, true, true); lerr != nil {
-			return rep.Payload, lerr
+			return setReason(rep.Payload, r.Reason), lerr
 		}
 	}
 	return rep.Payload, nil

@@ -21,7 +21,8 @@ type ToolSettings struct {
 	BlockedCommands []string `json:"blockedCommands,omitempty"`
 	// Timeout is the default per-call timeout (0: 30s).
 	Timeout time.Duration `json:"timeout,omitempty"`
-	// MaxOutput bounds the output a tool returns, in bytes (0: 1 MiB).
+	// MaxOutput is the output budget of a tool call, in characters (0:
+	// the tools' default, 30000): see pkg/tools/output.go.
 	MaxOutput int64 `json:"maxOutput,omitempty"`
 	// MaxResults bounds search results (0: 50).
 	MaxResults int `json:"maxResults,omitempty"`
@@ -64,6 +65,13 @@ type RunSpec struct {
 	Stdin     []byte
 	Timeout   time.Duration
 	MaxOutput int64
+	// KeepTail splits MaxOutput between the first and the last bytes of
+	// each stream, so the end of a long output is not lost.
+	KeepTail bool
+	// FullStdout and FullStderr, when set, also get every byte of the
+	// stream (the complete output, kept in a file); a write error ends
+	// the copy, not the command.
+	FullStdout, FullStderr io.Writer
 }
 
 // RunResult is how it ended.
@@ -74,6 +82,10 @@ type RunResult struct {
 	Stdout    []byte
 	Stderr    []byte
 	Truncated bool
+	// StdoutBytes and StderrBytes count what the process wrote, kept or
+	// not. With KeepTail, a stream that was cut holds its first
+	// MaxOutput/2 bytes, then its last ones.
+	StdoutBytes, StderrBytes int64
 	// StartErr is "not_found" or "not_executable" when it did not start.
 	StartErr string
 }
@@ -244,7 +256,7 @@ func (e workerToolEnv) Run(ctx context.Context, spec RunSpec) (RunResult, error)
 		}
 		inW.Close()
 	}()
-	out, errb := &capBuffer{max: max}, &capBuffer{max: max}
+	out, errb := newHeadTail(max, spec.KeepTail, spec.FullStdout), newHeadTail(max, spec.KeepTail, spec.FullStderr)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); io.Copy(out, outR) }()
@@ -280,8 +292,9 @@ func (e workerToolEnv) Run(ctx context.Context, spec RunSpec) (RunResult, error)
 		result.Signal = int(ws.Signal())
 		result.ExitCode = 128 + result.Signal
 	}
-	result.Stdout, result.Stderr = out.buf.Bytes(), errb.buf.Bytes()
-	result.Truncated = out.truncated || errb.truncated
+	result.Stdout, result.Stderr = out.bytes(), errb.bytes()
+	result.Truncated = out.cut() || errb.cut()
+	result.StdoutBytes, result.StderrBytes = out.total, errb.total
 	if ctx.Err() != nil {
 		return result, ctx.Err()
 	}

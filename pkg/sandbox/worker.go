@@ -128,7 +128,8 @@ func runWorker() int {
 	// step does. In the host's (--net host) the kernel refuses it, this
 	// user namespace holding no capability over that network namespace,
 	// and nothing changes.
-	w.loUp = namespaces.LoopbackUp() == nil
+	// Not in a Landlock worker: its network namespace is the host's.
+	w.loUp = !isLandlockWorker() && namespaces.LoopbackUp() == nil
 	env, fds, err := conn.ReadEnvelope()
 	if err != nil {
 		return 125
@@ -173,6 +174,9 @@ func runWorker() int {
 // runSetup is the worker's ordered, one-way list of setup steps. It returns
 // the name of the step that failed.
 func (w *worker) runSetup() (string, error) {
+	if w.setup.Landlock {
+		return runSteps(w.landlockSteps())
+	}
 	steps := []step{
 		{"open nsbox binary", w.openSelf},
 		// Before the root is built: a mount can be cloned only while it
@@ -195,9 +199,17 @@ func (w *worker) runSetup() (string, error) {
 		// without CAP_SYS_ADMIN in the initial namespace, and it makes
 		// setuid binaries inside grant nothing (prctl(2)).
 		{"set no_new_privs", setNoNewPrivs},
+		// A second layer under the network and PID namespaces: Landlock
+		// scopes (ABI 6) for commands; needs no_new_privs.
+		{"restrict scopes (landlock)", w.landlockScopes},
 		// seccomp is last: every step above needs syscalls it denies.
 		{"install seccomp filter", w.installSeccomp},
 	}
+	return runSteps(steps)
+}
+
+// runSteps runs setup steps in order and names the one that failed.
+func runSteps(steps []step) (string, error) {
 	for _, s := range steps {
 		if err := s.fn(); err != nil {
 			var me *mounts.Error
@@ -344,6 +356,10 @@ func (w *worker) serve() int {
 	// Returns when the supervisor is gone or closed the session: PID 1
 	// exits and the kernel kills every process of the namespace.
 	w.peer.Serve()
+	if w.setup.Landlock {
+		// No PID namespace: the worker kills what it started itself.
+		killDescendants()
+	}
 	return 0
 }
 
@@ -450,7 +466,11 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 		for i := range w.cgroupFDs {
 			cg[i] = strconv.Itoa(len(r.files) + i)
 		}
-		argv = append([]string{limitExecArg0, encodeRlimits(rl), strings.Join(cg, ","), path}, argv...)
+		arg0 := limitExecArg0
+		if w.setup.Landlock {
+			arg0 = limitExecLandlockArg0
+		}
+		argv = append([]string{arg0, encodeRlimits(rl), strings.Join(cg, ","), path}, argv...)
 		shim, err := shimFDFor(w.shimFD, files)
 		if err != nil {
 			return spawnRes{err: fmt.Errorf("limit shim: %w", err), pidfd: -1}

@@ -13,8 +13,8 @@ import (
 	"github.com/nsbox/nsbox/pkg/sandbox"
 )
 
-// Builtin returns nsbox's built-in tools: the five workspace tools and
-// run_script.
+// Builtin returns nsbox's built-in tools: the five workspace tools,
+// run_script and edit_file.
 func Builtin() []Tool {
 	return []Tool{
 		readFileTool{},
@@ -23,6 +23,7 @@ func Builtin() []Tool {
 		runCommandTool{},
 		searchFilesTool{},
 		runScriptTool{},
+		editFileTool{},
 	}
 }
 

@@ -29,7 +29,8 @@ func (runCommandTool) Definition() Definition {
     "command": {"type": "string", "minLength": 1, "maxLength": 65536, "description": "Shell command line, run with /bin/sh -c"},
     "argv": {"type": "array", "minItems": 1, "maxItems": 4096, "items": {"type": "string"}, "description": "Program and arguments, run without a shell"},
     "cwd": {"type": "string", "maxLength": 4096, "description": "Working directory, relative to the workspace root (default: the root)"},
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "Seconds before the command is killed (default: the call's timeout, 30 s)"}
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "Seconds before the command is killed (default: the call's timeout, 30 s)"},
+    ` + outputSchema + `
   },
   "additionalProperties": false
 }`),
@@ -37,6 +38,7 @@ func (runCommandTool) Definition() Definition {
 }
 
 type runCommandArgs struct {
+	outputArgs
 	Command string   `json:"command"`
 	Argv    []string `json:"argv"`
 	Cwd     string   `json:"cwd"`
@@ -50,6 +52,14 @@ type processOutput struct {
 	Stderr    string `json:"stderr"`
 	TimedOut  bool   `json:"timed_out"`
 	Truncated bool   `json:"truncated"`
+	// Binary: stdout or stderr is not UTF-8 text (output.go).
+	Binary bool `json:"binary,omitempty"`
+	// Encoding is "base64" when stdout and stderr are.
+	Encoding string `json:"encoding,omitempty"`
+	// StdoutFile and StderrFile hold the complete streams (keep_output),
+	// relative to the workspace root.
+	StdoutFile string `json:"stdout_file,omitempty"`
+	StderrFile string `json:"stderr_file,omitempty"`
 }
 
 func (runCommandTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.RawMessage) Result {
@@ -95,8 +105,16 @@ func (runCommandTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.Ra
 		timeout = seconds(a.Timeout)
 	}
 	timeout = callTimeout(ctx, timeout)
-	rr, err := env.Run(ctx, sandbox.RunSpec{Argv: argv, Dir: dir, Timeout: timeout, MaxOutput: maxOutput(env)})
-	return processResult("command", argv[0], rr, err, timeout)
+	spec := sandbox.RunSpec{Argv: argv, Dir: dir, Timeout: timeout}
+	kept, err := captureSpec(&spec, env, a.outputArgs)
+	if err != nil {
+		return failErr(err)
+	}
+	rr, err := env.Run(ctx, spec)
+	kept.close()
+	res := processResult("command", argv[0], rr, err, timeout)
+	shapeProcess(res.Output.(*processOutput), rr, env, a.outputArgs, kept)
+	return res
 }
 
 // workDir resolves a cwd argument below the root and returns the directory
@@ -121,19 +139,23 @@ func workDir(root *Root, cwd string) (string, error) {
 // processResult turns how a process ended into a tool result: success only
 // for exit code 0; the output is returned either way.
 func processResult(what, name string, rr sandbox.RunResult, err error, timeout time.Duration) Result {
-	out := processOutput{ExitCode: rr.ExitCode, Signal: rr.Signal, Stdout: string(rr.Stdout), Stderr: string(rr.Stderr),
+	out := &processOutput{ExitCode: rr.ExitCode, Signal: rr.Signal, Stdout: string(rr.Stdout), Stderr: string(rr.Stderr),
 		TimedOut: rr.TimedOut || errors.Is(err, context.DeadlineExceeded), Truncated: rr.Truncated}
 	switch {
 	case out.TimedOut:
-		return failWith(out, fmt.Sprintf("%s timed out after %s and was killed", what, roundDuration(timeout)))
+		return withReason(failWith(out, fmt.Sprintf("%s timed out after %s and was killed", what, roundDuration(timeout))), ReasonTimeout)
 	case errors.Is(err, context.Canceled):
-		return failWith(out, what+" canceled")
+		return withReason(failWith(out, what+" canceled"), ReasonCanceled)
 	case err != nil:
 		return failWith(out, err.Error())
 	case rr.StartErr == "not_found":
 		return failWith(out, fmt.Sprintf("command not found: %s", name))
 	case rr.StartErr != "":
 		return failWith(out, fmt.Sprintf("cannot execute %s", name))
+	case rr.Signal == int(unix.SIGSYS):
+		// The seccomp filter kills a process that makes a forbidden
+		// syscall (a foreign ABI): a violation, not a crash.
+		return withReason(failWith(out, fmt.Sprintf("%s killed by the sandbox's seccomp filter (SIGSYS): a forbidden system call", what)), ReasonViolation)
 	case rr.Signal != 0:
 		return failWith(out, fmt.Sprintf("%s killed by signal %d", what, rr.Signal))
 	case rr.ExitCode != 0:
@@ -161,7 +183,8 @@ func (runScriptTool) Definition() Definition {
     "language": {"type": "string", "enum": ["python", "node", "bash", "ruby"]},
     "script": {"type": "string", "minLength": 1, "maxLength": 1048576, "description": "The program text"},
     "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "Seconds before the script is killed (default: the call's timeout, 30 s)"},
-    "env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 256, "description": "Extra environment variables"}
+    "env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 256, "description": "Extra environment variables"},
+    ` + outputSchema + `
   },
   "required": ["language", "script"],
   "additionalProperties": false
@@ -170,6 +193,7 @@ func (runScriptTool) Definition() Definition {
 }
 
 type runScriptArgs struct {
+	outputArgs
 	Language string            `json:"language"`
 	Script   string            `json:"script"`
 	Timeout  float64           `json:"timeout"`
@@ -206,11 +230,18 @@ func (runScriptTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.Raw
 		dir = root.real
 		root.Close()
 	}
-	rr, err := runInterpreter(ctx, env, lang, a.Script, nil, dir, extra, timeout)
+	spec := sandbox.RunSpec{Dir: dir, Timeout: timeout, Env: extra}
+	kept, err := captureSpec(&spec, env, a.outputArgs)
+	if err != nil {
+		return failErr(err)
+	}
+	rr, err := runInterpreter(ctx, env, lang, a.Script, spec)
+	kept.close()
 	if errors.Is(err, sandbox.ErrInterpreterNotFound) {
 		return failErr(err)
 	}
 	res := processResult("script", lang.Name, rr, err, timeout)
+	shapeProcess(res.Output.(*processOutput), rr, env, a.outputArgs, kept)
 	if !res.Success && err == nil && !rr.TimedOut {
 		// A refused write or a failed allocation has a clearer name than
 		// "exited with code 1".
@@ -225,7 +256,10 @@ func (runScriptTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.Raw
 // runInterpreter writes code to a fresh directory under the sandbox's /tmp
 // and runs it with the language's first interpreter found on PATH. The
 // directory (the script's HOME too) is removed afterwards.
-func runInterpreter(ctx context.Context, env sandbox.ToolEnv, lang script.Language, code string, stdin []byte, dir string, extraEnv []string, timeout time.Duration) (sandbox.RunResult, error) {
+//
+// spec gives the directory (default: the script's), stdin, timeout, extra
+// environment and the capture; Argv is set here.
+func runInterpreter(ctx context.Context, env sandbox.ToolEnv, lang script.Language, code string, spec sandbox.RunSpec) (sandbox.RunResult, error) {
 	tmp, err := os.MkdirTemp("", "nsbox-script-")
 	if err != nil {
 		return sandbox.RunResult{}, fmt.Errorf("script directory: %w", err)
@@ -235,11 +269,13 @@ func runInterpreter(ctx context.Context, env sandbox.ToolEnv, lang script.Langua
 	if err := os.WriteFile(file, []byte(code), 0o600); err != nil {
 		return sandbox.RunResult{}, fmt.Errorf("script file: %w", err)
 	}
-	if dir == "" {
-		dir = tmp
+	if spec.Dir == "" {
+		spec.Dir = tmp
 	}
-	spec := sandbox.RunSpec{Dir: dir, Stdin: stdin, Timeout: timeout, MaxOutput: maxOutput(env),
-		Env: append([]string{"HOME=" + tmp}, extraEnv...)}
+	if spec.MaxOutput == 0 {
+		spec.MaxOutput = maxOutput(env)
+	}
+	spec.Env = append([]string{"HOME=" + tmp}, spec.Env...)
 	for _, interp := range lang.Interpreters {
 		spec.Argv = []string{interp, file}
 		rr, err := env.Run(ctx, spec)

@@ -38,9 +38,24 @@ var (
 	// ErrNotExist is matched by a *PathError for a missing path.
 	ErrNotExist = fs.ErrNotExist
 
+	// ErrHidden is matched by a *PathError for a file the policy hides
+	// (a .env, a credentials file): it reads as nothing, by design.
+	ErrHidden = errors.New("hidden by policy")
+
 	// errNotRegular: a FIFO, device or socket where a file was expected.
 	errNotRegular = errors.New("not a regular file")
 )
+
+// notRegular is the error for a non-regular file at p: ErrHidden for the
+// /dev/null the mount layer binds over a hidden file (pkg/mounts, Hide),
+// so that a model is told the file is hidden on purpose rather than that
+// it is some odd device.
+func notRegular(p string, st *unix.Stat_t) error {
+	if st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(uint64(st.Rdev)) == 1 && unix.Minor(uint64(st.Rdev)) == 3 {
+		return &PathError{Path: p, Err: ErrHidden}
+	}
+	return &PathError{Path: p, Err: errNotRegular}
+}
 
 // PathError is a refused or failed operation on a workspace path. Its
 // message is for users and models: it names the path as they gave it.
@@ -60,6 +75,8 @@ func (e *PathError) Error() string {
 		msg = fmt.Sprintf("path %q is protected: it is read-only in this sandbox", e.Path)
 	case errors.Is(e.Err, fs.ErrNotExist):
 		msg = fmt.Sprintf("path %q does not exist", e.Path)
+	case errors.Is(e.Err, ErrHidden):
+		msg = fmt.Sprintf("path %q is hidden by policy: the sandbox keeps it unreadable (secrets such as .env files and credentials)", e.Path)
 	case errors.Is(e.Err, errNotRegular):
 		msg = fmt.Sprintf("path %q is not a regular file", e.Path)
 	case errors.Is(e.Err, unix.ENOTDIR):
@@ -203,7 +220,7 @@ func (r *Root) OpenFile(p string) (*os.File, error) {
 	case unix.S_IFDIR:
 		return nil, &PathError{Path: p, Err: unix.EISDIR}
 	default:
-		return nil, &PathError{Path: p, Err: errNotRegular}
+		return nil, notRegular(p, &st)
 	}
 	// Reopen the very inode we checked (not the path again, which could
 	// have been swapped meanwhile).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,9 @@ func (e *hostEnv) Run(ctx context.Context, spec sandbox.RunSpec) (sandbox.RunRes
 	cmd.Stdin = bytes.NewReader(spec.Stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	if spec.FullStdout != nil {
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, spec.FullStdout), io.MultiWriter(&errb, spec.FullStderr)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return sandbox.RunResult{ExitCode: 126, StartErr: "not_executable"}, nil

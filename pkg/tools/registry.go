@@ -16,9 +16,10 @@ import (
 // (ToolSettings.Timeout) sets a timeout.
 const DefaultTimeout = 30 * time.Second
 
-// DefaultMaxOutput bounds the output a tool returns when the policy does
-// not (ToolSettings.MaxOutput), in bytes.
-const DefaultMaxOutput = 1 << 20
+// DefaultMaxOutput is the output budget of a call when the policy does not
+// set one (ToolSettings.MaxOutput): about 30,000 characters, sized for a
+// model's context (output.go).
+const DefaultMaxOutput = 30000
 
 // DefaultMaxResults bounds search results when the policy does not
 // (ToolSettings.MaxResults).
@@ -90,7 +91,7 @@ func NewRegistry(tools ...Tool) *Registry {
 			r.errs = append(r.errs, fmt.Errorf("tool %q: defined twice", def.Name))
 			continue
 		}
-		r.entries[def.Name] = &entry{tool: t, def: def, builtin: true}
+		r.entries[def.Name] = &entry{tool: t, def: presentBuiltin(def), builtin: true}
 		r.order = append(r.order, def.Name)
 	}
 	return r
@@ -197,7 +198,18 @@ func runGuarded(ctx context.Context, name string, timeout time.Duration, fn func
 				done <- Fail(fmt.Sprintf("tool %q failed with an internal error: %v", name, p))
 			}
 		}()
-		done <- fn()
+		res := fn()
+		if !res.Success && res.Reason == "" {
+			// A tool that gave up on its context says why, whatever
+			// its own words.
+			switch {
+			case errors.Is(ctx.Err(), context.DeadlineExceeded):
+				res.Reason = ReasonTimeout
+			case errors.Is(ctx.Err(), context.Canceled):
+				res.Reason = ReasonCanceled
+			}
+		}
+		done <- res
 	}()
 	select {
 	case res := <-done:
@@ -212,9 +224,14 @@ func runGuarded(ctx context.Context, name string, timeout time.Duration, fn func
 	case <-t.C:
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return Fail(fmt.Sprintf("tool %q timed out after %s", name, roundDuration(timeout)))
+		return withReason(Fail(fmt.Sprintf("tool %q timed out after %s", name, roundDuration(timeout))), ReasonTimeout)
 	}
-	return Fail(fmt.Sprintf("tool %q was canceled", name))
+	return withReason(Fail(fmt.Sprintf("tool %q was canceled", name)), ReasonCanceled)
+}
+
+func withReason(r Result, reason string) Result {
+	r.Reason = reason
+	return r
 }
 
 func (r *Registry) names() []string {
@@ -285,62 +302,6 @@ func marshalResult(res Result) json.RawMessage {
 		b, _ = json.Marshal(Fail("the tool's output cannot be encoded as JSON: " + err.Error()))
 	}
 	return b
-}
-
-// Formats of tool definitions.
-const (
-	// FormatOpenAI is the function-calling format of OpenAI's chat API:
-	// [{"type":"function","function":{name, description, parameters}}].
-	FormatOpenAI = "openai"
-	// FormatOllama is Ollama's, the same shape as OpenAI's.
-	FormatOllama = "ollama"
-	// FormatMCP is the Model Context Protocol's tools/list shape:
-	// [{name, description, inputSchema}].
-	FormatMCP = "mcp"
-)
-
-// Formats lists the accepted format names.
-var Formats = []string{FormatOpenAI, FormatOllama, FormatMCP}
-
-type functionDef struct {
-	Type     string     `json:"type"`
-	Function Definition `json:"function"`
-}
-
-type mcpDef struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"inputSchema"`
-}
-
-// FormatDefinitions renders definitions in one of Formats.
-func FormatDefinitions(defs []Definition, format string) (json.RawMessage, error) {
-	var v any
-	switch format {
-	case FormatOpenAI, FormatOllama, "":
-		out := make([]functionDef, len(defs))
-		for i, d := range defs {
-			out[i] = functionDef{Type: "function", Function: withSchema(d)}
-		}
-		v = out
-	case FormatMCP:
-		out := make([]mcpDef, len(defs))
-		for i, d := range defs {
-			d = withSchema(d)
-			out[i] = mcpDef{Name: d.Name, Description: d.Description, InputSchema: d.Parameters}
-		}
-		v = out
-	default:
-		return nil, fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
-	}
-	return json.Marshal(v)
-}
-
-func withSchema(d Definition) Definition {
-	if len(d.Parameters) == 0 || string(d.Parameters) == "null" {
-		d.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
-	}
-	return d
 }
 
 // ParseDefinitions reads the plain definitions a session or a registry

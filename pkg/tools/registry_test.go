@@ -15,7 +15,7 @@ func TestBuiltinSchemasCompile(t *testing.T) {
 	if err := r.Err(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"read_file", "write_file", "list_directory", "run_command", "search_files", "run_script"}
+	want := []string{"read_file", "write_file", "list_directory", "run_command", "search_files", "run_script", "edit_file"}
 	got := r.List()
 	if len(got) != len(want) {
 		t.Fatalf("%d tools, want %d", len(got), len(want))

@@ -131,9 +131,9 @@ func (t *runtimeTool) Run(ctx context.Context, env sandbox.ToolEnv, args json.Ra
 		err error
 	)
 	if len(t.impl.Argv) > 0 {
-		rr, err = env.Run(ctx, sandbox.RunSpec{Argv: t.impl.Argv, Dir: dir, Stdin: args, Timeout: timeout, MaxOutput: maxOutput(env)})
+		rr, err = env.Run(ctx, sandbox.RunSpec{Argv: t.impl.Argv, Dir: dir, Stdin: args, Timeout: timeout, MaxOutput: int64(budget(env)) * captureFactor})
 	} else {
-		rr, err = runInterpreter(ctx, env, t.lang, t.impl.Script, args, dir, nil, timeout)
+		rr, err = runInterpreter(ctx, env, t.lang, t.impl.Script, sandbox.RunSpec{Dir: dir, Stdin: args, Timeout: timeout, MaxOutput: int64(budget(env)) * captureFactor})
 	}
 	if errors.Is(err, sandbox.ErrInterpreterNotFound) {
 		return failErr(err)

@@ -17,6 +17,10 @@ type Definition struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// Title is a short name for people (MCP's title); Annotations tell a
+	// client what calling the tool does (annotations.go). Both optional.
+	Title       string       `json:"title,omitempty"`
+	Annotations *Annotations `json:"annotations,omitempty"`
 }
 
 // Result is every tool's answer.
@@ -24,7 +28,21 @@ type Result struct {
 	Success bool    `json:"success"`
 	Output  any     `json:"output"`
 	Error   *string `json:"error"`
+	// Reason types a failure nsbox can tell: ReasonTimeout, ReasonOOM,
+	// ReasonPids, ReasonViolation or ReasonCanceled; absent otherwise
+	// (a tool's own failure, such as a command's non-zero exit).
+	Reason string `json:"reason,omitempty"`
 }
+
+// Reasons of a failed call, the same in nsbox tools call, MCP and the Go
+// API (sandbox.Session.CallTool): the sandbox's own names.
+const (
+	ReasonTimeout   = string(sandbox.ReasonTimeout)
+	ReasonOOM       = string(sandbox.ReasonOOM)
+	ReasonPids      = string(sandbox.ReasonPids)
+	ReasonViolation = string(sandbox.ReasonViolation)
+	ReasonCanceled  = string(sandbox.ReasonCanceled)
+)
 
 // OK returns a successful result.
 func OK(output any) Result { return Result{Success: true, Output: output} }

@@ -407,7 +407,7 @@ func regularFile(fd int, name string) (*os.File, error) {
 		return nil, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, &PathError{Path: name, Err: errNotRegular}
+		return nil, notRegular(name, &st)
 	}
 	rfd, err := reopen(fd, unix.O_RDONLY|unix.O_NOCTTY)
 	if err != nil {

@@ -688,7 +688,7 @@ func TestBadPolicyInput(t *testing.T) {
 			{[]string{"--pids", "-1"}, "--pids: -1: must be a positive number"},
 			{[]string{"--timeout", "abc"}, `--timeout: invalid duration "abc"`},
 			{[]string{"--seccomp", "nope"}, "--seccomp"},
-			{[]string{"--backend", "bogus"}, "want auto, required, native or none"},
+			{[]string{"--backend", "bogus"}, "want auto, required, native, landlock or none"},
 			{[]string{"--profile", "no-such-profile"}, `no profile "no-such-profile"`},
 			{[]string{"--workspace", "/"}, "--workspace: / cannot be the workspace"},
 		}

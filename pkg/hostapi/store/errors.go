@@ -27,9 +27,20 @@ var (
 type CorruptError struct {
 	Path   string
 	Reason string
+	// MovedTo is where the file was moved when the store was asked to
+	// move corrupt files aside (Options.MoveAsideCorrupt); MoveErr says why
+	// that move failed.
+	MovedTo string
+	MoveErr error
 }
 
 func (e *CorruptError) Error() string {
+	switch {
+	case e.MovedTo != "":
+		return fmt.Sprintf("store %s is unreadable: %s; it was moved to %s and the next write starts a new store", e.Path, e.Reason, e.MovedTo)
+	case e.MoveErr != nil:
+		return fmt.Sprintf("store %s is unreadable: %s; moving it aside failed (%v), the file was left in place", e.Path, e.Reason, e.MoveErr)
+	}
 	return fmt.Sprintf("store %s is unreadable: %s; the file was left untouched (move it aside to start a new store)", e.Path, e.Reason)
 }
 

@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -39,6 +40,12 @@ type Options struct {
 	// LockTimeout bounds the wait for another process's lock
 	// (0: DefaultLockTimeout).
 	LockTimeout time.Duration
+	// MoveAsideCorrupt renames a store file found corrupt to
+	// NAME.corrupt-TIMESTAMP (same directory), so that the next write
+	// starts a new, empty store. The operation still fails with the
+	// *CorruptError, whose MovedTo names the new path. Off by default: a
+	// damaged store is the user's data, kept where it is until they ask.
+	MoveAsideCorrupt bool
 }
 
 // Store is one store file. It holds no open file between operations and is
@@ -48,6 +55,8 @@ type Store struct {
 	kind    string
 	timeout time.Duration
 	mu      *sync.RWMutex
+	// moveAside: Options.MoveAsideCorrupt.
+	moveAside bool
 }
 
 // formatBucket holds the marker that says which kind of store a file is.
@@ -89,7 +98,7 @@ func New(path, kind string, o Options) (*Store, error) {
 	if t <= 0 {
 		t = DefaultLockTimeout
 	}
-	return &Store{path: path, kind: kind, timeout: t, mu: processLock(path)}, nil
+	return &Store{path: path, kind: kind, timeout: t, mu: processLock(path), moveAside: o.MoveAsideCorrupt}, nil
 }
 
 // Path is the store file.
@@ -98,6 +107,10 @@ func (s *Store) Path() string { return s.path }
 // View runs fn in a read-only transaction. A store that does not exist yet
 // reads as empty, and nothing is created.
 func (s *Store) View(ctx context.Context, fn func(*Tx) error) error {
+	return s.afterCorrupt(s.view(ctx, fn))
+}
+
+func (s *Store) view(ctx context.Context, fn func(*Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -133,6 +146,10 @@ func (s *Store) View(ctx context.Context, fn func(*Tx) error) error {
 // Update runs fn in a read-write transaction: all of fn's changes are
 // committed together, or none when fn returns an error.
 func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
+	return s.afterCorrupt(s.update(ctx, fn))
+}
+
+func (s *Store) update(ctx context.Context, fn func(*Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -163,12 +180,50 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 	})
 }
 
+// corrupt is a *CorruptError about the store's file.
+func (s *Store) corrupt(reason string) *CorruptError {
+	return &CorruptError{Path: s.path, Reason: reason}
+}
+
+// afterCorrupt moves the store's file aside when err says it is corrupt and
+// the store was asked to (Options.MoveAsideCorrupt).
+func (s *Store) afterCorrupt(err error) error {
+	var ce *CorruptError
+	if !s.moveAside || !errors.As(err, &ce) || ce.Path != s.path {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Under the writers' lock: no other nsbox process is inside the file.
+	l, lerr := lockFile(s.path+".lock", true, s.timeout)
+	if lerr != nil {
+		return err
+	}
+	defer l.unlock()
+	to := s.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	// rename(2) moves the name, never the data: a symbolic link or FIFO at
+	// the store's name is moved as it is, nothing it points to is touched.
+	if rerr := os.Rename(s.path, to); rerr != nil {
+		ce.MoveErr = rerr
+		return ce
+	}
+	ce.MovedTo = to
+	return ce
+}
+
 // run turns a panic inside bbolt (how it reacts to some damaged pages) into
 // a *CorruptError; the transaction has been rolled back by then.
+//
+// Second line of defence behind checkStoreFile: a fault in the mapped file
+// (SIGBUS past its end, SIGSEGV past the mapping) is a fatal runtime error
+// that no recover() catches, unless this goroutine asked for a panic
+// instead (runtime/debug.SetPanicOnFault). bbolt touches the mapping only on
+// the goroutine that runs the transaction, which is this one.
 func (s *Store) run(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = &CorruptError{Path: s.path, Reason: fmt.Sprintf("damaged data (%v)", r)}
+			err = s.corrupt(fmt.Sprintf("damaged data (%v)", r))
 		}
 	}()
 	return fn()
@@ -289,6 +344,14 @@ func openStoreFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	if !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, &CorruptError{Path: name, Reason: "not a regular file (" + fi.Mode().Type().String() + ")"}
+	}
+	// The file's structure is checked with plain reads before bbolt maps
+	// it: bbolt follows page ids and offsets unchecked, and a truncated or
+	// damaged file would fault in the mapping and kill the process (a
+	// notepad call would take the whole MCP server and its sandbox down).
+	if err := checkStoreFile(f); err != nil {
+		f.Close()
+		return nil, &CorruptError{Path: name, Reason: err.Error()}
 	}
 	// The store holds what agents saved: private to its owner (0600).
 	if flag&(os.O_WRONLY|os.O_RDWR) != 0 && fi.Mode().Perm()&0o077 != 0 {

@@ -9,13 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
+	"sync"
 
+	"github.com/nsbox/nsbox/pkg/landlock"
 	"github.com/nsbox/nsbox/pkg/sandbox"
 )
 
 // Backend is one way to run sandboxed commands.
 type Backend interface {
-	// Name is "native" or "none".
+	// Name is what --backend NAME selects ("native", "landlock", "none").
 	Name() string
 	// Priority orders backends for "auto": lower is tried first.
 	Priority() int
@@ -55,30 +58,86 @@ func (Native) Start(ctx context.Context, p sandbox.Policy, opts ...sandbox.Optio
 	return s, nil
 }
 
-// All returns the known backends in priority order.
+// registry holds the backends by name; Register adds to it.
+var registry = struct {
+	sync.Mutex
+	byName map[string]Backend
+}{byName: map[string]Backend{}}
+
+func init() {
+	for _, b := range []Backend{Native{}, Landlock{}, None{}} {
+		if err := Register(b); err != nil {
+			panic(err) // the built-in names are distinct
+		}
+	}
+}
+
+// ErrDuplicate is a Register of a name that is taken.
+var ErrDuplicate = errors.New("a backend of that name is registered")
+
+// Register adds a backend that "auto" and --backend NAME can choose. Its
+// Priority places it: lower is tried first (native 10, landlock 20, none
+// 1000). A backend whose Isolates is false is only ever chosen by name, or
+// by "auto" with backend_fallback, like none.
+func Register(b Backend) error {
+	registry.Lock()
+	defer registry.Unlock()
+	name := b.Name()
+	if name == "" || name == "auto" || name == "required" {
+		return fmt.Errorf("backend name %q is reserved", name)
+	}
+	if _, ok := registry.byName[name]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicate, name)
+	}
+	registry.byName[name] = b
+	return nil
+}
+
+// All returns the registered backends in priority order (then by name).
 func All() []Backend {
-	b := []Backend{Native{}, None{}}
-	sort.SliceStable(b, func(i, j int) bool { return b[i].Priority() < b[j].Priority() })
+	registry.Lock()
+	b := make([]Backend, 0, len(registry.byName))
+	for _, x := range registry.byName {
+		b = append(b, x)
+	}
+	registry.Unlock()
+	sort.Slice(b, func(i, j int) bool {
+		if b[i].Priority() != b[j].Priority() {
+			return b[i].Priority() < b[j].Priority()
+		}
+		return b[i].Name() < b[j].Name()
+	})
 	return b
 }
 
 // ByName finds a backend.
 func ByName(name string) (Backend, bool) {
+	registry.Lock()
+	defer registry.Unlock()
+	b, ok := registry.byName[name]
+	return b, ok
+}
+
+// Names lists the modes --backend accepts.
+func Names() []string {
+	out := []string{"auto", "required"}
 	for _, b := range All() {
-		if b.Name() == name {
-			return b, true
-		}
+		out = append(out, b.Name())
 	}
-	return nil, false
+	return out
 }
 
 // Choice is what Choose decided.
 type Choice struct {
 	// Backend is tried first.
 	Backend Backend
-	// Fallback is used when Backend turns out to be unavailable; nil when
-	// running without isolation is not allowed.
+	// Fallback is Fallbacks[0], or nil.
 	Fallback Backend
+	// Fallbacks are tried in order when the one before turns out to be
+	// unavailable: the weaker isolating backends for "auto" (landlock when
+	// native cannot start), then none only with backend_fallback. Empty
+	// for "required" and for a backend chosen by name.
+	Fallbacks []Backend
 	// Mode is the mode it was chosen by.
 	Mode string
 }
@@ -87,54 +146,61 @@ type Choice struct {
 var ErrUnknownBackend = errors.New("unknown backend")
 
 // Choose picks the backend for mode ("auto", "required" or a backend name).
-// With probe, backends are tested with Available and an unavailable choice
-// is an error (or, for auto with fallback allowed, backend none); without
-// probe the first candidate is returned and the caller falls back when
-// Start reports sandbox.ErrUnavailable (Unavailable says how).
+// With probe, backends are tested with Available and the first available
+// one is chosen (an error when none is); without probe the first candidate
+// is returned with the rest as Fallbacks, and the caller moves on to the
+// next when Start fails and Unavailable says why.
 //
-// Invariant: backend none is only ever chosen by its name, or by "auto"
-// when fallback is true (backend_fallback in the user's config file).
+// Invariants: "required" is the strongest backend (the lowest priority
+// that isolates) and nothing else: it never falls back. Backend none is
+// only ever chosen by its name, or by "auto" when fallback is true
+// (backend_fallback in the user's config file).
 func Choose(mode string, fallback, probe bool) (Choice, error) {
 	c := Choice{Mode: mode}
 	switch mode {
 	case "auto", "required", "":
-		var first Backend
-		var firstErr error
+		var cands []Backend
 		for _, b := range All() {
-			if !b.Isolates() {
-				continue
+			if b.Isolates() {
+				cands = append(cands, b)
 			}
-			if first == nil {
-				first = b
+		}
+		if mode == "required" && len(cands) > 1 {
+			cands = cands[:1]
+		}
+		if mode != "required" && fallback {
+			if n, ok := ByName("none"); ok {
+				cands = append(cands, n)
 			}
-			if !probe {
-				break
-			}
-			if err := b.Available(); err != nil {
+		}
+		if len(cands) == 0 {
+			return c, fmt.Errorf("%w: no sandboxing backend is registered", sandbox.ErrUnavailable)
+		}
+		var firstErr error
+		if probe {
+			for len(cands) > 0 {
+				err := cands[0].Available()
+				if err == nil {
+					break
+				}
 				if firstErr == nil {
 					firstErr = err
 				}
-				continue
+				cands = cands[1:]
 			}
-			first, firstErr = b, nil
-			break
-		}
-		if mode != "required" && fallback {
-			c.Fallback = None{}
-		}
-		if firstErr != nil {
-			if c.Fallback != nil {
-				c.Backend, c.Fallback = c.Fallback, nil
-				return c, nil
+			if len(cands) == 0 {
+				return c, firstErr
 			}
-			return c, firstErr
 		}
-		c.Backend = first
+		c.Backend, c.Fallbacks = cands[0], cands[1:]
+		if len(c.Fallbacks) > 0 {
+			c.Fallback = c.Fallbacks[0]
+		}
 		return c, nil
 	}
 	b, ok := ByName(mode)
 	if !ok {
-		return c, fmt.Errorf("%w %q: want auto, required, native or none", ErrUnknownBackend, mode)
+		return c, fmt.Errorf("%w %q: want one of %s", ErrUnknownBackend, mode, strings.Join(Names(), ", "))
 	}
 	if probe {
 		if err := b.Available(); err != nil {
@@ -149,14 +215,59 @@ func Choose(mode string, fallback, probe bool) (Choice, error) {
 // work here, or returns nil when err is something else. It asks the
 // backend's own probe, whose message names the host knob.
 func Unavailable(b Backend, startErr error) error {
-	if !errors.Is(startErr, sandbox.ErrUnavailable) {
+	var se *sandbox.SetupError
+	if startErr == nil || errors.Is(startErr, context.Canceled) || errors.Is(startErr, sandbox.ErrInvalidPolicy) ||
+		!errors.Is(startErr, sandbox.ErrUnavailable) && !errors.As(startErr, &se) {
 		return nil
 	}
+	// The backend's own probe decides, also for a start that failed in a
+	// later step: a fresh /proc refused under a masked one fails the
+	// namespace sandbox's "mount" step, not its clone.
 	if err := b.Available(); err != nil {
 		return err
 	}
-	return startErr
+	if errors.Is(startErr, sandbox.ErrUnavailable) {
+		return startErr
+	}
+	return nil
+}
+
+// Landlock runs the same worker without namespaces, confined by Landlock,
+// seccomp, no_new_privs and the same limits (sandbox.WithLandlock): for
+// containers and pods where user namespaces or a fresh /proc are refused.
+// It is weaker; NotIsolated says how.
+type Landlock struct{}
+
+func (Landlock) Name() string   { return "landlock" }
+func (Landlock) Priority() int  { return 20 }
+func (Landlock) Isolates() bool { return true }
+
+// Available needs a kernel with Landlock enabled and landlock_* syscalls
+// that no outer seccomp profile refuses.
+func (Landlock) Available() error { return sandbox.LandlockAvailable() }
+
+func (Landlock) Start(ctx context.Context, p sandbox.Policy, opts ...sandbox.Option) (Session, error) {
+	s, err := sandbox.Start(ctx, p, append(opts[:len(opts):len(opts)], sandbox.WithLandlock())...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NotIsolated lists what the backend leaves shared with the host on this
+// kernel, with network none.
+func (Landlock) NotIsolated() []string {
+	abi, _ := landlockABI()
+	return sandbox.LandlockGaps(abi, sandbox.NetworkNone)
+}
+
+// Gaps is implemented by a backend that isolates less than the native one:
+// NotIsolated says what, for `nsbox status` and --json-status.
+type Gaps interface {
+	NotIsolated() []string
 }
 
 // NoneWarning is what every run under backend none must tell the user.
 const NoneWarning = "backend none: the command runs WITHOUT a sandbox: it sees and may change everything you can, the network included; only the environment is cleared and the time limit applies"
+
+func landlockABI() (int, error) { return landlock.ABI() }

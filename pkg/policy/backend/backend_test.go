@@ -16,12 +16,13 @@ func TestChoose(t *testing.T) {
 		fallback     bool
 		want, wantFB string
 	}{
-		{"auto", false, "native", ""},
-		{"auto", true, "native", "none"},
-		{"", false, "native", ""},
+		{"auto", false, "native", "landlock"},
+		{"auto", true, "native", "landlock,none"},
+		{"", false, "native", "landlock"},
 		// required never falls back, whatever the config says.
 		{"required", true, "native", ""},
 		{"native", true, "native", ""},
+		{"landlock", true, "landlock", ""},
 		{"none", false, "none", ""},
 	}
 	for _, c := range cases {
@@ -29,9 +30,13 @@ func TestChoose(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", c.mode, err)
 		}
-		fb := ""
-		if ch.Fallback != nil {
-			fb = ch.Fallback.Name()
+		var names []string
+		for _, b := range ch.Fallbacks {
+			names = append(names, b.Name())
+		}
+		fb := strings.Join(names, ",")
+		if (ch.Fallback == nil) != (len(ch.Fallbacks) == 0) {
+			t.Errorf("%q: Fallback %v with Fallbacks %v", c.mode, ch.Fallback, fb)
 		}
 		if ch.Backend.Name() != c.want || fb != c.wantFB {
 			t.Errorf("Choose(%q, %v) = %s/%s, want %s/%s", c.mode, c.fallback, ch.Backend.Name(), fb, c.want, c.wantFB)

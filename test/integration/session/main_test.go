@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("NSBOX_IT_SUPERVISOR"); mode != "" {
 		os.Exit(supervisorMain(mode))
 	}
+	if os.Getenv("NSBOX_IT_POOL_OWNER") != "" {
+		os.Exit(poolOwnerMain())
+	}
 	code := func() int {
 		if os.Getuid() == 0 && os.Getenv(innerEnv) == "" {
 			dir, err := os.MkdirTemp("", "nsbox-session-it-")

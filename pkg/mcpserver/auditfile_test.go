@@ -1,0 +1,142 @@
+package mcpserver
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestAuditRefusesSymlinkAndFIFO(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "bashrc")
+	os.WriteFile(victim, []byte("# rc\n"), 0o644)
+	link := filepath.Join(dir, "audit.jsonl")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenAudit(link, 0); !errors.Is(err, ErrAuditNotRegular) {
+		t.Fatalf("symlink: %v, want ErrAuditNotRegular", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "# rc\n" {
+		t.Fatalf("the symlink's target changed: %q", b)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenAudit(fifo, 0); !errors.Is(err, ErrAuditNotRegular) {
+		t.Fatalf("fifo: %v, want ErrAuditNotRegular", err)
+	}
+	if _, err := OpenAudit(dir, 0); err == nil {
+		t.Fatal("a directory was accepted")
+	}
+}
+
+func refusal(i int, method string) []byte {
+	return []byte(fmt.Sprintf(`{"api":"evil","args":{"i":%d},"duration_us":1,"error":"denied: evil.%s is not allowed","kind":"hostCall","method":%q,"ok":false,"session":"s1","time":"t"}`+"\n", i, method, method))
+}
+
+func readLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestAuditCoalescesRefusals: a loop of identical refusals writes its first
+// line and then counts; every refusal is accounted for.
+func TestAuditCoalescesRefusals(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := OpenAudit(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Unix(1000, 0)
+	a.now = func() time.Time { return clock }
+	const n = 100000
+	for i := 0; i < n; i++ {
+		if i%10000 == 0 {
+			clock = clock.Add(2 * coalesceEvery)
+		}
+		a.Write(refusal(i, "x"))
+	}
+	a.Write([]byte(`{"kind":"tool","tool":"read_file","ok":true,"session":"s1"}` + "\n"))
+	a.Close()
+	lines := readLines(t, path)
+	if len(lines) > 30 {
+		t.Fatalf("%d lines for %d identical refusals", len(lines), n)
+	}
+	total := 0
+	for _, l := range lines {
+		switch l["kind"] {
+		case "hostCall":
+			total++
+		case "repeated":
+			total += int(l["count"].(float64))
+			if r, _ := l["repeated"].(map[string]any); r["method"] != "x" {
+				t.Fatalf("repeated line does not say what: %v", l)
+			}
+		}
+	}
+	if total != n {
+		t.Fatalf("%d refusals accounted for, want %d", total, n)
+	}
+	if last := lines[len(lines)-1]; last["tool"] != "read_file" {
+		t.Fatalf("last line %v", last)
+	}
+}
+
+// TestAuditRotatesAtCap: refusals that differ (so are not coalesced) never
+// grow the log past twice its cap, and the file keeps its inode.
+func TestAuditRotatesAtCap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	const max = 64 << 10
+	a, err := OpenAudit(path, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st0, _ := os.Stat(path)
+	for i := 0; i < 5000; i++ {
+		if _, err := a.Write(refusal(i, fmt.Sprintf("m%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close()
+	st, _ := os.Stat(path)
+	old, err := os.Stat(path + ".1")
+	if err != nil {
+		t.Fatalf("no rotated file: %v", err)
+	}
+	if st.Size() > max || old.Size() > max {
+		t.Fatalf("sizes %d and %d, cap %d", st.Size(), old.Size(), max)
+	}
+	if !os.SameFile(st0, st) {
+		t.Fatal("rotation replaced the audit file")
+	}
+	if old.Mode().Perm() != 0o600 {
+		t.Fatalf("rotated file mode %v", old.Mode())
+	}
+	if l := readLines(t, path); !strings.HasPrefix(l[len(l)-1]["method"].(string), "m4999") {
+		t.Fatalf("last line %v", l[len(l)-1])
+	}
+}

@@ -1,0 +1,395 @@
+// The protect step: what is read-only inside a writable bind (existing or
+// not), with the pins that keep it in place, and the pattern walk that the
+// protect and hide steps share. Git's part of it is in gitprotect.go.
+
+package policy
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+)
+
+// Providers of an inside path: a mount index, or one of these.
+const (
+	provHostRoot = -1 // the read-only host root (same path on the host)
+	provFresh    = -2 // nsbox's own /proc, /dev, /tmp, /run, or nothing
+)
+
+// freshDirs are nsbox's own; the host's are never visible there.
+var freshDirs = []string{"/proc", "/dev", "/tmp", "/run"}
+
+// provider returns what the sandbox shows at inside path q: the deepest
+// mount covering it, else the host root, else nothing of the host.
+func (r *resolver) provider(q string) int {
+	best, bestDepth := provFresh, -1
+	for i, it := range r.mounts {
+		if within(q, it.m.Dest) && depth(it.m.Dest) >= bestDepth {
+			best, bestDepth = i, depth(it.m.Dest)
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	for _, f := range freshDirs {
+		if within(q, f) {
+			return provFresh
+		}
+	}
+	if r.res.Policy.HostDirs == nil {
+		return provHostRoot
+	}
+	for _, d := range r.res.Policy.HostDirs {
+		if within(q, d) {
+			return provHostRoot
+		}
+	}
+	return provFresh
+}
+
+// insideLocations lists where host path h is visible inside: through the
+// host root and through every bind of a directory above it. writable keeps
+// only read-write binds.
+func (r *resolver) insideLocations(h string, writable bool) []struct {
+	q    string
+	prov int
+} {
+	var out []struct {
+		q    string
+		prov int
+	}
+	if !writable && r.provider(h) == provHostRoot {
+		out = append(out, struct {
+			q    string
+			prov int
+		}{h, provHostRoot})
+	}
+	for i, it := range r.mounts {
+		if it.m.Kind != sandbox.MountBind || !within(h, it.m.Source) || (writable && it.m.ReadOnly) {
+			continue
+		}
+		q := rebase(h, it.m.Source, it.m.Dest)
+		if r.provider(q) == i {
+			out = append(out, struct {
+				q    string
+				prov int
+			}{q, i})
+		}
+	}
+	return out
+}
+
+// protectPass is the protect step's state: the inside paths that are
+// mount points already (pins), the protected destinations (seen), and the
+// pins the step adds.
+type protectPass struct {
+	pins, seen map[string]bool
+	newPins    []mountItem
+}
+
+// protectedPath is a path a protect entry made read-only.
+type protectedPath struct {
+	x    expandedEntry
+	path string
+}
+
+// protect makes read-only, inside writable binds, the run's policy files
+// and what the protect entries name (existing or not: a missing path gets
+// an empty placeholder), then what git on the host would run from the
+// repositories among them (protectGit).
+func (r *resolver) protect() error {
+	pp := &protectPass{pins: map[string]bool{}, seen: map[string]bool{}}
+	for _, it := range r.mounts {
+		pp.pins[it.m.Dest] = true // already mount points
+	}
+	for _, e := range r.policyFiles {
+		if err := r.protectOne(e, e.Path, pp); err != nil {
+			return err
+		}
+	}
+	var done []protectedPath
+	for _, x := range r.protectList {
+		e, paths := x.entry, []string{x.Path}
+		if p := r.absolute(x.Path); hasGlob(p) {
+			g, ok, err := r.globEntry(x, p, protectGlob(x.Path), "protect")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			paths = g.matches
+			// Fail closed, as for hides: a sandbox could chmod a
+			// directory the walk cannot look into back open and
+			// write in it; such a directory is read-only whole.
+			for _, d := range g.unlisted {
+				if r.holdsRoot(d) {
+					return e.at.err(fs.ErrPermission, "cannot look into %s (permission denied) for %s, and it holds a writable directory: make it readable (chmod u+rx %s)", d, e.Path, d)
+				}
+			}
+			if len(g.unlisted) > 0 {
+				r.warn(e.at.warn(false, "cannot look into %s (permission denied) to match %s: read-only whole", someOf(g.unlisted), e.Path))
+				paths = append(paths, g.unlisted...)
+			}
+		}
+		for _, p := range paths {
+			ok, err := r.protectMatch(x, p, pp)
+			if err != nil {
+				return err
+			}
+			if ok {
+				done = append(done, protectedPath{x, p})
+			}
+		}
+	}
+	if err := r.protectGit(pp, done); err != nil {
+		return err
+	}
+	r.mounts = append(r.mounts, pp.newPins...)
+	r.sortMounts()
+	sort.SliceStable(r.protects, func(a, b int) bool { return depth(r.protects[a].Dest) < depth(r.protects[b].Dest) })
+	return nil
+}
+
+// protectMatch protects p, which entry x names or matched; ok is false
+// when a directory-only pattern ("PATTERN/") matched something else.
+func (r *resolver) protectMatch(x expandedEntry, p string, pp *protectPass) (ok bool, err error) {
+	e := x.entry
+	if e.Dir && hasGlob(x.Path) {
+		if st, err := os.Lstat(p); err != nil || !st.IsDir() {
+			return false, nil // "PATTERN/" matches directories only
+		}
+	}
+	if err := r.protectOne(e, p, pp); err != nil {
+		return false, err
+	}
+	return true, r.protectBound(e, pp)
+}
+
+// protectBound is the invariant that a run's protections are bounded:
+// each is a mount (and pins above it) the worker makes at every start,
+// from a tree a sandbox may have filled with decoy repositories or agent
+// files.
+func (r *resolver) protectBound(e entry, pp *protectPass) error {
+	if n := len(r.protects) + len(pp.newPins); n > maxProtectMounts {
+		var got []string
+		for _, pe := range r.protects {
+			got = append(got, pe.Dest)
+		}
+		return e.at.err(nil, "protecting %s takes more than %d mounts (%s); if a sandbox made these, remove them, else protect fewer paths", e.Path, maxProtectMounts, someOf(got[len(got)-min(len(got), 3):]))
+	}
+	return nil
+}
+
+func (r *resolver) protectOne(e entry, p string, pp *protectPass) error {
+	rp, err := resolvePath(p, r.h.Cwd)
+	if skippable(err) {
+		return nil
+	}
+	if err != nil {
+		return e.at.err(err, "%v", err)
+	}
+	for _, loc := range r.insideLocations(rp.Path, true) {
+		b := r.mounts[loc.prov].m
+		// The path to make read-only: the protected path itself when it
+		// exists, else the first component that does not exist (or the
+		// file standing where a directory should be), so that nothing
+		// on the way can be created either.
+		t, dir, missing := rp.Path, false, false
+		switch {
+		case rp.Missing == 0:
+			st, err := os.Stat(t)
+			dir = err == nil && st.IsDir()
+		case rp.NotDir:
+			t = rp.firstMissing()
+		default:
+			t, missing = rp.firstMissing(), true
+			dir = t != rp.Path || e.Dir
+		}
+		if !within(t, b.Source) {
+			continue
+		}
+		dest := rebase(t, b.Source, b.Dest)
+		if pp.seen[dest] {
+			continue
+		}
+		pp.seen[dest] = true
+		// Invariant: every directory between the writable bind and
+		// the protected path is a mount point (a "pin"). A mount point
+		// cannot be renamed or removed (EBUSY), so the sandbox cannot
+		// move .git away and put a .git of its own, with hooks, in
+		// its place.
+		pp.newPins = r.pinChain(pp.newPins, pp.pins, t, b, e.at, dest+" stays protected")
+		why := "protected: read-only inside a writable bind (" + r.whereText(e.at) + ")"
+		if missing {
+			why = "protected: does not exist; an empty read-only placeholder keeps it from being created (" + r.whereText(e.at) + ")"
+			r.res.Placeholders = append(r.res.Placeholders, Placeholder{Path: t, Dir: dir, Root: b.Source})
+		}
+		r.protects = append(r.protects, PlanEntry{Mount: sandbox.Mount{Kind: sandbox.MountProtect, Dest: dest, Dir: dir}, Why: why})
+	}
+	return nil
+}
+
+// pinChain appends to out a pin (a read-write bind of itself) for each
+// directory between bind b's source and t, parents first, skipping the
+// destinations already in pins.
+func (r *resolver) pinChain(out []mountItem, pins map[string]bool, t string, b sandbox.Mount, at origin, what string) []mountItem {
+	var chain []string
+	for x := filepath.Dir(t); x != b.Source && within(x, b.Source); x = filepath.Dir(x) {
+		chain = append(chain, x)
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		x := chain[i]
+		xd := rebase(x, b.Source, b.Dest)
+		if pins[xd] {
+			continue
+		}
+		pins[xd] = true
+		out = append(out, mountItem{
+			m:   sandbox.Mount{Kind: sandbox.MountBind, Source: x, Dest: xd},
+			why: "pin: a mount point cannot be renamed, so " + what + " (" + r.whereText(at) + ")",
+			at:  at, rank: at.rank,
+		})
+	}
+	return out
+}
+
+// patterns expands the variables of the protect and hide entries, then
+// matches all their patterns in one walk: the workspace's "**/.env*" and
+// "**/.git" share its listings (globAll).
+func (r *resolver) patterns() error {
+	for _, l := range []struct {
+		in  []entry
+		out *[]expandedEntry
+	}{{r.m.protect, &r.protectList}, {r.m.hide, &r.hideList}} {
+		for _, e := range l.in {
+			ps, err := r.expandEach(e.Path, e.at)
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				x := e
+				x.Path = p
+				*l.out = append(*l.out, expandedEntry{x, e.Path})
+			}
+		}
+	}
+	var pats []globPattern
+	add := func(p string, gp globPattern) {
+		if p = r.absolute(p); !hasGlob(p) {
+			return
+		}
+		// What cannot be walked (a missing prefix, a bad pattern) is
+		// left to the entry's own step, which skips it or names it.
+		if pat, ok, err := globPatternOf(p); ok && err == nil {
+			gp.path = pat
+			pats = append(pats, gp)
+		}
+	}
+	for _, e := range r.protectList {
+		if head, ok := bareRepoPattern(e.Path); ok {
+			add(e.Path, globPattern{maxDepth: auditMaxDepth})
+			add(head, globPattern{fileOnly: true, links: true, maxDepth: auditMaxDepth})
+			add(e.Path, globPattern{links: true, maxDepth: auditMaxDepth}) // for the git audit
+		} else {
+			add(e.Path, globPattern{})
+		}
+	}
+	for _, e := range r.hideList {
+		add(e.Path, globPattern{fileOnly: !e.Dir})
+	}
+	if len(pats) == 0 {
+		return nil
+	}
+	res, err := globAll(pats)
+	if err != nil {
+		return nil // a bad pattern: its entry's step says which
+	}
+	r.globbed = map[globPattern]globResult{}
+	for i, p := range pats {
+		r.globbed[p] = res[i]
+	}
+	return nil
+}
+
+// absolute is p, made absolute against the current directory.
+func (r *resolver) absolute(p string) string {
+	if !filepath.IsAbs(p) {
+		return filepath.Join(r.h.Cwd, p)
+	}
+	return p
+}
+
+// globPatternOf resolves the part of p (absolute) before its first
+// wildcard, the walk's start. ok is false when that part does not exist,
+// so that nothing can match.
+func globPatternOf(p string) (pattern string, ok bool, err error) {
+	parts := splitPath(p)
+	i := 0
+	for i < len(parts) && !hasGlob(parts[i]) && parts[i] != "**" {
+		i++
+	}
+	prefix, err := resolvePath("/"+strings.Join(parts[:i], "/"), "/")
+	if skippable(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if prefix.Missing > 0 {
+		return "", false, nil
+	}
+	return filepath.Join(append([]string{prefix.Path}, parts[i:]...)...), true, nil
+}
+
+// globEntry matches the pattern p of a hide or protect entry (list names
+// which) with gp's matching. ok is false when nothing can match. Running
+// out of the walk's directories is an error, its depth a warning.
+func (r *resolver) globEntry(x expandedEntry, p string, gp globPattern, list string) (globResult, bool, error) {
+	e := x.entry
+	g, ok, err := r.globAs(p, gp)
+	if err != nil || !ok {
+		return g, false, e.at.errOrNil(err)
+	}
+	done, section := "protected", "Protected paths"
+	if list == "hide" {
+		done, section = "hidden", "Hidden paths"
+	}
+	if g.tooMany {
+		// Fail closed: an earlier sandbox could create that many
+		// directories, sorted before a repository or a .env, to leave it
+		// writable or readable in the next run.
+		return g, false, e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be %s: if a sandbox made them, remove them (for a workspace that big, see %q in docs/profiles.md)", e.Path, walkMaxDirs, done, section)
+	}
+	if g.truncated {
+		depth := gp.maxDepth
+		if depth == 0 {
+			depth = walkMaxDepth
+		}
+		r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not %s (%s them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, depth, g.truncatedAt, done, list, x.written))
+	}
+	return g, true, nil
+}
+
+// globAs matches the pattern p (absolute), matched as gp says (fileOnly,
+// links, maxDepth): from the patterns step's walk, or, for a pattern it did
+// not see, alone.
+func (r *resolver) globAs(p string, gp globPattern) (globResult, bool, error) {
+	pat, ok, err := globPatternOf(p)
+	if !ok || err != nil {
+		return globResult{}, false, err
+	}
+	gp.path = pat
+	if g, ok := r.globbed[gp]; ok {
+		return g, true, nil
+	}
+	res, err := globAll([]globPattern{gp})
+	if err != nil {
+		return globResult{}, false, err
+	}
+	return res[0], true, nil
+}

@@ -1,0 +1,298 @@
+package sandbox
+
+// extern int nsbox_landlock_state;
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/landlock"
+)
+
+// The Landlock backend (WithLandlock) runs the same worker and protocol as
+// the namespace sandbox, but without any namespace: for hosts where user
+// namespaces or a fresh /proc are refused (a container's default seccomp
+// profile, a masked /proc). The worker is a plain child of the supervisor,
+// confined by a Landlock ruleset the supervisor builds from the same policy
+// (landlock_init.c applies it before the worker's Go runtime starts), the
+// same seccomp filter plus a socket filter, no_new_privs, the same limits,
+// and a kill of every process it started when the session ends. What it
+// does not isolate is LandlockInfo.NotIsolated.
+
+// landlockArg0 is the Landlock worker's argv[0] (landlock_arg0 in
+// landlock_init.c).
+const landlockArg0 = "nsbox-landlock-init"
+
+// landlockFDEnv names the inherited ruleset fd.
+const landlockFDEnv = "_NSBOX_LANDLOCK_FD"
+
+// WithLandlock starts the session with the Landlock backend instead of
+// namespaces. Start fails with ErrUnavailable when the kernel has no
+// Landlock.
+func WithLandlock() Option { return func(o *options) { o.landlock = true } }
+
+// LandlockAvailable says whether the Landlock backend can run here.
+func LandlockAvailable() error {
+	if _, err := landlock.ABI(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// LandlockInfo is what a Landlock session enforces and what it does not.
+type LandlockInfo struct {
+	ABI    int             `json:"abi"`
+	Report landlock.Report `json:"report"`
+	// TmpDir is the session's private temporary directory (TMPDIR).
+	TmpDir string `json:"tmpDir"`
+	// NotIsolated lists, for users, what this backend leaves shared with
+	// the host here.
+	NotIsolated []string `json:"notIsolated"`
+}
+
+// Landlock returns what the session's Landlock backend enforces, or nil for
+// a namespace sandbox.
+func (s *Session) Landlock() *LandlockInfo { return s.llInfo }
+
+// LandlockGaps lists what the Landlock backend cannot isolate on a kernel
+// of the given ABI, whatever the policy.
+func LandlockGaps(abi int, network Network) []string {
+	gaps := []string{
+		"PID visibility: processes of the host (and their command lines in /proc) are visible; there is no PID namespace",
+		"no mount namespace: /proc, /sys and file metadata (names, sizes, times reachable by stat) of the host stay visible; hidden directories can be listed by name where a directory above them is readable, but not read",
+		"a hidden or protected path inside a readable or writable directory is expressed by splitting that directory: entries can no longer be created, removed or renamed directly in it (status lists them)",
+		"/tmp, /var/tmp, /run and /dev/shm of the host are not reachable; the session gets a private directory as TMPDIR instead of a /tmp of its own",
+		"the hostname and IPC namespace (System V IPC, POSIX message queues) are the host's",
+		"socket(2) of every family is refused by seccomp with network none (AF_UNIX with network host): there is no private loopback",
+	}
+	if network == NetworkHost {
+		gaps = append(gaps, "network host: the network is the host's; only socket(AF_UNIX) is refused")
+	}
+	if abi < 4 && network != NetworkHost {
+		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no TCP rules (ABI 4, Linux 6.7): network none rests on the seccomp socket filter alone", abi))
+	}
+	if abi < 6 {
+		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no scopes (ABI 6, Linux 6.12): commands can signal other processes of the same user and connect to their abstract unix sockets", abi))
+	}
+	if abi < 5 {
+		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d cannot restrict ioctl on device files (ABI 5, Linux 6.10)", abi))
+	}
+	if abi < 3 {
+		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d cannot restrict truncate(2) (ABI 3, Linux 6.2)", abi))
+	}
+	gaps = append(gaps, "processes a command detached (setsid) are killed by the worker when the session ends; if the supervisor is SIGKILLed they are killed when the worker sees its channel close, and with cgroup limits by cgroup.kill")
+	return gaps
+}
+
+// landlockGrants turns the policy's file system into Landlock grants:
+// the read-only root (or HostDirs), the writable binds, hidden paths
+// (no access), protected paths (read-only), the private TMPDIR, the
+// devices a command needs, and the nsbox binary (read and execute only:
+// never writable, even inside a writable bind).
+func landlockGrants(p *Policy, tmpDir, self string) ([]landlock.Grant, error) {
+	var g []landlock.Grant
+	if p.HostDirs == nil {
+		g = append(g, landlock.Grant{Path: "/", Access: landlock.ReadExec})
+	} else {
+		for _, d := range p.HostDirs {
+			g = append(g, landlock.Grant{Path: d, Access: landlock.ReadExec})
+		}
+	}
+	// What the namespace sandbox replaces with fresh file systems is not
+	// reachable here: the host's /tmp, /run and /dev/shm hold other
+	// programs' sockets, locks and shared memory.
+	for _, d := range []string{"/tmp", "/var/tmp", "/run", "/dev"} {
+		g = append(g, landlock.Grant{Path: d, Access: 0})
+	}
+	dev := landlock.ReadFile | landlock.WriteFile | landlock.IoctlDev | landlock.ReadDir
+	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"} {
+		if _, err := os.Lstat(d); err == nil {
+			g = append(g, landlock.Grant{Path: d, Access: dev})
+		}
+	}
+	// /proc is needed by most programs (/proc/self); the host's processes
+	// in it are visible (LandlockGaps), and Landlock refuses ptrace-class
+	// access to those outside the domain (environ, mem, fd).
+	g = append(g, landlock.Grant{Path: "/proc", Access: landlock.ReadOnly})
+	g = append(g, landlock.Grant{Path: tmpDir, Access: landlock.ReadWrite})
+	for _, m := range p.Mounts {
+		switch m.Kind {
+		case MountBind:
+			if m.Source != m.Dest {
+				return nil, &PolicyError{Field: "mounts", Msg: fmt.Sprintf("the landlock backend cannot place %s at %s: without a mount namespace a path is only reachable where it is", m.Source, m.Dest)}
+			}
+			if _, err := os.Lstat(m.Source); err != nil {
+				if m.Optional {
+					continue
+				}
+				return nil, fmt.Errorf("bind %s: %w", m.Source, err)
+			}
+			a := landlock.ReadWrite
+			if m.ReadOnly {
+				a = landlock.ReadExec
+			}
+			g = append(g, landlock.Grant{Path: m.Dest, Access: a})
+		case MountTmpfs:
+			return nil, &PolicyError{Field: "mounts", Msg: fmt.Sprintf("the landlock backend cannot give %s a tmpfs of its own (no mount namespace); use the native backend, or drop --tmpfs %s", m.Dest, m.Dest)}
+		case MountHide:
+			if _, err := os.Lstat(m.Dest); err != nil {
+				continue // nothing there to read
+			}
+			g = append(g, landlock.Grant{Path: m.Dest, Access: 0})
+		case MountProtect:
+			// A missing protected path is granted anyway: its parent is
+			// then split (frozen), so the name cannot be created.
+			g = append(g, landlock.Grant{Path: m.Dest, Access: landlock.ReadExec})
+		}
+	}
+	if self != "" {
+		g = append(g, landlock.Grant{Path: self, Access: landlock.ReadExec})
+	}
+	return g, nil
+}
+
+// landlockState is a Landlock session's supervisor-side state.
+type landlockState struct {
+	ruleset *landlock.Ruleset
+	tmpDir  string
+}
+
+// prepareLandlock builds the session's ruleset and private TMPDIR.
+func (s *Session) prepareLandlock(setup *setupMsg) error {
+	abi, err := landlock.ABI()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	tmp, err := os.MkdirTemp("", "nsbox-tmp-")
+	if err != nil {
+		return fmt.Errorf("private TMPDIR: %w", err)
+	}
+	s.ll = &landlockState{tmpDir: tmp}
+	self, err := os.Executable()
+	if err != nil {
+		self = ""
+	} else if r, rerr := filepath.EvalSymlinks(self); rerr == nil {
+		self = r
+	}
+	grants, err := landlockGrants(&s.policy, tmp, self)
+	if err != nil {
+		return err
+	}
+	e, err := landlock.Expand(grants)
+	if err != nil {
+		return err
+	}
+	cfg := landlock.Config{
+		HandledFS: landlock.ReadWrite,
+		Paths:     e.Rules,
+		// Both scopes: a command cannot signal the host's processes or
+		// reach the host's abstract unix sockets (X11, D-Bus, containerd's
+		// shims), which share no namespace boundary with it here.
+		Scoped:      landlock.ScopeAbstractUnix | landlock.ScopeSignal,
+		BestEffort:  true,
+		SkipMissing: true,
+	}
+	if s.policy.Network != NetworkHost {
+		// Network none: every TCP bind and connect is refused (no port
+		// rule), loopback included: the host's loopback services are
+		// the host's. UDP and the rest: the socket filter.
+		cfg.HandledNet = landlock.BindTCP | landlock.ConnectTCP
+	}
+	rs, err := landlock.Build(cfg)
+	if err != nil {
+		return err
+	}
+	s.ll.ruleset = rs
+	info := &LandlockInfo{ABI: abi, Report: rs.Report, TmpDir: tmp, NotIsolated: LandlockGaps(abi, s.policy.Network)}
+	for _, d := range e.Frozen {
+		info.NotIsolated = append(info.NotIsolated, "frozen: no entry can be created, removed or renamed directly in "+d)
+	}
+	for _, d := range e.Listable {
+		info.NotIsolated = append(info.NotIsolated, "listable: the names in hidden "+d+" can be listed (not read)")
+	}
+	sort.Strings(info.NotIsolated[len(LandlockGaps(abi, s.policy.Network)):])
+	s.llInfo = info
+	setup.Landlock = true
+	setup.NewNet = false
+	setup.SocketFilter = socketFilterNone
+	if s.policy.Network == NetworkHost {
+		setup.SocketFilter = socketFilterUnix
+	}
+	// No mount namespace: the nsbox binary cannot be placed at SelfPath.
+	setup.Plan.SelfDest = ""
+	setup.Env = append(setup.Env[:len(setup.Env):len(setup.Env)], "TMPDIR="+tmp)
+	s.policy.Env = append(s.policy.env()[:len(s.policy.env()):len(s.policy.env())], "TMPDIR="+tmp)
+	return nil
+}
+
+// startLandlockWorker starts the worker as a plain child in a session of
+// its own (no terminal: no TIOCSTI), with the channel at fd 3 and the
+// ruleset at fd 4. No parent death signal: the worker must outlive a
+// killed supervisor long enough to kill what it started; it sees its
+// channel close instead.
+func (s *Session) startLandlockWorker(workerEnd *os.File) error {
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer devnull.Close()
+	stderr := devnull
+	if os.Getenv("NSBOX_DEBUG_WORKER") != "" {
+		stderr = os.Stderr
+	}
+	rs := os.NewFile(uintptr(s.ll.ruleset.FD()), "landlock-ruleset")
+	proc, err := os.StartProcess("/proc/self/exe", []string{landlockArg0}, &os.ProcAttr{
+		Env:   []string{initEnv + "=1", landlockFDEnv + "=4"},
+		Files: []*os.File{devnull, devnull, stderr, workerEnd, rs},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	s.pid, s.proc = proc.Pid, proc
+	go func() {
+		s.waitErr = waitError(proc.Wait())
+		close(s.exited)
+	}()
+	return nil
+}
+
+// closeLandlock ends a Landlock session: the worker, told by its channel
+// closing, kills every process it started and exits; after a grace period
+// it is killed. Then the private TMPDIR is removed.
+func (s *Session) closeLandlock() {
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+	}
+	s.kill()
+	<-s.exited
+	if s.ll != nil {
+		s.ll.ruleset.Close()
+		if s.ll.tmpDir != "" {
+			os.RemoveAll(s.ll.tmpDir)
+		}
+	}
+}
+
+// landlockApplied is the outcome of landlock_init.c's constructor: nil when
+// this process is a Landlock worker confined before its runtime started.
+func landlockApplied() error {
+	switch st := int(C.nsbox_landlock_state); {
+	case st == 0:
+		return nil
+	case st < 0:
+		return errors.New("the worker was not confined: it was not started as a Landlock worker")
+	default:
+		return fmt.Errorf("landlock_restrict_self: %w", syscall.Errno(st))
+	}
+}
+
+// isLandlockWorker: this process was started as a Landlock worker.
+func isLandlockWorker() bool { return len(os.Args) > 0 && os.Args[0] == landlockArg0 }
