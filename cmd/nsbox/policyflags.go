@@ -26,6 +26,7 @@ type policyFlags struct {
 
 	rw, ro, tmpfs, hide, protect []string
 	env, passEnv, hostAPI        []string
+	allowSocket                  []string
 	cwd, network, hostname       string
 	profile, backend, workspace  string
 	memory, pids, cpu, timeout   string
@@ -51,6 +52,7 @@ var flagKeys = map[string]string{
 	"allow_userns": "--allow-userns", "allow_privileged": "--allow-privileged",
 	"allow_tool_registration": "--allow-tool-registration",
 	"tools.max_output":        "--max-output",
+	"unix_sockets.allow":      "--allow-socket",
 }
 
 func (f *policyFlags) register(fl *pflag.FlagSet) {
@@ -81,6 +83,7 @@ func (f *policyFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.allowUserns, "allow-userns", false, "let commands create nested user namespaces (loosens the sandbox)")
 	fl.BoolVar(&f.allowPrivileged, "allow-privileged", false, "keep capabilities inside the sandbox's user namespace (loosens the sandbox)")
 	fl.StringArrayVar(&f.hostAPI, "host-api", nil, "allow the host API method `API.METHOD` (or API.*; repeatable)")
+	fl.StringArrayVar(&f.allowSocket, "allow-socket", nil, "let commands connect to the host unix socket at `PATH` (variables expanded, e.g. '$SSH_AUTH_SOCK'; repeatable)")
 	fl.BoolVar(&f.allowToolRegistration, "allow-tool-registration", false, "let programs inside define tools")
 }
 
@@ -119,6 +122,7 @@ func (f *policyFlags) layer() (*policy.Layer, error) {
 	c.AllowPrivileged = boolean("allow-privileged", f.allowPrivileged)
 	c.AllowToolRegistration = boolean("allow-tool-registration", f.allowToolRegistration)
 	c.HostAPIs = f.hostAPI
+	c.UnixSockets.Allow = f.allowSocket
 	for _, s := range f.rw {
 		c.Filesystem.RW = append(c.Filesystem.RW, flagEntry(s))
 	}

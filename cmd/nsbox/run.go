@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/nsbox/nsbox/pkg/policy"
@@ -71,6 +72,8 @@ Ctrl-C).`,
 type statusWriter struct {
 	w    io.WriteCloser
 	path string // the file, when one was named
+	// mu: violation lines come from the session's goroutines.
+	mu sync.Mutex
 }
 
 func openStatus(spec string) (*statusWriter, error) {
@@ -130,7 +133,9 @@ func (s *statusWriter) emit(v map[string]any) {
 		return
 	}
 	b, _ := json.Marshal(v)
+	s.mu.Lock()
 	s.w.Write(append(b, '\n'))
+	s.mu.Unlock()
 }
 
 func (s *statusWriter) close() {
@@ -243,6 +248,7 @@ func runMain(f *runFlags, argv []string) error {
 	if err != nil {
 		return status.setupFailed("host APIs", err)
 	}
+	opts = append(opts, violationLines(status))
 	defer closeStores()
 	s, err := b.Start(ctx, res.Policy, append(opts, sandbox.WithPrestarted(pre))...)
 	for try := 1; try < maxBuildTries && planChanged(err) && ctx.Err() == nil; try++ {
@@ -450,6 +456,10 @@ func exitStatus(res sandbox.Result, err error) (int, string) {
 		return exitCannotExec, err.Error()
 	case errors.Is(err, context.Canceled):
 		return res.ExitCode, "interrupted"
+	case isSocketViolation(err):
+		// The command ran and failed after a refused connect: its own
+		// exit code, and the refusal said.
+		return res.ExitCode, err.Error()
 	}
 	return exitNsboxFailed, err.Error()
 }

@@ -44,9 +44,13 @@ Exit status: 0 when a sandbox can be built here, 1 when not.`,
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
-				enc.Encode(r)
+				enc.Encode(struct {
+					backend.Report
+					UnixSockets unixSocketStatus `json:"unix_sockets"`
+				}{r, socketStatus()})
 			} else {
 				printStatus(r)
+				fmt.Println(socketStatus().line())
 			}
 			if r.Backend == "" || r.Backend == "none" && m != "none" {
 				return &exitError{code: 1}

@@ -51,6 +51,8 @@ type Config struct {
 	Env        Env        `toml:"env" json:"env"`
 	Limits     Limits     `toml:"limits" json:"limits"`
 	Tools      Tools      `toml:"tools" json:"tools"`
+	// UnixSockets is the [unix_sockets] table (sockets.go).
+	UnixSockets UnixSockets `toml:"unix_sockets" json:"unix_sockets"`
 }
 
 // Filesystem is the [filesystem] table.

@@ -79,6 +79,7 @@ type merged struct {
 	toolMaxResults                             *int
 	toolMaxResultsAt                           origin
 	net                                        mergedNetwork
+	unixAllow                                  []sentry
 }
 
 func setS(dst *sval, v *string, l *Layer, key string, rank int) {
@@ -165,6 +166,7 @@ func (m *merged) configRemovals(l *Layer) {
 	m.hide = removeEntries(m.hide, fs.Hide)
 	m.protect = removeEntries(m.protect, fs.Protect)
 	m.hostAPIs = removeStrings(m.hostAPIs, c.HostAPIs)
+	m.unixAllow = removeStrings(m.unixAllow, c.UnixSockets.Allow)
 	m.envPass = removeStrings(m.envPass, c.Env.Pass)
 	m.blocked = removeStrings(m.blocked, c.Tools.BlockedCommands)
 }
@@ -203,6 +205,7 @@ func merge(layers []*Layer) *merged {
 		setB(&m.allowUserns, c.AllowUserns, l, "allow_userns", rank)
 		setB(&m.allowToolReg, c.AllowToolRegistration, l, "allow_tool_registration", rank)
 		m.hostAPIs = addStrings(m.hostAPIs, c.HostAPIs, l, "host_apis", rank)
+		m.unixAllow = addStrings(m.unixAllow, c.UnixSockets.Allow, l, "unix_sockets.allow", rank)
 
 		fs := &c.Filesystem
 		if fs.HostDirs != nil {

@@ -255,6 +255,8 @@ func (r *resolver) steps() []step {
 		{"protect", r.protect},
 		{"hide", r.hide},
 		{"plan", r.plan},
+		// After plan: an allowed socket in a private place is bound in.
+		{"unix_sockets", r.unixSockets},
 		{"env", r.env},
 		{"limits", r.limits},
 		{"tools", r.tools},

@@ -13,6 +13,10 @@ type options struct {
 	prestarted *Prestarted
 	// landlock: the Landlock backend instead of namespaces (WithLandlock).
 	landlock bool
+	// inet decides AF_INET/AF_INET6 socket calls (WithSocketHandler).
+	inet SocketHandler
+	// violations hears of refusals as they happen (WithViolations).
+	violations func(*ViolationError)
 }
 
 // WithHandlers serves host API methods from h to the session's commands

@@ -83,6 +83,9 @@ type Policy struct {
 	Workspace string `json:"workspace,omitempty"`
 	// Tools bound the built-in tools.
 	Tools ToolSettings `json:"tools"`
+	// UnixSockets is the gate on connects and sends to path sockets
+	// (sockets.go).
+	UnixSockets UnixSocketPolicy `json:"unixSockets"`
 }
 
 // BaseEnv returns the minimal environment commands get: PATH, HOME, TERM and

@@ -45,6 +45,9 @@ type setupMsg struct {
 	// NoScopes skips the namespace sandbox's Landlock scopes step (for
 	// benchmarks that measure it).
 	NoScopes bool `json:"noScopes,omitempty"`
+	// SocketGate: install the socket notification filter (pkg/notify)
+	// right before the main filter, and name its listener in the reply.
+	SocketGate bool `json:"socketGate,omitempty"`
 }
 
 type rlimit struct {
@@ -62,6 +65,9 @@ type handshakeReply struct {
 	// Resolver names the worker's numbers of the resolver's sockets,
 	// which the supervisor takes with pidfd_getfd.
 	Resolver resolverFDs `json:"resolver,omitempty"`
+	// NotifyFD is the worker's number of the socket notification
+	// listener, which the supervisor takes with pidfd_getfd (0: none).
+	NotifyFD int `json:"notifyFD,omitempty"`
 }
 
 // executeMsg starts one command. Three stdio fds travel with it

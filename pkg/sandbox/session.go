@@ -51,6 +51,7 @@ type Session struct {
 	ll     *landlockState
 	llInfo *LandlockInfo
 	subscriptions
+	sockets socketGate
 }
 
 // Reason is why a command (or a sandbox) ended.
@@ -120,6 +121,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 				<-s.exited // reaped: nothing of a failed Start outlives it
 			}
 			s.closeNet()
+			s.sockets.close()
 			if s.limits != nil {
 				s.limits.destroy()
 			}
@@ -261,6 +263,7 @@ func (s *Session) prepare(setup *setupMsg) error {
 		return err
 	}
 	setup.Seccomp = filter
+	setup.SocketGate = s.wantSocketGate()
 	return nil
 }
 
@@ -385,6 +388,9 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 			return err
 		}
 	}
+	if setup.SocketGate {
+		return s.startSocketGate(hr.NotifyFD)
+	}
 	return nil
 }
 
@@ -435,6 +441,7 @@ func (s *Session) Close() error {
 		s.kill()
 		<-s.exited
 		s.closeNet()
+		s.sockets.close()
 		if s.hostCalls != nil {
 			s.hostCalls.close()
 		}
@@ -543,6 +550,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	}
 	before := s.limits.events()
 	netMark := s.netMark()
+	refusals := s.sockets.mark()
 	start := time.Now()
 	io.start()
 	// Cancelling ctx tells the worker to kill the command's process group;
@@ -631,6 +639,12 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		// A command that failed after the network filter refused it
 		// something failed of it; one that recovered (a fallback
 		// mirror) keeps its clean exit.
+		res.Reason = ReasonViolation
+		return res, v
+	}
+	if v := s.socketViolation(refusals); v != nil && failed {
+		// A command that failed after a refused connect failed of it
+		// (sockets.go); one that recovered keeps its clean exit.
 		res.Reason = ReasonViolation
 		return res, v
 	}

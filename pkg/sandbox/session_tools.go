@@ -26,6 +26,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args json.RawMessag
 	}
 	start := time.Now()
 	before := s.limits.events()
+	refusals := s.sockets.mark()
 	rep, err := s.peer.CallCancelable(ctx, ipc.TypeCallTool, msg, nil)
 	s.hostCalls.audit.recordTool(s.opts.id, name, args, rep, err, time.Since(start))
 	if err != nil {
@@ -40,6 +41,11 @@ func (s *Session) CallTool(ctx context.Context, name string, args json.RawMessag
 		var r Result
 		if lerr := s.limitEnd(before, &r, true, true); lerr != nil {
 			return setReason(rep.Payload, r.Reason), lerr
+		}
+		// A refused host socket connect during a failed call is its
+		// typed end, as for Exec (sockets.go).
+		if v := s.socketViolation(refusals); v != nil {
+			return rep.Payload, v
 		}
 	}
 	return rep.Payload, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/nsbox/nsbox/pkg/ipc"
 	"github.com/nsbox/nsbox/pkg/mounts"
 	"github.com/nsbox/nsbox/pkg/namespaces"
+	"github.com/nsbox/nsbox/pkg/notify"
 	"golang.org/x/sys/unix"
 )
 
@@ -102,6 +103,9 @@ type worker struct {
 	// resolver are the filtered network's resolver sockets until the
 	// supervisor took its copies.
 	resolver resolverFDs
+	// notifyFD is the socket notification listener until the supervisor
+	// took its own copy (-1 then, or without the gate).
+	notifyFD int
 }
 
 func runWorker() int {
@@ -119,7 +123,7 @@ func runWorker() int {
 	if err != nil {
 		return 125
 	}
-	w := &worker{conn: conn, selfFD: -1, shimFD: -1, spawnCh: make(chan *spawnReq), running: map[uint64]*command{},
+	w := &worker{conn: conn, selfFD: -1, shimFD: -1, notifyFD: -1, spawnCh: make(chan *spawnReq), running: map[uint64]*command{},
 		tools: workerTools, toolCancels: map[uint64]context.CancelFunc{}}
 	w.reaper.waiters = map[int]chan unix.WaitStatus{}
 	// While the supervisor still resolves its policy (a worker is usually
@@ -159,6 +163,9 @@ func runWorker() int {
 		return 125
 	}
 	hr := handshakeReply{Protocol: ipc.ProtocolVersion, Resolver: w.resolver}
+	if w.notifyFD >= 0 {
+		hr.NotifyFD = w.notifyFD
+	}
 	if fd, err := unix.Open(w.setup.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 		hr.WorkspaceError = err.Error()
 	} else {
@@ -202,6 +209,16 @@ func (w *worker) runSetup() (string, error) {
 		// A second layer under the network and PID namespaces: Landlock
 		// scopes (ABI 6) for commands; needs no_new_privs.
 		{"restrict scopes (landlock)", w.landlockScopes},
+		// The socket gate's filter, right before the main one: it only
+		// hands connect and the sends to the supervisor, which performs
+		// them (pkg/notify). Its listener cannot travel over the channel
+		// (the worker's own sendmsg would wait for the supervisor that
+		// does not have it yet): the handshake reply names its number and
+		// the supervisor takes it with pidfd_getfd, as runc does. While
+		// this filter's listener exists, no process inside can install a
+		// filter with a listener of its own (EBUSY, kernel/seccomp.c
+		// has_duplicate_listener), so none can answer its own calls.
+		{"install socket notification filter", w.installNotify},
 		// seccomp is last: every step above needs syscalls it denies.
 		{"install seccomp filter", w.installSeccomp},
 	}
@@ -306,6 +323,18 @@ func setNoNewPrivs() error {
 	return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 }
 
+func (w *worker) installNotify() error {
+	if !w.setup.SocketGate {
+		return nil
+	}
+	fd, err := notify.Install()
+	if err != nil {
+		return err
+	}
+	w.notifyFD = fd
+	return nil
+}
+
 func (w *worker) installSeccomp() error {
 	if len(w.setup.Seccomp) == 0 {
 		return nil
@@ -399,6 +428,14 @@ func (w *worker) waitMain(fd int) {
 		}
 		if p[0].Revents != 0 {
 			w.closeResolver()
+			if w.notifyFD >= 0 {
+				// The supervisor takes the listener before it sends
+				// anything after the handshake: from its first message
+				// on, PID 1 holds no copy (nothing inside can reach
+				// the worker's fds, but the supervisor alone answers).
+				unix.Close(w.notifyFD)
+				w.notifyFD = -1
+			}
 			return
 		}
 	}

@@ -1,0 +1,6 @@
+//go:build !amd64 && !arm64
+
+package notify
+
+// auditArch 0: no filter on this architecture (Supported says so).
+const auditArch = 0

@@ -1,0 +1,117 @@
+package notify
+
+import (
+	"context"
+
+	"golang.org/x/sys/unix"
+)
+
+// Syscall names the notified call.
+type Syscall int
+
+const (
+	Connect Syscall = iota + 1
+	SendTo
+	SendMsg
+	SendMmsg
+)
+
+func (s Syscall) String() string {
+	switch s {
+	case Connect:
+		return "connect"
+	case SendTo:
+		return "sendto"
+	case SendMsg:
+		return "sendmsg"
+	case SendMmsg:
+		return "sendmmsg"
+	}
+	return "unknown"
+}
+
+// SockCall is one notified socket call, as the supervisor read it. Addr is
+// the supervisor's own copy of the address: a Handler decides on it, and
+// the supervisor performs the call with exactly these bytes.
+type SockCall struct {
+	// Pid is the calling thread's id in the supervisor's PID namespace.
+	Pid     int
+	Syscall Syscall
+	// FD is the socket's number in the target.
+	FD int
+	// Domain and Type are the socket's own (SO_DOMAIN, SO_TYPE), read
+	// from the file the call names at the time of the check.
+	Domain, Type int
+	// Addr is the raw sockaddr (nil: none, a send to the connected peer).
+	Addr []byte
+	// Sock is the supervisor's duplicate of the target's socket
+	// (pidfd_getfd), valid during Decide; the Server closes it.
+	Sock int
+
+	id       uint64
+	listener int
+}
+
+// Family is the address family of Addr (0 without one).
+func (c *SockCall) Family() int {
+	if len(c.Addr) < 2 {
+		return 0
+	}
+	return int(c.Addr[0]) | int(c.Addr[1])<<8
+}
+
+// Valid reports whether the target still waits in this call. A Handler
+// that opened something through /proc/<Pid> asks it after the open: a pid
+// names the target only while the call is pending.
+func (c *SockCall) Valid() bool { return idValid(c.listener, c.id) }
+
+// Verdict is a Handler's answer.
+type Verdict struct {
+	kind  verdictKind
+	errno unix.Errno
+	val   int64
+	fd    int
+	addr  []byte
+}
+
+type verdictKind int
+
+const (
+	vAllow verdictKind = iota
+	vErrno
+	vReturn
+	vInstall
+	vPerformAt
+)
+
+// Allow performs the call as asked: the supervisor makes it on Sock with
+// Addr (never SECCOMP_USER_NOTIF_FLAG_CONTINUE; see the package doc).
+func Allow() Verdict { return Verdict{kind: vAllow} }
+
+// Deny fails the call with errno.
+func Deny(errno unix.Errno) Verdict { return Verdict{kind: vErrno, errno: errno} }
+
+// Return answers val: the Handler made the call itself.
+func Return(val int64) Verdict { return Verdict{kind: vReturn, val: val} }
+
+// InstallFD puts fd (a supervisor fd, which the Server closes) at the
+// target's number FD in place of its socket (SECCOMP_IOCTL_NOTIF_ADDFD,
+// SECCOMP_ADDFD_FLAG_SETFD), then answers val. This is how a connect is
+// answered with a socket opened elsewhere (the filtered network).
+func InstallFD(fd int, val int64) Verdict { return Verdict{kind: vInstall, fd: fd, val: val} }
+
+// PerformAt performs the call with addr instead of the call's own address
+// (the unix gate: "/proc/self/fd/N" of an O_PATH pin of the checked
+// inode, pin, which the Server closes once the call is made; -1 for none).
+func PerformAt(addr []byte, pin int) Verdict { return Verdict{kind: vPerformAt, addr: addr, fd: pin} }
+
+// Handler decides the calls on sockets of one family. Decide runs on one of
+// the Server's bounded goroutines; it must not keep c after it returns.
+type Handler interface {
+	Decide(ctx context.Context, c *SockCall) Verdict
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, c *SockCall) Verdict
+
+func (f HandlerFunc) Decide(ctx context.Context, c *SockCall) Verdict { return f(ctx, c) }

@@ -1,0 +1,355 @@
+package notify
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The tests run a child (this test binary, re-executed) under the
+// notification filter, as the worker does, and serve it from the test
+// process, as the supervisor does: the listener is taken with
+// pidfd_getfd, never sent over a socket (the child's sendmsg would wait
+// for the very supervisor that does not have the listener yet).
+
+const childEnv = "NSBOX_NOTIFY_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(child(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// child installs the filter, prints the listener's number, waits for "go"
+// and runs the scenario named by mode, printing one result line per step.
+func child(mode string) int {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fd, err := Install()
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Printf("fd %d\n", fd)
+	in := bufio.NewReader(os.Stdin)
+	if line, _ := in.ReadString('\n'); line != "go\n" {
+		return 1
+	}
+	unix.Close(fd) // the supervisor holds it now
+	args := strings.Fields(os.Getenv("NSBOX_NOTIFY_TEST_ARGS"))
+	switch mode {
+	case "connect":
+		for _, p := range args {
+			fmt.Println(p, connectResult(p))
+		}
+	case "sendto":
+		for _, p := range args {
+			fmt.Println(p, sendtoResult(p))
+		}
+	case "race":
+		// args: link target-ok target-host; one goroutine flips the
+		// link, this one connects through it.
+		link, ok, host := args[0], args[1], args[2]
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tmp := link + ".new"
+			for i := 0; !stop.Load(); i++ {
+				target := ok
+				if i%2 == 1 {
+					target = host
+				}
+				os.Remove(tmp)
+				os.Symlink(target, tmp)
+				os.Rename(tmp, link)
+			}
+		}()
+		okN := 0
+		for i := 0; i < 2000; i++ {
+			if connectResult(link) == "ok" {
+				okN++
+			}
+		}
+		stop.Store(true)
+		wg.Wait()
+		fmt.Println("race-ok", okN)
+	case "rights":
+		// sendmsg with SCM_RIGHTS over a socketpair: translated fd by fd.
+		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		r, w, _ := os.Pipe()
+		w.Write([]byte("through"))
+		w.Close()
+		err = unix.Sendmsg(sp[0], []byte("hi"), unix.UnixRights(int(r.Fd())), nil, 0)
+		buf, oob := make([]byte, 16), make([]byte, 64)
+		n, oobn, _, _, rerr := unix.Recvmsg(sp[1], buf, oob, 0)
+		res := fmt.Sprintf("send=%v recv=%v data=%q", err, rerr, buf[:n])
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+			if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
+				b := make([]byte, 16)
+				k, _ := unix.Read(fds[0], b)
+				res += fmt.Sprintf(" fd=%q", b[:k])
+			}
+		}
+		fmt.Println("rights", res)
+	}
+	return 0
+}
+
+func connectResult(p string) string {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err.Error()
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: p}); err != nil {
+		return errName(err)
+	}
+	return "ok"
+}
+
+func sendtoResult(p string) string {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err.Error()
+	}
+	defer unix.Close(fd)
+	if err := unix.Sendto(fd, []byte("ping"), 0, &unix.SockaddrUnix{Name: p}); err != nil {
+		return errName(err)
+	}
+	return "ok"
+}
+
+func errName(err error) string {
+	if e, ok := err.(unix.Errno); ok {
+		return unix.ErrnoName(e)
+	}
+	return err.Error()
+}
+
+// runChild starts the child in mode, serves it with a Server whose unix
+// gate allows gateWritable, and returns its result lines.
+func runChild(t *testing.T, mode string, args []string, cfg GateConfig) (map[string]string, []string) {
+	t.Helper()
+	if err := Supported(); err != nil {
+		t.Skip(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, "NSBOX_NOTIFY_TEST_ARGS="+strings.Join(args, " "))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	out := bufio.NewScanner(stdout)
+	if !out.Scan() {
+		t.Fatal("child said nothing")
+	}
+	var n int
+	if _, err := fmt.Sscanf(out.Text(), "fd %d", &n); err != nil {
+		t.Fatalf("child: %s", out.Text())
+	}
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := unix.PidfdGetfd(pidfd, n, 0)
+	unix.Close(pidfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RootPid = cmd.Process.Pid
+	gate, err := NewUnixGate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(listener, Options{Unix: gate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	stdin.Write([]byte("go\n"))
+	res := map[string]string{}
+	var lines []string
+	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // deadlock guard only
+	defer deadline.Stop()
+	for out.Scan() {
+		lines = append(lines, out.Text())
+		k, v, _ := strings.Cut(out.Text(), " ")
+		res[k] = v
+	}
+	return res, lines
+}
+
+// hostServer listens on a path socket in the test process and counts the
+// connections it accepts.
+func hostServer(t *testing.T, p string) *atomic.Int64 {
+	t.Helper()
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { l.Close() })
+	return &n
+}
+
+// places returns a directory on a writable place's mount (/dev/shm) and
+// one on another mount, or skips.
+func places(t *testing.T) (rw, host string) {
+	t.Helper()
+	host = t.TempDir()
+	os.Chmod(host, 0o755)
+	rw, err := os.MkdirTemp("/dev/shm", "nsbox-notify-")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rw) })
+	var a, b unix.Statx_t
+	unix.Statx(unix.AT_FDCWD, rw, 0, unix.STATX_MNT_ID, &a)
+	unix.Statx(unix.AT_FDCWD, host, 0, unix.STATX_MNT_ID, &b)
+	if a.Mnt_id == b.Mnt_id {
+		t.Skip("/dev/shm and the test's temporary directory are on one mount")
+	}
+	return rw, host
+}
+
+func TestGateConnect(t *testing.T) {
+	rw, host := places(t)
+	hostSock, okSock := filepath.Join(host, "host.sock"), filepath.Join(rw, "ok.sock")
+	hostN, okN := hostServer(t, hostSock), hostServer(t, okSock)
+	allowed := filepath.Join(host, "allowed.sock")
+	allowedN := hostServer(t, allowed)
+	var refused []string
+	var mu sync.Mutex
+	res, lines := runChild(t, "connect", []string{hostSock, okSock, allowed, "@nsbox-abstract-none", filepath.Join(rw, "missing")}, GateConfig{
+		Writable: []string{rw},
+		Allow:    []string{allowed},
+		OnRefuse: func(p string) { mu.Lock(); refused = append(refused, p); mu.Unlock() },
+	})
+	t.Log(lines)
+	if res[hostSock] != "EACCES" {
+		t.Errorf("connect to a host socket: %q, want EACCES", res[hostSock])
+	}
+	if res[okSock] != "ok" || res[allowed] != "ok" {
+		t.Errorf("connect to a writable place's socket %q, to an allowed one %q; want ok", res[okSock], res[allowed])
+	}
+	if res["@nsbox-abstract-none"] != "ECONNREFUSED" || res[filepath.Join(rw, "missing")] != "ENOENT" {
+		t.Errorf("errors of the kernel not passed through: %v", lines)
+	}
+	time.Sleep(50 * time.Millisecond) // let the accept loops count (not an assertion on speed)
+	if hostN.Load() != 0 {
+		t.Errorf("the host server saw %d connections", hostN.Load())
+	}
+	if okN.Load() != 1 || allowedN.Load() != 1 {
+		t.Errorf("servers saw %d and %d connections, want 1 each", okN.Load(), allowedN.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(refused) != 1 || refused[0] != hostSock {
+		t.Errorf("refusals reported: %v", refused)
+	}
+}
+
+func TestGateSendto(t *testing.T) {
+	rw, host := places(t)
+	hostSock, okSock := filepath.Join(host, "host.dgram"), filepath.Join(rw, "ok.dgram")
+	recv := func(p string) *net.UnixConn {
+		c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: p, Net: "unixgram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	hc, oc := recv(hostSock), recv(okSock)
+	res, lines := runChild(t, "sendto", []string{hostSock, okSock}, GateConfig{Writable: []string{rw}})
+	t.Log(lines)
+	if res[hostSock] != "EACCES" || res[okSock] != "ok" {
+		t.Fatalf("sendto: %v", lines)
+	}
+	oc.SetReadDeadline(time.Now().Add(time.Minute))
+	buf := make([]byte, 16)
+	if n, err := oc.Read(buf); err != nil || string(buf[:n]) != "ping" {
+		t.Errorf("datagram in the writable place: %q %v", buf[:n], err)
+	}
+	hc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := hc.Read(buf); err == nil {
+		t.Errorf("the host socket got %q", buf[:n])
+	}
+}
+
+// TestGateSymlinkRace flips a symlink in the writable place between a
+// socket there and the host's while the child connects through it: the
+// host server never sees a connection.
+func TestGateSymlinkRace(t *testing.T) {
+	rw, host := places(t)
+	hostSock, okSock := filepath.Join(host, "host.sock"), filepath.Join(rw, "ok.sock")
+	hostN, okN := hostServer(t, hostSock), hostServer(t, okSock)
+	link := filepath.Join(rw, "link")
+	res, lines := runChild(t, "race", []string{link, okSock, hostSock}, GateConfig{Writable: []string{rw}})
+	t.Log(lines)
+	if res["race-ok"] == "" {
+		t.Fatalf("race did not run: %v", lines)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if hostN.Load() != 0 {
+		t.Fatalf("the host server saw %d connections through the swapped link", hostN.Load())
+	}
+	t.Logf("connects through the link to the allowed socket: %s (server saw %d)", res["race-ok"], okN.Load())
+}
+
+func TestSendmsgRights(t *testing.T) {
+	res, lines := runChild(t, "rights", nil, GateConfig{})
+	if got := res["rights"]; got != `send=<nil> recv=<nil> data="hi" fd="through"` {
+		t.Fatalf("sendmsg with SCM_RIGHTS: %v", lines)
+	}
+}
+
+func TestProgramShape(t *testing.T) {
+	p := Program()
+	if len(p) != 13 {
+		t.Fatalf("program of %d instructions", len(p))
+	}
+	for i, ins := range p {
+		if ins.Code&0x07 == 0x05 && ins.Code != 0x06 { // BPF_JMP
+			if i+1+int(ins.Jt) >= len(p) || i+1+int(ins.Jf) >= len(p) {
+				t.Errorf("instruction %d jumps out of the program", i)
+			}
+		}
+	}
+	_ = strconv.Itoa
+}

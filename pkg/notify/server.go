@@ -1,0 +1,613 @@
+package notify
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Unix decides calls on AF_UNIX sockets; nil allows them all.
+	Unix Handler
+	// Inet decides calls on AF_INET and AF_INET6 sockets; nil allows
+	// them all (performed by the supervisor in the socket's own network
+	// namespace: with --net none, that holds only lo).
+	Inet Handler
+	// MaxInFlight bounds the calls handled at once, each on a goroutine
+	// of its own (a connect can block); 0 means 8.
+	MaxInFlight int
+	// MaxData bounds the bytes of one send the supervisor copies (a
+	// datagram larger than that fails with EMSGSIZE; a stream send is
+	// shortened, as a short write); 0 means 256 KiB.
+	MaxData int
+}
+
+// Server answers the notifications of one listener.
+type Server struct {
+	listener int
+	stop     int // eventfd: Close wakes Serve
+	o        Options
+	sem      chan struct{}
+	wg       sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
+
+	mu       sync.Mutex
+	inflight map[int]struct{} // supervisor socket fds being used
+	closed   bool
+	done     chan struct{}
+}
+
+// NewServer takes ownership of listener (closed by Close).
+func NewServer(listener int, o Options) (*Server, error) {
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 8
+	}
+	if o.MaxData <= 0 {
+		o.MaxData = 256 << 10
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	// Synchronous wake-ups (6.6): the supervisor's thread runs on the
+	// target's CPU when it answers, which halves a round trip. Optional.
+	flag := uint64(unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
+	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{listener: listener, stop: efd, o: o, sem: make(chan struct{}, o.MaxInFlight),
+		ctx: ctx, cancel: cancel, inflight: map[int]struct{}{}, done: make(chan struct{})}, nil
+}
+
+// Serve answers notifications until Close, or until no process is left
+// under the filter (the sandbox ended).
+func (s *Server) Serve() {
+	defer close(s.done)
+	p := []unix.PollFd{{Fd: int32(s.listener), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
+	for {
+		p[0].Revents, p[1].Revents = 0, 0
+		if _, err := unix.Poll(p, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+		if p[1].Revents != 0 {
+			return
+		}
+		if p[0].Revents&unix.POLLIN != 0 {
+			var n seccompNotif
+			if err := recv(s.listener, &n); err != nil {
+				if err == unix.ENOENT || err == unix.EINTR {
+					continue // the target went away before the read
+				}
+				return
+			}
+			s.sem <- struct{}{}
+			s.wg.Add(1)
+			go func() {
+				defer func() { <-s.sem; s.wg.Done() }()
+				s.handle(&n)
+			}()
+			continue
+		}
+		if p[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+			return // every process under the filter is gone
+		}
+	}
+}
+
+// Close stops Serve, wakes the calls still being made (their sockets are
+// shut down: a connect blocked in the supervisor must not outlive the
+// sandbox), waits for them and closes the listener.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	for fd := range s.inflight {
+		unix.Shutdown(fd, unix.SHUT_RDWR)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	unix.Write(s.stop, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	<-s.done
+	s.wg.Wait()
+	unix.Close(s.stop)
+	unix.Close(s.listener)
+}
+
+// Done is closed when Serve has returned.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+func (s *Server) track(fd int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.inflight[fd] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(fd int) {
+	s.mu.Lock()
+	delete(s.inflight, fd)
+	s.mu.Unlock()
+	unix.Close(fd)
+}
+
+// handle answers one notification. Every exit path answers it: a target
+// left without an answer would wait until the sandbox ends.
+func (s *Server) handle(n *seccompNotif) {
+	val, errno, installed := s.decide(n)
+	if installed {
+		return
+	}
+	respond(s.listener, n.ID, val, errno)
+}
+
+func syscallOf(nr int32) Syscall {
+	switch uintptr(nr) {
+	case unix.SYS_CONNECT:
+		return Connect
+	case unix.SYS_SENDTO:
+		return SendTo
+	case unix.SYS_SENDMSG:
+		return SendMsg
+	case unix.SYS_SENDMMSG:
+		return SendMmsg
+	}
+	return 0
+}
+
+// maxAddr is sizeof(struct sockaddr_storage): the kernel refuses longer
+// addresses with EINVAL (move_addr_to_kernel).
+const maxAddr = 128
+
+func (s *Server) decide(n *seccompNotif) (val int64, errno unix.Errno, installed bool) {
+	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener}
+	if c.Syscall == 0 {
+		return 0, unix.ENOSYS, false
+	}
+	if c.FD < 0 {
+		return 0, unix.EBADF, false
+	}
+	// The socket itself, from the target's fd table: the call is made on
+	// this file, whatever the target's fd number names by then.
+	pidfd, err := openPidfd(c.Pid)
+	if err != nil {
+		return 0, unix.ESRCH, false
+	}
+	if !c.Valid() { // the pidfd may name a process that reused the pid
+		unix.Close(pidfd)
+		return 0, unix.ESRCH, false
+	}
+	sock, err := unix.PidfdGetfd(pidfd, c.FD, 0)
+	unix.Close(pidfd)
+	if err != nil {
+		return 0, errnoOf(err), false
+	}
+	if !s.track(sock) {
+		unix.Close(sock)
+		return 0, unix.ECONNABORTED, false
+	}
+	defer s.untrack(sock)
+	c.Sock = sock
+	if c.Domain, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil {
+		return 0, errnoOf(err), false // ENOTSOCK, as the call would fail
+	}
+	if c.Type, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_TYPE); err != nil {
+		return 0, errnoOf(err), false
+	}
+	a := n.Data.Args
+	switch c.Syscall {
+	case Connect:
+		if c.Addr, errno = s.readAddr(c, a[1], a[2]); errno != 0 {
+			return 0, errno, false
+		}
+		v := s.verdict(c)
+		return s.perform(c, v, func(addr []byte) (int64, unix.Errno) {
+			return sysConnect(sock, addr)
+		})
+	case SendTo:
+		if c.Addr, errno = s.readAddr(c, a[4], a[5]); errno != 0 {
+			return 0, errno, false
+		}
+		data, errno := s.readData(c, []riov{{a[1], a[2]}})
+		if errno != 0 {
+			return 0, errno, false
+		}
+		v := s.verdict(c)
+		return s.perform(c, v, func(addr []byte) (int64, unix.Errno) {
+			return sysSendmsg(sock, data, nil, addr, int(int32(a[3])))
+		})
+	case SendMsg:
+		m, errno := s.readMsg(c, a[1])
+		if errno != 0 {
+			return 0, errno, false
+		}
+		defer m.close()
+		v := s.verdict(c)
+		return s.perform(c, v, func(addr []byte) (int64, unix.Errno) {
+			return sysSendmsg(sock, m.data, m.oob, addr, int(int32(a[2])))
+		})
+	case SendMmsg:
+		return s.sendmmsg(c, a[1], uint32(a[2]), int(int32(a[3])))
+	}
+	return 0, unix.ENOSYS, false
+}
+
+// verdict asks the handler of the socket's family. A call without an
+// address on a connected socket goes to the handler too: it is performed
+// by the supervisor all the same.
+func (s *Server) verdict(c *SockCall) Verdict {
+	var h Handler
+	switch c.Domain {
+	case unix.AF_UNIX:
+		h = s.o.Unix
+	case unix.AF_INET, unix.AF_INET6:
+		h = s.o.Inet
+	}
+	if h == nil {
+		return Allow()
+	}
+	return h.Decide(s.ctx, c)
+}
+
+// perform carries out a verdict: op makes the call with an address.
+func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, unix.Errno)) (int64, unix.Errno, bool) {
+	switch v.kind {
+	case vErrno:
+		return 0, v.errno, false
+	case vReturn:
+		return v.val, 0, false
+	case vInstall:
+		defer unix.Close(v.fd)
+		// The flag the target's own fd had is kept (O_CLOEXEC).
+		cloexec := false
+		if fl, err := fdFlags(c); err == nil {
+			cloexec = fl&unix.FD_CLOEXEC != 0
+		}
+		if err := addFD(s.listener, c.id, v.fd, c.FD, cloexec); err != nil {
+			return 0, errnoOf(err), false
+		}
+		return v.val, 0, false
+	case vPerformAt:
+		if v.fd >= 0 {
+			defer unix.Close(v.fd)
+		}
+		if !c.Valid() {
+			return 0, unix.EINTR, false
+		}
+		val, e := op(v.addr)
+		return val, e, false
+	}
+	if !c.Valid() {
+		return 0, unix.EINTR, false
+	}
+	val, e := op(c.Addr)
+	return val, e, false
+}
+
+// fdFlags reads the fd flags (FD_CLOEXEC) of the target's fd from
+// /proc/PID/fdinfo: the "flags" line is octal open flags, O_CLOEXEC among
+// them when the fd table entry has it.
+func fdFlags(c *SockCall) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.Pid) + "/fdinfo/" + strconv.Itoa(c.FD))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			fl, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			if err != nil {
+				return 0, err
+			}
+			if fl&unix.O_CLOEXEC != 0 {
+				return unix.FD_CLOEXEC, nil
+			}
+			return 0, nil
+		}
+	}
+	return 0, unix.ENOENT
+}
+
+// riov is an iovec of the target: an address there, not here.
+type riov struct{ base, n uint64 }
+
+// readAddr copies the address argument (ptr, n) of the target.
+func (s *Server) readAddr(c *SockCall, ptr, n uint64) ([]byte, unix.Errno) {
+	if ptr == 0 {
+		if n != 0 && c.Syscall == Connect {
+			return nil, unix.EFAULT
+		}
+		return nil, 0
+	}
+	ln := int64(int32(n))
+	if ln < 0 || ln > maxAddr {
+		return nil, unix.EINVAL
+	}
+	if ln == 0 {
+		return nil, 0
+	}
+	b := make([]byte, ln)
+	if err := readMem(c.Pid, ptr, b); err != nil {
+		return nil, unix.EFAULT
+	}
+	if !c.Valid() {
+		return nil, unix.EINTR
+	}
+	return b, 0
+}
+
+// readData copies the bytes of iovs from the target, at most MaxData.
+func (s *Server) readData(c *SockCall, iovs []riov) ([]byte, unix.Errno) {
+	var total uint64
+	for _, v := range iovs {
+		total += v.n
+		if total > 1<<40 {
+			return nil, unix.EINVAL
+		}
+	}
+	if total > uint64(s.o.MaxData) {
+		if c.Type != unix.SOCK_STREAM {
+			// A datagram is sent whole or not at all.
+			return nil, unix.EMSGSIZE
+		}
+		total = uint64(s.o.MaxData) // a short write, which a stream allows
+	}
+	buf := make([]byte, total)
+	off := uint64(0)
+	for _, v := range iovs {
+		if off == total {
+			break
+		}
+		k := min(v.n, total-off)
+		if k == 0 {
+			continue
+		}
+		if err := readMem(c.Pid, v.base, buf[off:off+k]); err != nil {
+			return nil, unix.EFAULT
+		}
+		off += k
+	}
+	if !c.Valid() {
+		return nil, unix.EINTR
+	}
+	return buf, 0
+}
+
+// msg is the supervisor's copy of a struct msghdr's payload.
+type msg struct {
+	data []byte
+	oob  []byte
+	fds  []int // supervisor fds carried by oob (SCM_RIGHTS), closed after
+}
+
+func (m *msg) close() {
+	for _, fd := range m.fds {
+		unix.Close(fd)
+	}
+}
+
+// Layout of struct msghdr on 64-bit Linux.
+const (
+	sizeofMsghdr  = 56
+	sizeofMmsghdr = 64
+	sizeofIovec   = 16
+	maxIov        = 1024 // UIO_MAXIOV
+	maxControl    = 4096
+)
+
+// readMsg copies the msghdr at ptr: its name (into c.Addr), its data and
+// its control messages. File descriptors passed with SCM_RIGHTS are the
+// target's numbers: each is taken with pidfd_getfd, so the message carries
+// the very files the target named.
+func (s *Server) readMsg(c *SockCall, ptr uint64) (*msg, unix.Errno) {
+	var h [sizeofMsghdr]byte
+	if err := readMem(c.Pid, ptr, h[:]); err != nil {
+		return nil, unix.EFAULT
+	}
+	if !c.Valid() {
+		return nil, unix.EINTR
+	}
+	le := binary.LittleEndian
+	name, namelen := le.Uint64(h[0:]), uint64(le.Uint32(h[8:]))
+	iov, iovlen := le.Uint64(h[16:]), le.Uint64(h[24:])
+	ctl, ctllen := le.Uint64(h[32:]), le.Uint64(h[40:])
+	var errno unix.Errno
+	if c.Addr, errno = s.readAddr(c, name, namelen); errno != 0 {
+		return nil, errno
+	}
+	if iovlen > maxIov {
+		return nil, unix.EMSGSIZE
+	}
+	iovs := make([]riov, iovlen)
+	if iovlen > 0 {
+		raw := make([]byte, iovlen*sizeofIovec)
+		if err := readMem(c.Pid, iov, raw); err != nil {
+			return nil, unix.EFAULT
+		}
+		for i := range iovs {
+			iovs[i] = riov{le.Uint64(raw[i*16:]), le.Uint64(raw[i*16+8:])}
+		}
+	}
+	m := &msg{}
+	if m.data, errno = s.readData(c, iovs); errno != 0 {
+		return nil, errno
+	}
+	if ctllen == 0 {
+		return m, 0
+	}
+	if ctllen > maxControl {
+		return nil, unix.ENOBUFS
+	}
+	oob := make([]byte, ctllen)
+	if err := readMem(c.Pid, ctl, oob); err != nil {
+		return nil, unix.EFAULT
+	}
+	if !c.Valid() {
+		return nil, unix.EINTR
+	}
+	if errno := s.translateControl(c, m, oob); errno != 0 {
+		m.close()
+		return nil, errno
+	}
+	return m, 0
+}
+
+// translateControl rebuilds the control messages for the supervisor's
+// send. Only what carries no credential of the sender passes: the
+// supervisor sends with its own credentials, and a control message the
+// kernel checks against the sender's (SCM_CREDENTIALS, SO_MARK,
+// SO_PRIORITY...) would be checked against the supervisor's, a confused
+// deputy. SCM_RIGHTS on unix sockets is translated fd by fd; a few
+// per-packet IP options are copied; anything else fails with EOPNOTSUPP.
+func (s *Server) translateControl(c *SockCall, m *msg, oob []byte) unix.Errno {
+	cmsgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return unix.EINVAL
+	}
+	var out []byte
+	for _, cm := range cmsgs {
+		h := cm.Header
+		switch {
+		case c.Domain == unix.AF_UNIX && h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_RIGHTS:
+			if len(cm.Data)%4 != 0 || len(cm.Data)/4 > 253 { // SCM_MAX_FD
+				return unix.EINVAL
+			}
+			pidfd, err := openPidfd(c.Pid)
+			if err != nil {
+				return unix.ESRCH
+			}
+			if !c.Valid() {
+				unix.Close(pidfd)
+				return unix.EINTR
+			}
+			var fds []int
+			for i := 0; i < len(cm.Data); i += 4 {
+				tfd := int(int32(binary.LittleEndian.Uint32(cm.Data[i:])))
+				fd, err := unix.PidfdGetfd(pidfd, tfd, 0)
+				if err != nil {
+					unix.Close(pidfd)
+					m.fds = append(m.fds, fds...)
+					return unix.EBADF
+				}
+				fds = append(fds, fd)
+			}
+			unix.Close(pidfd)
+			m.fds = append(m.fds, fds...)
+			out = append(out, unix.UnixRights(fds...)...)
+		case c.Domain != unix.AF_UNIX && perPacketOption(int(h.Level), int(h.Type)):
+			b := make([]byte, unix.CmsgSpace(len(cm.Data)))
+			hdr := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+			hdr.Level, hdr.Type = h.Level, h.Type
+			hdr.SetLen(unix.CmsgLen(len(cm.Data)))
+			copy(b[unix.CmsgLen(0):], cm.Data)
+			out = append(out, b...)
+		default:
+			return unix.EOPNOTSUPP
+		}
+	}
+	m.oob = out
+	return 0
+}
+
+// perPacketOption: IP options of one datagram that need no privilege of
+// the sender (ip(7), ipv6(7), udp(7) GSO).
+func perPacketOption(level, typ int) bool {
+	switch level {
+	case unix.IPPROTO_IP:
+		return typ == unix.IP_TOS || typ == unix.IP_TTL || typ == unix.IP_PKTINFO
+	case unix.IPPROTO_IPV6:
+		return typ == unix.IPV6_TCLASS || typ == unix.IPV6_HOPLIMIT || typ == unix.IPV6_PKTINFO
+	case unix.IPPROTO_UDP:
+		return typ == unix.UDP_SEGMENT
+	}
+	return false
+}
+
+// sendmmsg handles each message as a sendmsg, in order, and writes each
+// msg_len back as the kernel does. It stops at the first failure: the
+// count sent so far is the result, or the error when nothing was sent.
+func (s *Server) sendmmsg(c *SockCall, vec uint64, vlen uint32, flags int) (int64, unix.Errno, bool) {
+	vlen = min(vlen, maxIov)
+	sent := int64(0)
+	for i := uint32(0); i < vlen; i++ {
+		at := vec + uint64(i)*sizeofMmsghdr
+		m, errno := s.readMsg(c, at)
+		if errno == 0 {
+			v := s.verdict(c)
+			var val int64
+			val, errno, _ = s.perform(c, v, func(addr []byte) (int64, unix.Errno) {
+				return sysSendmsg(c.Sock, m.data, m.oob, addr, flags)
+			})
+			m.close()
+			if errno == 0 {
+				var l [4]byte
+				binary.LittleEndian.PutUint32(l[:], uint32(val))
+				if writeMem(c.Pid, at+sizeofMsghdr, l[:]) != nil {
+					errno = unix.EFAULT
+				}
+			}
+		}
+		if errno != 0 {
+			if sent == 0 {
+				return 0, errno, false
+			}
+			break
+		}
+		sent++
+		c.Addr = nil
+	}
+	return sent, 0, false
+}
+
+func sysConnect(fd int, addr []byte) (int64, unix.Errno) {
+	var p unsafe.Pointer
+	if len(addr) > 0 {
+		p = unsafe.Pointer(&addr[0])
+	}
+	_, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(p), uintptr(len(addr)))
+	if e != 0 {
+		return 0, e
+	}
+	return 0, 0
+}
+
+// sysSendmsg sends data with oob to addr (nil: the connected peer).
+// MSG_NOSIGNAL is added: a broken pipe must not signal the supervisor (the
+// target gets EPIPE, without the SIGPIPE it would have got).
+func sysSendmsg(fd int, data, oob, addr []byte, flags int) (int64, unix.Errno) {
+	var h unix.Msghdr
+	var iov unix.Iovec
+	if len(data) > 0 {
+		iov.Base = &data[0]
+		iov.SetLen(len(data))
+		h.Iov = &iov
+		h.SetIovlen(1)
+	}
+	if len(oob) > 0 {
+		h.Control = &oob[0]
+		h.SetControllen(len(oob))
+	}
+	if len(addr) > 0 {
+		h.Name = &addr[0]
+		h.Namelen = uint32(len(addr))
+	}
+	r, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&h)), uintptr(flags|unix.MSG_NOSIGNAL))
+	if e != 0 {
+		return 0, e
+	}
+	return int64(r), 0
+}

@@ -1,0 +1,264 @@
+package notify
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// GateConfig describes what the unix socket gate lets through.
+type GateConfig struct {
+	// RootPid is a process whose root directory is the sandbox's root
+	// (the worker, PID 1 inside), read once by NewUnixGate.
+	RootPid int
+	// Writable lists the sandbox's own writable places, as paths inside
+	// the sandbox (the workspace, --rw binds, /tmp, /run...). A path
+	// socket is let through when it lies on the very mount one of them
+	// names: its mount id is compared, not its path.
+	Writable []string
+	// Allow lists socket paths inside the sandbox let through wherever
+	// they are (--allow-socket): compared by device and inode, looked up
+	// again at each connect (a restarted server makes a new inode).
+	Allow []string
+	// OnRefuse is called, on a Server goroutine, with the path (inside
+	// the sandbox) of each refused connect or send.
+	OnRefuse func(path string)
+}
+
+// UnixGate is the Handler for AF_UNIX sockets: it refuses connects and
+// sends to path sockets outside the sandbox's own writable places, and
+// performs the others through an O_PATH pin of the inode it checked.
+type UnixGate struct {
+	writable map[uint64]bool
+	mntMask  int
+	allow    []string
+	onRefuse func(string)
+}
+
+// mntIDMask is STATX_MNT_ID_UNIQUE (6.8: never reused) where the kernel
+// has it, else STATX_MNT_ID. Mount ids are global; a sandbox cannot make
+// a mount with the id of one of its writable places (it cannot mount at
+// all, and a nested mount namespace copies its mounts with new ids, where
+// the gate then refuses: it fails closed).
+func mntIDMask(fd int) int {
+	var st unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID_UNIQUE, &st) == nil && st.Mask&unix.STATX_MNT_ID_UNIQUE != 0 {
+		return unix.STATX_MNT_ID_UNIQUE
+	}
+	return unix.STATX_MNT_ID
+}
+
+// NewUnixGate records the mount ids of the writable places in the
+// sandbox's root.
+func NewUnixGate(cfg GateConfig) (*UnixGate, error) {
+	root, err := unix.Open("/proc/"+strconv.Itoa(cfg.RootPid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(root)
+	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: cfg.Allow, onRefuse: cfg.OnRefuse}
+	for _, p := range cfg.Writable {
+		fd, err := openInRoot(root, p)
+		if err != nil {
+			continue // not in this sandbox (an optional bind): nothing to allow
+		}
+		var st unix.Statx_t
+		err = unix.Statx(fd, "", unix.AT_EMPTY_PATH, g.mntMask, &st)
+		unix.Close(fd)
+		if err == nil && st.Mask&uint32(g.mntMask) != 0 {
+			g.writable[st.Mnt_id] = true
+		}
+	}
+	return g, nil
+}
+
+// Mechanism names what enforces the gate, for `nsbox status`.
+func (g *UnixGate) Mechanism() string { return "seccomp user notification" }
+
+// openInRoot opens p (absolute, inside the sandbox) beneath root as the
+// sandbox's kernel would resolve it: ".." and absolute symlinks stay in
+// root (RESOLVE_IN_ROOT), and no /proc magic link is followed
+// (RESOLVE_NO_MAGICLINKS: /proc/self/fd/N inside names a file the
+// sandbox holds, which this supervisor must not be led to). The final
+// component is followed when it is a symlink, as connect(2) does; the
+// result is an O_PATH pin of the inode.
+func openInRoot(root int, p string) (int, error) {
+	for {
+		fd, err := unix.Openat2(root, p, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err == unix.EAGAIN || err == unix.EINTR {
+			continue // a rename raced the lookup (openat2(2) EAGAIN)
+		}
+		return fd, err
+	}
+}
+
+// Decide implements Handler.
+func (g *UnixGate) Decide(ctx context.Context, c *SockCall) Verdict {
+	a := c.Addr
+	if len(a) <= 2 || c.Family() != unix.AF_UNIX || a[2] == 0 {
+		// No address (a send to the connected peer: the peer was
+		// checked at connect), AF_UNSPEC, an unnamed or an abstract
+		// address: performed as asked, with the supervisor's copy. An
+		// abstract name is looked up in the socket's own network
+		// namespace, not the supervisor's (net/unix: sock_net).
+		// Under --net host that namespace is the host's: see
+		// docs/security.md (Landlock's abstract-socket scope).
+		return Allow()
+	}
+	p := string(a[2:])
+	if i := strings.IndexByte(p, 0); i >= 0 {
+		p = p[:i]
+	}
+	return g.decidePath(c, p)
+}
+
+func (g *UnixGate) refuse(p string) Verdict {
+	if g.onRefuse != nil {
+		g.onRefuse(p)
+	}
+	return Deny(unix.EACCES)
+}
+
+func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
+	proc := "/proc/" + strconv.Itoa(c.Pid)
+	// The target's own root: a process that chrooted inside (with
+	// --allow-privileged) resolves from there, and so does the gate.
+	root, err := unix.Open(proc+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return Deny(unix.ESRCH)
+	}
+	defer unix.Close(root)
+	if !strings.HasPrefix(p, "/") {
+		// A relative path starts at the target thread's working
+		// directory. The link's text is the directory's path in the
+		// target's own mount namespace; whatever it says, it is resolved
+		// below inside the target's root, and the inode found there is
+		// the one checked and the one connected: a lying text can only
+		// make the connect miss, never leave the root.
+		cwd, err := os.Readlink(proc + "/cwd")
+		if err != nil || !strings.HasPrefix(cwd, "/") {
+			return g.refuse(p)
+		}
+		p = strings.TrimSuffix(cwd, "/") + "/" + p
+	}
+	if !c.Valid() { // the /proc/PID opens above named the target
+		return Deny(unix.EINTR)
+	}
+	pin, err := openInRoot(root, p)
+	if err != nil {
+		return Deny(errnoOf(err))
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			unix.Close(pin)
+		}
+	}()
+	var st unix.Statx_t
+	if err := unix.Statx(pin, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_MODE|unix.STATX_INO|unix.STATX_UID|unix.STATX_GID|g.mntMask, &st); err != nil {
+		return Deny(errnoOf(err))
+	}
+	// The decision is on the inode pinned, by the mount it lies on: a
+	// socket on the mount of a writable place was made by the sandbox (or
+	// lies in a directory the user gave it to write); every other mount
+	// is the host's, read-only, where a socket is a host service.
+	ok := st.Mask&uint32(g.mntMask) != 0 && g.writable[st.Mnt_id]
+	if !ok {
+		ok = g.allowed(root, &st)
+	}
+	if !ok {
+		return g.refuse(p)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return Deny(unix.ECONNREFUSED) // what connect(2) says for a non-socket
+	}
+	if !writableBy(proc, &st) {
+		// The supervisor may write where the target may not (a root
+		// supervisor, or the owner of a socket a sandbox user may not
+		// use): the target's own permission is checked here, so the
+		// supervisor is never a confused deputy.
+		return Deny(unix.EACCES)
+	}
+	// Connect through the pin: the kernel follows /proc/self/fd/N to the
+	// inode checked above, so no rename or symlink swap in the sandbox
+	// between the check and the connect can change what is reached.
+	// "/proc/self/fd/" plus an int is far below sun_path's 108 bytes.
+	addr := make([]byte, 2, 2+32)
+	addr[0], addr[1] = byte(unix.AF_UNIX), byte(unix.AF_UNIX>>8)
+	addr = append(addr, "/proc/self/fd/"+strconv.Itoa(pin)...)
+	addr = append(addr, 0)
+	keep = true
+	return PerformAt(addr, pin)
+}
+
+// allowed says whether st is one of the sockets the policy lets through.
+func (g *UnixGate) allowed(root int, st *unix.Statx_t) bool {
+	for _, a := range g.allow {
+		fd, err := openInRoot(root, a)
+		if err != nil {
+			continue
+		}
+		var ast unix.Statx_t
+		err = unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_INO, &ast)
+		unix.Close(fd)
+		if err == nil && ast.Ino == st.Ino && ast.Dev_major == st.Dev_major && ast.Dev_minor == st.Dev_minor {
+			return true
+		}
+	}
+	return false
+}
+
+// writableBy checks the socket's write permission (what connect(2) asks
+// of a path socket, unix(7)) for the target's filesystem ids and groups,
+// read from /proc/PID/status. A world-writable socket needs no read.
+// A target holding CAP_DAC_OVERRIDE (a privileged sandbox) is left to the
+// kernel's own check.
+func writableBy(proc string, st *unix.Statx_t) bool {
+	if st.Mode&0o002 != 0 {
+		return true
+	}
+	b, err := os.ReadFile(proc + "/status")
+	if err != nil {
+		return false
+	}
+	var fsuid, fsgid = -1, -1
+	var groups []string
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		f := strings.Fields(v)
+		switch k {
+		case "Uid":
+			if len(f) == 4 {
+				fsuid, _ = strconv.Atoi(f[3])
+			}
+		case "Gid":
+			if len(f) == 4 {
+				fsgid, _ = strconv.Atoi(f[3])
+			}
+		case "Groups":
+			groups = f
+		case "CapEff":
+			if caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && caps&(1<<unix.CAP_DAC_OVERRIDE) != 0 {
+				return true
+			}
+		}
+	}
+	switch {
+	case fsuid >= 0 && uint32(fsuid) == st.Uid:
+		return st.Mode&0o200 != 0
+	case fsgid >= 0 && uint32(fsgid) == st.Gid:
+		return st.Mode&0o020 != 0
+	}
+	for _, g := range groups {
+		if n, err := strconv.Atoi(g); err == nil && uint32(n) == st.Gid {
+			return st.Mode&0o020 != 0
+		}
+	}
+	return false
+}

@@ -1,0 +1,200 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nsbox/nsbox/pkg/notify"
+	"golang.org/x/sys/unix"
+)
+
+// UnixSocketPolicy is the gate on unix sockets by path. A read-only bind
+// does not stop connect(2) to a socket file (the kernel checks the socket's
+// write bit, not the mount), so without the gate a sandbox reaches every
+// host service whose socket it can see. With it, connects and sends to path
+// sockets outside the sandbox's own writable places (binds that are not
+// read-only, tmpfs entries, the private /tmp, /run and /dev/shm) fail with
+// EACCES and are reported as violations.
+type UnixSocketPolicy struct {
+	// Allow lists host socket paths (as seen inside) let through.
+	Allow []string `json:"allow,omitempty"`
+	// Unrestricted turns the gate off: every visible socket answers.
+	Unrestricted bool `json:"unrestricted,omitempty"`
+}
+
+// SockCall, Verdict and SocketHandler are pkg/notify's, for embedders and
+// the network layer: see WithSocketHandler.
+type (
+	SockCall      = notify.SockCall
+	SocketVerdict = notify.Verdict
+	SocketHandler = notify.Handler
+)
+
+// WithSocketHandler has h decide every connect and send on the sandbox's
+// AF_INET and AF_INET6 sockets (seccomp user notification, pkg/notify).
+// Without one those calls are made as asked, by the supervisor, in the
+// sandbox's own network namespace. h runs on the session's notification
+// goroutines and must not block for long.
+func WithSocketHandler(h SocketHandler) Option { return func(o *options) { o.inet = h } }
+
+// WithViolations calls f with each violation the session's supervisor
+// sees while it happens (a refused unix socket connect), from the
+// goroutine that refused it. f must not block.
+func WithViolations(f func(*ViolationError)) Option { return func(o *options) { o.violations = f } }
+
+// SocketGateMechanism says what keeps the sandbox from host unix sockets on
+// this kernel, and when nothing does, why.
+func SocketGateMechanism() (mechanism string, err error) {
+	if err := socketGateSupported(); err != nil {
+		return "none", err
+	}
+	return "seccomp user notification", nil
+}
+
+var (
+	gateOnce sync.Once
+	gateErr  error
+)
+
+func socketGateSupported() error {
+	gateOnce.Do(func() { gateErr = notify.Supported() })
+	return gateErr
+}
+
+// wantSocketGate: the policy asks for the gate and this kernel has it.
+// Where the kernel has none (no SECCOMP_RET_USER_NOTIF or pidfd_getfd:
+// before Linux 5.6), the sandbox runs without, and SocketGateMechanism
+// says so for `nsbox status`.
+func (s *Session) wantSocketGate() bool {
+	return !s.policy.UnixSockets.Unrestricted && socketGateSupported() == nil
+}
+
+// socketGate is a session's notification server and what it refused.
+type socketGate struct {
+	srv *notify.Server
+
+	mu      sync.Mutex
+	refused int64    // refusals since the start
+	paths   []string // the latest refused paths, at most maxRefusedPaths
+}
+
+const maxRefusedPaths = 16
+
+func (g *socketGate) close() {
+	if g.srv != nil {
+		g.srv.Close()
+		g.srv = nil
+	}
+}
+
+// mark returns the refusal count, for refusedSince.
+func (g *socketGate) mark() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.refused
+}
+
+// refusedSince returns the first path refused after mark, if any.
+func (g *socketGate) refusedSince(mark int64) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.refused - mark
+	if n <= 0 {
+		return "", false
+	}
+	if n > int64(len(g.paths)) {
+		n = int64(len(g.paths))
+	}
+	if n == 0 {
+		return "", true
+	}
+	return g.paths[len(g.paths)-int(n)], true
+}
+
+func (g *socketGate) record(p string) {
+	g.mu.Lock()
+	g.refused++
+	g.paths = append(g.paths, p)
+	if len(g.paths) > maxRefusedPaths {
+		g.paths = append(g.paths[:0], g.paths[len(g.paths)-maxRefusedPaths:]...)
+	}
+	g.mu.Unlock()
+}
+
+// writablePlaces are the sandbox's own writable places, as paths inside:
+// the gate lets path sockets on their mounts through.
+func writablePlaces(p *Policy) []string {
+	out := []string{"/tmp", "/run", "/dev/shm"}
+	for _, m := range p.Mounts {
+		if (m.Kind == MountBind || m.Kind == MountTmpfs) && !m.ReadOnly {
+			out = append(out, m.Dest)
+		}
+	}
+	return out
+}
+
+// errNoListener: the worker installed the filter but named no listener.
+var errNoListener = errors.New("the worker named no socket notification listener")
+
+// startSocketGate takes the worker's listener (pidfd_getfd) and serves it
+// for the session's life.
+func (s *Session) startSocketGate(workerFD int) error {
+	if workerFD <= 0 {
+		return &SetupError{Step: "socket gate", Err: errNoListener}
+	}
+	pidfd, err := unix.PidfdOpen(s.pid, 0)
+	if err != nil {
+		return &SetupError{Step: "socket gate", Err: fmt.Errorf("pidfd_open: %w", err)}
+	}
+	select {
+	case <-s.exited:
+		// The pid may be another process's by now.
+		unix.Close(pidfd)
+		return &SetupError{Step: "socket gate", Err: errors.New("the worker exited")}
+	default:
+	}
+	listener, err := unix.PidfdGetfd(pidfd, workerFD, 0)
+	unix.Close(pidfd)
+	if err != nil {
+		// Yama's ptrace_scope 2 or 3 forbids it: without the listener
+		// every connect inside would wait forever, so the sandbox does
+		// not start.
+		return &SetupError{Step: "socket gate", Err: fmt.Errorf("take the notification listener (pidfd_getfd): %w; kernel.yama.ptrace_scope above 1 forbids it", err)}
+	}
+	onRefuse := func(p string) {
+		s.sockets.record(p)
+		if f := s.opts.violations; f != nil {
+			f(&ViolationError{Operation: "unix connect", Path: p, Detail: "a host socket outside the sandbox's writable places"})
+		}
+	}
+	gate, err := notify.NewUnixGate(notify.GateConfig{
+		RootPid:  s.pid,
+		Writable: writablePlaces(&s.policy),
+		Allow:    s.policy.UnixSockets.Allow,
+		OnRefuse: onRefuse,
+	})
+	if err != nil {
+		unix.Close(listener)
+		return &SetupError{Step: "socket gate", Err: err}
+	}
+	srv, err := notify.NewServer(listener, notify.Options{Unix: gate, Inet: s.opts.inet})
+	if err != nil {
+		unix.Close(listener)
+		return &SetupError{Step: "socket gate", Err: err}
+	}
+	s.sockets.srv = srv
+	go srv.Serve()
+	return nil
+}
+
+// socketViolation turns the refusals since mark into the error of a
+// command that failed: a refused connect is a violation, as a refused
+// write is.
+func (s *Session) socketViolation(mark int64) *ViolationError {
+	p, ok := s.sockets.refusedSince(mark)
+	if !ok {
+		return nil
+	}
+	return &ViolationError{Operation: "unix connect", Path: p, Detail: "a host socket outside the sandbox's writable places"}
+}
