@@ -178,6 +178,9 @@ __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, c
 		.uid_map = ps.uid_map,
 		.gid_map = ps.gid_map,
 		.fds = {-1, -1, debug && *debug ? 2 : -1, sv[1]},
+		// spawn.h's list (with CAP_NET_BIND_SERVICE for the filtered
+		// network's resolver); cgo does not see a header of another
+		// directory change, so a change there is noted here too.
 		.ambient = geteuid() != 0 ? NSBOX_WORKER_CAPS : 0,
 	};
 	// The helper starts with every signal blocked (it inherits this

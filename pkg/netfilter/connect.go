@@ -63,6 +63,14 @@ type Conn struct {
 // FD is the socket's descriptor, for SECCOMP_IOCTL_NOTIF_ADDFD.
 func (c *Conn) FD() int { return c.fd }
 
+// Release hands the descriptor over to the caller, who closes it (the
+// notification server, after the ADDFD).
+func (c *Conn) Release() int {
+	fd := c.fd
+	c.fd = -1
+	return fd
+}
+
 // Close closes the supervisor's descriptor (after it was installed, the
 // sandbox's copy keeps the connection open). It is idempotent.
 func (c *Conn) Close() error {

@@ -64,6 +64,9 @@ func (s *Session) prepareNetFilter(setup *setupMsg) error {
 		return err
 	}
 	s.net = n
+	if err := s.useNetTrap(n, setup); err != nil {
+		return err
+	}
 	dest, err := resolvConfDest()
 	if err != nil {
 		return err
