@@ -44,6 +44,11 @@ func (s *Session) prepareNetFilter(setup *setupMsg) error {
 	if s.policy.Network != NetworkFiltered {
 		return nil
 	}
+	if s.opts.landlock {
+		// The resolver and the trap need a network namespace of the
+		// sandbox's own; the Landlock backend shares the host's.
+		return fmt.Errorf("%w: it needs the native backend (a network namespace of its own), not landlock", ErrNetFilterUnavailable)
+	}
 	if err := netTrapSupported(); err != nil {
 		// Fail closed: without the connect trap a filtered network would
 		// be no network at all while the user believes the allowed
