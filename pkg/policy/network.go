@@ -163,3 +163,32 @@ func (r *resolver) network() error {
 	p.NetFilter = f
 	return nil
 }
+
+// NetworkSettings is the network part of a policy, for `nsbox status`.
+type NetworkSettings struct {
+	Profile string             `json:"profile"`
+	Mode    string             `json:"mode"`
+	Filter  *sandbox.NetFilter `json:"filter,omitempty"`
+}
+
+// Network reads the network settings of req (defaults, config file,
+// profile chain, flags) without resolving the rest of the policy (no
+// workspace is needed).
+func Network(h Host, req Request) (NetworkSettings, error) {
+	h = h.withDefaults()
+	layers, ref, err := loadLayers(h, req)
+	if err != nil {
+		return NetworkSettings{}, err
+	}
+	for _, l := range layers {
+		if err := CheckLayer(l); err != nil {
+			return NetworkSettings{}, err
+		}
+	}
+	r := &resolver{h: h, layers: layers, m: merge(layers), res: &Result{}}
+	r.res.Policy.Network = sandbox.Network(r.m.network.v)
+	if err := r.network(); err != nil {
+		return NetworkSettings{}, err
+	}
+	return NetworkSettings{Profile: ref, Mode: r.m.network.v, Filter: r.res.Policy.NetFilter}, nil
+}

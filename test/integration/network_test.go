@@ -429,3 +429,16 @@ func TestNetworkPolicyErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestNetworkStatus: nsbox status names the profile's network and its
+// allowlist, and whether the filter can run here.
+func TestNetworkStatus(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		r := u.run(t, nil, "status", "--profile", "network-registries")
+		for _, want := range []string{"network (profile network-registries): filtered; allow: registry.npmjs.org, pypi.org, files.pythonhosted.org", "filtered network: "} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("status lacks %q:\n%s", want, r.stdout)
+			}
+		}
+	})
+}
