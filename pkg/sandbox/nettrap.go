@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/nsbox/nsbox/pkg/netfilter"
 	"github.com/nsbox/nsbox/pkg/notify"
@@ -15,10 +16,17 @@ import (
 // needs can run here: seccomp user notification and pidfd_getfd.
 func netTrapSupported() error { return socketGateSupported() }
 
-// reportViolation reports v as it happens (WithViolations).
+// reportViolation reports v as it happens (WithViolations) and writes a
+// line to the audit log (WithAudit; the MCP server's audit).
 func (s *Session) reportViolation(v *ViolationError) {
 	if f := s.opts.violations; f != nil {
 		f(v)
+	}
+	if s.hostCalls != nil && s.hostCalls.audit.enabled() {
+		s.hostCalls.audit.write(map[string]any{
+			"time": time.Now().UTC().Format(time.RFC3339Nano), "session": s.opts.id, "kind": "violation",
+			"operation": v.Operation, "host": v.Host, "port": v.Port, "detail": v.Detail,
+		})
 	}
 }
 
