@@ -119,7 +119,11 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 		return f.refusal(OpConnect, e.name, dst.Port(), "the name has no address of this socket's family")
 	}
 	if err := f.reserve(); err != nil {
-		return Verdict{Action: Fail, Errno: unix.ENOBUFS}, err
+		// At the cap: refused and reported like any refusal, with the
+		// bound named (ENOBUFS: no buffer space, as the kernel says
+		// when sockets run out).
+		r := f.refuse(&Refusal{Op: OpConnect, Host: e.name, Port: dst.Port(), Reason: err.Error(), Errno: unix.ENOBUFS, Err: err})
+		return Verdict{Action: Fail, Errno: r.Errno}, r
 	}
 	c, errno, err := f.dial(ctx, sock, netip.AddrPortFrom(real, dst.Port()))
 	if err != nil {

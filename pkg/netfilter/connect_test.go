@@ -233,7 +233,7 @@ func TestConnectCap(t *testing.T) {
 	}
 	verdict, err := f.Connect(context.Background(), dst, sock)
 	var le *LimitError
-	if !errors.As(err, &le) || !errors.Is(err, ErrLimit) || verdict.Action != Fail || !strings.Contains(err.Error(), "limit of 2 connections") {
+	if !errors.As(err, &le) || !errors.Is(err, ErrLimit) || !errors.Is(err, ErrRefused) || verdict.Action != Fail || verdict.Errno != unix.ENOBUFS || !strings.Contains(err.Error(), "limit of 2 connections") {
 		t.Fatalf("at the cap: %+v %v", verdict, err)
 	}
 	// The sandbox closes one: a slot is free again.

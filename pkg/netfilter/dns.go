@@ -206,7 +206,11 @@ func (f *Filter) answer(q []byte) []byte {
 	}
 	ctx := context.Background()
 	e, ok, err := f.resolve(ctx, name)
+	var le *LimitError
 	switch {
+	case errors.As(err, &le):
+		f.refuse(&Refusal{Op: OpLookup, Host: name, Reason: le.Error(), Err: le})
+		return build(h, qs, dnsmessage.RCodeServerFailure, nil)
 	case err != nil:
 		return build(h, qs, dnsmessage.RCodeServerFailure, nil)
 	case !ok:

@@ -29,7 +29,12 @@ type Refusal struct {
 	// Errno is what the sandboxed syscall fails with (EACCES for a
 	// refused connect or send, as Landlock's TCP rules answer).
 	Errno unix.Errno
+	// Err is the cause when a bound refused it (a *LimitError).
+	Err error
 }
+
+// Unwrap returns the cause (errors.Is(err, ErrLimit) for a bound).
+func (r *Refusal) Unwrap() error { return r.Err }
 
 func (r *Refusal) Error() string {
 	return fmt.Sprintf("network filter: %s %s refused: %s", r.Op, r.Target(), r.Reason)
