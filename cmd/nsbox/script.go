@@ -24,6 +24,7 @@ type scriptFlags struct {
 	memory    string
 	timeout   time.Duration
 	net       bool
+	allowHost []string
 	env       []string
 	workdir   string
 	noSandbox bool
@@ -37,7 +38,8 @@ func newScriptCmd() *cobra.Command {
 		Long: `Run a python, node, bash or ruby script in a fresh sandbox: the interpreter is
 found on PATH inside, the script runs in a fresh work directory (removed
 afterwards) that is the only writable place, the environment is PATH and
-HOME plus --env, and there is no network unless --net.
+HOME plus --env, and there is no network unless --net (the host's) or
+--allow-host (a filtered network: only those names).
 
 Exit status: the script's own code; 124 when --timeout ended it; 137 when
 the memory limit did; 127 when the language has no interpreter; 125 when
@@ -55,6 +57,7 @@ sandbox violation naming the path.`,
 	fl.StringVar(&f.memory, "memory", "", "memory limit, e.g. 256M or 1G (a plain number is MiB)")
 	fl.DurationVar(&f.timeout, "timeout", script.DefaultTimeout, "wall-clock limit (0: none)")
 	fl.BoolVar(&f.net, "net", false, "give the script the host's network")
+	fl.StringArrayVar(&f.allowHost, "allow-host", nil, "give the script a filtered network reaching `PATTERN` only (NAME, *.SUFFIX, NAME:PORT; repeatable)")
 	fl.StringArrayVar(&f.env, "env", nil, "set `K=V` for the script (repeatable)")
 	fl.StringVar(&f.workdir, "workdir", "", "run in this existing `DIR` (writable) instead of the fresh work directory")
 	fl.BoolVar(&f.noSandbox, "no-sandbox", false, "run WITHOUT any isolation, directly on the host (for debugging)")
@@ -66,7 +69,10 @@ sandbox violation naming the path.`,
 
 // scriptConfig turns the flags into the script's ExecConfig.
 func scriptConfig(f *scriptFlags, args []string) (script.ExecConfig, error) {
-	cfg := script.ExecConfig{Language: f.lang, AllowNet: f.net, WorkDir: f.workdir}
+	cfg := script.ExecConfig{Language: f.lang, AllowNet: f.net, AllowHosts: f.allowHost, WorkDir: f.workdir}
+	if f.net && len(f.allowHost) > 0 {
+		return cfg, errors.New("--net gives the host's whole network; --allow-host a filtered one: choose one")
+	}
 	if f.lang == "" {
 		return cfg, errors.New("--lang is required (" + strings.Join(script.Languages(), ", ") + ")")
 	}
