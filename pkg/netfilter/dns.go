@@ -1,7 +1,6 @@
 package netfilter
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -204,8 +203,7 @@ func (f *Filter) answer(q []byte) []byte {
 		}
 		return build(h, qs, dnsmessage.RCodeNameError, nil)
 	}
-	ctx := context.Background()
-	e, ok, err := f.resolve(ctx, name)
+	e, ok, err := f.resolve(f.ctx, name)
 	var le *LimitError
 	switch {
 	case errors.As(err, &le):

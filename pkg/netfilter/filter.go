@@ -118,6 +118,9 @@ type Filter struct {
 	tcpConns map[net.Conn]struct{}
 
 	queries chan struct{} // semaphore: queries being answered
+	// ctx ends the lookups in flight when the filter closes.
+	ctx    context.Context
+	cancel context.CancelFunc
 	servers sync.WaitGroup
 	closers []func() error
 	stats   counters
@@ -176,6 +179,7 @@ func New(cfg Config) (*Filter, error) {
 		tcpConns: map[net.Conn]struct{}{},
 		queries:  make(chan struct{}, cfg.MaxQueries),
 	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
 	for _, p := range cfg.Pins {
 		if !cfg.Allow.Resolvable(p.Name) {
 			return nil, &PatternError{Pattern: p.String(), Msg: fmt.Sprintf("%s is not allowed: a pin only says where an allowed name leads (add --allow-host %s)", p.Name, p.Name)}
@@ -224,6 +228,7 @@ func (f *Filter) Close() error {
 		closers = append(closers, c.Close)
 	}
 	f.mu.Unlock()
+	f.cancel()
 	var errs []error
 	for _, c := range closers {
 		if err := c(); err != nil && !errors.Is(err, net.ErrClosed) {
