@@ -119,8 +119,8 @@ type Filter struct {
 
 	queries chan struct{} // semaphore: queries being answered
 	// ctx ends the lookups in flight when the filter closes.
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx     context.Context
+	cancel  context.CancelFunc
 	servers sync.WaitGroup
 	closers []func() error
 	stats   counters
