@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/nsbox/nsbox/pkg/hostapi"
+	"github.com/nsbox/nsbox/pkg/netfilter"
 	"github.com/nsbox/nsbox/pkg/policy"
+	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/spf13/pflag"
 )
 
@@ -34,6 +36,7 @@ type policyFlags struct {
 	allowSingleID                bool
 	allowToolRegistration        bool
 	dryRun                       bool
+	netFlags
 }
 
 // flagKeys maps policy keys to the flags that set them, so that every
@@ -67,7 +70,8 @@ func (f *policyFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.input, "input", "", "bind `DIR` read-only at /input")
 	fl.StringVar(&f.output, "output", "", "bind `DIR` read-write at /output")
 	fl.StringVar(&f.cwd, "cwd", "", "working `DIR` inside (default: the workspace, else the current directory when visible, else /)")
-	fl.StringVar(&f.network, "net", "", "network: none (only lo) or host (default none)")
+	fl.StringVar(&f.network, "net", "", "network: none (only lo), host, or filtered (an allowlist: --allow-host) (default none)")
+	f.registerNetwork(fl)
 	fl.StringVar(&f.hostname, "hostname", "", "hostname inside (default nsbox)")
 	fl.StringArrayVar(&f.env, "env", nil, "set `K=V` inside (repeatable)")
 	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "pass the variable `K` from this environment (repeatable)")
@@ -112,7 +116,8 @@ func (f *policyFlags) layer() (*policy.Layer, error) {
 	if c.Cwd != nil && *c.Cwd == "" {
 		return nil, fmt.Errorf("--cwd: empty path")
 	}
-	c.Network = str("net", f.network)
+	c.Network.Mode = str("net", f.network)
+	f.networkLayer(c)
 	c.Hostname = str("hostname", f.hostname)
 	c.Seccomp = str("seccomp", f.seccomp)
 	c.AllowUserns = boolean("allow-userns", f.allowUserns)
@@ -262,6 +267,9 @@ func mountPlan(res *policy.Result) []planLine {
 		planLine{Kind: "tmpfs", Dest: "/tmp", Size: p.Limits.Tmp, Why: "private /tmp"},
 		planLine{Kind: "tmpfs", Dest: "/run", Why: "private /run"},
 	)
+	if p.Network == sandbox.NetworkFiltered {
+		lines = append(lines, planLine{Kind: "bind", Source: "(generated)", Dest: "/etc/resolv.conf", ReadOnly: true, Why: "filtered network: the sandbox's resolver is nsbox's, at " + netfilter.ResolverAddr.String()})
+	}
 	for _, e := range res.Plan {
 		lines = append(lines, planLine{Kind: string(e.Kind), Source: e.Source, Dest: e.Dest, ReadOnly: e.ReadOnly || e.Kind == "protect" || e.Kind == "hide", Size: e.Size, Why: e.Why})
 	}

@@ -181,7 +181,8 @@ __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, c
 		// The worker execs unmapped, root caller or not: its id maps
 		// are written once the policy is resolved and the identity
 		// chosen (sandbox.Start's "write id maps"), so the guess made
-		// here never depends on /etc/subuid.
+		// here never depends on /etc/subuid. spawn.h's list (with
+		// CAP_NET_BIND_SERVICE for the filtered network's resolver).
 		.ambient = nsbox_worker_caps(),
 	};
 	// The helper starts with every signal blocked (it inherits this

@@ -25,6 +25,7 @@ type scriptFlags struct {
 	memory    string
 	timeout   time.Duration
 	net       bool
+	allowHost []string
 	env       []string
 	workdir   string
 	readHost  bool
@@ -39,7 +40,8 @@ func newScriptCmd() *cobra.Command {
 		Long: `Run a python, node, bash or ruby script in a fresh sandbox: the interpreter is
 found on PATH inside, the script runs in a fresh work directory (removed
 afterwards) that is the only writable place, the environment is PATH and
-HOME plus --env, and there is no network unless --net.
+HOME plus --env, and there is no network unless --net (the host's) or
+--allow-host (a filtered network: only those names).
 
 The script reads only the system directories (` + "`" + `/usr /bin /sbin /lib* /etc /opt` + "`" + `)
 and its work directory: your home directory and the rest of the host are
@@ -64,6 +66,7 @@ sandbox violation naming the path.`,
 	fl.StringVar(&f.memory, "memory", "", "memory limit, e.g. 256M or 1G (a plain number is MiB)")
 	fl.DurationVar(&f.timeout, "timeout", script.DefaultTimeout, "wall-clock limit (0: none)")
 	fl.BoolVar(&f.net, "net", false, "give the script the host's network")
+	fl.StringArrayVar(&f.allowHost, "allow-host", nil, "give the script a filtered network reaching `PATTERN` only (NAME, *.SUFFIX, NAME:PORT; repeatable)")
 	fl.StringArrayVar(&f.env, "env", nil, "set `K=V` for the script (repeatable)")
 	fl.StringVar(&f.workdir, "workdir", "", "run in this existing `DIR` (writable) instead of the fresh work directory")
 	fl.BoolVar(&f.readHost, "read-host", false, "let the script read the whole host file system (read-only; credentials and .env files still hidden), not only the system directories and its work directory")
@@ -76,7 +79,10 @@ sandbox violation naming the path.`,
 
 // scriptConfig turns the flags into the script's ExecConfig.
 func scriptConfig(f *scriptFlags, args []string) (script.ExecConfig, error) {
-	cfg := script.ExecConfig{Language: f.lang, AllowNet: f.net, WorkDir: f.workdir}
+	cfg := script.ExecConfig{Language: f.lang, AllowNet: f.net, AllowHosts: f.allowHost, WorkDir: f.workdir}
+	if f.net && len(f.allowHost) > 0 {
+		return cfg, errors.New("--net gives the host's whole network; --allow-host a filtered one: choose one")
+	}
 	if f.lang == "" {
 		return cfg, errors.New("--lang is required (" + strings.Join(script.Languages(), ", ") + ")")
 	}

@@ -12,6 +12,12 @@ import (
 // unix socket connect the sandbox refused, as it happens.
 func violationLines(status *statusWriter) sandbox.Option {
 	return sandbox.WithViolations(func(v *sandbox.ViolationError) {
+		if v.Host != "" {
+			// The network filter: the name (or address) and port
+			// refused, as the sandbox asked for them.
+			status.emit(map[string]any{"event": "violation", "kind": "network", "operation": v.Operation, "host": v.Host, "port": v.Port, "detail": v.Detail})
+			return
+		}
 		status.emit(map[string]any{"event": "violation", "kind": "unix_socket", "operation": v.Operation, "path": v.Path})
 	})
 }
@@ -32,7 +38,7 @@ func addSocketStatus(started map[string]any, s any, p *sandbox.Policy) {
 
 func isSocketViolation(err error) bool {
 	var v *sandbox.ViolationError
-	return errors.As(err, &v) && v.Operation == "unix connect"
+	return errors.As(err, &v) && (v.Operation == "unix connect" || v.Host != "")
 }
 
 // unixSocketStatus says what keeps sandboxes from host unix sockets here.

@@ -16,7 +16,7 @@ import (
 
 func newStatusCmd() *cobra.Command {
 	var asJSON bool
-	var mode string
+	var mode, profile string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show what nsbox can enforce on this host, and how to fix what it cannot",
@@ -55,16 +55,24 @@ Exit status: 0 when a sandbox can be built here, 1 when not.`,
 			}
 			r := backend.Inspect(context.Background(), m, fallback)
 			r.Checks = append(r.Checks, identityChecks()...)
+			ns, err := netStatus(h, profile)
+			if err != nil {
+				return &exitError{code: exitNsboxFailed, msg: err.Error()}
+			}
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
 				enc.Encode(struct {
 					backend.Report
 					UnixSockets unixSocketStatus `json:"unix_sockets"`
-				}{r, socketStatus()})
+					Network     networkStatus    `json:"network"`
+				}{r, socketStatus(), ns})
 			} else {
 				printStatus(r)
 				fmt.Println(socketStatus().line())
+				for _, l := range ns.lines() {
+					fmt.Println(l)
+				}
 			}
 			if r.Backend == "" || r.Backend == "none" && m != "none" {
 				return &exitError{code: 1}
@@ -73,6 +81,7 @@ Exit status: 0 when a sandbox can be built here, 1 when not.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&profile, "profile", "", "show the network of profile `NAME` (default: the config's, else workspace)")
 	cmd.Flags().StringVar(&mode, "backend", "", "report for backend `MODE` (auto, required, native, landlock, none) instead of the config's")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitNsboxFailed, msg: "status: " + err.Error()}

@@ -22,6 +22,7 @@ enum {
 #define NSBOX_WORKER_CAPS ( \
 	(1ULL << 21) /* CAP_SYS_ADMIN: mount, pivot_root, sethostname */ | \
 	(1ULL << 12) /* CAP_NET_ADMIN: bring up lo */ | \
+	(1ULL << 10) /* CAP_NET_BIND_SERVICE: the filtered network's resolver on port 53 */ | \
 	(1ULL << 8)  /* CAP_SETPCAP: drop the bounding set, lock securebits */ | \
 	(1ULL << 1)  /* CAP_DAC_OVERRIDE: mount points in directories we do not own */ | \
 	(1ULL << 18) /* CAP_SYS_CHROOT */ | \

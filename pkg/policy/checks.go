@@ -30,6 +30,7 @@ var layerChecks = []check{
 	{"tools", checkTools},
 	{"environment", checkEnv},
 	{"host APIs", checkHostAPIs},
+	{"network", checkNetwork},
 	{"paths", checkPaths},
 }
 
@@ -82,11 +83,11 @@ const (
 
 func checkChoices(l *Layer) error {
 	c := &l.Config
-	if c.Network != nil {
-		switch *c.Network {
-		case string(sandbox.NetworkNone), string(sandbox.NetworkHost):
+	if c.Network.Mode != nil {
+		switch *c.Network.Mode {
+		case string(sandbox.NetworkNone), string(sandbox.NetworkHost), string(sandbox.NetworkFiltered):
 		default:
-			return errorf(l, "network", nil, "%q: want none or host", *c.Network)
+			return errorf(l, l.networkModeKey(), nil, "%q: want none or host, or filtered (with network.allow)", *c.Network.Mode)
 		}
 	}
 	if c.Backend != nil {

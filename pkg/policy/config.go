@@ -31,8 +31,9 @@ type Config struct {
 	Cwd *string `toml:"cwd" json:"cwd,omitempty"`
 	// Hostname inside.
 	Hostname *string `toml:"hostname" json:"hostname,omitempty"`
-	// Network is "none" or "host".
-	Network *string `toml:"network" json:"network,omitempty"`
+	// Network is the [network] table (network.go); `network = "host"`
+	// is read as its mode.
+	Network NetworkConfig `toml:"network" json:"network"`
 	// Seccomp is "default", "unconfined" or the path of an OCI seccomp
 	// profile (JSON).
 	Seccomp *string `toml:"seccomp" json:"seccomp,omitempty"`

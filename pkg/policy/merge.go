@@ -78,6 +78,7 @@ type merged struct {
 	toolTimeout, toolMaxOutput                 sval
 	toolMaxResults                             *int
 	toolMaxResultsAt                           origin
+	net                                        mergedNetwork
 	unixAllow                                  []sentry
 }
 
@@ -198,7 +199,7 @@ func merge(layers []*Layer) *merged {
 		setS(&m.workspace, c.Workspace, l, "workspace", rank)
 		setS(&m.cwd, c.Cwd, l, "cwd", rank)
 		setS(&m.hostname, c.Hostname, l, "hostname", rank)
-		setS(&m.network, c.Network, l, "network", rank)
+		m.mergeNetwork(&c.Network, l, rank)
 		setS(&m.seccomp, c.Seccomp, l, "seccomp", rank)
 		setB(&m.allowPrivileged, c.AllowPrivileged, l, "allow_privileged", rank)
 		setB(&m.allowUserns, c.AllowUserns, l, "allow_userns", rank)

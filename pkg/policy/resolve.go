@@ -65,7 +65,7 @@ func Defaults() *Layer {
 	return &Layer{Kind: KindDefaults, Name: "built-in defaults", Config: Config{
 		Backend:               ptr(BackendAuto),
 		BackendFallback:       ptr(false),
-		Network:               ptr(string(sandbox.NetworkNone)),
+		Network:               NetworkConfig{Mode: ptr(string(sandbox.NetworkNone))},
 		Seccomp:               ptr("default"),
 		Hostname:              ptr("nsbox"),
 		AllowPrivileged:       ptr(false),
@@ -262,6 +262,8 @@ func (r *resolver) steps() []step {
 		{"tools", r.tools},
 		{"host_apis", r.hostAPIs},
 		{"options", r.options},
+		// After options (the mode): the allowlist of a filtered network.
+		{"network", r.network},
 		// Last: the same checks sandbox.Start runs, before anything starts.
 		{"validate", r.validate},
 	}

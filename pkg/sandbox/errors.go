@@ -39,6 +39,11 @@ type ViolationError struct {
 	Operation string // e.g. "filesystem write", "network connect", "syscall"
 	Path      string
 	Detail    string
+	// Host and Port name a refused network destination ("network
+	// connect", "network lookup"; Port 0 for a lookup). Path is then
+	// "host:port".
+	Host string
+	Port int
 }
 
 func (e *ViolationError) Error() string {

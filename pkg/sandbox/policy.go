@@ -59,8 +59,10 @@ type Policy struct {
 	// choice: when it is not visible inside (a directory under the host's
 	// /tmp with a private /tmp), commands start in / instead of failing.
 	CwdFallback bool `json:"cwdFallback,omitempty"`
-	// Network is NetworkNone (default) or NetworkHost.
+	// Network is NetworkNone (default), NetworkHost or NetworkFiltered.
 	Network Network `json:"network,omitempty"`
+	// NetFilter is the allowlist of NetworkFiltered.
+	NetFilter *NetFilter `json:"netFilter,omitempty"`
 	// Hostname inside; "" means "nsbox".
 	Hostname string `json:"hostname,omitempty"`
 	// Env is the complete environment of commands ("K=V"); nil means
@@ -147,10 +149,8 @@ func (p *Policy) Validate() error {
 			return &PolicyError{Field: "cwd", Msg: err.Error()}
 		}
 	}
-	switch p.Network {
-	case "", NetworkNone, NetworkHost:
-	default:
-		return &PolicyError{Field: "network", Msg: fmt.Sprintf("unknown network %q (want none or host)", p.Network)}
+	if err := p.validateNetwork(); err != nil {
+		return err
 	}
 	if len(p.Hostname) > 64 || strings.ContainsAny(p.Hostname, "/\x00 ") {
 		return &PolicyError{Field: "hostname", Msg: fmt.Sprintf("invalid hostname %q", p.Hostname)}

@@ -33,6 +33,9 @@ type setupMsg struct {
 	// HostCalls: commands get a hostCall socket (the policy allows host
 	// APIs or tool registration).
 	HostCalls bool `json:"hostCalls,omitempty"`
+	// Resolver: bind the filtered network's resolver sockets in the
+	// sandbox's network namespace and name them in the reply.
+	Resolver bool `json:"resolver,omitempty"`
 	// Landlock: the worker runs the Landlock backend's setup (it was
 	// confined before its runtime started, see landlock_init.c).
 	Landlock bool `json:"landlock,omitempty"`
@@ -77,6 +80,9 @@ type handshakeReply struct {
 	WorkspaceError string `json:"workspaceError,omitempty"`
 	// OuterProc: the worker bound the outer /proc (Plan.ProcFallback).
 	OuterProc bool `json:"outerProc,omitempty"`
+	// Resolver names the worker's numbers of the resolver's sockets,
+	// which the supervisor takes with pidfd_getfd.
+	Resolver resolverFDs `json:"resolver,omitempty"`
 	// NotifyFD is the worker's number of the socket notification
 	// listener, which the supervisor takes with pidfd_getfd (0: none).
 	NotifyFD int `json:"notifyFD,omitempty"`

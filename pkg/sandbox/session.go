@@ -44,6 +44,8 @@ type Session struct {
 	opts      options
 	// cgroupProcs are handed to the worker in the handshake.
 	cgroupProcs []*os.File
+	// net is the filtered network (nil for the others).
+	net *netSession
 	// ll is the Landlock backend's state (WithLandlock); nil for a
 	// namespace sandbox. llInfo is what it enforces.
 	ll     *landlockState
@@ -127,6 +129,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			if s.pid > 0 {
 				<-s.exited // reaped: nothing of a failed Start outlives it
 			}
+			s.closeNet()
 			s.sockets.close()
 			if s.limits != nil {
 				s.limits.destroy()
@@ -159,6 +162,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			}
 			return err
 		}},
+		{"network filter", func() error { return s.prepareNetFilter(&setup) }},
 		{"build landlock rules", func() error {
 			if !o.landlock {
 				return nil
@@ -498,6 +502,11 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	if hr.WorkspaceError != "" {
 		s.workspaceErr = fmt.Errorf("%w: %s (%s)", ErrWorkspaceNotVisible, setup.Workspace, hr.WorkspaceError)
 	}
+	if setup.Resolver {
+		if err := s.startResolver(hr.Resolver); err != nil {
+			return err
+		}
+	}
 	if setup.SocketGate {
 		return s.startSocketGate(hr.NotifyFD)
 	}
@@ -563,6 +572,7 @@ func (s *Session) Close() error {
 		}
 		s.kill()
 		<-s.exited
+		s.closeNet()
 		s.sockets.close()
 		if s.hostCalls != nil {
 			s.hostCalls.close()
@@ -677,6 +687,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 		fds = append(fds, hc.childFD())
 	}
 	before := s.limits.events()
+	netMark := s.netMark()
 	refusals := s.sockets.mark()
 	start := time.Now()
 	io.start()
@@ -761,6 +772,13 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 	failed := res.Signal != 0 || res.ExitCode != 0
 	if lerr := s.limitEnd(before, &res, failed, failed); lerr != nil {
 		return res, lerr
+	}
+	if v := s.netViolationSince(netMark); v != nil && failed {
+		// A command that failed after the network filter refused it
+		// something failed of it; one that recovered (a fallback
+		// mirror) keeps its clean exit.
+		res.Reason = ReasonViolation
+		return res, v
 	}
 	if v := s.socketViolation(refusals); v != nil && failed {
 		// A command that failed after a refused connect failed of it

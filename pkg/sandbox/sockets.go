@@ -203,7 +203,13 @@ func (s *Session) startSocketGate(workerFD int) error {
 		unix.Close(listener)
 		return &SetupError{Step: "socket gate", Err: err}
 	}
-	srv, err := notify.NewServer(listener, notify.Options{Unix: gate, Inet: s.opts.inet})
+	o := notify.Options{Unix: gate, Inet: s.opts.inet}
+	if s.policy.UnixSockets.Unrestricted {
+		// Installed for the filtered network alone: unix sockets
+		// are not gated.
+		o.Unix = nil
+	}
+	srv, err := notify.NewServer(listener, o)
 	if err != nil {
 		unix.Close(listener)
 		return &SetupError{Step: "socket gate", Err: err}

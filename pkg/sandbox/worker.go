@@ -101,6 +101,9 @@ type worker struct {
 	// cgroupFDs are the limited group's join files (cgroup.procs, or tasks
 	// on v1); the worker itself stays outside the group.
 	cgroupFDs []int
+	// resolver are the filtered network's resolver sockets until the
+	// supervisor took its copies.
+	resolver resolverFDs
 	// notifyFD is the socket notification listener until the supervisor
 	// took its own copy (-1 then, or without the gate).
 	notifyFD int
@@ -179,7 +182,7 @@ func runWorker() int {
 		conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Error: &ipc.ErrorBody{Code: ipc.CodeSetupFailed, Step: name, Message: err.Error()}}, nil)
 		return 125
 	}
-	hr := handshakeReply{Protocol: ipc.ProtocolVersion, OuterProc: w.setup.Plan.OuterProc}
+	hr := handshakeReply{Protocol: ipc.ProtocolVersion, OuterProc: w.setup.Plan.OuterProc, Resolver: w.resolver}
 	if w.notifyFD >= 0 {
 		hr.NotifyFD = w.notifyFD
 	}
@@ -208,6 +211,9 @@ func (w *worker) runSetup() (string, error) {
 		{"clone nsbox binary read-only", w.cloneShim},
 		{"set hostname", func() error { return namespaces.SetHostname(w.setup.Hostname) }},
 		{"bring up loopback", w.loopback},
+		// On lo, with CAP_NET_BIND_SERVICE over this namespace (port 53),
+		// before any program inside runs (so none can take the address).
+		{"bind resolver", w.bindResolver},
 		// Mounts need CAP_SYS_ADMIN; everything after only removes power.
 		{"build root", func() error { return mounts.Build(&w.setup.Plan, w.selfFD) }},
 		// The supervisor wrote the maps before the handshake; until here
@@ -469,6 +475,7 @@ func (w *worker) waitMain(fd int) {
 			}
 		}
 		if p[0].Revents != 0 {
+			w.closeResolver()
 			if w.notifyFD >= 0 {
 				// The supervisor takes the listener before it sends
 				// anything after the handshake: from its first message

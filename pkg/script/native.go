@@ -129,8 +129,18 @@ func (n *Native) policy(cfg ExecConfig, dir string) (sandbox.Policy, error) {
 	// The network is the host's only when asked for: the default is a
 	// namespace with nothing but loopback.
 	p.Network = sandbox.NetworkNone
-	if cfg.AllowNet {
+	p.NetFilter = nil
+	switch {
+	case cfg.AllowNet:
 		p.Network = sandbox.NetworkHost
+	case len(cfg.AllowHosts) > 0:
+		p.Network = sandbox.NetworkFiltered
+		p.NetFilter = &sandbox.NetFilter{Allow: cfg.AllowHosts}
+		if n.Base.NetFilter != nil {
+			// The embedder's pins and upstream still apply.
+			p.NetFilter.Hosts = n.Base.NetFilter.Hosts
+			p.NetFilter.Upstream = n.Base.NetFilter.Upstream
+		}
 	}
 	if cfg.MemoryMB > 0 {
 		p.Limits.Memory = int64(cfg.MemoryMB) << 20

@@ -39,6 +39,12 @@ type ExecConfig struct {
 	// AllowNet gives the script the host's network; without it the
 	// sandbox has only a loopback interface.
 	AllowNet bool `json:"allowNet,omitempty"`
+	// AllowHosts, when not empty (and AllowNet is false), gives the script
+	// a filtered network that reaches only these host patterns
+	// ("registry.npmjs.org", "*.pythonhosted.org", "NAME:PORT"); a
+	// refused connection or lookup makes a failed script's error a
+	// *sandbox.ViolationError naming "host:port".
+	AllowHosts []string `json:"allowHosts,omitempty"`
 	// WorkDir, when set, is an existing host directory the script runs in,
 	// writable. When empty the script runs in its fresh work directory
 	// (created for this execution and removed after it).

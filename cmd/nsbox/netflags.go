@@ -1,0 +1,30 @@
+package main
+
+import (
+	"github.com/nsbox/nsbox/pkg/policy"
+	"github.com/spf13/pflag"
+)
+
+// netFlags are the flags of the filtered network.
+type netFlags struct {
+	allowHost, denyHost, addHost []string
+}
+
+func init() {
+	flagKeys["network.allow"] = "--allow-host"
+	flagKeys["network.deny"] = "--deny-host"
+	flagKeys["network.hosts"] = "--add-host"
+}
+
+func (f *policyFlags) registerNetwork(fl *pflag.FlagSet) {
+	fl.StringArrayVar(&f.allowHost, "allow-host", nil, "filtered network: allow connections to `PATTERN` (NAME, *.SUFFIX, NAME:PORT; without a port 80 and 443; repeatable; implies --net filtered)")
+	fl.StringArrayVar(&f.denyHost, "deny-host", nil, "filtered network: refuse `PATTERN` even when allowed (without a port: every port; repeatable)")
+	fl.StringArrayVar(&f.addHost, "add-host", nil, "filtered network: connect an allowed name to this address, `NAME:IP` (as Docker's flag; repeatable)")
+}
+
+// networkLayer puts the network flags into the command-line layer.
+func (f *policyFlags) networkLayer(c *policy.Config) {
+	c.Network.Allow = f.allowHost
+	c.Network.Deny = f.denyHost
+	c.Network.Hosts = f.addHost
+}

@@ -1,0 +1,410 @@
+package netfilter
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Action is what the trap handler does with a connect or send.
+type Action int
+
+const (
+	// Continue lets the syscall run as the sandbox made it: a
+	// destination on the sandbox's own loopback.
+	Continue Action = iota
+	// Install puts Conn in place of the sandbox's socket (ADDFD with
+	// SETFD) and answers the syscall with -Errno (0 or EINPROGRESS).
+	Install
+	// Fail answers the syscall with -Errno.
+	Fail
+)
+
+// Verdict is the filter's answer to a trapped connect or send.
+type Verdict struct {
+	Action Action
+	// Conn is the host socket to install (Install only). The caller
+	// installs it and then calls Conn.Close: the sandbox's copy keeps
+	// the connection.
+	Conn *Conn
+	// Errno is the syscall's result: 0, EINPROGRESS (Install of a
+	// nonblocking socket), or the error (Fail).
+	Errno unix.Errno
+}
+
+// Socket describes the sandbox's socket a connect or send was made on.
+type Socket struct {
+	Family   int // AF_INET or AF_INET6
+	Type     int // SOCK_STREAM, SOCK_DGRAM, ... (flags masked off)
+	Protocol int
+	// Nonblock is O_NONBLOCK of the sandbox's open file.
+	Nonblock bool
+	// FD, when >= 0, is a duplicate of the sandbox's socket in the
+	// supervisor (pidfd_getfd); options set on it before connect are
+	// copied to the host socket. The caller owns it.
+	FD int
+}
+
+// Conn is a socket the supervisor opened in the host's network namespace
+// for the sandbox.
+type Conn struct {
+	fd   int
+	Host string         // the allowed name
+	Addr netip.AddrPort // the real destination
+}
+
+// FD is the socket's descriptor, for SECCOMP_IOCTL_NOTIF_ADDFD.
+func (c *Conn) FD() int { return c.fd }
+
+// Release hands the descriptor over to the caller, who closes it (the
+// notification server, after the ADDFD).
+func (c *Conn) Release() int {
+	fd := c.fd
+	c.fd = -1
+	return fd
+}
+
+// Close closes the supervisor's descriptor (after it was installed, the
+// sandbox's copy keeps the connection open). It is idempotent.
+func (c *Conn) Close() error {
+	if c == nil || c.fd < 0 {
+		return nil
+	}
+	fd := c.fd
+	c.fd = -1
+	return unix.Close(fd)
+}
+
+// Connect decides a connect the sandbox made to dst on sock. A refusal is
+// returned as a *Refusal beside a Fail verdict carrying its errno (the
+// caller reports it); other errors are the supervisor's own and also come
+// with a Fail verdict.
+func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (Verdict, error) {
+	addr := dst.Addr().Unmap()
+	// The sandbox's own loopback stays its own: its connects there run
+	// unchanged in its network namespace (which holds only lo), where
+	// nothing of the host can be reached. nsbox's resolver is there too.
+	if addr.IsLoopback() {
+		return Verdict{Action: Continue}, nil
+	}
+	if sock.Family != unix.AF_INET && sock.Family != unix.AF_INET6 {
+		return f.refusal(OpConnect, addr.String(), dst.Port(), "not an internet socket")
+	}
+	if sock.Type != unix.SOCK_STREAM || (sock.Protocol != 0 && sock.Protocol != unix.IPPROTO_TCP) {
+		// UDP, ICMP and raw traffic leave only as DNS to nsbox's
+		// resolver (on the loopback, above): a datagram to any other
+		// address could carry data out without a name the allowlist
+		// saw.
+		return f.refusal(OpConnect, f.hostOf(addr), dst.Port(), "only TCP connections leave a filtered network (UDP only as DNS to nsbox's resolver)")
+	}
+	// Only an address nsbox handed out for an allowed name is reachable:
+	// a literal IP (or an address the sandbox learnt elsewhere) names no
+	// host the allowlist could have checked.
+	e := f.lookupVirtual(addr)
+	if e == nil {
+		return f.refusal(OpConnect, addr.String(), dst.Port(), "not an address nsbox's resolver handed out: connect by an allowed name")
+	}
+	if !f.cfg.Allow.Allowed(e.name, dst.Port()) {
+		return f.refusal(OpConnect, e.name, dst.Port(), fmt.Sprintf("port %d of %s is not allowed (allow it with --allow-host %s:%d)", dst.Port(), e.name, e.name, dst.Port()))
+	}
+	real, ok := pickAddr(e, sock.Family)
+	if !ok {
+		return f.refusal(OpConnect, e.name, dst.Port(), "the name has no address of this socket's family")
+	}
+	if err := f.reserve(); err != nil {
+		// At the cap: refused and reported like any refusal, with the
+		// bound named (ENOBUFS: no buffer space, as the kernel says
+		// when sockets run out).
+		r := f.refuse(&Refusal{Op: OpConnect, Host: e.name, Port: dst.Port(), Reason: err.Error(), Errno: unix.ENOBUFS, Err: err})
+		return Verdict{Action: Fail, Errno: r.Errno}, r
+	}
+	c, errno, err := f.dial(ctx, sock, netip.AddrPortFrom(real, dst.Port()))
+	if err != nil {
+		return Verdict{Action: Fail, Errno: errno}, err
+	}
+	if c == nil {
+		// The real destination answered with an error (refused,
+		// unreachable): the sandbox sees it as its own connect would.
+		return Verdict{Action: Fail, Errno: errno}, nil
+	}
+	c.Host = e.name
+	f.track(c)
+	f.stats.connects.Add(1)
+	return Verdict{Action: Install, Conn: c, Errno: errno}, nil
+}
+
+// Send decides a sendto/sendmsg with a destination address: allowed only
+// on the sandbox's own loopback (DNS to nsbox's resolver among them).
+func (f *Filter) Send(dst netip.AddrPort, sock Socket) (Verdict, error) {
+	addr := dst.Addr().Unmap()
+	if addr.IsLoopback() {
+		return Verdict{Action: Continue}, nil
+	}
+	// A datagram (or a TCP Fast Open send) to any other address would
+	// leave without the connect checks above.
+	return f.refusal(OpSend, f.hostOf(addr), dst.Port(), "datagrams leave a filtered network only as DNS to nsbox's resolver")
+}
+
+func (f *Filter) hostOf(a netip.Addr) string {
+	if e := f.lookupVirtual(a); e != nil {
+		return e.name
+	}
+	return a.String()
+}
+
+func (f *Filter) refusal(op, host string, port uint16, why string) (Verdict, error) {
+	r := f.refuse(&Refusal{Op: op, Host: host, Port: port, Reason: why, Errno: unix.EACCES})
+	return Verdict{Action: Fail, Errno: r.Errno}, r
+}
+
+// pickAddr chooses the real address to dial for a socket of family: an
+// AF_INET socket needs an IPv4 address; an AF_INET6 one takes either (IPv4
+// as a mapped address).
+func pickAddr(e *entry, family int) (netip.Addr, bool) {
+	for _, a := range e.real {
+		if a.Is4() {
+			if family == unix.AF_INET6 {
+				return netip.AddrFrom16(a.As16()), true
+			}
+			return a, true
+		}
+	}
+	if family == unix.AF_INET6 {
+		for _, a := range e.real {
+			if a.Is6() {
+				return a, true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// copiedOptions are the socket options a program may set before connect
+// that change how the connection behaves; they are copied from the
+// sandbox's socket to the host one. (Buffer sizes are not: getsockopt
+// reports the doubled value the kernel keeps.)
+var copiedOptions = []struct{ level, opt int }{
+	{unix.SOL_SOCKET, unix.SO_KEEPALIVE},
+	{unix.SOL_SOCKET, unix.SO_PRIORITY},
+	{unix.SOL_SOCKET, unix.SO_OOBINLINE},
+	{unix.IPPROTO_TCP, unix.TCP_NODELAY},
+	{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE},
+	{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL},
+	{unix.IPPROTO_TCP, unix.TCP_KEEPCNT},
+	{unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT},
+	{unix.IPPROTO_TCP, unix.TCP_SYNCNT},
+	{unix.IPPROTO_TCP, unix.TCP_QUICKACK},
+}
+
+// dial opens a socket of the sandbox socket's kind in the supervisor's
+// (the host's) network namespace and connects it to to. It returns the
+// connected socket and 0, a socket in progress and EINPROGRESS (for a
+// nonblocking sandbox socket), or nil and the connect's errno.
+func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Conn, unix.Errno, error) {
+	fd, err := unix.Socket(sock.Family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		f.release()
+		return nil, errnoOf(err), fmt.Errorf("network filter: socket: %w", err)
+	}
+	c := &Conn{fd: fd, Addr: to}
+	fail := func(errno unix.Errno, err error) (*Conn, unix.Errno, error) {
+		c.Close()
+		f.release()
+		return nil, errno, err
+	}
+	if sock.FD >= 0 {
+		for _, o := range copiedOptions {
+			if v, err := unix.GetsockoptInt(sock.FD, o.level, o.opt); err == nil {
+				_ = unix.SetsockoptInt(fd, o.level, o.opt, v)
+			}
+		}
+		if l, err := unix.GetsockoptLinger(sock.FD, unix.SOL_SOCKET, unix.SO_LINGER); err == nil && l.Onoff != 0 {
+			_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, l)
+		}
+	}
+	var sa unix.Sockaddr
+	if sock.Family == unix.AF_INET {
+		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
+	}
+	err = unix.Connect(fd, sa)
+	switch {
+	case err == nil:
+	case err == unix.EINPROGRESS:
+		if sock.Nonblock {
+			// The sandbox's socket was nonblocking: it gets the socket
+			// in progress and EINPROGRESS, and learns the outcome as
+			// it would have (poll for POLLOUT, then SO_ERROR).
+			return c, unix.EINPROGRESS, nil
+		}
+		if errno := f.waitConnected(ctx, fd); errno != 0 {
+			return fail(errno, nil)
+		}
+	default:
+		return fail(errnoOf(err), nil)
+	}
+	if !sock.Nonblock {
+		// The installed socket has the sandbox socket's file status
+		// flags: a blocking socket stays blocking.
+		if err := setNonblock(fd, false); err != nil {
+			return fail(unix.EIO, fmt.Errorf("network filter: fcntl: %w", err))
+		}
+	}
+	return c, 0, nil
+}
+
+// waitConnected waits for a nonblocking connect on fd to complete, within
+// ConnectTimeout and ctx, and returns its outcome.
+func (f *Filter) waitConnected(ctx context.Context, fd int) unix.Errno {
+	deadline := time.Now().Add(f.cfg.ConnectTimeout)
+	for {
+		if ctx.Err() != nil {
+			return unix.EINTR
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return unix.ETIMEDOUT
+		}
+		// Short slices so that a cancelled ctx (the sandboxed thread
+		// was killed, the session closes) ends the wait soon.
+		ms := min(left, 200*time.Millisecond).Milliseconds() + 1
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(pfd, int(ms))
+		if err == unix.EINTR || n == 0 {
+			continue
+		}
+		if err != nil {
+			return errnoOf(err)
+		}
+		v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil {
+			return errnoOf(err)
+		}
+		return unix.Errno(v)
+	}
+}
+
+func setNonblock(fd int, on bool) error {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return err
+	}
+	if on {
+		fl |= unix.O_NONBLOCK
+	} else {
+		fl &^= unix.O_NONBLOCK
+	}
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl)
+	return err
+}
+
+func errnoOf(err error) unix.Errno {
+	if e, ok := err.(unix.Errno); ok {
+		return e
+	}
+	return unix.EIO
+}
+
+// reserve takes a connection slot, first forgetting the connections the
+// sandbox closed when the table is full.
+//
+// Bounded: the sockets the supervisor opens are charged to the
+// supervisor's memory cgroup, not the sandbox's; without a cap a sandbox
+// could hold an unbounded number of them (and their buffers) outside its
+// own limits.
+func (f *Filter) reserve() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	if len(f.open)+f.dialing >= f.cfg.MaxConns {
+		f.sweepLocked()
+	}
+	if len(f.open)+f.dialing >= f.cfg.MaxConns {
+		return &LimitError{What: "connections", Limit: f.cfg.MaxConns}
+	}
+	f.dialing++
+	return nil
+}
+
+func (f *Filter) release() {
+	f.mu.Lock()
+	f.dialing--
+	f.mu.Unlock()
+}
+
+// track records a connection by its socket inode, to count it until the
+// sandbox closes it.
+func (f *Filter) track(c *Conn) {
+	var st unix.Stat_t
+	ino := uint64(0)
+	if unix.Fstat(c.fd, &st) == nil {
+		ino = st.Ino
+	}
+	f.mu.Lock()
+	f.dialing--
+	if ino != 0 {
+		f.open[ino] = struct{}{}
+	}
+	f.mu.Unlock()
+}
+
+// sweepLocked forgets the connections whose sockets are gone: a socket
+// still open somewhere (in the sandbox) is listed with its inode in the
+// supervisor's namespace's /proc/net/tcp{,6}; a closed one is not (or has
+// inode 0 in TIME_WAIT).
+func (f *Filter) sweepLocked() {
+	if len(f.open) == 0 {
+		return
+	}
+	live := map[uint64]struct{}{}
+	for _, p := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		if err := socketInodes(p, live); err != nil {
+			// Unreadable: keep counting everything (fail closed).
+			return
+		}
+	}
+	for ino := range f.open {
+		if _, ok := live[ino]; !ok {
+			delete(f.open, ino)
+		}
+	}
+}
+
+func socketInodes(path string, into map[uint64]struct{}) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	sc.Scan() // header
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 10 {
+			continue
+		}
+		if ino, err := strconv.ParseUint(fs[9], 10, 64); err == nil && ino != 0 {
+			into[ino] = struct{}{}
+		}
+	}
+	return sc.Err()
+}
+
+// OpenConns sweeps and returns the number of connections made for the
+// sandbox that are still open on the host.
+func (f *Filter) OpenConns() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sweepLocked()
+	return len(f.open)
+}

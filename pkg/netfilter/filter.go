@@ -1,0 +1,327 @@
+// Package netfilter is nsbox's filtered network: egress by a domain
+// allowlist, with no proxy settings inside the sandbox.
+//
+// A session's Filter does three things, all in the supervisor (the host's
+// network namespace):
+//
+//   - It answers DNS for the sandbox (ServeDNS) on sockets bound inside the
+//     sandbox's network namespace (BindResolver, run by the worker during
+//     setup). A name the allowlist covers is resolved on the host (or taken
+//     from a host pin) and answered with a virtual address of nsbox's
+//     choosing from 198.18.0.0/15; any other name gets NXDOMAIN and no
+//     upstream query is made.
+//   - It decides each connect the seccomp user-notification handler traps
+//     (Connect): a TCP connect to a virtual address it handed out, on a port
+//     the allowlist covers, is dialled from the host's namespace to the real
+//     address, and the connected socket is returned for the handler to
+//     install in place of the sandbox's (SECCOMP_IOCTL_NOTIF_ADDFD with
+//     SECCOMP_ADDFD_FLAG_SETFD). Data then flows through the kernel.
+//   - It refuses everything else with a *Refusal naming the host and port.
+//
+// The package is a leaf: it imports no other nsbox package.
+package netfilter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the bounds in Config.
+const (
+	DefaultMaxNames       = 1024
+	DefaultMaxConns       = 1024
+	DefaultMaxQueries     = 32
+	DefaultConnectTimeout = 30 * time.Second
+	DefaultLookupTimeout  = 5 * time.Second
+)
+
+// VirtualPrefix is where the virtual addresses come from: 198.18.0.0/15,
+// reserved for benchmarking (RFC 2544, RFC 6890) and routed nowhere. Not a
+// 127.0.0.0/8 address: the sandbox's loopback is its own, and a service a
+// program inside binds there must not be shadowed by a name nsbox answers.
+// Should the connect trap ever not run, a connect to one of these fails with
+// ENETUNREACH in the sandbox's namespace (it holds only lo): fail closed.
+var VirtualPrefix = netip.MustParsePrefix("198.18.0.0/15")
+
+// ResolverAddr is where the sandbox's resolver listens, inside the
+// sandbox's own network namespace (on its lo), as systemd-resolved's stub
+// does on a host.
+var ResolverAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 53}), 53)
+
+// ErrClosed is returned by a Filter used after Close.
+var ErrClosed = errors.New("network filter closed")
+
+// ErrLimit is matched by every *LimitError.
+var ErrLimit = errors.New("network filter limit reached")
+
+// LimitError is a per-session bound the sandbox reached.
+type LimitError struct {
+	What  string // "names", "connections"
+	Limit int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("network filter: the session's limit of %d %s is reached", e.Limit, e.What)
+}
+
+// Is makes errors.Is(err, ErrLimit) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit }
+
+// Config is a session's filter.
+type Config struct {
+	// Allow is the parsed allow and deny lists (ParseAllowlist).
+	Allow *Allowlist
+	// Pins map names to addresses (--add-host NAME:IP); a pinned name is
+	// never looked up upstream. A pin does not allow a name: the allowlist
+	// still decides.
+	Pins []HostPin
+	// Upstream are the resolvers allowed names are looked up at; empty
+	// means the host's (/etc/resolv.conf through Go's resolver).
+	Upstream []netip.AddrPort
+	// MaxNames bounds the virtual address table (names handed out).
+	MaxNames int
+	// MaxConns bounds the connections made for the sandbox that are still
+	// open on the host.
+	MaxConns int
+	// MaxQueries bounds the DNS queries being answered at once.
+	MaxQueries int
+	// ConnectTimeout bounds a blocking connect made for the sandbox.
+	ConnectTimeout time.Duration
+	// LookupTimeout bounds one upstream lookup.
+	LookupTimeout time.Duration
+	// OnRefusal, when set, is called for every refused query or
+	// connection (from the goroutine that refused it).
+	OnRefusal func(*Refusal)
+}
+
+// Filter is one session's filtered network.
+type Filter struct {
+	cfg      Config
+	resolver *net.Resolver
+	pins     map[string]netip.Addr
+
+	mu      sync.Mutex
+	byName  map[string]*entry
+	byAddr  map[netip.Addr]*entry
+	next    uint32              // offset of the next virtual address in VirtualPrefix
+	open    map[uint64]struct{} // socket inodes of connections made
+	dialing int                 // connections being dialled
+	closed  bool
+	// reported are the refused names already reported (bounded).
+	reported map[string]struct{}
+	tcpConns map[net.Conn]struct{}
+
+	queries chan struct{} // semaphore: queries being answered
+	// ctx ends the lookups in flight when the filter closes.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	servers sync.WaitGroup
+	closers []func() error
+	stats   counters
+}
+
+type entry struct {
+	name    string
+	virtual netip.Addr
+	real    []netip.Addr
+}
+
+type counters struct {
+	queries, upstream, nxdomain, connects, refused atomic.Int64
+}
+
+// Stats are a Filter's counters.
+type Stats struct {
+	Queries   int64 // DNS queries answered
+	Upstream  int64 // lookups sent upstream (allowed names only)
+	NXDomain  int64 // queries answered NXDOMAIN without a lookup
+	Connects  int64 // connections made for the sandbox
+	Refused   int64 // connects and sends refused
+	Names     int   // names in the address table
+	OpenConns int   // connections made for the sandbox still open on the host
+}
+
+// New checks cfg and returns a Filter. It starts nothing: ServeDNS serves.
+func New(cfg Config) (*Filter, error) {
+	if cfg.Allow == nil {
+		cfg.Allow = &Allowlist{}
+	}
+	if cfg.MaxNames <= 0 {
+		cfg.MaxNames = DefaultMaxNames
+	}
+	if maxAddrs := 1 << (32 - VirtualPrefix.Bits()); cfg.MaxNames > maxAddrs/2 {
+		cfg.MaxNames = maxAddrs / 2
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxQueries <= 0 {
+		cfg.MaxQueries = DefaultMaxQueries
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.LookupTimeout <= 0 {
+		cfg.LookupTimeout = DefaultLookupTimeout
+	}
+	f := &Filter{
+		cfg:      cfg,
+		pins:     map[string]netip.Addr{},
+		byName:   map[string]*entry{},
+		byAddr:   map[netip.Addr]*entry{},
+		open:     map[uint64]struct{}{},
+		tcpConns: map[net.Conn]struct{}{},
+		queries:  make(chan struct{}, cfg.MaxQueries),
+	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	for _, p := range cfg.Pins {
+		if !cfg.Allow.Resolvable(p.Name) {
+			return nil, &PatternError{Pattern: p.String(), Msg: fmt.Sprintf("%s is not allowed: a pin only says where an allowed name leads (add --allow-host %s)", p.Name, p.Name)}
+		}
+		f.pins[p.Name] = p.Addr
+	}
+	f.resolver = &net.Resolver{PreferGo: true, StrictErrors: true}
+	if len(cfg.Upstream) > 0 {
+		up := cfg.Upstream
+		var n atomic.Uint32
+		f.resolver.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			// The resolver's own choice of server (the host's
+			// resolv.conf) is replaced by the configured ones, in turn.
+			a := up[int(n.Add(1)-1)%len(up)]
+			var d net.Dialer
+			return d.DialContext(ctx, network, a.String())
+		}
+	}
+	return f, nil
+}
+
+// Stats returns the counters.
+func (f *Filter) Stats() Stats {
+	f.mu.Lock()
+	names, open := len(f.byName), len(f.open)
+	f.mu.Unlock()
+	return Stats{
+		Queries: f.stats.queries.Load(), Upstream: f.stats.upstream.Load(),
+		NXDomain: f.stats.nxdomain.Load(), Connects: f.stats.connects.Load(),
+		Refused: f.stats.refused.Load(), Names: names, OpenConns: open,
+	}
+}
+
+// Close stops the DNS servers and waits for them. Connections already
+// installed in the sandbox belong to it and end with its processes.
+func (f *Filter) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	closers := f.closers
+	f.closers = nil
+	for c := range f.tcpConns {
+		closers = append(closers, c.Close)
+	}
+	f.mu.Unlock()
+	f.cancel()
+	var errs []error
+	for _, c := range closers {
+		if err := c(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	f.servers.Wait()
+	return errors.Join(errs...)
+}
+
+// resolve returns the table entry of an allowed name, looking it up (or
+// taking its pin) and handing out a virtual address the first time. ok is
+// false when the name does not exist upstream.
+func (f *Filter) resolve(ctx context.Context, name string) (e *entry, ok bool, err error) {
+	var real []netip.Addr
+	if a, pinned := f.pins[name]; pinned {
+		real = []netip.Addr{a}
+	} else {
+		f.stats.upstream.Add(1)
+		ctx, cancel := context.WithTimeout(ctx, f.cfg.LookupTimeout)
+		defer cancel()
+		// The trailing dot makes the name absolute: the host's search
+		// domains are not appended, so no other name is sent upstream.
+		addrs, lerr := f.resolver.LookupNetIP(ctx, "ip", name+".")
+		var dnsErr *net.DNSError
+		if errors.As(lerr, &dnsErr) && dnsErr.IsNotFound {
+			return nil, false, nil
+		}
+		if lerr != nil {
+			return nil, false, lerr
+		}
+		for _, a := range addrs {
+			real = append(real, a.Unmap())
+		}
+		if len(real) == 0 {
+			return nil, false, nil
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, false, ErrClosed
+	}
+	if e := f.byName[name]; e != nil {
+		e.real = real
+		return e, true, nil
+	}
+	if len(f.byName) >= f.cfg.MaxNames {
+		return nil, false, &LimitError{What: "names", Limit: f.cfg.MaxNames}
+	}
+	e = &entry{name: name, virtual: f.allocLocked(), real: real}
+	f.byName[name] = e
+	f.byAddr[e.virtual] = e
+	return e, true, nil
+}
+
+// allocLocked returns the next virtual address, skipping those ending in
+// .0 and .255 (some programs take them for network and broadcast).
+func (f *Filter) allocLocked() netip.Addr {
+	base := VirtualPrefix.Addr().As4()
+	b := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	for {
+		f.next++
+		v := b + f.next
+		if low := byte(v); low == 0 || low == 255 {
+			continue
+		}
+		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	}
+}
+
+// lookupVirtual returns the entry a virtual address was handed out for.
+func (f *Filter) lookupVirtual(a netip.Addr) *entry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byAddr[a]
+}
+
+// Names returns the names handed out so far and their virtual addresses.
+func (f *Filter) Names() map[string]netip.Addr {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]netip.Addr, len(f.byName))
+	for n, e := range f.byName {
+		out[n] = e.virtual
+	}
+	return out
+}
+
+func (f *Filter) refuse(r *Refusal) *Refusal {
+	f.stats.refused.Add(1)
+	if f.cfg.OnRefusal != nil {
+		f.cfg.OnRefusal(r)
+	}
+	return r
+}

@@ -1,0 +1,269 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/nsbox/nsbox/pkg/netfilter"
+	"golang.org/x/sys/unix"
+)
+
+// netSession is a session's filtered network: the filter (resolver, connect
+// decisions, connections), the generated resolv.conf, and the refusals.
+type netSession struct {
+	filter *netfilter.Filter
+	dir    string // holds the generated resolv.conf until the worker mounted it
+
+	mu      sync.Mutex
+	refused int64                // refusals since the start
+	last    []*netfilter.Refusal // the latest, at most maxNetRefusals
+}
+
+const maxNetRefusals = 16
+
+// resolverFDs are the worker's numbers of the resolver's sockets (bound in
+// the sandbox's network namespace); the supervisor takes them with
+// pidfd_getfd. 0: none.
+type resolverFDs struct {
+	UDP int `json:"udp,omitempty"`
+	TCP int `json:"tcp,omitempty"`
+}
+
+// prepareNetFilter builds the session's network filter (NetworkFiltered):
+// the filter itself, and the resolv.conf the worker mounts. The resolver's
+// sockets are bound by the worker (step "bind resolver") and served from
+// the handshake on (startResolver).
+func (s *Session) prepareNetFilter(setup *setupMsg) error {
+	if s.policy.Network != NetworkFiltered {
+		return nil
+	}
+	if s.opts.landlock {
+		// The resolver and the trap need a network namespace of the
+		// sandbox's own; the Landlock backend shares the host's.
+		return fmt.Errorf("%w: it needs the native backend (a network namespace of its own), not landlock", ErrNetFilterUnavailable)
+	}
+	if err := netTrapSupported(); err != nil {
+		// Fail closed: without the connect trap a filtered network would
+		// be no network at all while the user believes the allowed
+		// names reachable.
+		return fmt.Errorf("%w: %v", ErrNetFilterUnavailable, err)
+	}
+	nf := s.policy.NetFilter
+	if nf == nil {
+		nf = &NetFilter{}
+	}
+	cfg, err := nf.filterConfig()
+	if err != nil {
+		return err
+	}
+	n := &netSession{}
+	cfg.OnRefusal = func(r *netfilter.Refusal) { s.netRefused(n, r) }
+	if n.filter, err = netfilter.New(cfg); err != nil {
+		return err
+	}
+	s.net = n
+	if err := s.useNetTrap(n, setup); err != nil {
+		return err
+	}
+	dest, err := resolvConfDest()
+	if err != nil {
+		return err
+	}
+	// The file is the supervisor's, in a directory only its user can
+	// enter, and bound read-only: nothing inside can point the sandbox's
+	// resolver elsewhere.
+	if n.dir, err = os.MkdirTemp("", "nsbox-net-"); err != nil {
+		return err
+	}
+	// Search only, for the worker: under a root caller it runs as ids
+	// that own nothing on the host. The name is random and unlisted.
+	if err := os.Chmod(n.dir, 0o711); err != nil {
+		return err
+	}
+	file := filepath.Join(n.dir, "resolv.conf")
+	if err := os.WriteFile(file, netfilter.ResolvConf(), 0o444); err != nil {
+		return err
+	}
+	setup.Plan.Mounts = append(slices.Clip(setup.Plan.Mounts), Mount{Kind: MountBind, Source: file, Dest: dest, ReadOnly: true})
+	setup.Resolver = true
+	return nil
+}
+
+// resolvConfDest is where the generated resolv.conf is bound: over
+// /etc/resolv.conf, or, where that is a symlink (systemd-resolved's
+// ../run/systemd/resolve/stub-resolv.conf), at its target when that lies
+// in the sandbox's private /run or /tmp (so the link resolves inside to
+// nsbox's file). A link elsewhere would be followed onto a host file: it
+// is refused.
+func resolvConfDest() (string, error) {
+	const etc = "/etc/resolv.conf"
+	fi, err := os.Lstat(etc)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return etc, nil
+	}
+	t, err := os.Readlink(etc)
+	if err != nil {
+		return "", err
+	}
+	if !path.IsAbs(t) {
+		t = path.Join("/etc", t)
+	}
+	t = path.Clean(t)
+	for _, private := range []string{"/run/", "/tmp/"} {
+		if strings.HasPrefix(t, private) {
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("%w: /etc/resolv.conf is a symlink to %s, outside the sandbox's private /run and /tmp", ErrNetFilterUnavailable, t)
+}
+
+// startResolver takes the resolver's sockets from the worker and serves
+// DNS on them for the session's life.
+func (s *Session) startResolver(fds resolverFDs) error {
+	n := s.net
+	if n == nil {
+		return nil
+	}
+	// The mount is made: the host copy of resolv.conf is not needed.
+	os.RemoveAll(n.dir)
+	n.dir = ""
+	if fds.UDP <= 0 || fds.TCP <= 0 {
+		return &SetupError{Step: "network filter", Err: errors.New("the worker named no resolver sockets")}
+	}
+	udp, err := s.takeWorkerFD(fds.UDP)
+	if err != nil {
+		return &SetupError{Step: "network filter", Err: err}
+	}
+	tcp, err := s.takeWorkerFD(fds.TCP)
+	if err != nil {
+		udp.Close()
+		return &SetupError{Step: "network filter", Err: err}
+	}
+	pc, err := net.FilePacketConn(udp)
+	udp.Close()
+	if err != nil {
+		tcp.Close()
+		return &SetupError{Step: "network filter", Err: err}
+	}
+	ln, err := net.FileListener(tcp)
+	tcp.Close()
+	if err != nil {
+		pc.Close()
+		return &SetupError{Step: "network filter", Err: err}
+	}
+	if err := n.filter.ServeDNS(pc, ln); err != nil {
+		pc.Close()
+		ln.Close()
+		return &SetupError{Step: "network filter", Err: err}
+	}
+	return nil
+}
+
+// takeWorkerFD copies the worker's fd n (pidfd_getfd(2); the supervisor,
+// owner of the sandbox's user namespace, passes the ptrace check).
+func (s *Session) takeWorkerFD(n int) (*os.File, error) {
+	pidfd, err := unix.PidfdOpen(s.pid, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pidfd_open: %w", err)
+	}
+	defer unix.Close(pidfd)
+	select {
+	case <-s.exited:
+		return nil, errors.New("the worker exited")
+	default:
+	}
+	fd, err := unix.PidfdGetfd(pidfd, n, 0)
+	if err != nil {
+		return nil, fmt.Errorf("take the resolver's socket (pidfd_getfd): %w; kernel.yama.ptrace_scope above 1 forbids it", err)
+	}
+	return os.NewFile(uintptr(fd), "nsbox-resolver"), nil
+}
+
+// closeNet ends the filtered network: the resolver stops; connections
+// already installed belong to the sandbox's processes, which are gone.
+func (s *Session) closeNet() {
+	if n := s.net; n != nil {
+		n.filter.Close()
+		if n.dir != "" {
+			os.RemoveAll(n.dir)
+		}
+	}
+}
+
+// netRefused records a refusal and reports it.
+func (s *Session) netRefused(n *netSession, r *netfilter.Refusal) {
+	n.mu.Lock()
+	n.refused++
+	n.last = append(n.last, r)
+	if len(n.last) > maxNetRefusals {
+		n.last = append(n.last[:0], n.last[len(n.last)-maxNetRefusals:]...)
+	}
+	n.mu.Unlock()
+	s.reportViolation(netViolation(r))
+}
+
+// netMark returns the refusal count, for netViolationSince.
+func (s *Session) netMark() int64 {
+	n := s.net
+	if n == nil {
+		return 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.refused
+}
+
+// netViolationSince is the violation of a command that failed after the
+// filter refused something it did: the first refusal since mark.
+func (s *Session) netViolationSince(mark int64) *ViolationError {
+	n := s.net
+	if n == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := n.refused - mark
+	if k <= 0 {
+		return nil
+	}
+	k = min(k, int64(len(n.last)))
+	if k == 0 {
+		return &ViolationError{Operation: "network connect", Detail: "refused by the network filter"}
+	}
+	return netViolation(n.last[len(n.last)-int(k)])
+}
+
+// NetworkViolationOp is the Operation of a network filter refusal's
+// ViolationError: "network connect" (connect, send) or "network lookup".
+const (
+	OpNetworkConnect = "network connect"
+	OpNetworkLookup  = "network lookup"
+)
+
+func netViolation(r *netfilter.Refusal) *ViolationError {
+	op := OpNetworkConnect
+	if r.Op == netfilter.OpLookup {
+		op = OpNetworkLookup
+	}
+	return &ViolationError{Operation: op, Path: r.Target(), Detail: r.Reason, Host: r.Host, Port: int(r.Port)}
+}
+
+// NetStats are the counters of a session's filtered network.
+type NetStats = netfilter.Stats
+
+// NetStats returns the filtered network's counters (ok false without one).
+func (s *Session) NetStats() (st NetStats, ok bool) {
+	if s.net == nil {
+		return st, false
+	}
+	st = s.net.filter.Stats()
+	st.OpenConns = s.net.filter.OpenConns()
+	return st, true
+}

@@ -1,0 +1,132 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/netfilter"
+	"github.com/nsbox/nsbox/pkg/notify"
+	"golang.org/x/sys/unix"
+)
+
+// netTrapSupported says whether the connect trap the filtered network
+// needs can run here: seccomp user notification and pidfd_getfd.
+func netTrapSupported() error { return socketGateSupported() }
+
+// reportViolation reports v as it happens (WithViolations) and writes a
+// line to the audit log (WithAudit; the MCP server's audit).
+func (s *Session) reportViolation(v *ViolationError) {
+	if f := s.opts.violations; f != nil {
+		f(v)
+	}
+	if s.hostCalls != nil && s.hostCalls.audit.enabled() {
+		s.hostCalls.audit.write(map[string]any{
+			"time": time.Now().UTC().Format(time.RFC3339Nano), "session": s.opts.id, "kind": "violation",
+			"operation": v.Operation, "host": v.Host, "port": v.Port, "detail": v.Detail,
+		})
+	}
+}
+
+// netTrap decides the connects and sends on the sandbox's AF_INET and
+// AF_INET6 sockets (pkg/notify's Inet handler) with the session's filter.
+type netTrap struct{ f *netfilter.Filter }
+
+var errTwoInetHandlers = errors.New("a filtered network decides the sandbox's internet sockets itself: WithSocketHandler cannot be combined with it")
+
+// Decide runs on one of the notification server's bounded goroutines; a
+// blocking connect waits here for the host's dial (ctx ends with the
+// session).
+func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict {
+	if c.Addr == nil {
+		// A send on a connected socket: connected through this filter
+		// (TCP) or to the sandbox's own loopback (UDP: other UDP
+		// connects are refused), so its peer was already checked.
+		return notify.Allow()
+	}
+	dst, ok, errno := parseSockaddr(c.Addr)
+	if errno != 0 {
+		return notify.Deny(errno)
+	}
+	if !ok {
+		// AF_UNSPEC: a connect that dissolves a datagram socket's
+		// association reaches nothing.
+		return notify.Allow()
+	}
+	sock := netfilter.Socket{Family: c.Domain, Type: c.Type, FD: c.Sock}
+	sock.Protocol, _ = unix.GetsockoptInt(c.Sock, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	// The file status flags of the sandbox's open file (c.Sock is a
+	// duplicate of it): the installed socket answers as that one would.
+	if fl, err := unix.FcntlInt(uintptr(c.Sock), unix.F_GETFL, 0); err == nil {
+		sock.Nonblock = fl&unix.O_NONBLOCK != 0
+	}
+	var v netfilter.Verdict
+	if c.Syscall == notify.Connect {
+		v, _ = t.f.Connect(ctx, dst, sock)
+	} else {
+		v, _ = t.f.Send(dst, sock)
+	}
+	// Refusals reached the session through the filter's OnRefusal.
+	switch v.Action {
+	case netfilter.Continue:
+		return notify.Allow()
+	case netfilter.Install:
+		if !c.Valid() {
+			// The sandboxed thread is gone (killed while the supervisor
+			// dialled): nothing to install into.
+			v.Conn.Close()
+			return notify.Deny(unix.EINTR)
+		}
+		// The Server installs the socket at the sandbox's fd number
+		// (ADDFD with SETFD) and closes this copy.
+		fd := v.Conn.Release()
+		// A nonblocking connect answers -EINPROGRESS: the kernel returns
+		// val itself when the response's error is 0
+		// (syscall_set_return_value), and libc reads a value in
+		// [-4095, -1] as -errno.
+		return notify.InstallFD(fd, -int64(v.Errno))
+	}
+	return notify.Deny(v.Errno)
+}
+
+// parseSockaddr reads an AF_INET or AF_INET6 sockaddr. ok is false for
+// AF_UNSPEC; errno is what the kernel would answer a short or foreign
+// address with.
+func parseSockaddr(b []byte) (dst netip.AddrPort, ok bool, errno unix.Errno) {
+	if len(b) < 2 {
+		return dst, false, unix.EINVAL
+	}
+	switch int(binary.NativeEndian.Uint16(b)) {
+	case unix.AF_UNSPEC:
+		return dst, false, 0
+	case unix.AF_INET:
+		if len(b) < unix.SizeofSockaddrInet4 {
+			return dst, false, unix.EINVAL
+		}
+		port := binary.BigEndian.Uint16(b[2:4])
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port), true, 0
+	case unix.AF_INET6:
+		if len(b) < unix.SizeofSockaddrInet6 {
+			return dst, false, unix.EINVAL
+		}
+		port := binary.BigEndian.Uint16(b[2:4])
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), port), true, 0
+	}
+	return dst, false, unix.EAFNOSUPPORT
+}
+
+// useNetTrap makes the session's notification server decide internet
+// sockets with the filter.
+func (s *Session) useNetTrap(n *netSession, setup *setupMsg) error {
+	if s.opts.inet != nil {
+		return errTwoInetHandlers
+	}
+	s.opts.inet = netTrap{f: n.filter}
+	// The notification filter is installed for a filtered network even
+	// when the unix socket gate is off (startSocketGate then has no unix
+	// handler).
+	setup.SocketGate = true
+	return nil
+}
