@@ -132,7 +132,7 @@ grep '^CapAmb:' /proc/self/status | tr -d '\t'`, nil)
 	// nobody's root then: exactly the worker's set crosses the exec as
 	// ambient capabilities.
 	var want uint64
-	for _, c := range []uint{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_SYS_CHROOT, unix.CAP_SETUID, unix.CAP_SETGID,
+	for _, c := range []uint{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_SYS_CHROOT, unix.CAP_SETUID, unix.CAP_SETGID,
 		unix.CAP_CHOWN, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER, unix.CAP_KILL} {
 		want |= 1 << c
 	}
