@@ -144,6 +144,9 @@ var scriptSystemDirs = []string{"/bin", "/etc", "/lib", "/lib32", "/lib64", "/li
 type scriptRun struct {
 	res  *policy.Result
 	hold *policy.Hold
+	// placeholdersDone removes the record of the placeholders the
+	// sandbox made (leftovers.go), once the hold has released them.
+	placeholdersDone func()
 }
 
 // finish releases the work directory's placeholders and runs its git
@@ -154,6 +157,9 @@ func (sr *scriptRun) finish() error {
 	}
 	sr.hold.Release(sr.res.Placeholders)
 	sr.hold = nil
+	if sr.placeholdersDone != nil {
+		sr.placeholdersDone()
+	}
 	_, err := auditGit(sr.res)
 	return err
 }
@@ -217,7 +223,11 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 			base.Mounts = append(base.Mounts, m)
 		}
 	}
-	return &script.Native{Base: base}, &scriptRun{res: res, hold: hold}, nil
+	sr := &scriptRun{res: res, hold: hold}
+	// Until the hold has released them, a record of the placeholders the
+	// sandbox made waits for the next nsbox in case this one is killed.
+	started := func() { sr.placeholdersDone = recordPlaceholders(res) }
+	return &script.Native{Base: base, Started: started}, sr, nil
 }
 
 // under reports whether p is d or below it.
