@@ -41,8 +41,8 @@ found on PATH inside, the script runs in a fresh work directory (removed
 afterwards) that is the only writable place, the environment is PATH and
 HOME plus --env, and there is no network unless --net.
 
-The script reads only the system directories (` + "`" + `/usr /bin /sbin /lib* /etc /opt` + "`" + `)
-and its work directory: your home directory and the rest of the host are
+The script reads only the system directories (/usr, /bin, /sbin, /lib*, /etc,
+/opt) and its work directory: your home directory and the rest of the host are
 not there. --read-host shows the whole host read-only instead (credentials
 and .env files still hidden). With --workdir DIR, DIR gets a workspace's
 protections: .env files hidden, .git and the files editors and agents run
@@ -183,7 +183,6 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 	if !f.readHost {
 		flags.Filesystem.HostDirs = scriptSystemDirs
 	}
-	ws := ""
 	if f.workdir != "" {
 		// The checks a workspace gets: a writable home directory would
 		// hand the script your shell startup files and credentials, a
@@ -200,7 +199,7 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ws = res.Workspace
+	ws := res.Workspace
 	base := sandbox.Policy{Hostname: "nsbox", HostDirs: res.Policy.HostDirs}
 	// Only the workspace of the profile's writable binds, and its pins: a
 	// bind or tmpfs of the user's config (config.toml's rw, say) is not
