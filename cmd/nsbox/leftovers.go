@@ -78,7 +78,7 @@ func recordPlaceholders(res *policy.Result) (done func()) {
 }
 
 // removeLeftPlaceholders removes the placeholders that runs killed before
-// their end left (records no live nsbox holds locked), and says which.
+// their end left (records no live nsbox holds locked).
 func removeLeftPlaceholders() {
 	dir, err := pendingPlaceholderDir()
 	if err != nil {
@@ -120,10 +120,9 @@ func removeLeftPlaceholders() {
 			f.Close()
 			continue
 		}
-		removed, keep := policy.RemoveLeftPlaceholders(made)
-		if len(removed) > 0 {
-			os.Stderr.WriteString("nsbox: note: removed the empty placeholders a killed run left: " + strings.Join(removed, ", ") + "\n")
-		}
+		// Silently: only nsbox's own empty files go, nothing for the
+		// user to act on, and stderr stays the command's.
+		_, keep := policy.RemoveLeftPlaceholders(made)
 		if len(keep) == 0 {
 			os.Remove(p)
 		} else if b, err := json.Marshal(keep); err == nil {

@@ -43,8 +43,8 @@ afterwards) that is the only writable place, the environment is PATH and
 HOME plus --env, and there is no network unless --net (the host's) or
 --allow-host (a filtered network: only those names).
 
-The script reads only the system directories (` + "`" + `/usr /bin /sbin /lib* /etc /opt` + "`" + `)
-and its work directory: your home directory and the rest of the host are
+The script reads only the system directories (/usr, /bin, /sbin, /lib*, /etc,
+/opt) and its work directory: your home directory and the rest of the host are
 not there. --read-host shows the whole host read-only instead (credentials
 and .env files still hidden). With --workdir DIR, DIR gets a workspace's
 protections: .env files hidden, .git and the files editors and agents run
@@ -150,6 +150,9 @@ var scriptSystemDirs = []string{"/bin", "/etc", "/lib", "/lib32", "/lib64", "/li
 type scriptRun struct {
 	res  *policy.Result
 	hold *policy.Hold
+	// placeholdersDone removes the record of the placeholders the
+	// sandbox made (leftovers.go), once the hold has released them.
+	placeholdersDone func()
 }
 
 // finish releases the work directory's placeholders and runs its git
@@ -160,6 +163,9 @@ func (sr *scriptRun) finish() error {
 	}
 	sr.hold.Release(sr.res.Placeholders)
 	sr.hold = nil
+	if sr.placeholdersDone != nil {
+		sr.placeholdersDone()
+	}
 	_, err := auditGit(sr.res)
 	return err
 }
@@ -183,7 +189,6 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 	if !f.readHost {
 		flags.Filesystem.HostDirs = scriptSystemDirs
 	}
-	ws := ""
 	if f.workdir != "" {
 		// The checks a workspace gets: a writable home directory would
 		// hand the script your shell startup files and credentials, a
@@ -200,7 +205,7 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ws = res.Workspace
+	ws := res.Workspace
 	base := sandbox.Policy{Hostname: "nsbox", HostDirs: res.Policy.HostDirs}
 	// Only the workspace of the profile's writable binds, and its pins: a
 	// bind or tmpfs of the user's config (config.toml's rw, say) is not
@@ -223,7 +228,11 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 			base.Mounts = append(base.Mounts, m)
 		}
 	}
-	return &script.Native{Base: base}, &scriptRun{res: res, hold: hold}, nil
+	sr := &scriptRun{res: res, hold: hold}
+	// Until the hold has released them, a record of the placeholders the
+	// sandbox made waits for the next nsbox in case this one is killed.
+	started := func() { sr.placeholdersDone = recordPlaceholders(res) }
+	return &script.Native{Base: base, Started: started}, sr, nil
 }
 
 // under reports whether p is d or below it.

@@ -48,6 +48,10 @@ type builder struct {
 	// with an O_PATH fd of its root as attached: plan hides are resolved
 	// below the mount that shows them (see hide).
 	shown []shownMount
+	// emptyFiles are, per parent directory (inside path), an O_PATH fd
+	// of the first empty placeholder file protect made there: the next
+	// ones are hard links to it (placeholderFile).
+	emptyFiles map[string]int
 }
 
 // shownMount is a mount of the plan attached at dest; fd names its root.
@@ -118,6 +122,9 @@ func Build(p *Plan, selfFD int) (err error) {
 func (b *builder) closeAll() {
 	if b.owner != nil {
 		close(b.owner)
+	}
+	for _, fd := range b.emptyFiles {
+		unix.Close(fd)
 	}
 	for _, e := range b.host {
 		if e.tree >= 0 {
@@ -1073,7 +1080,11 @@ func (b *builder) protect(m Mount) error {
 			return nil // no parent: nothing here to protect
 		}
 		unix.Close(pfd)
-		t, err = b.target(m.Dest, m.Dir)
+		if m.Dir {
+			t, err = b.target(m.Dest, true)
+		} else {
+			t, err = b.placeholderFile(m.Dest)
+		}
 		if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) {
 			return nil // the sandbox cannot create it either
 		}
@@ -1089,6 +1100,48 @@ func (b *builder) protect(m Mount) error {
 		return &Error{Step: "protect", Dest: m.Dest, Err: err}
 	}
 	return nil
+}
+
+// placeholderFile creates the empty placeholder file dest (missing, its
+// parent present) and returns an O_PATH fd of it. The placeholders of one
+// directory share one inode: the first is a new empty file, the next are
+// hard links to it, made through the O_PATH fd that pins it (linkat of
+// /proc/self/fd/N with AT_SYMLINK_FOLLOW, linkat(2)), never by a name a
+// concurrent sandbox could swap. A link costs a directory entry where a
+// new file costs an inode: measured on ext4, 7-25 µs against 0.26-1.4 ms,
+// for each of the agent files a plain run protects. Any failure (another
+// file system, no /proc) falls back to a file of its own; policy.Release
+// removes a shared inode only when all its links are placeholders.
+func (b *builder) placeholderFile(dest string) (int, error) {
+	dir := path.Dir(dest)
+	if src, ok := b.emptyFiles[dir]; ok {
+		if pfd, err := openInRoot(b.rootFD(), dir); err == nil {
+			base := path.Base(dest)
+			lerr := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(src), pfd, base, unix.AT_SYMLINK_FOLLOW)
+			if lerr == nil {
+				t, err := unix.Openat(pfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				unix.Close(pfd)
+				return t, err
+			}
+			unix.Close(pfd)
+		}
+	}
+	t, err := b.target(dest, false)
+	if err != nil {
+		return t, err
+	}
+	// The link source only when it is what we made: an empty regular
+	// file with this one name.
+	var st unix.Stat_t
+	if _, ok := b.emptyFiles[dir]; !ok && unix.Fstat(t, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 && st.Nlink == 1 {
+		if src, err := unix.FcntlInt(uintptr(t), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+			if b.emptyFiles == nil {
+				b.emptyFiles = map[string]int{}
+			}
+			b.emptyFiles[dir] = src
+		}
+	}
+	return t, nil
 }
 
 func (b *builder) pivot() error {

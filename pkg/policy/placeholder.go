@@ -115,15 +115,13 @@ func (h *Hold) Release(ph []Placeholder) []string {
 		// may have the same placeholder mounted, and removing a mount
 		// point from another mount namespace detaches that mount.
 		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
-			// Deepest first: a placeholder directory is never below
-			// another one, but be safe with nested entries.
-			list := append([]Placeholder(nil), ph...)
-			sort.Slice(list, func(a, b int) bool { return len(list[a].Path) > len(list[b].Path) })
-			for _, p := range list {
-				if p.Root == root && removePlaceholder(fd, root, p, nil) {
-					removed = append(removed, p.Path)
+			var list []Placeholder
+			for _, p := range ph {
+				if p.Root == root {
+					list = append(list, p)
 				}
 			}
+			removed = append(removed, removePlaceholders(fd, root, list, nil)...)
 		}
 		unix.Close(fd) // drops the lock
 	}
@@ -131,31 +129,79 @@ func (h *Hold) Release(ph []Placeholder) []string {
 	return removed
 }
 
-// removePlaceholder removes p if it is still an empty directory or an empty
-// regular file, and, with id, still the inode id recorded. The parent is
-// opened below root without following any symlink (openat2
-// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), and the entry is examined and
+// removePlaceholders removes those of list (all in root, whose fd is
+// rootFD) that are still empty directories or empty regular files and,
+// with ids (ids[i] for list[i]), still the inode recorded; deepest first.
+// Each parent is opened below root without following any symlink (openat2
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), and each entry is examined and
 // removed relative to that fd, never by a path a symlink could redirect.
-func removePlaceholder(rootFD int, root string, p Placeholder, id *MadePlaceholder) bool {
-	parent, name, st, err := statPlaceholder(rootFD, root, p)
+//
+// The placeholder files of one directory share an inode (the worker links
+// them, mounts placeholderFile). Invariant: never a user's file: a file
+// goes only while every link of its inode is a name of list, so an empty
+// file of the user's that is also linked elsewhere stays.
+func removePlaceholders(rootFD int, root string, list []Placeholder, ids []*MadePlaceholder) []string {
+	type inode struct{ dev, ino uint64 }
+	names := map[inode]int{}
+	sts := make([]*unix.Stat_t, len(list))
+	for i, p := range list {
+		parent, _, st, err := statPlaceholder(rootFD, root, p)
+		if err != nil {
+			continue
+		}
+		unix.Close(parent)
+		if ids != nil && ids[i] != nil && (uint64(st.Dev) != ids[i].Dev || st.Ino != ids[i].Ino || born(rootFD, root, p, &st) != ids[i].Born) {
+			// The name is the same, the inode is not the one the killed
+			// run made (the user removed the placeholder and made a file
+			// of that name since): never removed.
+			continue
+		}
+		sts[i] = &st
+		if !p.Dir {
+			names[inode{uint64(st.Dev), st.Ino}]++
+		}
+	}
+	order := make([]int, len(list))
+	for i := range order {
+		order[i] = i
+	}
+	// Deepest first: a placeholder directory is never below another one,
+	// but be safe with nested entries.
+	sort.SliceStable(order, func(a, b int) bool { return len(list[order[a]].Path) > len(list[order[b]].Path) })
+	var removed []string
+	for _, i := range order {
+		st, p := sts[i], list[i]
+		if st == nil {
+			continue
+		}
+		switch {
+		case p.Dir && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		case !p.Dir && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 && int(st.Nlink) <= names[inode{uint64(st.Dev), st.Ino}]:
+		default:
+			continue
+		}
+		if removeOne(rootFD, root, p, st) {
+			removed = append(removed, p.Path)
+		}
+	}
+	return removed
+}
+
+// removeOne removes p if it is still the inode st and, for a file, empty.
+// rmdir fails on a directory that is not empty.
+func removeOne(rootFD int, root string, p Placeholder, st *unix.Stat_t) bool {
+	parent, name, now, err := statPlaceholder(rootFD, root, p)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(parent)
-	if id != nil && (uint64(st.Dev) != id.Dev || st.Ino != id.Ino || st.Ctim.Nano() != id.Ctime) {
-		// Invariant: never a user's file. The name is the same, the
-		// inode is not the one the killed run made (the user removed
-		// the placeholder and made a file of that name since).
+	if now.Dev != st.Dev || now.Ino != st.Ino {
 		return false
 	}
-	switch {
-	case p.Dir && st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		// rmdir fails on a directory that is not empty.
+	if p.Dir {
 		return unix.Unlinkat(parent, name, unix.AT_REMOVEDIR) == nil
-	case !p.Dir && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 && st.Nlink == 1:
-		return unix.Unlinkat(parent, name, 0) == nil
 	}
-	return false
+	return now.Size == 0 && unix.Unlinkat(parent, name, 0) == nil
 }
 
 // statPlaceholder opens p's parent below rootFD (root's fd) without
@@ -185,9 +231,26 @@ func statPlaceholder(rootFD int, root string, p Placeholder) (parent int, name s
 // that made it was killed before its Release.
 type MadePlaceholder struct {
 	Placeholder
-	Dev   uint64 `json:"dev"`
-	Ino   uint64 `json:"ino"`
-	Ctime int64  `json:"ctime"` // ns since the epoch
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+	// Born is the inode's birth time (statx btime), or its ctime where
+	// the file system keeps none, in ns: an inode number the file system
+	// reused for a file the user made since has another.
+	Born int64 `json:"born"`
+}
+
+// born is the birth time of p (st its stat), as MadePlaceholder.Born.
+func born(rootFD int, root string, p Placeholder, st *unix.Stat_t) int64 {
+	parent, name, _, err := statPlaceholder(rootFD, root, p)
+	if err != nil {
+		return st.Ctim.Nano()
+	}
+	defer unix.Close(parent)
+	var sx unix.Statx_t
+	if unix.Statx(parent, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO|unix.STATX_BTIME, &sx) == nil && sx.Mask&unix.STATX_BTIME != 0 && sx.Ino == st.Ino {
+		return sx.Btime.Sec*1e9 + int64(sx.Btime.Nsec)
+	}
+	return st.Ctim.Nano()
 }
 
 // MadePlaceholders returns the placeholders of ph that exist now, with
@@ -220,7 +283,7 @@ func MadePlaceholders(ph []Placeholder) []MadePlaceholder {
 			continue
 		}
 		unix.Close(parent)
-		out = append(out, MadePlaceholder{Placeholder: p, Dev: uint64(st.Dev), Ino: st.Ino, Ctime: st.Ctim.Nano()})
+		out = append(out, MadePlaceholder{Placeholder: p, Dev: uint64(st.Dev), Ino: st.Ino, Born: born(fd, p.Root, p, &st)})
 	}
 	return out
 }
@@ -253,13 +316,12 @@ func RemoveLeftPlaceholders(made []MadePlaceholder) (removed []string, keep []Ma
 			keep = append(keep, list...)
 			continue
 		}
-		// Deepest first, as Release.
-		sort.Slice(list, func(a, b int) bool { return len(list[a].Path) > len(list[b].Path) })
+		ph := make([]Placeholder, len(list))
+		ids := make([]*MadePlaceholder, len(list))
 		for i := range list {
-			if removePlaceholder(fd, root, list[i].Placeholder, &list[i]) {
-				removed = append(removed, list[i].Path)
-			}
+			ph[i], ids[i] = list[i].Placeholder, &list[i]
 		}
+		removed = append(removed, removePlaceholders(fd, root, ph, ids)...)
 		unix.Close(fd) // drops the lock
 	}
 	return removed, keep

@@ -57,3 +57,38 @@ func TestRemoveLeftPlaceholders(t *testing.T) {
 		t.Fatalf("gone root: %v %v", removed, keep)
 	}
 }
+
+// The worker links the placeholder files of one directory to one inode:
+// Release removes them all, but not an empty file of the user's that is
+// also linked elsewhere.
+func TestReleaseLinkedPlaceholders(t *testing.T) {
+	root := t.TempDir()
+	a, b, c := filepath.Join(root, ".npmrc"), filepath.Join(root, ".yarnrc"), filepath.Join(root, ".envrc")
+	os.WriteFile(a, nil, 0o644)
+	os.Link(a, b)
+	ph := []Placeholder{{Path: a, Root: root}, {Path: b, Root: root}, {Path: c, Root: root}}
+	// .envrc: the user's own empty file, with a second name outside.
+	os.WriteFile(c, nil, 0o644)
+	os.Link(c, filepath.Join(t.TempDir(), "keep"))
+	got := HoldRoots([]string{root}).Release(ph)
+	if len(got) != 2 {
+		t.Fatalf("removed %v", got)
+	}
+	if _, err := os.Lstat(c); err != nil {
+		t.Fatal("removed a file linked outside the placeholders")
+	}
+	// Made and killed: the record removes linked ones too, also after the
+	// user removed one of the names and made a file of their own there.
+	os.WriteFile(a, nil, 0o644)
+	os.Link(a, b)
+	made := MadePlaceholders(ph[:2])
+	os.Remove(b)
+	os.WriteFile(b, nil, 0o600)
+	removed, keep := RemoveLeftPlaceholders(made)
+	if len(removed) != 1 || removed[0] != a || len(keep) != 0 {
+		t.Fatalf("removed %v keep %v", removed, keep)
+	}
+	if _, err := os.Lstat(b); err != nil {
+		t.Fatal("removed the user's file")
+	}
+}

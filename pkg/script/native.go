@@ -23,6 +23,10 @@ type Native struct {
 	Base sandbox.Policy
 	// Options are passed to sandbox.Start.
 	Options []sandbox.Option
+	// Started, when set, is called once each script's sandbox is built,
+	// before the script runs (the CLI records the placeholders the build
+	// made, for the next nsbox if this one is killed).
+	Started func()
 
 	once  sync.Once
 	avail bool
@@ -79,6 +83,9 @@ func (n *Native) Execute(ctx context.Context, cfg ExecConfig) (string, string, e
 		return "", "", err
 	}
 	defer s.Close()
+	if n.Started != nil {
+		n.Started()
+	}
 
 	var (
 		res  sandbox.Result

@@ -444,23 +444,7 @@ func TestPerimeterPlaceholdersAfterKill(t *testing.T) {
 		data := filepath.Join(base, "data")
 		u.mkdirs(t, ws, data)
 		env := []string{"XDG_DATA_HOME=" + data}
-		cmd := exec.Command(nsboxBin(t), "run", "--", "/bin/sh", "-c", `touch made && sleep 60`)
-		cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, env...)
-		cmd.Dir = ws
-		if u.switchTo {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// The command runs once the sandbox (and its record) is built;
-		// the loop is a deadlock guard, not a timing assumption.
-		for i := 0; i < 2400 && !exists(filepath.Join(ws, "made")); i++ {
-			time.Sleep(25 * time.Millisecond)
-		}
-		cmd.Process.Kill()
-		cmd.Wait()
-		os.Remove(filepath.Join(ws, "made"))
+		killMidRun(t, u, ws, env, "run", "--", "/bin/sh", "-c", `touch made && sleep 60`)
 		for _, p := range []string{".git", ".mcp.json", ".vscode", ".npmrc"} {
 			if !exists(filepath.Join(ws, p)) {
 				t.Fatalf("the killed run left no placeholder %s: nothing to test", p)
@@ -472,9 +456,6 @@ func TestPerimeterPlaceholdersAfterKill(t *testing.T) {
 
 		r := u.run(t, &runOpts{dir: ws, env: env}, "run", "--", "true")
 		expectCode(t, r, 0)
-		if !strings.Contains(r.stderr, "removed the empty placeholders a killed run left") {
-			t.Errorf("no note: %q", r.stderr)
-		}
 		ents, _ := os.ReadDir(ws)
 		var names []string
 		for _, e := range ents {
@@ -484,9 +465,58 @@ func TestPerimeterPlaceholdersAfterKill(t *testing.T) {
 			t.Fatalf("left in the workspace: %v (want the user's .npmrc only)", names)
 		}
 		// Done once: the record is gone.
-		r = u.run(t, &runOpts{dir: ws, env: env}, "run", "--", "true")
-		if strings.Contains(r.stderr, "killed run left") {
-			t.Fatalf("the record was used twice: %q", r.stderr)
+		if ents, _ := os.ReadDir(filepath.Join(data, "nsbox", "placeholders-pending")); len(ents) != 0 {
+			t.Fatalf("records left: %d", len(ents))
+		}
+	})
+}
+
+// killMidRun starts nsbox with args in ws, waits until its command has
+// touched ws/made (the sandbox, and its records, are built by then), and
+// SIGKILLs nsbox.
+func killMidRun(t *testing.T, u user, ws string, env []string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(nsboxBin(t), args...)
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, env...)
+	cmd.Dir = ws
+	if u.switchTo {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The loop is a deadlock guard, not a timing assumption.
+	for i := 0; i < 2400 && !exists(filepath.Join(ws, "made")); i++ {
+		time.Sleep(25 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	os.Remove(filepath.Join(ws, "made"))
+}
+
+// TestPerimeterScriptPlaceholdersAfterKill: the same for `nsbox script
+// --workdir`: the next nsbox removes what the killed script's sandbox
+// made in the work directory.
+func TestPerimeterScriptPlaceholdersAfterKill(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		requireInterpreter(t, "bash")
+		base := u.visibleDir(t)
+		ws := filepath.Join(base, "proj")
+		data := filepath.Join(base, "data")
+		u.mkdirs(t, ws, data)
+		env := []string{"XDG_DATA_HOME=" + data}
+		killMidRun(t, u, ws, env, "script", "--lang", "bash", "--workdir", ws, "--timeout", "0", "-c", `touch made && sleep 60`)
+		if !exists(filepath.Join(ws, ".mcp.json")) {
+			t.Fatal("the killed script left no placeholder: nothing to test")
+		}
+		r := u.run(t, &runOpts{dir: ws, env: env}, "script", "--lang", "bash", "-c", "true")
+		expectCode(t, r, 0)
+		if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("left in the work directory: %v", names)
 		}
 	})
 }
