@@ -205,3 +205,26 @@ func TestMaskedProcPrefersNativeWithOuterProc(t *testing.T) {
 		t.Fatalf("--backend landlock: %s", r.stdout)
 	}
 }
+
+// TestLandlockLimits: limits apply under the landlock backend too, through
+// the same shim (started by a worker that is not PID 1): a command over
+// its process limit is stopped, and the run still succeeds otherwise.
+func TestLandlockLimits(t *testing.T) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--pids", "32", "--memory", "256M"},
+				`i=0; while [ $i -lt 100 ]; do sleep 5 & i=$((i+1)); done 2>/dev/null; echo STARTED=$(jobs -p | wc -l)`)
+			if strings.Contains(r.stdout, "STARTED=100") {
+				t.Fatalf("100 processes started under --pids 32:\nstdout: %s\nstderr: %s", r.stdout, r.stderr)
+			}
+			// Either the shell saw its forks fail (rlimit), or nsbox ended
+			// the run for the process limit (cgroup pids events).
+			if !strings.Contains(r.stdout, "STARTED=") && !strings.Contains(r.stderr, "process limit 32 reached") && !strings.Contains(r.stderr, "Cannot fork") {
+				t.Fatalf("the command did not run under limits:\ncode %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
