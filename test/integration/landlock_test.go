@@ -216,7 +216,7 @@ func TestLandlockLimits(t *testing.T) {
 			requireLandlock(t, u)
 			ws := u.tempDir(t)
 			r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--pids", "32", "--memory", "256M"},
-				`i=0; while [ $i -lt 100 ]; do sleep 5 & i=$((i+1)); done 2>/dev/null; echo STARTED=$(jobs -p | wc -l)`)
+				`i=0; while [ $i -lt 100 ]; do sleep 5 & i=$((i+1)); done; echo STARTED=$(jobs -p | wc -l)`)
 			if strings.Contains(r.stdout, "STARTED=100") {
 				t.Fatalf("100 processes started under --pids 32:\nstdout: %s\nstderr: %s", r.stdout, r.stderr)
 			}
