@@ -177,6 +177,11 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 		return fmt.Errorf("private TMPDIR: %w", err)
 	}
 	s.ll = &landlockState{tmpDir: tmp}
+	// Rules are opened without following symlinks: name the directory by
+	// its real path ($TMPDIR may run through one).
+	if real, err := filepath.EvalSymlinks(tmp); err == nil {
+		tmp = real
+	}
 	self, err := os.Executable()
 	if err != nil {
 		self = ""
