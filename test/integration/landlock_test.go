@@ -228,3 +228,89 @@ func TestLandlockLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeScopesUnderNetHost: the namespace sandbox's second layer. With
+// --net host the host's abstract unix sockets share the sandbox's network
+// namespace; on Landlock ABI 6 the scope refuses connects to them, and
+// signals to the host's processes.
+func TestNativeScopesUnderNetHost(t *testing.T) {
+	if _, _, errno := syscall.Syscall(unixLandlockCreateRuleset, 0, 0, 1); errno != 0 {
+		t.Skipf("no Landlock here: %v", errno)
+	}
+	abi, _, _ := syscall.Syscall(unixLandlockCreateRuleset, 0, 0, 1)
+	if abi < 6 {
+		t.Skipf("Landlock ABI %d has no scopes (ABI 6, Linux 6.12)", abi)
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("needs /usr/bin/python3 for the socket probe")
+	}
+	name := fmt.Sprintf("nsbox-scope-test-%d", os.Getpid())
+	ln, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	eachUser(t, func(t *testing.T, u user) {
+		sleeper := exec.Command("/bin/sleep", "120")
+		if u.switchTo {
+			sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+		}
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+		ws := u.tempDir(t)
+		// A host process is not in the sandbox's PID namespace: kill -0
+		// by its pid could not even name it. The socket is the probe.
+		probe := `import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\0` + name + `")
+    print("CONNECTED")
+except OSError as e:
+    print("REFUSED", e.errno)
+`
+		r := u.run(t, &runOpts{dir: ws}, "run", "--net", "host", "--", "/usr/bin/python3", "-c", probe)
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stdout, "REFUSED 1") {
+			t.Fatalf("connect to a host abstract socket under --net host: %q (stderr %s), want EPERM from the scope", r.stdout, r.stderr)
+		}
+		// Without the step (the bench knob) the same connect succeeds: the
+		// scope is what refuses it.
+		r = u.run(t, &runOpts{dir: ws, env: []string{"_NSBOX_BENCH_NO_SCOPES=1"}}, "run", "--net", "host", "--", "/usr/bin/python3", "-c", probe)
+		if !strings.Contains(r.stdout, "CONNECTED") {
+			t.Logf("without the scopes step: %q (another layer refuses it too)", r.stdout)
+		}
+	})
+}
+
+// unixLandlockCreateRuleset is SYS_LANDLOCK_CREATE_RULESET (the same number
+// on every architecture).
+const unixLandlockCreateRuleset = 444
+
+// TestLandlockNetHost: with --net host the landlock backend leaves TCP to
+// the host's network and refuses socket(AF_UNIX) only.
+func TestLandlockNetHost(t *testing.T) {
+	u := users()[0]
+	requireLandlock(t, u)
+	addr := listenLoopback(t)
+	host, port, _ := net.SplitHostPort(addr)
+	ws := u.tempDir(t)
+	r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--net", "host"},
+		`bash -c 'echo > /dev/tcp/`+host+`/`+port+`' && echo TCP_OK
+/usr/bin/python3 -c 'import socket; socket.socket(socket.AF_UNIX)' 2>/dev/null && echo UNIX_OK
+echo done`)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "TCP_OK") || strings.Contains(r.stdout, "UNIX_OK") {
+		t.Fatalf("--net host under landlock: want TCP allowed and AF_UNIX refused\nstdout: %s\nstderr: %s", r.stdout, r.stderr)
+	}
+}
