@@ -98,6 +98,10 @@ func TestLandlockBackendProbes(t *testing.T) {
 				`/usr/bin/python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect("\0nsbox-none")' 2>/dev/null && echo UNIX_SOCKET`,
 				`kill -0 ` + strconv.Itoa(sleeper.Process.Pid) + ` && echo SIGNALED_HOST`,
 				`test -d /proc/` + strconv.Itoa(os.Getpid()) + ` && echo SEES_HOST_PID`,
+				// The worker (the shell's parent) cannot be killed from
+				// inside: it kills the session's processes at its end.
+				`kill -KILL $PPID && echo KILLED_WORKER`,
+				`kill -KILL -1 && echo KILLED_ALL`,
 				// A detached process the session must not leave behind.
 				`setsid /bin/sh -c 'exec -a ` + marker + ` sleep 300' </dev/null >/dev/null 2>&1 &`,
 				`echo done`,
@@ -111,7 +115,7 @@ func TestLandlockBackendProbes(t *testing.T) {
 					t.Errorf("%s missing: the workspace must stay writable\nstdout: %s\nstderr: %s", want, out, r.stderr)
 				}
 			}
-			for _, escape := range []string{"WROTE_OUTSIDE", "WROTE_ETC", "READ_SECRET", "WROTE_GIT_CONFIG", "MADE_GIT_FILE", "TCP_CONNECTED", "UNIX_SOCKET"} {
+			for _, escape := range []string{"WROTE_OUTSIDE", "WROTE_ETC", "READ_SECRET", "WROTE_GIT_CONFIG", "MADE_GIT_FILE", "TCP_CONNECTED", "UNIX_SOCKET", "KILLED_WORKER", "KILLED_ALL"} {
 				if strings.Contains(out, escape) {
 					t.Errorf("escape %s succeeded under the landlock backend\nstdout: %s", escape, out)
 				}
