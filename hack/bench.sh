@@ -110,6 +110,28 @@ else
   run_table "as uid $BENCH_USER (root-less)" setpriv --reuid="$BENCH_USER" --regid="$BENCH_USER" --clear-groups --reset-env || status=1
 fi
 
+# ------------------------------------------------------------ backends
+
+# The backends in one interleaved run: bwrap, native (with and without its
+# Landlock scopes step), landlock; then, under a /proc masked as an outer
+# container masks it (a private mount namespace, root only), the native
+# backend with the outer /proc against landlock. cwd / (no workspace).
+if [ "$(id -u)" = 0 ]; then
+  specs=(-c "bare=/bin/true")
+  if command -v bwrap >/dev/null 2>&1; then
+    specs+=(-c "bwrap=bwrap $BWRAP_ARGS /bin/true")
+  fi
+  specs+=(-c "native=$nsbox run -- /bin/true" -c "native-no-scopes=_NSBOX_BENCH_NO_SCOPES=1 $nsbox run -- /bin/true" -c "landlock=$nsbox run --backend landlock -- /bin/true")
+  (cd / && "$work/startbench" -n "$N" -warmup "$WARMUP" -title "backends (as root)" \
+    -ratio "landlock/bwrap,native/bwrap,landlock/native,native/native-no-scopes" "${specs[@]}") || status=1
+  if command -v unshare >/dev/null 2>&1; then
+    echo
+    (cd / && unshare -m --propagation private sh -c 'mount -t tmpfs nsbox-mask /proc/acpi 2>/dev/null || mount -t tmpfs nsbox-mask /proc/scsi || exit 0; exec "$@"' sh \
+      "$work/startbench" -n "$N" -warmup "$WARMUP" -title "masked /proc: native with the outer /proc against landlock (as root)" \
+      -ratio "native-outer-proc/landlock" -c "native-outer-proc=$nsbox run -- /bin/true" -c "landlock=$nsbox run --backend landlock -- /bin/true") || status=1
+  fi
+fi
+
 # ------------------------------------------------------------ process start
 
 # What one process start costs before any sandboxing: C, an empty static Go

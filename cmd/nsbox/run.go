@@ -218,6 +218,8 @@ func runMain(f *runFlags, argv []string) error {
 	case f.dryRun:
 		pre.Discard() // prespawn.c does not spawn for --dry-run; in case
 		pre = nil
+	case pre == nil && (f.backend == "landlock" || f.backend == "none"):
+		// No namespace worker to start ahead (as prespawn.c decides).
 	case pre == nil:
 		pre = sandbox.Prestart(sandbox.PrestartHint{HostNetwork: f.network == "host", AllowPrivileged: f.allowPrivileged})
 	}

@@ -86,6 +86,7 @@ func LandlockGaps(abi int, network Network) []string {
 	if abi < 3 {
 		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d cannot restrict truncate(2) (ABI 3, Linux 6.2)", abi))
 	}
+	gaps = append(gaps, "where limits fall back to rlimits (no cgroup), the process limit (RLIMIT_NPROC) counts every process of the user on the host, not only the sandbox's: there is no user namespace of its own")
 	gaps = append(gaps, "processes a command detached (setsid) are killed by the worker when the session ends; if the supervisor is SIGKILLed they are killed when the worker sees its channel close, and with cgroup limits by cgroup.kill")
 	return gaps
 }
@@ -176,6 +177,11 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 		return fmt.Errorf("private TMPDIR: %w", err)
 	}
 	s.ll = &landlockState{tmpDir: tmp}
+	// Rules are opened without following symlinks: name the directory by
+	// its real path ($TMPDIR may run through one).
+	if real, err := filepath.EvalSymlinks(tmp); err == nil {
+		tmp = real
+	}
 	self, err := os.Executable()
 	if err != nil {
 		self = ""

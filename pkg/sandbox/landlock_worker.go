@@ -42,6 +42,7 @@ func (w *worker) landlockSteps() []step {
 		{"set rlimits", w.setRlimits},
 		{"drop capabilities", w.dropCapsLandlock},
 		{"set no_new_privs", setNoNewPrivs},
+		{"probe pidfds", w.probePidfds},
 		// Before the profile's filter: both stay (the stricter answer
 		// wins), and the profile may deny seccomp(2) itself.
 		{"install socket filter", w.installSocketFilter},
@@ -116,15 +117,26 @@ func (w *worker) landlockScopes() error {
 	return rs.RestrictSelf()
 }
 
-// installSocketFilter adds a small seccomp filter refusing socket(2) (all
-// families, or AF_UNIX only) and io_uring_setup (whose operations would
-// open and connect sockets past seccomp), on every thread (TSYNC). A
-// foreign ABI (i386's socketcall, x32) gets EACCES for everything.
+// installSocketFilter adds the Landlock backend's own seccomp filter, on
+// every thread (TSYNC), inherited by every command:
+//   - socket(2) refused for every family, or for AF_UNIX only, and
+//     io_uring_setup (whose operations would open and connect sockets past
+//     seccomp);
+//   - signals to the worker refused (kill, tgkill, rt_sigqueueinfo,
+//     rt_tgsigqueueinfo of its pid or process group, kill(-1), tkill, and
+//     pidfd_send_signal altogether: a /proc/PID fd is a pidfd too), and
+//     pidfd_open and prlimit64 of it. Without a PID namespace the worker
+//     is an ordinary process of the same uid and domain; killed, it could
+//     not kill the session's processes at its end (no cgroup without
+//     limits), which would outlive the session. SIGURG (the Go runtime's
+//     preemption signal, which it sends to its own threads) and signal 0
+//     stay allowed;
+//   - a foreign ABI (i386's socketcall, x32) refused outright.
 func (w *worker) installSocketFilter() error {
 	if w.setup.SocketFilter == "" {
 		return nil
 	}
-	prog, err := socketFilter(w.setup.SocketFilter == socketFilterNone)
+	prog, err := socketFilter(w.setup.SocketFilter == socketFilterNone, os.Getpid())
 	if err != nil {
 		return err
 	}
@@ -133,6 +145,16 @@ func (w *worker) installSocketFilter() error {
 		return fmt.Errorf("seccomp(SET_MODE_FILTER): %w", errno)
 	}
 	runtime.KeepAlive(prog)
+	return nil
+}
+
+// probePidfds is serve's pidfd check done before the filter, which
+// refuses pidfd_open of the worker's own pid.
+func (w *worker) probePidfds() error {
+	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err == nil {
+		unix.Close(fd)
+		w.pidfdsOK = true
+	}
 	return nil
 }
 
@@ -147,10 +169,70 @@ func auditArch() (uint32, error) {
 	return 0, fmt.Errorf("no socket filter for %s", runtime.GOARCH)
 }
 
+// bpfAsm assembles classic BPF with symbolic jump targets.
+type bpfAsm struct {
+	prog   []unix.SockFilter
+	labels map[string]int
+	fixups []bpfFixup
+}
+
+type bpfFixup struct {
+	at         int
+	jt, jf, ja string
+}
+
+func (a *bpfAsm) label(name string) { a.labels[name] = len(a.prog) }
+func (a *bpfAsm) stmt(code uint16, k uint32) {
+	a.prog = append(a.prog, unix.SockFilter{Code: code, K: k})
+}
+
+// jump jumps to jt when the comparison holds, else to jf ("" is the next
+// instruction).
+func (a *bpfAsm) jump(code uint16, k uint32, jt, jf string) {
+	a.fixups = append(a.fixups, bpfFixup{at: len(a.prog), jt: jt, jf: jf})
+	a.prog = append(a.prog, unix.SockFilter{Code: code, K: k})
+}
+
+// ja jumps to a label unconditionally.
+func (a *bpfAsm) ja(to string) {
+	a.fixups = append(a.fixups, bpfFixup{at: len(a.prog), ja: to})
+	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JA})
+}
+
+func (a *bpfAsm) done() ([]unix.SockFilter, error) {
+	for _, f := range a.fixups {
+		if f.ja != "" {
+			to, ok := a.labels[f.ja]
+			if !ok || to <= f.at {
+				return nil, fmt.Errorf("bpf: bad jump to %q", f.ja)
+			}
+			a.prog[f.at].K = uint32(to - f.at - 1)
+			continue
+		}
+		for i, l := range []string{f.jt, f.jf} {
+			if l == "" {
+				continue
+			}
+			to, ok := a.labels[l]
+			off := to - f.at - 1
+			if !ok || off < 0 || off > 255 {
+				return nil, fmt.Errorf("bpf: bad jump to %q", l)
+			}
+			if i == 0 {
+				a.prog[f.at].Jt = uint8(off)
+			} else {
+				a.prog[f.at].Jf = uint8(off)
+			}
+		}
+	}
+	return a.prog, nil
+}
+
 // socketFilter assembles the filter (classic BPF on struct seccomp_data:
-// nr at 0, arch at 4, args[0] at 16, low word first on these
-// little-endian architectures).
-func socketFilter(all bool) ([]unix.SockFilter, error) {
+// nr at 0, arch at 4, args[i] at 16+8i, the low word first on these
+// little-endian architectures; pids and signals are ints, so the low word
+// is the whole value).
+func socketFilter(allSockets bool, worker int) ([]unix.SockFilter, error) {
 	arch, err := auditArch()
 	if err != nil {
 		return nil, err
@@ -161,26 +243,50 @@ func socketFilter(all bool) ([]unix.SockFilter, error) {
 		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
 		ret = unix.BPF_RET | unix.BPF_K
 	)
-	deny := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
-	allow := uint32(unix.SECCOMP_RET_ALLOW)
-	// Indices: 8 = allow, 9 = deny; jumps are relative to the next one.
-	prog := []unix.SockFilter{
-		{Code: ld, K: 4},                                      // 0: arch
-		{Code: jeq, K: arch, Jt: 0, Jf: 7},                    // 1: foreign ABI -> deny
-		{Code: ld, K: 0},                                      // 2: nr
-		{Code: jge, K: 0x40000000, Jt: 5, Jf: 0},              // 3: x32 -> deny
-		{Code: jeq, K: unix.SYS_IO_URING_SETUP, Jt: 4, Jf: 0}, // 4: -> deny
-		{Code: jeq, K: unix.SYS_SOCKET, Jt: 0, Jf: 2},         // 5: not socket -> allow
-		{Code: ld, K: 16},                                     // 6: args[0], the family
-		{Code: jeq, K: unix.AF_UNIX, Jt: 1, Jf: 0},            // 7: AF_UNIX -> deny
-		{Code: ret, K: allow},                                 // 8
-		{Code: ret, K: deny},                                  // 9
+	arg := func(i int) uint32 { return uint32(16 + 8*i) }
+	self, group := uint32(worker), uint32(-worker)
+	a := &bpfAsm{labels: map[string]int{}}
+	a.stmt(ld, 4)
+	a.jump(jeq, arch, "", "deny")
+	a.stmt(ld, 0)
+	a.jump(jge, 0x40000000, "deny", "") // x32
+	a.jump(jeq, unix.SYS_IO_URING_SETUP, "deny", "")
+	a.jump(jeq, unix.SYS_TKILL, "deny", "")
+	// A /proc/PID directory fd is a pidfd too: its target cannot be told.
+	a.jump(jeq, unix.SYS_PIDFD_SEND_SIGNAL, "deny", "")
+	a.jump(jeq, unix.SYS_SOCKET, "socket", "")
+	a.jump(jeq, unix.SYS_KILL, "sig1", "")
+	a.jump(jeq, unix.SYS_RT_SIGQUEUEINFO, "sig1", "")
+	a.jump(jeq, unix.SYS_TGKILL, "sig2", "")
+	a.jump(jeq, unix.SYS_RT_TGSIGQUEUEINFO, "sig2", "")
+	a.jump(jeq, unix.SYS_PIDFD_OPEN, "target", "")
+	a.jump(jeq, unix.SYS_PRLIMIT64, "target", "allow")
+	// Signal in args[1] (kill, rt_sigqueueinfo) or args[2] (tgkill,
+	// rt_tgsigqueueinfo): 0 and SIGURG are harmless to the worker.
+	a.label("sig1")
+	a.stmt(ld, arg(1))
+	a.ja("sigcheck")
+	a.label("sig2")
+	a.stmt(ld, arg(2))
+	a.label("sigcheck")
+	a.jump(jeq, 0, "allow", "")
+	a.jump(jeq, uint32(unix.SIGURG), "allow", "target")
+	a.label("target")
+	a.stmt(ld, arg(0))
+	a.jump(jeq, self, "deny", "")
+	a.jump(jeq, group, "deny", "")
+	a.jump(jeq, 0xffffffff, "deny", "allow") // kill(-1): every process the uid may signal
+	a.label("socket")
+	if allSockets {
+		a.ja("deny")
 	}
-	if all {
-		// Every family: index 6 jumps straight to deny.
-		prog[6] = unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JA, K: 2}
-	}
-	return prog, nil
+	a.stmt(ld, arg(0)) // the family
+	a.jump(jeq, unix.AF_UNIX, "deny", "allow")
+	a.label("allow")
+	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.label("deny")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	return a.done()
 }
 
 // killDescendants kills every process the Landlock worker started and

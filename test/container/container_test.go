@@ -50,8 +50,8 @@ type daemon struct {
 	// before: the shims make their sockets' directory there whatever the
 	// configuration says, and it is removed again when empty.
 	runDirs []string
-	cmd       *exec.Cmd
-	log       bytes.Buffer
+	cmd     *exec.Cmd
+	log     bytes.Buffer
 }
 
 // startContainerd starts containerd on a private socket, root and state

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // visibleDir returns a fresh directory owned by u under /var/tmp: unlike
@@ -534,9 +536,11 @@ func unshareAvailable(t *testing.T, u user) {
 	}
 }
 
-// In a user namespace whose user.max_user_namespaces is 0, no sandbox can be
-// built: required and auto refuse with the exact reason; auto falls back
-// to backend none only when the config allows it, and says so.
+// In a user namespace whose user.max_user_namespaces is 0, no namespace
+// sandbox can be built: required and native refuse with the exact reason;
+// auto runs the landlock backend where the kernel has Landlock, saying why,
+// and falls back to backend none only when the config allows it and
+// Landlock is missing too.
 func TestBackendUnavailable(t *testing.T) {
 	bin := nsboxBin(t)
 	eachUser(t, func(t *testing.T, u user) {
@@ -547,7 +551,18 @@ func TestBackendUnavailable(t *testing.T) {
 			return u.runAs(t, o, "unshare", append([]string{"-U", "-r", "sh", "-c", script, "sh", bin}, args...)...)
 		}
 		env := []string{"XDG_CONFIG_HOME=" + cfg}
+		_, _, llErrno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+		landlock := llErrno == 0
+		if landlock {
+			r := noUserns(&runOpts{env: env, dir: cfg}, "run", "--backend", "auto", "--", "/bin/echo", "RAN")
+			if r.code != 0 || !strings.Contains(r.stdout, "RAN") || !strings.Contains(r.stderr, "user.max_user_namespaces is 0") || !strings.Contains(r.stderr, "running under backend landlock") {
+				t.Fatalf("--backend auto with Landlock: code %d stdout %q stderr %q; want landlock, saying why", r.code, r.stdout, r.stderr)
+			}
+		}
 		for _, mode := range []string{"required", "auto", "native"} {
+			if mode == "auto" && landlock {
+				continue
+			}
 			r := noUserns(&runOpts{env: env}, "run", "--backend", mode, "--", "/bin/echo", "RAN")
 			want := "nsbox: sandboxing unavailable: user namespaces are disabled: user.max_user_namespaces is 0"
 			if r.code != 125 || !strings.HasPrefix(r.stderr, want) || strings.Contains(r.stdout, "RAN") {
@@ -557,9 +572,15 @@ func TestBackendUnavailable(t *testing.T) {
 		}
 		u.mkdirs(t, filepath.Join(cfg, "nsbox"))
 		u.writeFile(t, filepath.Join(cfg, "nsbox", "config.toml"), "# allow running unsandboxed\nbackend_fallback = true\n", 0o644)
-		r := noUserns(&runOpts{env: env}, "run", "--", "/bin/sh", "-c", "echo RAN-$((1+1))")
-		if r.code != 0 || !strings.Contains(r.stdout, "RAN-2") || !strings.Contains(r.stderr, "nsbox: warning: sandboxing unavailable: user namespaces are disabled") ||
-			!strings.Contains(r.stderr, "falling back to backend none") || !strings.Contains(r.stderr, "WITHOUT a sandbox") {
+		r := noUserns(&runOpts{env: env, dir: cfg}, "run", "--", "/bin/sh", "-c", "echo RAN-$((1+1))")
+		switch {
+		case landlock:
+			// The landlock backend comes before none.
+			if r.code != 0 || !strings.Contains(r.stdout, "RAN-2") || strings.Contains(r.stderr, "WITHOUT a sandbox") {
+				t.Fatalf("auto with fallback and Landlock: code %d stdout %q stderr %q; want landlock, not none", r.code, r.stdout, r.stderr)
+			}
+		case r.code != 0 || !strings.Contains(r.stdout, "RAN-2") || !strings.Contains(r.stderr, "nsbox: warning: sandboxing unavailable: user namespaces are disabled") ||
+			!strings.Contains(r.stderr, "falling back to backend none") || !strings.Contains(r.stderr, "WITHOUT a sandbox"):
 			t.Fatalf("auto with fallback: code %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 		}
 		// required ignores backend_fallback.

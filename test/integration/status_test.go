@@ -147,12 +147,20 @@ func TestStatus(t *testing.T) {
 	})
 }
 
-// Without user namespaces, status says so, names the knob, and exits 1.
+// Without user namespaces, status says so and names the knob; it exits 1
+// for --backend required (the namespace sandbox or nothing), and for auto
+// it reports the landlock backend where the kernel has Landlock.
 func TestStatusWithoutUserns(t *testing.T) {
 	bin := nsboxBin(t)
 	eachUser(t, func(t *testing.T, u user) {
 		unshareAvailable(t, u)
-		r := u.runAs(t, nil, "unshare", "-U", "-r", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh", bin, "status")
+		if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION); errno == 0 {
+			r := u.runAs(t, nil, "unshare", "-U", "-r", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh", bin, "status")
+			if r.code != 0 || !strings.Contains(r.stdout, "backend: landlock") || !strings.Contains(r.stdout, "does not isolate") || !strings.Contains(r.stdout, "user.max_user_namespaces is 0") {
+				t.Fatalf("auto with Landlock: code %d stdout %s stderr %s", r.code, r.stdout, r.stderr)
+			}
+		}
+		r := u.runAs(t, nil, "unshare", "-U", "-r", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh", bin, "status", "--backend", "required")
 		if r.code != 1 || !strings.Contains(r.stdout, "user.max_user_namespaces is 0") || !strings.Contains(r.stdout, "sudo sysctl -w user.max_user_namespaces=") {
 			t.Fatalf("code %d stdout %s stderr %s", r.code, r.stdout, r.stderr)
 		}
