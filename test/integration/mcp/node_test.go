@@ -78,7 +78,7 @@ func TestTypeScriptClient(t *testing.T) {
 			}
 			Cancelled      string
 			ProtocolErrors []string
-			Calls map[string]struct {
+			Calls          map[string]struct {
 				IsError    bool
 				Text       string
 				Structured struct {
