@@ -77,6 +77,7 @@ type HTTPServer struct {
 	cfg     HTTPConfig
 	log     *slog.Logger
 	handler http.Handler
+	filter  *cancelFilter
 
 	mu      sync.Mutex
 	live    map[*Server]bool
@@ -104,7 +105,8 @@ func NewHTTP(cfg HTTPConfig) (*HTTPServer, error) {
 		SessionTimeout: cfg.IdleTimeout,
 		Logger:         cfg.Logger,
 	})
-	handler = &cancelFilter{next: handler, cancelled: map[string]map[string]bool{}}
+	h.filter = &cancelFilter{next: handler, cancelled: map[string]map[string]bool{}}
+	handler = h.filter
 	if cfg.Token != "" {
 		want := sha256.Sum256([]byte(cfg.Token))
 		verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -186,7 +188,31 @@ func (h *HTTPServer) Serve(ctx context.Context, ln net.Listener) error {
 	for _, s := range live {
 		s.Shutdown()
 	}
-	// The cancelled calls' answers go out on their open requests.
+	// The cancelled calls return at once, with server_closing, and their
+	// answers go out on their POSTs: wait for those to end. Only then are
+	// the SDK's sessions closed (a closing session writes no more answers),
+	// which also ends their event streams, else hs.Shutdown would wait on
+	// them.
+	deadline := time.Now().Add(ShutdownGrace)
+	for h.filter.activePosts() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	for _, s := range live {
+		for ss := range s.srv.Sessions() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ss.Close()
+			}()
+		}
+	}
+	closed := make(chan struct{})
+	go func() { wg.Wait(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(ShutdownGrace):
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
 	defer cancel()
 	hs.Shutdown(sctx)
@@ -211,6 +237,13 @@ type cancelFilter struct {
 	next      http.Handler
 	mu        sync.Mutex
 	cancelled map[string]map[string]bool // session id → request ids (JSON)
+	posts     int                        // POSTs being served
+}
+
+func (f *cancelFilter) activePosts() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.posts
 }
 
 // Bounds of the filter: a body larger than maxFilterBody is passed on
@@ -222,6 +255,16 @@ const (
 )
 
 func (f *cancelFilter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		f.mu.Lock()
+		f.posts++
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			f.posts--
+			f.mu.Unlock()
+		}()
+	}
 	sid := r.Header.Get("Mcp-Session-Id")
 	switch {
 	case sid == "":

@@ -301,3 +301,18 @@ func TestClientGoneNotWaitedFor(t *testing.T) {
 		t.Fatal("the call in flight ran on after its client was gone")
 	}
 }
+
+// TestEOFDoesNotWaitForListen: the SDK's client (newest protocol) keeps a
+// subscriptions/listen request open for the connection's life; the end of
+// the input answers the rest and does not wait for it.
+func TestEOFDoesNotWaitForListen(t *testing.T) {
+	h := startHarness(t, nil, "")
+	h.call("echo", map[string]any{"text": "x"})
+	h.stdin.Close() // EOF while the client still reads
+	select {
+	case err := <-h.served:
+		h.served <- err // for the cleanup
+	case <-time.After(time.Minute):
+		t.Fatal("Serve waits at EOF for a request that is never answered") // deadlock guard
+	}
+}

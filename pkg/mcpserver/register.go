@@ -38,8 +38,14 @@ func (s *Server) addRegistrationTools() {
 	if len(schema) == 0 {
 		schema = genericRegistrationSchema
 	}
+	// Registering replaces a run-time tool of the same name; both change
+	// only the session's tool set, and repeating them changes nothing more.
+	f := false
+	t := true
 	if err := s.addTool(&mcp.Tool{
 		Name:         RegisterToolName,
+		Title:        "Register tool",
+		Annotations:  &mcp.ToolAnnotations{Title: "Register tool", DestructiveHint: &t, IdempotentHint: true, OpenWorldHint: &f},
 		Description:  registerDescription,
 		InputSchema:  schema,
 		OutputSchema: resultSchema,
@@ -50,6 +56,8 @@ func (s *Server) addRegistrationTools() {
 	s.setSchema(UnregisterToolName, unregisterSchema)
 	if err := s.addTool(&mcp.Tool{
 		Name:         UnregisterToolName,
+		Title:        "Unregister tool",
+		Annotations:  &mcp.ToolAnnotations{Title: "Unregister tool", DestructiveHint: &t, IdempotentHint: true, OpenWorldHint: &f},
 		Description:  "Remove a tool that was defined in this session with register_tool.",
 		InputSchema:  unregisterSchema,
 		OutputSchema: resultSchema,

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,6 +90,13 @@ func (w withToken) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func connectHTTP(t *testing.T, url, token string) (*mcp.ClientSession, error) {
 	t.Helper()
+	return connectHTTPRetries(t, url, token, -1)
+}
+
+// connectHTTPRetries is connectHTTP with the client's retries of its event
+// stream (0: the SDK's default; -1: none).
+func connectHTTPRetries(t *testing.T, url, token string, retries int) (*mcp.ClientSession, error) {
+	t.Helper()
 	hc := &http.Client{Transport: http.DefaultTransport}
 	if token != "" {
 		hc.Transport = withToken{token, http.DefaultTransport}
@@ -96,7 +104,7 @@ func connectHTTP(t *testing.T, url, token string) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "nsbox-it-http", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: retries}, nil)
 }
 
 // workers are the sandbox workers running below pid.
@@ -234,6 +242,46 @@ func TestHTTPRefusesOpenAddressWithoutToken(t *testing.T) {
 		out, err = cmd.CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), "chmod 600") {
 			t.Fatalf("a token file others can read: exit %v, output %q", err, out)
+		}
+	})
+}
+
+// TestHTTPSIGTERMDuringCall: SIGTERM while a call runs over HTTP: the call
+// is answered with server_closing, nsbox exits, no sandbox is left.
+func TestHTTPSIGTERMDuringCall(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		s := startHTTPServer(t, newHome(t, u))
+		// The SDK's default retries: the end of the session's event stream
+		// at shutdown does not fail the call whose answer is on its way.
+		cs, err := connectHTTPRetries(t, s.url, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		answer := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "sleep 1000", "timeout": 600}})
+			if err != nil {
+				t.Errorf("the call in flight: %v", err)
+			}
+			answer <- res
+		}()
+		pid := s.cmd.Process.Pid
+		waitSleeper(t, pid)
+		left := descendants(pid)
+		start := time.Now()
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-s.exited:
+			t.Logf("exited %v after SIGTERM (%v)", time.Since(start).Round(time.Millisecond), err)
+			s.exited <- err
+		case <-time.After(2 * time.Minute):
+			t.Fatal("nsbox mcp --http still runs 2 minutes after SIGTERM") // deadlock guard
+		}
+		waitGone(t, left, nil, time.Minute)
+		res := <-answer
+		if res == nil || !res.IsError || !strings.Contains(text(res), "shutting down") {
+			t.Fatalf("the call in flight: %+v", res)
 		}
 	})
 }

@@ -78,7 +78,7 @@ func TestTypeScriptClient(t *testing.T) {
 			}
 			Cancelled      string
 			ProtocolErrors []string
-			Calls map[string]struct {
+			Calls          map[string]struct {
 				IsError    bool
 				Text       string
 				Structured struct {
@@ -105,9 +105,6 @@ func TestTypeScriptClient(t *testing.T) {
 			}
 		}
 		for _, tl := range got.ProtocolTools {
-			if tl.Name == "register_tool" || tl.Name == "unregister_tool" {
-				continue
-			}
 			if tl.Title == "" || len(tl.Annotations) < 4 {
 				t.Errorf("%s: title %q, annotations %v: want a title and all four hints", tl.Name, tl.Title, tl.Annotations)
 			}
