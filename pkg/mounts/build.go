@@ -901,6 +901,9 @@ func (b *builder) bindAt(fd int, m Mount) error {
 	if err != nil {
 		return err
 	}
+	if err := b.checkSelfBind(fd, m); err != nil {
+		return err
+	}
 	t, err := b.target(m.Dest, dir)
 	if err != nil {
 		return err
@@ -911,6 +914,57 @@ func (b *builder) bindAt(fd int, m Mount) error {
 	}
 	// fd now names the root of the attached bind.
 	return b.show(m.Dest, fd)
+}
+
+// checkSelfBind fails closed when a bind of a path onto itself (a pin of
+// the directories above a hidden file, a workspace) would not land on the
+// directory it was cloned from. The clone may be older than the build (a
+// root caller's idmapped binds are made by the supervisor): a process
+// sharing the tree could have renamed the directory since, and the bind,
+// attached at a fresh mount point with the hide below it, would leave the
+// real directory, and the secret in it, in view at its new name. Where the
+// destination lies on the source's own filesystem, it must be the very
+// same inode; missing there, it was moved. Elsewhere (the sandbox's own
+// /tmp, a tmpfs) the destination is a new mount point and nothing is
+// checked.
+func (b *builder) checkSelfBind(fd int, m Mount) error {
+	if m.Source != m.Dest {
+		return nil
+	}
+	var src unix.Stat_t
+	if err := unix.Fstat(fd, &src); err != nil {
+		return err
+	}
+	moved := func() error {
+		return &Error{Step: StepSourceChanged, Source: m.Source, Dest: m.Dest, Err: &reasonError{errSourceGone, unix.ENOENT}}
+	}
+	t, err := openInRoot(b.rootFD(), m.Dest)
+	if err == nil {
+		var st unix.Stat_t
+		err = unix.Fstat(t, &st)
+		unix.Close(t)
+		if err != nil {
+			return err
+		}
+		if st.Dev == src.Dev && st.Ino != src.Ino {
+			return moved()
+		}
+		return nil
+	}
+	if !errors.Is(err, unix.ENOENT) {
+		return nil // target() reports it
+	}
+	p, err := openInRoot(b.rootFD(), path.Dir(m.Dest))
+	if err != nil {
+		return nil
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(p, &st)
+	unix.Close(p)
+	if err == nil && st.Dev == src.Dev {
+		return moved()
+	}
+	return nil
 }
 
 // maskProc hides a host-wide file of the fresh /proc. What this kernel does

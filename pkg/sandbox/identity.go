@@ -154,6 +154,13 @@ func (s *Session) idmapBinds(plan *mounts.Plan) (fds []*os.File, idx []int, err 
 			if m.Optional && errors.Is(err, unix.ENOENT) {
 				continue
 			}
+			if errors.Is(err, unix.ENOENT) {
+				// Seen by the policy (checkSources), gone now: moved by a
+				// process sharing the tree, as the worker reports it
+				// (mounts.StepSourceChanged); the caller resolves again.
+				return fds, idx, &SetupError{Step: mounts.StepSourceChanged, Err: &planChangedError{
+					msg: (&mounts.Error{Step: mounts.StepSourceChanged, Source: m.Source, Dest: m.Dest, Err: errors.New("it was there when the policy was resolved and is gone or moved now")}).Error()}}
+			}
 			if errors.Is(err, mounts.ErrIdmapUnsupported) {
 				return fds, idx, fmt.Errorf("%w: cannot bind %s: %v; a root-started sandbox runs as unprivileged host ids and writes through an idmapped mount: put it on ext4, xfs, btrfs or tmpfs (Linux 6.3+), or pass --allow-single-id to run as host root with the single-id map", ErrIdmapUnsupported, m.Source, err)
 			}
