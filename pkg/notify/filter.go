@@ -97,6 +97,12 @@ func Program() []unix.SockFilter {
 	for _, nr := range nativeForeignCalls {
 		a.jeq(nr, "deny", "")
 	}
+	// io_uring's IORING_OP_CONNECT and IORING_OP_SENDMSG make the same
+	// calls with no syscall to notify: with the gate, io_uring is not
+	// there (ENOSYS, which programs take for an older kernel and fall
+	// back from). The main filter denies it too; this holds also under
+	// --seccomp unconfined.
+	a.jeq(uint32(unix.SYS_IO_URING_SETUP), "nosys", "")
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	// sendto's 5th argument (dest_addr), as two 32-bit words (little
 	// endian: the low word first): NULL is allowed.
@@ -117,6 +123,8 @@ func Program() []unix.SockFilter {
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	a.label("deny")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	a.label("nosys")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
 	a.label("notify")
 	a.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
 	return a.done()

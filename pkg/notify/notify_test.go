@@ -422,6 +422,7 @@ func TestProgram(t *testing.T) {
 		{"sendto with an address above 4 GiB", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, 0, 0x7f0000000000, 110}, notif},
 		{"write", auditArch, unix.SYS_WRITE, [6]uint64{}, allow},
 		{"openat", auditArch, unix.SYS_OPENAT, [6]uint64{}, allow},
+		{"io_uring_setup", auditArch, unix.SYS_IO_URING_SETUP, [6]uint64{}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))},
 	}
 	for _, fc := range foreignSocketCalls {
 		for _, nr := range fc.nrs {
