@@ -50,7 +50,7 @@ type Server struct {
 	// opened and checked. A live thread's id is its own, so a cached pidfd
 	// whose process lives is the target's.
 	pidfds map[int]int
-	done     chan struct{}
+	done   chan struct{}
 }
 
 // NewServer takes ownership of listener (closed by Close).
