@@ -3,3 +3,18 @@ package notify
 import "golang.org/x/sys/unix"
 
 const auditArch = unix.AUDIT_ARCH_X86_64
+
+// foreignSocketCalls are the socket calls that name a peer in the ABIs
+// this kernel may also run besides the native one: i386 (socketcall and
+// its direct calls) and x32 (native arch, numbers with bit 30 set, its own
+// sendmsg and sendmmsg). nsbox's main filter kills both ABIs; under
+// --seccomp unconfined or a custom profile it may not, and the gate must
+// not be walked around through them: they fail with EACCES.
+var foreignSocketCalls = []archCalls{
+	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{102 /* socketcall */, 345 /* sendmmsg */, 362 /* connect */, 369 /* sendto */, 370 /* sendmsg */}},
+}
+
+// nativeForeignCalls are x32's, which come with the native audit arch.
+var nativeForeignCalls = []uint32{x32 | 42 /* connect */, x32 | 44 /* sendto */, x32 | 518 /* sendmsg */, x32 | 538 /* sendmmsg */}
+
+const x32 = 0x40000000

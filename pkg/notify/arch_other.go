@@ -4,3 +4,8 @@ package notify
 
 // auditArch 0: no filter on this architecture (Supported says so).
 const auditArch = 0
+
+var (
+	foreignSocketCalls []archCalls
+	nativeForeignCalls []uint32
+)

@@ -21,41 +21,113 @@ const (
 	offArgs = 16
 )
 
-func stmt(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
-func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
-	return unix.SockFilter{Code: code, K: k, Jt: jt, Jf: jf}
+// archCalls are syscall numbers of one audit architecture.
+type archCalls struct {
+	arch uint32
+	nrs  []uint32
+}
+
+// asm assembles a classic BPF program with symbolic jump targets.
+type asm struct {
+	ins    []unix.SockFilter
+	labels map[string]int
+	fix    []fixup
+}
+
+type fixup struct {
+	at     int
+	jt, jf string
+}
+
+func (a *asm) label(name string) { a.labels[name] = len(a.ins) }
+func (a *asm) stmt(code uint16, k uint32) {
+	a.ins = append(a.ins, unix.SockFilter{Code: code, K: k})
+}
+
+// jeq jumps to jt when A == k, else to jf ("" is the next instruction).
+func (a *asm) jeq(k uint32, jt, jf string) {
+	a.fix = append(a.fix, fixup{at: len(a.ins), jt: jt, jf: jf})
+	a.ins = append(a.ins, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: k})
+}
+
+func (a *asm) done() []unix.SockFilter {
+	off := func(at int, l string) uint8 {
+		if l == "" {
+			return 0
+		}
+		d := a.labels[l] - at - 1
+		if d < 0 || d > 255 {
+			panic("notify: bad BPF jump to " + l) // a bug in Program, caught by its test
+		}
+		return uint8(d)
+	}
+	for _, f := range a.fix {
+		a.ins[f.at].Jt, a.ins[f.at].Jf = off(f.at, f.jt), off(f.at, f.jf)
+	}
+	return a.ins
 }
 
 // Program returns the notification filter: connect, sendmsg and sendmmsg
 // always notify; sendto notifies only when its address argument is not
-// NULL (send(2) to a connected socket costs nothing). Everything else, and
-// every foreign ABI (the main filter kills those), is allowed here: this
+// NULL (send(2) to a connected socket costs nothing). The same calls of a
+// foreign ABI (i386, x32, 32-bit ARM: foreignSocketCalls) fail with
+// EACCES: the supervisor reads native arguments only, and the main filter
+// normally kills those ABIs anyway. Everything else is allowed here: this
 // filter only decides who answers, the main filter what is denied.
 func Program() []unix.SockFilter {
 	const (
 		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 		ret = unix.BPF_RET | unix.BPF_K
 	)
-	allow, notif := uint32(unix.SECCOMP_RET_ALLOW), uint32(unix.SECCOMP_RET_USER_NOTIF)
-	// sendto's 5th argument (dest_addr), as two 32-bit words (little
-	// endian: the low word first).
-	addrLo, addrHi := uint32(offArgs+4*8), uint32(offArgs+4*8+4)
-	return []unix.SockFilter{
-		/* 0 */ stmt(ld, offArch),
-		/* 1 */ jump(jeq, auditArch, 0, 9), // foreign ABI -> 11 allow
-		/* 2 */ stmt(ld, offNr),
-		/* 3 */ jump(jeq, uint32(unix.SYS_CONNECT), 8, 0), // -> 12 notify
-		/* 4 */ jump(jeq, uint32(unix.SYS_SENDMSG), 7, 0),
-		/* 5 */ jump(jeq, uint32(unix.SYS_SENDMMSG), 6, 0),
-		/* 6 */ jump(jeq, uint32(unix.SYS_SENDTO), 0, 4), // other -> 11 allow
-		/* 7 */ stmt(ld, addrLo),
-		/* 8 */ jump(jeq, 0, 0, 3), // -> 12 notify
-		/* 9 */ stmt(ld, addrHi),
-		/* 10 */ jump(jeq, 0, 0, 1), // -> 12 notify
-		/* 11 */ stmt(ret, allow),
-		/* 12 */ stmt(ret, notif),
+	a := &asm{labels: map[string]int{}}
+	a.stmt(ld, offArch)
+	a.jeq(auditArch, "native", "")
+	for i, fc := range foreignSocketCalls {
+		a.jeq(fc.arch, "foreign"+string(rune('0'+i)), "")
 	}
+	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	// BPF jumps only forward: the blocks come first, the shared returns
+	// last.
+	a.label("native")
+	a.stmt(ld, offNr)
+	a.jeq(uint32(unix.SYS_CONNECT), "notify", "")
+	a.jeq(uint32(unix.SYS_SENDMSG), "notify", "")
+	a.jeq(uint32(unix.SYS_SENDMMSG), "notify", "")
+	a.jeq(uint32(unix.SYS_SENDTO), "sendto", "")
+	for _, nr := range nativeForeignCalls {
+		a.jeq(nr, "deny", "")
+	}
+	// io_uring's IORING_OP_CONNECT and IORING_OP_SENDMSG make the same
+	// calls with no syscall to notify: with the gate, io_uring is not
+	// there (ENOSYS, which programs take for an older kernel and fall
+	// back from). The main filter denies it too; this holds also under
+	// --seccomp unconfined.
+	a.jeq(uint32(unix.SYS_IO_URING_SETUP), "nosys", "")
+	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	// sendto's 5th argument (dest_addr), as two 32-bit words (little
+	// endian: the low word first): NULL is allowed.
+	a.label("sendto")
+	a.stmt(ld, offArgs+4*8)
+	a.jeq(0, "", "notify")
+	a.stmt(ld, offArgs+4*8+4)
+	a.jeq(0, "allow", "notify")
+	for i, fc := range foreignSocketCalls {
+		a.label("foreign" + string(rune('0'+i)))
+		a.stmt(ld, offNr)
+		for _, nr := range fc.nrs {
+			a.jeq(nr, "deny", "")
+		}
+		a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	}
+	a.label("allow")
+	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.label("deny")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	a.label("nosys")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
+	a.label("notify")
+	a.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
+	return a.done()
 }
 
 // Supported reports whether this kernel and architecture can run the

@@ -366,16 +366,94 @@ func TestSendmsgRights(t *testing.T) {
 	}
 }
 
-func TestProgramShape(t *testing.T) {
+// TestProgram runs the filter in a small classic-BPF interpreter over the
+// calls that matter: which notify, which are allowed, which foreign-ABI
+// socket calls are refused.
+func TestProgram(t *testing.T) {
 	p := Program()
-	if len(p) != 13 {
-		t.Fatalf("program of %d instructions", len(p))
-	}
-	for i, ins := range p {
-		if ins.Code&0x07 == 0x05 && ins.Code != 0x06 { // BPF_JMP
-			if i+1+int(ins.Jt) >= len(p) || i+1+int(ins.Jf) >= len(p) {
-				t.Errorf("instruction %d jumps out of the program", i)
+	run := func(arch uint32, nr uint32, args [6]uint64) uint32 {
+		var a uint32
+		for pc := 0; pc < len(p); pc++ {
+			ins := p[pc]
+			switch ins.Code {
+			case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
+				switch {
+				case ins.K == offNr:
+					a = nr
+				case ins.K == offArch:
+					a = arch
+				case ins.K >= offArgs:
+					i := (ins.K - offArgs) / 8
+					if (ins.K-offArgs)%8 == 0 {
+						a = uint32(args[i])
+					} else {
+						a = uint32(args[i] >> 32)
+					}
+				}
+			case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
+				if a == ins.K {
+					pc += int(ins.Jt)
+				} else {
+					pc += int(ins.Jf)
+				}
+			case unix.BPF_RET | unix.BPF_K:
+				return ins.K
+			default:
+				t.Fatalf("unexpected instruction %#x", ins.Code)
 			}
+		}
+		t.Fatal("the program fell off its end")
+		return 0
+	}
+	notif, allow := uint32(unix.SECCOMP_RET_USER_NOTIF), uint32(unix.SECCOMP_RET_ALLOW)
+	deny := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
+	cases := []struct {
+		name string
+		arch uint32
+		nr   uint32
+		args [6]uint64
+		want uint32
+	}{
+		{"connect", auditArch, unix.SYS_CONNECT, [6]uint64{}, notif},
+		{"sendmsg", auditArch, unix.SYS_SENDMSG, [6]uint64{}, notif},
+		{"sendmmsg", auditArch, unix.SYS_SENDMMSG, [6]uint64{}, notif},
+		{"sendto without an address", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, 0, 0, 0}, allow},
+		{"sendto with an address", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, 0, 0x7ffd0000, 110}, notif},
+		{"sendto with an address above 4 GiB", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, 0, 0x7f0000000000, 110}, notif},
+		{"write", auditArch, unix.SYS_WRITE, [6]uint64{}, allow},
+		{"openat", auditArch, unix.SYS_OPENAT, [6]uint64{}, allow},
+		{"io_uring_setup", auditArch, unix.SYS_IO_URING_SETUP, [6]uint64{}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))},
+	}
+	for _, fc := range foreignSocketCalls {
+		for _, nr := range fc.nrs {
+			cases = append(cases, struct {
+				name string
+				arch uint32
+				nr   uint32
+				args [6]uint64
+				want uint32
+			}{fmt.Sprintf("foreign %#x %d", fc.arch, nr), fc.arch, nr, [6]uint64{}, deny})
+		}
+		cases = append(cases, struct {
+			name string
+			arch uint32
+			nr   uint32
+			args [6]uint64
+			want uint32
+		}{fmt.Sprintf("foreign %#x write", fc.arch), fc.arch, 4, [6]uint64{}, allow})
+	}
+	for _, nr := range nativeForeignCalls {
+		cases = append(cases, struct {
+			name string
+			arch uint32
+			nr   uint32
+			args [6]uint64
+			want uint32
+		}{fmt.Sprintf("x32 %d", nr), auditArch, nr, [6]uint64{}, deny})
+	}
+	for _, c := range cases {
+		if got := run(c.arch, c.nr, c.args); got != c.want {
+			t.Errorf("%s: %#x, want %#x", c.name, got, c.want)
 		}
 	}
 }

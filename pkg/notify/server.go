@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -42,7 +43,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	inflight map[int]struct{} // supervisor socket fds being used
+	inflight map[int]uint64 // supervisor socket fds being used -> the id of a connect (0: a send)
 	closed   bool
 	// pidfds caches a pidfd per thread id (at most maxPidfds). A pidfd
 	// names one process, never a later one that reused its id: when the
@@ -71,7 +72,7 @@ func NewServer(listener int, o Options) (*Server, error) {
 	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{listener: listener, stop: efd, o: o,
-		ctx: ctx, cancel: cancel, inflight: map[int]struct{}{}, pidfds: map[int]int{}, done: make(chan struct{})}, nil
+		ctx: ctx, cancel: cancel, inflight: map[int]uint64{}, pidfds: map[int]int{}, done: make(chan struct{})}, nil
 }
 
 // Serve answers notifications until Close, or until no process is left
@@ -86,6 +87,7 @@ func NewServer(listener int, o Options) (*Server, error) {
 // must send before it accepts is never starved by its own client.
 func (s *Server) Serve() {
 	defer close(s.done)
+	go s.reap()
 	var wg sync.WaitGroup
 	for i := 0; i < s.o.MaxInFlight; i++ {
 		wg.Add(1)
@@ -226,13 +228,41 @@ func (s *Server) getfd(c *SockCall, fd int) (int, unix.Errno) {
 // Done is closed when Serve has returned.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-func (s *Server) track(fd int) bool {
+// reap runs while Serve does: every second, a call the supervisor is still
+// making for a target that is gone (killed: its notification is no longer
+// valid) is stopped by shutting its socket down, so that a connect to an
+// address that never answers does not hold one of the Server's goroutines
+// for minutes after the process that asked for it died. Connects only: a
+// send's socket is connected, maybe shared with processes that live on,
+// and shutting it down would end their connection too.
+func (s *Server) reap() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		for fd, id := range s.inflight {
+			if id != 0 && !idValid(s.listener, id) {
+				unix.Shutdown(fd, unix.SHUT_RDWR)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Server) track(fd int, id uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
-	s.inflight[fd] = struct{}{}
+	s.inflight[fd] = id
 	return true
 }
 
@@ -286,7 +316,11 @@ func (s *Server) decide(n *seccompNotif) (val int64, errno unix.Errno, installed
 		return 0, e, false
 	}
 	var err error
-	if !s.track(sock) {
+	connectID := uint64(0)
+	if c.Syscall == Connect {
+		connectID = n.ID
+	}
+	if !s.track(sock, connectID) {
 		unix.Close(sock)
 		return 0, unix.ECONNABORTED, false
 	}
