@@ -491,3 +491,24 @@ for name in ("good.test", "fronted.example"):
 		}
 	})
 }
+
+// TestNetworkNodeClient: node's http client (nonblocking connects, libuv's
+// getaddrinfo with AI_ADDRCONFIG), as npm uses it, reaches an allowed name
+// without any proxy setting.
+func TestNetworkNodeClient(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed")
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		srv := newTestServer(t)
+		up := newFakeUpstream(t)
+		ws := u.tempDir(t)
+		prof := netProfile(t, u, filepath.Dir(ws), up)
+		port := strconv.Itoa(srv.port)
+		js := `require("http").get("http://registry.test:` + port + `/simple/nsboxdemo/", r => { let b = ""; r.on("data", d => b += d); r.on("end", () => console.log(r.statusCode, b.includes("nsboxdemo-1.0"))) }).on("error", e => { console.log("error", e.code); process.exit(1) })`
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof, "--allow-host", "registry.test:"+port, "--add-host", "registry.test:127.0.0.1", "--", "node", "-e", js)
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "200 true" {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
