@@ -446,9 +446,13 @@ func mcpInstructions(res *policy.Result) string {
 		fmt.Fprintf(&b, "The workspace is %s: file tool paths are relative to it, and paths outside it are refused. ", res.Workspace)
 	}
 	b.WriteString("The rest of the host is read-only, credentials read as empty, ")
-	if res.Policy.Network == sandbox.NetworkHost {
+	switch {
+	case res.Policy.Network == sandbox.NetworkHost:
 		b.WriteString("the network is available, ")
-	} else {
+	case res.Policy.Network == sandbox.NetworkFiltered && res.Policy.NetFilter != nil && len(res.Policy.NetFilter.Allow) > 0:
+		// The model learns what it may reach, so a refusal is no surprise.
+		fmt.Fprintf(&b, "the network reaches only these hosts (names, no IP addresses; others fail to resolve or connect): %s, ", strings.Join(res.Policy.NetFilter.Allow, ", "))
+	default:
 		b.WriteString("there is no network, ")
 	}
 	b.WriteString("and /tmp is private to this session. A failed call says why (isError with a message); a refused operation is not a reason to retry the same call.")

@@ -38,7 +38,8 @@ file ($XDG_CONFIG_HOME/nsbox/config.toml) and the flags below, flags first.
 Under the default workspace profile the current directory is writable and the
 rest of the host read-only; credentials (~/.ssh, ~/.aws, .env files...) read
 as empty; .git and shell startup files stay read-only.
-/tmp, /run and /dev are private, the network holds only lo (unless --net host),
+/tmp, /run and /dev are private, the network holds only lo (unless --net host,
+or --allow-host NAME for a filtered network that reaches only allowed names),
 and the environment is cleared to PATH, HOME, TERM and LANG. --dry-run prints
 the resolved policy and mount plan. See docs/profiles.md.
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,7 +126,16 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 		r := f.refuse(&Refusal{Op: OpConnect, Host: e.name, Port: dst.Port(), Reason: err.Error(), Errno: unix.ENOBUFS, Err: err})
 		return Verdict{Action: Fail, Errno: r.Errno}, r
 	}
-	c, errno, err := f.dial(ctx, sock, netip.AddrPortFrom(real, dst.Port()))
+	var (
+		c     *Conn
+		errno unix.Errno
+		err   error
+	)
+	if f.cfg.CheckSNI && slices.Contains(f.cfg.SNIPorts, dst.Port()) {
+		c, errno, err = f.sniConnect(ctx, sock, e.name, netip.AddrPortFrom(real, dst.Port()))
+	} else {
+		c, errno, err = f.dial(ctx, sock, netip.AddrPortFrom(real, dst.Port()))
+	}
 	if err != nil {
 		return Verdict{Action: Fail, Errno: errno}, err
 	}

@@ -36,7 +36,7 @@ func echoServer(t *testing.T) netip.AddrPort {
 }
 
 // resolveVia asks the filter's resolver for name's virtual address.
-func resolveVia(t *testing.T, srv netip.AddrPort, name string) netip.Addr {
+func resolveVia(t testing.TB, srv netip.AddrPort, name string) netip.Addr {
 	t.Helper()
 	rc, as := query(t, srv, name+".", dnsmessage.TypeA, false)
 	if rc != dnsmessage.RCodeSuccess || len(as) != 1 {

@@ -26,7 +26,7 @@ type fakeUpstream struct {
 	names   []string
 }
 
-func newFakeUpstream(t *testing.T) *fakeUpstream {
+func newFakeUpstream(t testing.TB) *fakeUpstream {
 	t.Helper()
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
@@ -72,7 +72,7 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 
 // serve starts f's resolver on loopback sockets of the test's own (UDP and
 // TCP on one port) and returns their address.
-func serve(t *testing.T, f *Filter) netip.AddrPort {
+func serve(t testing.TB, f *Filter) netip.AddrPort {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -92,7 +92,7 @@ func serve(t *testing.T, f *Filter) netip.AddrPort {
 
 // query sends one question over UDP (or TCP) and returns the answer's
 // code and A records.
-func query(t *testing.T, server netip.AddrPort, name string, typ dnsmessage.Type, tcp bool) (dnsmessage.RCode, []netip.Addr) {
+func query(t testing.TB, server netip.AddrPort, name string, typ dnsmessage.Type, tcp bool) (dnsmessage.RCode, []netip.Addr) {
 	t.Helper()
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 4242, RecursionDesired: true})
 	b.StartQuestions()
@@ -159,7 +159,7 @@ func query(t *testing.T, server netip.AddrPort, name string, typ dnsmessage.Type
 	return h.RCode, out
 }
 
-func newFilter(t *testing.T, up *fakeUpstream, allow, deny, pins []string, opt func(*Config)) *Filter {
+func newFilter(t testing.TB, up *fakeUpstream, allow, deny, pins []string, opt func(*Config)) *Filter {
 	t.Helper()
 	al, err := ParseAllowlist(allow, deny)
 	if err != nil {

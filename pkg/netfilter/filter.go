@@ -95,6 +95,13 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// LookupTimeout bounds one upstream lookup.
 	LookupTimeout time.Duration
+	// CheckSNI relays connections to port 443 through the supervisor and
+	// lets one go on only when its TLS ClientHello names the allowed name
+	// it was opened for (domain fronting is refused). Off by default: the
+	// data path is then the kernel's alone.
+	CheckSNI bool
+	// SNIPorts are the ports CheckSNI applies to (nil: DefaultSNIPorts).
+	SNIPorts []uint16
 	// OnRefusal, when set, is called for every refused query or
 	// connection (from the goroutine that refused it).
 	OnRefusal func(*Refusal)
@@ -116,6 +123,8 @@ type Filter struct {
 	// reported are the refused names already reported (bounded).
 	reported map[string]struct{}
 	tcpConns map[net.Conn]struct{}
+	// relays are the SNI relay's connections (both ends).
+	relays map[net.Conn]struct{}
 
 	queries chan struct{} // semaphore: queries being answered
 	// ctx ends the lookups in flight when the filter closes.
@@ -167,6 +176,9 @@ func New(cfg Config) (*Filter, error) {
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
+	if cfg.SNIPorts == nil {
+		cfg.SNIPorts = DefaultSNIPorts
+	}
 	if cfg.LookupTimeout <= 0 {
 		cfg.LookupTimeout = DefaultLookupTimeout
 	}
@@ -177,6 +189,7 @@ func New(cfg Config) (*Filter, error) {
 		byAddr:   map[netip.Addr]*entry{},
 		open:     map[uint64]struct{}{},
 		tcpConns: map[net.Conn]struct{}{},
+		relays:   map[net.Conn]struct{}{},
 		queries:  make(chan struct{}, cfg.MaxQueries),
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -225,6 +238,9 @@ func (f *Filter) Close() error {
 	closers := f.closers
 	f.closers = nil
 	for c := range f.tcpConns {
+		closers = append(closers, c.Close)
+	}
+	for c := range f.relays {
 		closers = append(closers, c.Close)
 	}
 	f.mu.Unlock()

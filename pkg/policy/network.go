@@ -35,6 +35,9 @@ type NetworkConfig struct {
 	// Upstream are the resolvers ("IP:PORT") allowed names are looked up
 	// at; empty: the host's.
 	Upstream []string `toml:"upstream" json:"upstream,omitempty"`
+	// CheckSNI refuses a TLS connection (port 443) whose ClientHello
+	// names another host than the allowed name it was opened for.
+	CheckSNI *bool `toml:"check_sni" json:"check_sni,omitempty"`
 }
 
 // UnmarshalText reads the string form, `network = "MODE"`.
@@ -46,6 +49,7 @@ func (n *NetworkConfig) UnmarshalText(b []byte) error {
 
 type mergedNetwork struct {
 	allow, deny, hosts, upstream []sentry
+	checkSNI                     bval
 }
 
 func (m *merged) mergeNetwork(c *NetworkConfig, l *Layer, rank int) {
@@ -62,6 +66,7 @@ func (m *merged) mergeNetwork(c *NetworkConfig, l *Layer, rank int) {
 	m.net.deny = addStrings(m.net.deny, c.Deny, l, "network.deny", rank)
 	m.net.hosts = addStrings(m.net.hosts, c.Hosts, l, "network.hosts", rank)
 	m.net.upstream = addStrings(m.net.upstream, c.Upstream, l, "network.upstream", rank)
+	setB(&m.net.checkSNI, c.CheckSNI, l, "network.check_sni", rank)
 }
 
 // adds reports whether a list adds an entry (not only "!" removals).
@@ -143,7 +148,7 @@ func (r *resolver) network() error {
 		}
 		return dedupStrings(out)
 	}
-	f := &sandbox.NetFilter{Allow: vals(n.allow), Deny: vals(n.deny), Hosts: vals(n.hosts), Upstream: vals(n.upstream)}
+	f := &sandbox.NetFilter{Allow: vals(n.allow), Deny: vals(n.deny), Hosts: vals(n.hosts), Upstream: vals(n.upstream), CheckSNI: n.checkSNI.v}
 	al, err := netfilter.ParseAllowlist(f.Allow, f.Deny)
 	if err != nil {
 		return &Error{Source: "resolved policy", Key: "network", Msg: err.Error(), Err: err}

@@ -102,18 +102,20 @@ func (s *Session) prepareNetFilter(setup *setupMsg) error {
 // in the sandbox's private /run or /tmp (so the link resolves inside to
 // nsbox's file). A link elsewhere would be followed onto a host file: it
 // is refused.
-func resolvConfDest() (string, error) {
-	const etc = "/etc/resolv.conf"
-	fi, err := os.Lstat(etc)
+func resolvConfDest() (string, error) { return resolvConfDestAt("/", "/etc/resolv.conf") }
+
+// resolvConfDestAt is resolvConfDest for the host root at root (tests).
+func resolvConfDestAt(root, etc string) (string, error) {
+	fi, err := os.Lstat(filepath.Join(root, etc))
 	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		return etc, nil
 	}
-	t, err := os.Readlink(etc)
+	t, err := os.Readlink(filepath.Join(root, etc))
 	if err != nil {
 		return "", err
 	}
 	if !path.IsAbs(t) {
-		t = path.Join("/etc", t)
+		t = path.Join(path.Dir(etc), t)
 	}
 	t = path.Clean(t)
 	for _, private := range []string{"/run/", "/tmp/"} {

@@ -29,6 +29,10 @@ type NetFilter struct {
 	// Upstream are the resolvers ("IP:PORT") allowed names are looked up
 	// at; empty means the host's.
 	Upstream []string `json:"upstream,omitempty"`
+	// CheckSNI relays TLS connections (port 443) through the supervisor
+	// and refuses one whose ClientHello names another host than the
+	// allowed name it was opened for (domain fronting).
+	CheckSNI bool `json:"checkSNI,omitempty"`
 }
 
 // filterConfig parses the allowlist into the network filter's form. Each
@@ -40,6 +44,7 @@ func (f *NetFilter) filterConfig() (netfilter.Config, error) {
 		return cfg, &PolicyError{Field: "netFilter", Msg: err.Error()}
 	}
 	cfg.Allow = al
+	cfg.CheckSNI = f.CheckSNI
 	for i, h := range f.Hosts {
 		pin, err := netfilter.ParseHostPin(h)
 		if err != nil {

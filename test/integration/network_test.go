@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -439,6 +440,75 @@ func TestNetworkStatus(t *testing.T) {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("status lacks %q:\n%s", want, r.stdout)
 			}
+		}
+	})
+}
+
+// TestNetworkCheckSNI: with --check-sni a TLS connection to an allowed name
+// on port 443 goes through when its ClientHello names that host, and is
+// cut (and reported) when it names another one: domain fronting.
+func TestNetworkCheckSNI(t *testing.T) {
+	requirePython(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:443")
+	if err != nil {
+		t.Skipf("cannot listen on the host's 127.0.0.1:443 for the TLS stand-in: %v", err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "tls ok") }))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.StartTLS()
+	defer srv.Close()
+	script := `import socket, ssl, sys
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+for name in ("good.test", "fronted.example"):
+    try:
+        s = ctx.wrap_socket(socket.create_connection(("good.test", 443), timeout=30), server_hostname=name)
+        s.sendall(b"GET / HTTP/1.0\r\nHost: " + name.encode() + b"\r\n\r\n")
+        print(name, s.recv(4096).split(b"\r\n")[0].decode().replace(" ", "_"))
+    except (OSError, ssl.SSLError) as e:
+        print(name, type(e).__name__)
+`
+	eachUser(t, func(t *testing.T, u user) {
+		up := newFakeUpstream(t)
+		ws := u.tempDir(t)
+		prof := netProfile(t, u, filepath.Dir(ws), up)
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof, "--json-status", "fd:2", "--check-sni",
+			"--allow-host", "good.test", "--add-host", "good.test:127.0.0.1", "--", "/usr/bin/python3", "-c", script)
+		got := netResults(r.stdout)
+		if !strings.HasSuffix(got["good.test"], "_200_OK") || got["fronted.example"] == "" || strings.HasPrefix(got["fronted.example"], "HTTP") {
+			t.Fatalf("exit %d results %v\nstderr: %s", r.code, got, r.stderr)
+		}
+		found := false
+		for _, v := range violationLines(t, r.stderr) {
+			if v["host"] == "good.test" && v["port"] == float64(443) && strings.Contains(fmt.Sprint(v["detail"]), "fronted.example") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no violation names the fronted connection: %s", r.stderr)
+		}
+	})
+}
+
+// TestNetworkNodeClient: node's http client (nonblocking connects, libuv's
+// getaddrinfo with AI_ADDRCONFIG), as npm uses it, reaches an allowed name
+// without any proxy setting.
+func TestNetworkNodeClient(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed")
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		srv := newTestServer(t)
+		up := newFakeUpstream(t)
+		ws := u.tempDir(t)
+		prof := netProfile(t, u, filepath.Dir(ws), up)
+		port := strconv.Itoa(srv.port)
+		js := `require("http").get("http://registry.test:` + port + `/simple/nsboxdemo/", r => { let b = ""; r.on("data", d => b += d); r.on("end", () => console.log(r.statusCode, b.includes("nsboxdemo-1.0"))) }).on("error", e => { console.log("error", e.code); process.exit(1) })`
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof, "--allow-host", "registry.test:"+port, "--add-host", "registry.test:127.0.0.1", "--", "node", "-e", js)
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "200 true" {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 		}
 	})
 }

@@ -1,0 +1,307 @@
+package netfilter
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultSNIPorts are the ports whose connections the SNI check
+// (Config.CheckSNI) applies to: TLS on 443. Other ports keep the kernel's
+// data path.
+var DefaultSNIPorts = []uint16{443}
+
+const (
+	// maxClientHello bounds what is read before the decision: one TLS
+	// record (2^14 bytes) and its header.
+	maxClientHello = 5 + 1<<14
+	// helloTimeout bounds the wait for the ClientHello.
+	helloTimeout = 10 * time.Second
+)
+
+// errNoSNI is a ClientHello without a server name, or not a ClientHello.
+var errNoSNI = errors.New("not a TLS ClientHello with a server name")
+
+// sniConnect connects the sandbox to real through a relay in the
+// supervisor that reads the TLS ClientHello first: the connection goes on
+// only when its server name (SNI) is the allowed name the sandbox
+// resolved. That catches domain fronting: a connection to an allowed name
+// on a shared CDN address that asks, inside TLS, for another site.
+//
+// The socket installed in the sandbox is one end of a TCP connection over
+// the host's loopback to the relay; the data path is the supervisor's
+// (io.Copy, which splices on Linux), not the kernel's alone.
+func (f *Filter) sniConnect(ctx context.Context, sock Socket, name string, real netip.AddrPort) (*Conn, unix.Errno, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.ConnectTimeout)
+	defer cancel()
+	var d net.Dialer
+	up, err := d.DialContext(ctx, "tcp", real.String())
+	if err != nil {
+		f.release()
+		var se unix.Errno
+		if errors.As(err, &se) {
+			return nil, se, nil
+		}
+		return nil, unix.ETIMEDOUT, nil
+	}
+	client, relay, err := loopbackPair(sock.Family)
+	if err != nil {
+		up.Close()
+		f.release()
+		return nil, unix.EIO, fmt.Errorf("network filter: SNI relay: %w", err)
+	}
+	if sock.Nonblock {
+		if err := setNonblock(client, true); err != nil {
+			unix.Close(client)
+			relay.Close()
+			up.Close()
+			f.release()
+			return nil, unix.EIO, err
+		}
+	}
+	if !f.addRelay(relay, up) {
+		unix.Close(client)
+		relay.Close()
+		up.Close()
+		f.release()
+		return nil, unix.ECONNABORTED, ErrClosed
+	}
+	go f.relay(relay, up, name, real.Port())
+	return &Conn{fd: client, Addr: real}, 0, nil
+}
+
+// loopbackPair returns a connected TCP socket of family (the one to
+// install) and the relay's end, over the host's loopback.
+func loopbackPair(family int) (int, *net.TCPConn, error) {
+	ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return -1, nil, err
+	}
+	defer ln.Close()
+	la := ln.Addr().(*net.TCPAddr)
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, nil, err
+	}
+	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: la.Port, Addr: [4]byte{127, 0, 0, 1}}
+	if family == unix.AF_INET6 {
+		sa = &unix.SockaddrInet6{Port: la.Port, Addr: netip.AddrFrom4([4]byte{127, 0, 0, 1}).As16()}
+	}
+	if err := unix.Connect(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	local, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	var port int
+	switch a := local.(type) {
+	case *unix.SockaddrInet4:
+		port = a.Port
+	case *unix.SockaddrInet6:
+		port = a.Port
+	}
+	// Another process of the host could connect to the listener in the
+	// meantime: only the connection from our own socket is taken.
+	_ = ln.SetDeadline(time.Now().Add(helloTimeout))
+	for range 8 {
+		c, err := ln.AcceptTCP()
+		if err != nil {
+			unix.Close(fd)
+			return -1, nil, err
+		}
+		if c.RemoteAddr().(*net.TCPAddr).Port == port {
+			return fd, c, nil
+		}
+		c.Close()
+	}
+	unix.Close(fd)
+	return -1, nil, errors.New("the relay's listener was raced")
+}
+
+func (f *Filter) addRelay(a, b net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.relays[a] = struct{}{}
+	f.relays[b] = struct{}{}
+	f.servers.Add(1)
+	return true
+}
+
+func (f *Filter) dropRelay(a, b net.Conn) {
+	a.Close()
+	b.Close()
+	f.mu.Lock()
+	delete(f.relays, a)
+	delete(f.relays, b)
+	f.mu.Unlock()
+}
+
+// relay reads the ClientHello from the sandbox's side, checks its server
+// name, and then copies both ways until either side ends.
+func (f *Filter) relay(sandbox *net.TCPConn, up net.Conn, name string, port uint16) {
+	defer f.servers.Done()
+	defer f.dropRelay(sandbox, up)
+	_ = sandbox.SetReadDeadline(time.Now().Add(helloTimeout))
+	hello, sni, err := readClientHello(sandbox)
+	if err != nil || !strings.EqualFold(strings.TrimSuffix(sni, "."), name) {
+		why := fmt.Sprintf("the TLS server name %q is not %s, the name the connection was opened for (domain fronting)", sni, name)
+		host := name
+		if err != nil {
+			why = "the connection did not start with a TLS ClientHello naming its server (the SNI check is on for port 443)"
+		}
+		f.refuse(&Refusal{Op: OpConnect, Host: host, Port: port, Reason: why, Errno: unix.ECONNRESET})
+		return
+	}
+	_ = sandbox.SetReadDeadline(time.Time{})
+	if _, err := up.Write(hello); err != nil {
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, sandbox); closeWrite(up); done <- struct{}{} }()
+	go func() { io.Copy(sandbox, up); closeWrite(sandbox); done <- struct{}{} }()
+	<-done
+	<-done
+}
+
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+}
+
+// readClientHello reads one TLS record holding a ClientHello and returns
+// the bytes read and the server name it asks for.
+func readClientHello(r io.Reader) ([]byte, string, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, "", err
+	}
+	n := int(binary.BigEndian.Uint16(hdr[3:5]))
+	if hdr[0] != 22 || n == 0 || 5+n > maxClientHello {
+		return nil, "", errNoSNI
+	}
+	buf := make([]byte, 5+n)
+	copy(buf, hdr[:])
+	if _, err := io.ReadFull(r, buf[5:]); err != nil {
+		return nil, "", err
+	}
+	sni, err := parseSNI(buf[5:])
+	return buf, sni, err
+}
+
+// parseSNI reads the server_name extension of a ClientHello handshake
+// message (RFC 8446 section 4.1.2, RFC 6066 section 3). A ClientHello
+// split over several records is not read: it is refused (fail closed).
+func parseSNI(b []byte) (string, error) {
+	p := reader(b)
+	if t, ok := p.u8(); !ok || t != 1 { // client_hello
+		return "", errNoSNI
+	}
+	if l, ok := p.u24(); !ok || l > len(p) {
+		return "", errNoSNI
+	}
+	if !p.skip(2 + 32) { // legacy_version, random
+		return "", errNoSNI
+	}
+	if !p.skipVec8() || !p.skipVec16() || !p.skipVec8() { // session id, cipher suites, compression
+		return "", errNoSNI
+	}
+	exts, ok := p.vec16()
+	if !ok {
+		return "", errNoSNI
+	}
+	for len(exts) > 0 {
+		typ, ok1 := exts.u16()
+		body, ok2 := exts.vec16()
+		if !ok1 || !ok2 {
+			return "", errNoSNI
+		}
+		if typ != 0 { // server_name
+			continue
+		}
+		list, ok := body.vec16()
+		for ok && len(list) > 0 {
+			kind, ok1 := list.u8()
+			host, ok2 := list.vec16()
+			if !ok1 || !ok2 {
+				break
+			}
+			if kind == 0 { // host_name
+				return string(host), nil
+			}
+		}
+		return "", errNoSNI
+	}
+	return "", errNoSNI
+}
+
+type reader []byte
+
+func (r *reader) u8() (int, bool) {
+	if len(*r) < 1 {
+		return 0, false
+	}
+	v := int((*r)[0])
+	*r = (*r)[1:]
+	return v, true
+}
+
+func (r *reader) u16() (int, bool) {
+	if len(*r) < 2 {
+		return 0, false
+	}
+	v := int(binary.BigEndian.Uint16(*r))
+	*r = (*r)[2:]
+	return v, true
+}
+
+func (r *reader) u24() (int, bool) {
+	if len(*r) < 3 {
+		return 0, false
+	}
+	v := int((*r)[0])<<16 | int((*r)[1])<<8 | int((*r)[2])
+	*r = (*r)[3:]
+	return v, true
+}
+
+func (r *reader) skip(n int) bool {
+	if len(*r) < n {
+		return false
+	}
+	*r = (*r)[n:]
+	return true
+}
+
+func (r *reader) vec16() (reader, bool) {
+	n, ok := r.u16()
+	if !ok || len(*r) < n {
+		return nil, false
+	}
+	v := (*r)[:n]
+	*r = (*r)[n:]
+	return v, true
+}
+
+func (r *reader) skipVec8() bool {
+	n, ok := r.u8()
+	return ok && r.skip(n)
+}
+
+func (r *reader) skipVec16() bool {
+	_, ok := r.vec16()
+	return ok
+}

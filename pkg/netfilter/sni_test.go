@@ -1,0 +1,106 @@
+package netfilter
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSNICheck: with CheckSNI, a TLS connection to an allowed name goes
+// through when its ClientHello names that host, and is cut when it names
+// another (domain fronting) or is not TLS.
+func TestSNICheck(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "tls ok") }))
+	defer srv.Close()
+	port := netip.MustParseAddrPort(srv.Listener.Addr().String()).Port()
+	up := newFakeUpstream(t)
+	var mu sync.Mutex
+	var refused []*Refusal
+	f := newFilter(t, up, []string{"good.test:" + itoa(port)}, nil, []string{"good.test:127.0.0.1"}, func(c *Config) {
+		c.CheckSNI, c.SNIPorts = true, []uint16{port}
+		c.OnRefusal = func(r *Refusal) { mu.Lock(); refused = append(refused, r); mu.Unlock() }
+	})
+	v := resolveVia(t, serve(t, f), "good.test")
+	dial := func(serverName string) (string, error) {
+		verdict, err := f.Connect(context.Background(), netip.AddrPortFrom(v, port), Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1})
+		if err != nil || verdict.Action != Install {
+			t.Fatalf("connect: %+v %v", verdict, err)
+		}
+		fd := verdict.Conn.Release()
+		fc, err := net.FileConn(os.NewFile(uintptr(fd), "installed"))
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fc.Close()
+		fc.SetDeadline(time.Now().Add(30 * time.Second))
+		tc := tls.Client(fc, &tls.Config{ServerName: serverName, InsecureSkipVerify: true})
+		if err := tc.Handshake(); err != nil {
+			return "", err
+		}
+		io.WriteString(tc, "GET / HTTP/1.0\r\nHost: "+serverName+"\r\n\r\n")
+		b, err := io.ReadAll(tc)
+		return string(b), err
+	}
+	if body, err := dial("good.test"); err != nil || !strings.HasSuffix(body, "tls ok") {
+		t.Fatalf("matching SNI: %q %v", body, err)
+	}
+	if body, err := dial("other.example"); err == nil {
+		t.Fatalf("a fronted connection went through: %q", body)
+	}
+	mu.Lock()
+	if len(refused) != 1 || !strings.Contains(refused[0].Reason, `"other.example" is not good.test`) || refused[0].Target() != "good.test:"+itoa(port) {
+		t.Fatalf("refusals %+v", refused)
+	}
+	mu.Unlock()
+	// Close ends the relays still open.
+	verdict, _ := f.Connect(context.Background(), netip.AddrPortFrom(v, port), Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1})
+	held := verdict.Conn.Release()
+	defer unix.Close(held)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	unix.SetsockoptTimeval(held, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 30})
+	if n, err := unix.Read(held, make([]byte, 1)); n != 0 || (err != nil && !errors.Is(err, unix.ECONNRESET)) {
+		t.Fatalf("relay still open after Close: %d %v", n, err)
+	}
+}
+
+func TestParseSNI(t *testing.T) {
+	// A real ClientHello, from crypto/tls.
+	c1, c2 := net.Pipe()
+	go func() {
+		tls.Client(c1, &tls.Config{ServerName: "registry.npmjs.org"}).Handshake()
+		c1.Close()
+	}()
+	_, sni, err := readClientHello(c2)
+	c2.Close()
+	if err != nil || sni != "registry.npmjs.org" {
+		t.Fatalf("%q %v", sni, err)
+	}
+	for _, b := range [][]byte{nil, {1}, {1, 0, 0, 0}, {2, 0, 0, 1, 0}} {
+		if _, err := parseSNI(b); err == nil {
+			t.Errorf("%v parsed", b)
+		}
+	}
+}
+
+func FuzzParseSNI(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 4, 3, 3, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		// Never panics, never reads past b.
+		parseSNI(b)
+	})
+}
