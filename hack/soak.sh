@@ -60,13 +60,17 @@ count_fds() { # fds held by the given pids
 }
 
 cgroups() { find /sys/fs/cgroup -type d -name 'nsbox-*' 2>/dev/null | sort; }
-# The temp directories nsbox makes: script work directories (the test
-# suites' nsbox-it-*, nsbox-posture-*, ... are not nsbox's).
-tmpdirs() { find /tmp -maxdepth 1 -name 'nsbox-script-*' 2>/dev/null | sort; }
+# The temp directories nsbox makes: script work directories, named
+# nsbox-script-<pid>-<random> (the test suites' nsbox-it-*, nsbox-posture-*,
+# ... are not nsbox's, nor an nsbox-script-<random> of another build that
+# may run beside this soak on a shared machine; those are listed apart).
+tmpdirs() { find /tmp -maxdepth 1 -regex '/tmp/nsbox-script-[0-9]+-[0-9]+' 2>/dev/null | sort; }
+foreign_tmpdirs() { find /tmp -maxdepth 1 -regex '/tmp/nsbox-script-[0-9]+' 2>/dev/null | sort; }
 mounts() { wc -l </proc/self/mountinfo; }
 
 before_cg=$(cgroups)
 before_tmp=$(tmpdirs)
+before_foreign=$(foreign_tmpdirs)
 before_mounts=$(mounts)
 before_pids=$(leftover_pids | wc -l)
 
@@ -159,6 +163,8 @@ check $((nleft > before_pids)) "processes (marked, or running $NSBOX)" "before $
 check $((after_mounts > before_mounts)) "mounts in this mount namespace" "before $before_mounts, after $after_mounts"
 check $((new_cg > 0)) "nsbox-* cgroups" "$new_cg new"
 check $((nnew_tmp > 0)) "nsbox temp directories in /tmp" "$nnew_tmp new $(echo $new_tmp)"
+nforeign=$(comm -13 <(echo "$before_foreign") <(foreign_tmpdirs) | grep -c . || true)
+[ "$nforeign" = 0 ] || echo "  (not counted: $nforeign new nsbox-script-<random> directories, a name this build does not make: other nsbox builds on this machine)"
 check $(($(count_fds $left) > 0 && nleft > before_pids)) "fds held by leftover nsbox processes" "$(count_fds $left)"
 echo "- end: $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $status

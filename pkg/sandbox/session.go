@@ -461,7 +461,12 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	for _, f := range s.cgroupProcs {
 		fds = append(fds, int(f.Fd()))
 	}
+	// A worker that hangs in setup (a stuck mount source, a stopped
+	// process) is bounded by the run's timeout too; cancelling ctx ends
+	// the wait at once.
+	stopWatch := s.watchWorker(ctx, s.policy.Limits.Time)
 	rep, err := s.peer.Call(ctx, ipc.TypeHandshake, setup, fds)
+	silent := stopWatch()
 	for _, f := range s.cgroupProcs {
 		f.Close()
 	}
@@ -485,6 +490,9 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 		}
 		if errors.Is(err, ipc.ErrClosed) {
 			<-s.exited
+			if silent {
+				return fmt.Errorf("the sandbox worker did not finish its setup within the timeout (%s) and %s more, and was killed%s", s.policy.Limits.Time, workerGrace, s.customProfileHint())
+			}
 			return fmt.Errorf("the sandbox worker exited during setup (%v)%s", s.waitErr, s.customProfileHint())
 		}
 		return err
@@ -716,7 +724,13 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 				return res, lerr
 			}
 			if unresponsive {
-				return res, fmt.Errorf("%w: the sandbox worker did not answer within %s of the command's timeout or cancellation and was killed%s", ErrClosed, workerGrace, s.customProfileHint())
+				err := fmt.Errorf("%w: the sandbox worker did not answer within %s of the command's timeout or cancellation and was killed%s", ErrClosed, workerGrace, s.customProfileHint())
+				if cerr := ctx.Err(); cerr != nil {
+					// Cancelled: the caller's reason stays visible.
+					res.Reason = ReasonCanceled
+					err = fmt.Errorf("%w (%w)", err, cerr)
+				}
+				return res, err
 			}
 			return res, ErrClosed
 		}

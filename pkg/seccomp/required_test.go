@@ -45,6 +45,17 @@ func TestCheckWorkerNeedsAcceptsWorkableProfiles(t *testing.T) {
 	if err := CheckWorkerNeeds(def); err != nil {
 		t.Fatalf("the default profile: %v", err)
 	}
+	docker, err := LoadFile("testdata/docker-default.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	df, err := Compile(docker, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckWorkerNeeds(df); err != nil {
+		t.Fatalf("Docker's default profile: %v", err)
+	}
 	// Denying what the worker copes without, or what only commands use.
 	for _, js := range []string{
 		`{"defaultAction":"SCMP_ACT_ALLOW"}`,

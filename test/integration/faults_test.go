@@ -142,10 +142,21 @@ func TestFaultsWorkerNeedsSuffice(t *testing.T) {
 }
 
 // The supervisor never waits forever on a silent worker: one stopped while
-// its command runs is killed workerGrace after the command's timeout.
+// its command runs is killed workerGrace after the command's timeout, or
+// after nsbox got SIGTERM (which it then dies of, as documented).
 func TestFaultsSilentWorkerIsKilled(t *testing.T) {
+	for _, how := range []string{"timeout", "sigterm"} {
+		t.Run(how, func(t *testing.T) { silentWorker(t, how) })
+	}
+}
+
+func silentWorker(t *testing.T, how string) {
 	eachUser(t, func(t *testing.T, u user) {
-		cmd := exec.Command(nsboxBin(t), "run", "--timeout", "2s", "--", "sleep", "300")
+		args := []string{"run", "--", "sleep", "300"}
+		if how == "timeout" {
+			args = []string{"run", "--timeout", "2s", "--", "sleep", "300"}
+		}
+		cmd := exec.Command(nsboxBin(t), args...)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.home()}
 		cmd.Dir = "/"
 		var stderr strings.Builder
@@ -171,6 +182,9 @@ func TestFaultsSilentWorkerIsKilled(t *testing.T) {
 			t.Fatal("no worker with a command appeared")
 		}
 		syscall.Kill(worker, syscall.SIGSTOP)
+		if how == "sigterm" {
+			cmd.Process.Signal(syscall.SIGTERM)
+		}
 		select {
 		case <-done:
 		case <-time.After(2 * time.Minute): // deadlock guard
@@ -178,8 +192,12 @@ func TestFaultsSilentWorkerIsKilled(t *testing.T) {
 			syscall.Kill(worker, syscall.SIGKILL)
 			t.Fatal("nsbox still waits on a stopped worker")
 		}
-		if cmd.ProcessState.ExitCode() == 0 || !strings.Contains(stderr.String(), "did not answer") {
+		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		switch {
+		case how == "timeout" && (cmd.ProcessState.ExitCode() == 0 || !strings.Contains(stderr.String(), "did not answer")):
 			t.Fatalf("exit %d, stderr %s", cmd.ProcessState.ExitCode(), stderr.String())
+		case how == "sigterm" && !(ws.Signaled() && ws.Signal() == syscall.SIGTERM) && ws.ExitStatus() != 128+int(syscall.SIGTERM):
+			t.Fatalf("after SIGTERM: %v, want death by SIGTERM; stderr %s", cmd.ProcessState, stderr.String())
 		}
 		if _, err := os.Stat("/proc/" + strconv.Itoa(worker)); err == nil {
 			t.Fatalf("worker %d still exists", worker)
