@@ -55,6 +55,12 @@ func (s *Session) prepareNetFilter(setup *setupMsg) error {
 		// names reachable.
 		return fmt.Errorf("%w: %v", ErrNetFilterUnavailable, err)
 	}
+	if _, err := hostNetnsCookie(); err != nil {
+		// The trap tells the sockets it installed from the sandbox's own
+		// by their network namespace (nettrap.go): without SO_NETNS_COOKIE
+		// (Linux 5.14) it could not, so it does not start.
+		return fmt.Errorf("%w: SO_NETNS_COOKIE: %v (Linux 5.14 or newer is needed)", ErrNetFilterUnavailable, err)
+	}
 	nf := s.policy.NetFilter
 	if nf == nil {
 		nf = &NetFilter{}

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/nsbox/nsbox/pkg/netfilter"
 	"github.com/nsbox/nsbox/pkg/notify"
@@ -40,6 +42,19 @@ var errTwoInetHandlers = errors.New("a filtered network decides the sandbox's in
 // blocking connect waits here for the host's dial (ctx ends with the
 // session).
 func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict {
+	// A socket this filter installed lives in the host's network
+	// namespace. Sends on it to its connected peer pass; any call with
+	// an address does not: connect(AF_UNSPEC) would dissolve the
+	// connection and a second connect to 127.0.0.1 would then be taken
+	// for the sandbox's own loopback while it reaches the host's, and a
+	// disconnected host socket could listen() on the host. Every way
+	// back to an unconnected socket is a connect, which comes here.
+	if host, err := onHostNetwork(c.Sock); err != nil || host {
+		if c.Addr == nil && err == nil {
+			return notify.Allow()
+		}
+		return notify.Deny(unix.EISCONN)
+	}
 	if c.Addr == nil {
 		// A send on a connected socket: connected through this filter
 		// (TCP) or to the sandbox's own loopback (UDP: other UDP
@@ -89,6 +104,44 @@ func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict 
 		return notify.InstallFD(fd, -int64(v.Errno))
 	}
 	return notify.Deny(v.Errno)
+}
+
+// hostNetnsCookie is the cookie of the supervisor's network namespace,
+// where the filter dials (SO_NETNS_COOKIE, Linux 5.14; never reused while
+// the namespace lives).
+var hostNetnsCookie = sync.OnceValues(func() (uint64, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return netnsCookie(fd)
+})
+
+func netnsCookie(fd int) (uint64, error) {
+	var b [8]byte
+	n := uint32(len(b))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_NETNS_COOKIE, uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&n)), 0)
+	if e != 0 {
+		return 0, e
+	}
+	return binary.NativeEndian.Uint64(b[:]), nil
+}
+
+// onHostNetwork says whether the sandbox's socket (a duplicate in the
+// supervisor) belongs to the supervisor's network namespace: one the
+// filter installed. A filtered sandbox has a namespace of its own, so its
+// own sockets never do. An error fails closed.
+func onHostNetwork(sock int) (bool, error) {
+	host, err := hostNetnsCookie()
+	if err != nil {
+		return false, err
+	}
+	c, err := netnsCookie(sock)
+	if err != nil {
+		return false, err
+	}
+	return c == host, nil
 }
 
 // parseSockaddr reads an AF_INET or AF_INET6 sockaddr. ok is false for

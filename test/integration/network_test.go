@@ -512,3 +512,73 @@ func TestNetworkNodeClient(t *testing.T) {
 		}
 	})
 }
+
+// installedPy takes an allowed connection (a socket of the host's network
+// namespace, installed by nsbox), then tries to repurpose it: dissolve it
+// with connect(AF_UNSPEC), connect it to the host's loopback, listen on it.
+const installedPy = `
+import ctypes, errno, socket, sys
+port, secret = int(sys.argv[1]), int(sys.argv[2])
+def name(e): return errno.errorcode.get(e, str(e))
+s = socket.create_connection(("good.test", port), timeout=10)
+s.sendall(b"GET / HTTP/1.0\r\nHost: good.test\r\n\r\n")
+print("allowed", s.recv(200).split(b"\r\n")[0].decode().replace(" ", "_"))
+libc = ctypes.CDLL(None, use_errno=True)
+unspec = (ctypes.c_ubyte * 16)()
+r = libc.connect(s.fileno(), unspec, 16)
+print("unspec", "ok" if r == 0 else name(ctypes.get_errno()))
+try:
+    s.connect(("127.0.0.1", secret)); print("reconnect", "CONNECTED")
+except OSError as e:
+    print("reconnect", name(e.errno))
+try:
+    s.listen(1); print("listen", "LISTENING")
+except OSError as e:
+    print("listen", name(e.errno))
+`
+
+// TestNetworkInstalledSocketStaysPut: a socket nsbox installed for an
+// allowed name is the host's; it cannot be disconnected and pointed at
+// the host's loopback, nor made to listen on the host (a review finding).
+func TestNetworkInstalledSocketStaysPut(t *testing.T) {
+	requirePython(t)
+	eachUser(t, func(t *testing.T, u user) {
+		srv := newTestServer(t)
+		secret, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer secret.Close()
+		var accepted atomic.Int64
+		go func() {
+			for {
+				c, err := secret.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				c.Close()
+			}
+		}()
+		up := newFakeUpstream(t)
+		ws := u.tempDir(t)
+		prof := netProfile(t, u, filepath.Dir(ws), up)
+		port := strconv.Itoa(srv.port)
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
+			"--allow-host", "good.test:"+port, "--add-host", "good.test:127.0.0.1", "--",
+			"/usr/bin/python3", "-c", installedPy, port, strconv.Itoa(secret.Addr().(*net.TCPAddr).Port))
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+		got := netResults(r.stdout)
+		if !strings.HasPrefix(got["allowed"], "HTTP/1.") {
+			t.Fatalf("the allowed connection did not work: %q\n%s", got["allowed"], r.stdout)
+		}
+		if got["unspec"] == "ok" || got["reconnect"] == "CONNECTED" || got["listen"] == "LISTENING" {
+			t.Errorf("the installed host socket was repurposed: %v", got)
+		}
+		if n := accepted.Load(); n != 0 {
+			t.Errorf("the host's loopback service accepted %d connections from the sandbox", n)
+		}
+	})
+}
