@@ -109,14 +109,13 @@ func openInRoot(root int, p string) (int, error) {
 // Decide implements Handler.
 func (g *UnixGate) Decide(ctx context.Context, c *SockCall) Verdict {
 	a := c.Addr
-	if len(a) <= 2 || c.Family() != unix.AF_UNIX || a[2] == 0 {
+	if len(a) > 2 && c.Family() == unix.AF_UNIX && a[2] == 0 {
+		return g.decideAbstract(c, a[2:])
+	}
+	if len(a) <= 2 || c.Family() != unix.AF_UNIX {
 		// No address (a send to the connected peer: the peer was
-		// checked at connect), AF_UNSPEC, an unnamed or an abstract
-		// address: performed as asked, with the supervisor's copy. An
-		// abstract name is looked up in the socket's own network
-		// namespace, not the supervisor's (net/unix: sock_net).
-		// Under --net host that namespace is the host's: see
-		// docs/security.md (Landlock's abstract-socket scope).
+		// checked at connect), AF_UNSPEC or an unnamed address:
+		// performed as asked, with the supervisor's copy.
 		return Allow()
 	}
 	p := string(a[2:])
@@ -124,6 +123,27 @@ func (g *UnixGate) Decide(ctx context.Context, c *SockCall) Verdict {
 		p = p[:i]
 	}
 	return g.decidePath(c, p)
+}
+
+// decideAbstract: an abstract name is looked up in the socket's own
+// network namespace (net/unix: sock_net). In the sandbox's own namespace
+// every listener is the sandbox's, and the call is performed as asked.
+// Under --net host that namespace is the host's, whose abstract sockets
+// (X11's @/tmp/.X11-unix, D-Bus, containerd shims: CVE-2020-15257) would
+// answer, and would see the supervisor, not the sandbox, as the peer; the
+// Landlock scope that refuses them to commands (LANDLOCK_SCOPE_ABSTRACT_
+// UNIX_SOCKET) does not bind the supervisor that performs the call. So
+// there they are refused (EPERM, as the scope answers), the sandbox's own
+// abstract sockets included. An error telling the namespace fails closed.
+func (g *UnixGate) decideAbstract(c *SockCall, name []byte) Verdict {
+	host, err := OnSupervisorNetns(c.Sock)
+	if err == nil && !host {
+		return Allow()
+	}
+	if g.onRefuse != nil {
+		g.onRefuse("@" + strings.TrimRight(string(name[1:]), "\x00"))
+	}
+	return Deny(unix.EPERM)
 }
 
 func (g *UnixGate) refuse(p string) Verdict {

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/nsbox/nsbox/pkg/netfilter"
+	"github.com/nsbox/nsbox/pkg/notify"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,7 +56,7 @@ func (s *Session) prepareNetFilter(setup *setupMsg) error {
 		// names reachable.
 		return fmt.Errorf("%w: %v", ErrNetFilterUnavailable, err)
 	}
-	if _, err := hostNetnsCookie(); err != nil {
+	if err := notify.NetnsCookieSupported(); err != nil {
 		// The trap tells the sockets it installed from the sandbox's own
 		// by their network namespace (nettrap.go): without SO_NETNS_COOKIE
 		// (Linux 5.14) it could not, so it does not start.

@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
-	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/nsbox/nsbox/pkg/netfilter"
 	"github.com/nsbox/nsbox/pkg/notify"
@@ -49,7 +47,7 @@ func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict 
 	// for the sandbox's own loopback while it reaches the host's, and a
 	// disconnected host socket could listen() on the host. Every way
 	// back to an unconnected socket is a connect, which comes here.
-	if host, err := onHostNetwork(c.Sock); err != nil || host {
+	if host, err := notify.OnSupervisorNetns(c.Sock); err != nil || host {
 		if c.Addr == nil && err == nil {
 			return notify.Allow()
 		}
@@ -104,44 +102,6 @@ func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict 
 		return notify.InstallFD(fd, -int64(v.Errno))
 	}
 	return notify.Deny(v.Errno)
-}
-
-// hostNetnsCookie is the cookie of the supervisor's network namespace,
-// where the filter dials (SO_NETNS_COOKIE, Linux 5.14; never reused while
-// the namespace lives).
-var hostNetnsCookie = sync.OnceValues(func() (uint64, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	return netnsCookie(fd)
-})
-
-func netnsCookie(fd int) (uint64, error) {
-	var b [8]byte
-	n := uint32(len(b))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_NETNS_COOKIE, uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&n)), 0)
-	if e != 0 {
-		return 0, e
-	}
-	return binary.NativeEndian.Uint64(b[:]), nil
-}
-
-// onHostNetwork says whether the sandbox's socket (a duplicate in the
-// supervisor) belongs to the supervisor's network namespace: one the
-// filter installed. A filtered sandbox has a namespace of its own, so its
-// own sockets never do. An error fails closed.
-func onHostNetwork(sock int) (bool, error) {
-	host, err := hostNetnsCookie()
-	if err != nil {
-		return false, err
-	}
-	c, err := netnsCookie(sock)
-	if err != nil {
-		return false, err
-	}
-	return c == host, nil
 }
 
 // parseSockaddr reads an AF_INET or AF_INET6 sockaddr. ok is false for
