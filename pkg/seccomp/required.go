@@ -85,7 +85,8 @@ var WorkerNeeds = []Need{
 	{Name: "exit_group", MustSucceed: true, Why: "process exit"},
 	// The channel to the supervisor.
 	{Name: "recvmsg", MustSucceed: true, Why: "worker: reads the supervisor's requests"},
-	{Name: "sendmsg", MustSucceed: true, Why: "worker: answers the supervisor"},
+	{Name: "sendmsg", MustSucceed: true, Why: "worker: answers the supervisor (messages with fds)"},
+	{Name: "sendto", MustSucceed: true, Why: "worker: answers the supervisor (messages without fds: sendto with no address, which the socket gate does not trap)"},
 	{Name: "read", MustSucceed: true, Why: "worker: pipes and files"},
 	{Name: "write", MustSucceed: true, Why: "worker: pipes, limit shim: its report"},
 	{Name: "ppoll", Why: "worker: waits on fds"},
