@@ -21,6 +21,7 @@ declare -A why=(
   [util-linux]="test: setpriv, unshare"
   [hyperfine]="bench: timing"
   [containerd]="test: the container test runs nsbox inside ctr run (test/container)"
+  [uidmap]="run and test: newuidmap/newgidmap give a root-less sandbox the caller's /etc/subuid range"
 )
 
 missing=()
