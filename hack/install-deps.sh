@@ -21,6 +21,7 @@ declare -A why=(
   [util-linux]="test: setpriv, unshare"
   [hyperfine]="bench: timing"
   [containerd]="test: the container test runs nsbox inside ctr run (test/container)"
+  [python3-pip]="test: a real pip against a local index through the filtered network"
   [uidmap]="run and test: newuidmap/newgidmap give a root-less sandbox the caller's /etc/subuid range"
 )
 
