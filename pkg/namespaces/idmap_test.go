@@ -218,3 +218,18 @@ func spawnWithMaps(t *testing.T, id *Identity, script string) string {
 	}
 	return string(b)
 }
+
+// A container's root (no CAP_SYS_ADMIN over the host) cannot make the
+// idmapped mounts a root range needs: it gets the single-id map, and the
+// reason says why.
+func TestChooseIdentityRootNotHostAdmin(t *testing.T) {
+	o := rootOpts(t, "alice:100000:65536\n", "", "root:x:0:0::/root:/bin/sh\n")
+	o.RootNotHostAdmin = "uid 0 without CAP_SYS_ADMIN"
+	id, err := ChooseIdentity(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Mode != ModeSingle || id.UID != 0 || id.Reason != o.RootNotHostAdmin || id.Setgroups() {
+		t.Errorf("container root: %+v", id)
+	}
+}

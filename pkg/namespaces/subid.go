@@ -158,6 +158,12 @@ type ChooseOptions struct {
 	SubUID, SubGID, Passwd, Group string
 	// Single asks for the single-id map whatever is available.
 	Single bool
+	// RootNotHostAdmin, for a caller of uid 0, says why it is not the
+	// host's administrator (a container's root: no CAP_SYS_ADMIN, or a
+	// user namespace of its own): the kernel refuses it the idmapped
+	// mounts a root range needs, so it gets the single-id map, with this
+	// as the reason.
+	RootNotHostAdmin string
 	// Helpers are the directories searched for newuidmap and newgidmap
 	// (nil: /usr/bin, /bin, /usr/sbin, /sbin). Absolute directories
 	// only: a helper found through $PATH could be anyone's program.
@@ -197,6 +203,10 @@ func ChooseIdentity(o ChooseOptions) (*Identity, error) {
 	subgid, err := readSubIDs(subgidPath)
 	if err != nil {
 		return nil, err
+	}
+	if o.EUID == 0 && o.RootNotHostAdmin != "" {
+		single.Reason = o.RootNotHostAdmin
+		return single, nil
 	}
 	if o.EUID == 0 {
 		u, err := rootRange(subuid, subuidPath, orDefault(o.Passwd, "/etc/passwd"), "uid")

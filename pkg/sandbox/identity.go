@@ -70,7 +70,43 @@ func chooseIdentity(single bool) (*namespaces.Identity, error) {
 	if u, err := user.LookupId(strconv.Itoa(o.EUID)); err == nil {
 		o.User = u.Username
 	}
+	if o.EUID == 0 {
+		o.RootNotHostAdmin = rootNotHostAdmin()
+	}
 	return namespaces.ChooseIdentity(o)
+}
+
+// rootNotHostAdmin says why uid 0 here cannot make idmapped mounts of the
+// host's file systems ("" when it can): mount_setattr(2) MOUNT_ATTR_IDMAP
+// wants CAP_SYS_ADMIN in the user namespace that owns the mount, the
+// initial one for the host's file systems. A container's root usually has
+// neither (containerd's and Docker's default capabilities lack
+// CAP_SYS_ADMIN; a rootless or userns container is not the initial
+// namespace).
+func rootNotHostAdmin() string {
+	if b, err := os.ReadFile("/proc/self/uid_map"); err == nil && !initialUIDMap(string(b)) {
+		return "uid 0 of a user namespace other than the host's (a container): idmapped mounts of the host's file systems are refused"
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "cannot read /proc/self/status: " + err.Error()
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil || caps&(1<<unix.CAP_SYS_ADMIN) == 0 {
+				return "uid 0 without CAP_SYS_ADMIN (a container's default capabilities): idmapped mounts are refused"
+			}
+			return ""
+		}
+	}
+	return "no CapEff in /proc/self/status"
+}
+
+// initialUIDMap: the map of the initial user namespace, "0 0 4294967295".
+func initialUIDMap(m string) bool {
+	f := strings.Fields(m)
+	return len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295"
 }
 
 // CurrentIdentity is the identity a sandbox started by this process with
