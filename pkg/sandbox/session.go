@@ -562,15 +562,19 @@ func (s *Session) Policy() Policy { return s.policy }
 func (s *Session) Done() <-chan struct{} { return s.exited }
 
 func (s *Session) kill() {
+	s.killWorker()
+	if s.limits != nil {
+		s.limits.kill()
+	}
+}
+
+func (s *Session) killWorker() {
 	if s.proc != nil {
 		// SIGKILL of PID 1 makes the kernel kill every process of the
 		// sandbox's PID namespace (pid_namespaces(7)). Through the pidfd:
 		// once the worker is reaped its pid may be another process's, and
 		// Signal then only says so.
 		s.proc.Signal(syscall.SIGKILL)
-	}
-	if s.limits != nil {
-		s.limits.kill()
 	}
 }
 
@@ -590,15 +594,26 @@ func (s *Session) Close() error {
 			// The worker kills what it started once its channel closes.
 			s.closeLandlock()
 		}
-		s.kill()
+		s.killWorker() // the limits' kill is destroy's first act below
+		// The limits' groups are removed beside the worker's exit (a Go
+		// process's teardown, the PID namespace's), not after it:
+		// destroy itself kills whatever is still in the groups and waits
+		// until they are empty before the rmdir, so it needs nothing from
+		// the worker's end, and Close still returns only once the groups
+		// are gone (no leak for a caller that exits right after).
+		var limitsDone chan error
+		if s.limits != nil {
+			limitsDone = make(chan error, 1)
+			go func() { limitsDone <- s.limits.destroy() }()
+		}
 		<-s.exited
 		s.closeNet()
 		s.sockets.close()
 		if s.hostCalls != nil {
 			s.hostCalls.close()
 		}
-		if s.limits != nil {
-			s.closeErr = s.limits.destroy()
+		if limitsDone != nil {
+			s.closeErr = <-limitsDone
 		}
 	})
 	return s.closeErr
