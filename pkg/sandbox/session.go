@@ -594,17 +594,23 @@ func (s *Session) Close() error {
 			// The worker kills what it started once its channel closes.
 			s.closeLandlock()
 		}
-		s.killWorker() // the limits' kill is destroy's first act below
 		// The limits' groups are removed beside the worker's exit (a Go
 		// process's teardown, the PID namespace's), not after it:
 		// destroy itself kills whatever is still in the groups and waits
-		// until they are empty before the rmdir, so it needs nothing from
-		// the worker's end, and Close still returns only once the groups
-		// are gone (no leak for a caller that exits right after).
+		// until they are empty before the rmdir, and Close still returns
+		// only once they are gone (no leak for a caller that exits right
+		// after). Only with a PID namespace: a command whose spawn raced
+		// with Close and joins the group after destroy's scan is in it,
+		// dies with PID 1, and the rmdir's retry on EBUSY then succeeds.
+		// A Landlock worker's commands have no such namespace: there the
+		// groups are removed after the worker is reaped, as before.
 		var limitsDone chan error
-		if s.limits != nil {
+		if s.limits != nil && s.ll == nil {
+			s.killWorker() // the limits' kill is destroy's first act
 			limitsDone = make(chan error, 1)
 			go func() { limitsDone <- s.limits.destroy() }()
+		} else {
+			s.kill()
 		}
 		<-s.exited
 		s.closeNet()
@@ -614,6 +620,8 @@ func (s *Session) Close() error {
 		}
 		if limitsDone != nil {
 			s.closeErr = <-limitsDone
+		} else if s.limits != nil {
+			s.closeErr = s.limits.destroy()
 		}
 	})
 	return s.closeErr
