@@ -13,6 +13,7 @@
 #    marked background process inside), then: no leftover process, no
 #    nsbox-* cgroup directory, no new host mount, no fd growth. Repeated with
 #    --memory 256M --pids 64 when this nsbox has those flags.
+# 4. What limits cost: nsbox run with and without --memory 256M --pids 64.
 #
 # Knobs (environment): N=300 runs per command, WARMUP=20, LOOP=1000,
 # NSBOX=bin/nsbox, BENCH_USER=65534, SKIP_LEAK=1, SKIP_ROOTLESS=1.
@@ -183,6 +184,25 @@ echo '```'
 (cd "$REPO" && "$GO" test -tags seccomp -run '^$' -bench 'DefaultFilter|ParseDefault|CompileDefault|FilterFromBytes|Install$' \
   -benchtime 200x ./pkg/seccomp 2>&1 | grep -E '^(Benchmark|ok|FAIL)') || status=1
 echo '```'
+
+# ------------------------------------------------------------ limits
+
+# What cgroup limits add to a cold start (issue 22 target: limits/nsbox
+# at most 1.3x): the same run with and without --memory 256M --pids 64,
+# interleaved, as root. The mode that enforced the limits (cgroup1,
+# cgroup2, ... or rlimit) is printed above the table.
+if "$nsbox" run --help 2>&1 | grep -q -- '--memory'; then
+  echo
+  echo "- limits enforced by: $(cd / && "$nsbox" run --json-status fd:1 --memory 256M --pids 64 -- /bin/true 2>/dev/null |
+    grep -o '"mode":"[a-z0-9-]*"' | head -1 | cut -d'"' -f4) (as root); target limits/nsbox <= 1.3x"
+  echo
+  (cd / && "$work/startbench" -n "$N" -warmup "$WARMUP" -title "limits in the cold start (as root)" \
+    -ratio "limits/nsbox" \
+    -c "nsbox=$nsbox run -- /bin/true" -c "limits=$nsbox run --memory 256M --pids 64 -- /bin/true") || status=1
+else
+  echo
+  echo "SKIP limits table: this nsbox has no --memory flag (nsbox run --help)"
+fi
 
 # ------------------------------------------------------------ leak check
 

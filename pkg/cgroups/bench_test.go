@@ -1,6 +1,9 @@
 package cgroups
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // BenchmarkNewDestroy is the cold cost a sandbox start pays for its limits:
 // create the group(s), apply memory+pids+cpu, then kill (empty) and remove
@@ -45,4 +48,41 @@ func BenchmarkCleanupStale(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkLimitPhases splits what `nsbox run --memory 256M --pids 64`
+// pays for its group into the phases a run goes through: New (mkdir, lock
+// and limit writes per hierarchy), one Events read (a run reads them
+// before and after its command) and Destroy (the kill scan of an empty
+// group and the rmdir), each reported per operation. Skipped where these
+// limits are not enforced by a cgroup.
+func BenchmarkLimitPhases(b *testing.B) {
+	l := Limits{Memory: 256 << 20, Pids: 64}
+	switch d := Detect(); d.Mode {
+	case ModeCgroup1, ModeCgroup2, ModeCgroup2Delegated:
+	default:
+		b.Skipf("no cgroup for these limits here (mode %s)", d.Mode)
+	}
+	var tNew, tEv, tDes time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		m, err := New("bench", l)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := m.Events(); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if err := m.Destroy(); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		tNew, tEv, tDes = tNew+t1.Sub(t0), tEv+t2.Sub(t1), tDes+t3.Sub(t2)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tNew.Nanoseconds())/n, "new-ns/op")
+	b.ReportMetric(float64(tEv.Nanoseconds())/n, "events-ns/op")
+	b.ReportMetric(float64(tDes.Nanoseconds())/n, "destroy-ns/op")
 }

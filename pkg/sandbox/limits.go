@@ -18,6 +18,13 @@ type limiter struct {
 	joinWorker bool
 }
 
+// limiterResult carries newLimiter's result from the goroutine Start runs
+// it on.
+type limiterResult struct {
+	l   *limiter
+	err error
+}
+
 func newLimiter(l Limits) (*limiter, error) {
 	// A supervisor that was SIGKILLed could not remove its groups; the
 	// next run does, with limits or without: the groups of a killed run
