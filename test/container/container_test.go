@@ -20,16 +20,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
+// repoRoot is the checkout: go test runs a package's tests in its own
+// directory (runtime.Caller would give a module path under -trimpath,
+// which make test uses).
 func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Clean(filepath.Join(wd, "..", ".."))
 }
 
 func nsboxBin(t *testing.T) string {
