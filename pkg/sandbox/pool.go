@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Pool keeps started, idle sessions of one policy so that a caller who
@@ -160,16 +162,51 @@ func (pl *Pool) Exec(ctx context.Context, c Command) (Result, error) {
 		return Result{}, err
 	}
 	res, err := s.Exec(ctx, c)
-	// The sandbox is ended in the background: the caller has its result,
-	// and the next call runs in another sandbox whatever this one still
-	// holds for the few hundred microseconds its teardown takes. Close
-	// waits for these.
+	pl.discard(s)
+	return res, err
+}
+
+// CallTool runs the tool name in a fresh sandbox of the pool and then ends
+// that sandbox, as Exec does for a command: what the tool left in /tmp,
+// the processes it started and its environment changes are gone for the
+// next call. Tools the sandbox defines at run time are gone as well, so a
+// pool only serves the tools a session starts with.
+//
+// A pool that cannot hand out a sandbox (no idle one, and a fresh start
+// failed, as the refills did) returns a *PoolStartError naming the cause;
+// it does not wait for a refill that may never come.
+func (pl *Pool) CallTool(ctx context.Context, name string, args json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
+	s, err := pl.take(ctx)
+	if err != nil {
+		if errors.Is(err, ErrPoolClosed) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, &PoolStartError{Err: err}
+	}
+	raw, err := s.CallTool(ctx, name, args, timeout)
+	pl.discard(s)
+	return raw, err
+}
+
+// PoolStartError is a pool that found no idle sandbox and could not start
+// one.
+type PoolStartError struct{ Err error }
+
+func (e *PoolStartError) Error() string {
+	return "no fresh sandbox for the call: " + e.Err.Error()
+}
+func (e *PoolStartError) Unwrap() error { return e.Err }
+
+// discard ends a sandbox a call used, in the background: the caller has its
+// result, and the next call runs in another sandbox whatever this one
+// still holds for the few hundred microseconds its teardown takes. Close
+// waits for these.
+func (pl *Pool) discard(s *Session) {
 	pl.closing.Add(1)
 	go func() {
 		defer pl.closing.Done()
 		s.Close()
 	}()
-	return res, err
 }
 
 // Get hands out a fresh session for the caller to use and Close; the pool
