@@ -1,0 +1,66 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nsbox/nsbox/pkg/sandbox"
+)
+
+// TestPoolCallToolFreshSandbox: every Pool.CallTool takes a sandbox of its
+// own (the state-crossing end to end is TestIsolationPerCall in
+// test/integration/mcp, with the real tools).
+func TestPoolCallToolFreshSandbox(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		p, err := sandbox.NewPool(sandbox.Policy{}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		waitReady(t, p, 2)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for i := 0; i < 3; i++ {
+			// This test binary's worker serves no tools: the call is
+			// answered (an unknown tool), by a sandbox of the pool.
+			// This test binary's worker serves no tools: the answer is
+			// that worker's own, from a sandbox of the pool.
+			_, err := p.CallTool(ctx, "no_such_tool", []byte(`{}`), 0)
+			if err == nil || !strings.Contains(err.Error(), "serves no tools") {
+				t.Fatalf("call %d: %v; want the worker's answer that it serves no tools", i, err)
+			}
+		}
+		if st := p.Stats(); st.Taken != 3 {
+			t.Fatalf("stats %+v: want 3 sandboxes taken by 3 calls", st)
+		}
+	})
+}
+
+// TestPoolCallToolNoSandbox: a pool whose refills fail answers a call with
+// a *PoolStartError naming the cause, at once, instead of waiting for a
+// refill.
+func TestPoolCallToolNoSandbox(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		missing := t.TempDir() + "/gone"
+		pol := sandbox.Policy{Mounts: []sandbox.Mount{{Kind: sandbox.MountBind, Source: missing, Dest: "/gone"}}}
+		p, err := sandbox.NewPool(pol, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		// A deadlock guard, not a timing assertion.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err = p.CallTool(ctx, "run_command", []byte(`{"command":"true"}`), 0)
+		var pe *sandbox.PoolStartError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), missing) {
+			t.Fatalf("CallTool on a pool that cannot start a sandbox: %v; want a PoolStartError naming %s", err, missing)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("CallTool waited for the deadline guard")
+		}
+	})
+}
