@@ -40,6 +40,7 @@ type mcpFlags struct {
 	tools       []string
 	isolation   string
 	poolSize    int
+	poolSizeSet bool // --pool-size was given
 }
 
 func newMCPCmd() *cobra.Command {
@@ -52,7 +53,7 @@ search_files, run_script, and the memory and notepad tools) over the Model
 Context Protocol on stdin/stdout, for Claude Desktop, Claude Code, Cursor,
 VS Code and any other MCP client. See docs/agents.md.
 
-One sandbox session serves the whole connection: it starts with the first
+By default one sandbox session serves the whole connection: it starts with the first
 tool call (--eager: at once) and ends, with everything in it, when the client
 closes stdin (every request read is answered first) or on SIGTERM/SIGINT
 (calls in flight are answered with an error). The policy comes from the profile
@@ -85,6 +86,7 @@ Logs go to stderr; stdout carries only MCP messages.`,
 				return &exitError{code: exitNsboxFailed, msg: fmt.Sprintf("mcp: --audit-max %q: want a size of at least 4K (e.g. 64M)", f.auditMaxStr)}
 			}
 			f.auditMax = n
+			f.poolSizeSet = cmd.Flags().Changed("pool-size")
 			return mcpMain(f)
 		},
 	}
@@ -354,6 +356,9 @@ const (
 func (f *mcpFlags) perCall() (bool, error) {
 	switch f.isolation {
 	case isolationSession:
+		if f.poolSizeSet {
+			return false, errors.New("--pool-size applies to --isolation per-call only (a session has one sandbox)")
+		}
 		return false, nil
 	case isolationPerCall:
 		if f.poolSize < 1 || f.poolSize > sandbox.MaxPoolSize {

@@ -102,6 +102,7 @@ func TestIsolationRefusals(t *testing.T) {
 			{[]string{"--isolation", "per-call", "--allow-tool-registration"}, "register_tool"},
 			{[]string{"--isolation", "per-process"}, "--isolation"},
 			{[]string{"--isolation", "per-call", "--pool-size", "0"}, "--pool-size"},
+			{[]string{"--pool-size", "4"}, "--pool-size"},
 		} {
 			cmd := h.mcpCmd(t, c.args...)
 			out, err := cmd.CombinedOutput()
