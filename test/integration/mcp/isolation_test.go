@@ -2,6 +2,7 @@ package mcpintegration
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // hostPidsOf lists the host's processes whose command line is cmdline
@@ -110,5 +114,70 @@ func TestIsolationRefusals(t *testing.T) {
 				t.Errorf("nsbox mcp %v: exit %v, output %q: want 125 and %q", c.args, err, out, c.want)
 			}
 		}
+	})
+}
+
+// TestIsolationPerCallHTTP: over HTTP, per-call isolation holds within an
+// MCP session, and the session keeps its pool of idle sandboxes (one, with
+// --pool-size 1) between calls.
+func TestIsolationPerCallHTTP(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		h := newHome(t, u)
+		s := startHTTPServer(t, h, "--isolation", "per-call", "--pool-size", "1")
+		cs, err := connectHTTP(t, s.url, "")
+		if err != nil {
+			t.Fatalf("connect: %v\nstderr: %s", err, s.stderr)
+		}
+		defer cs.Close()
+		marker := strconv.Itoa(800000 + os.Getpid()%100000)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		run := func(args map[string]any) string {
+			t.Helper()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: args})
+			if err != nil || res.IsError {
+				t.Fatalf("run_command: %v %s", err, text(res))
+			}
+			return text(res)
+		}
+		run(leaveState(marker))
+		if out := run(seeState(marker)); strings.Contains(out, "FILE") || !strings.Contains(out, "sleepers=0") {
+			t.Errorf("state crossed from one call to the next over HTTP: %s", out)
+		}
+		// The sandboxes the calls used are ended; the refill stays idle.
+		waitWorkers(t, s.cmd.Process.Pid, 1, "after two per-call calls with --pool-size 1")
+	})
+}
+
+// TestIsolationPerCallRefillFails: when no fresh sandbox can be started
+// any more (a directory bound into every sandbox was removed on the host),
+// a call is answered with isError, reason unavailable and the cause,
+// instead of hanging on a refill that cannot succeed.
+func TestIsolationPerCallRefillFails(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		h := newHome(t, u)
+		extra := filepath.Join(h.base, "extra")
+		if err := os.Mkdir(extra, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		u.chown(t, extra)
+		s := startServer(t, h, serverOpts{args: []string{"--isolation", "per-call", "--pool-size", "1", "--ro", extra}})
+		s.ok("run_command", map[string]any{"command": "true"})
+		if err := os.Remove(extra); err != nil {
+			t.Fatal(err)
+		}
+		// The sandbox idle at the removal may still serve one call; no
+		// sandbox started after it can.
+		var last toolResult
+		var msg string
+		for i := 0; i < 2; i++ {
+			res := s.call("run_command", map[string]any{"command": "true"})
+			last, msg = structured(t, res), text(res)
+		}
+		if last.Success || last.Reason != "unavailable" || !strings.Contains(msg, extra) {
+			t.Fatalf("a call with no sandbox to be had: success %v, reason %q, %q; want unavailable naming %s", last.Success, last.Reason, msg, extra)
+		}
+		t.Logf("the call's answer: %s", msg)
+		s.stop(t)
 	})
 }
