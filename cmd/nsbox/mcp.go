@@ -255,7 +255,7 @@ func mcpMain(f *mcpFlags) error {
 			Timeout:            res.Policy.Limits.Time,
 			Name:               "nsbox",
 			Version:            "dev",
-			Instructions:       mcpInstructions(res),
+			Instructions:       mcpInstructions(res, perCall),
 			Audit:              audit,
 			AuditID:            id,
 			Logger:             logger,
@@ -554,7 +554,7 @@ func sessionID() string {
 }
 
 // mcpInstructions tell the model where it is.
-func mcpInstructions(res *policy.Result) string {
+func mcpInstructions(res *policy.Result, perCall bool) string {
 	var b strings.Builder
 	b.WriteString("These tools run inside an nsbox sandbox on the user's machine. ")
 	if res.Workspace != "" {
@@ -566,6 +566,13 @@ func mcpInstructions(res *policy.Result) string {
 	} else {
 		b.WriteString("there is no network, ")
 	}
-	b.WriteString("and /tmp is private to this session. A failed call says why (isError with a message); a refused operation is not a reason to retry the same call.")
+	if perCall {
+		// The model must not build on state that per-call isolation
+		// throws away.
+		b.WriteString("and every tool call runs in a fresh sandbox: files in /tmp, background processes and environment changes do not survive from one call to the next (the workspace does). ")
+	} else {
+		b.WriteString("and /tmp is private to this session. ")
+	}
+	b.WriteString("A failed call says why (isError with a message); a refused operation is not a reason to retry the same call.")
 	return b.String()
 }

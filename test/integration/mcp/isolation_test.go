@@ -56,6 +56,10 @@ func TestIsolationPerCall(t *testing.T) {
 		if names := s.toolNames(); !slices.Contains(names, "run_command") || slices.Contains(names, "register_tool") {
 			t.Fatalf("tools/list: %v", names)
 		}
+		// The model is told not to build on state between calls.
+		if ins := s.cs.InitializeResult().Instructions; !strings.Contains(ins, "fresh sandbox") {
+			t.Errorf("instructions do not say every call runs in a fresh sandbox: %q", ins)
+		}
 		marker := strconv.Itoa(600000 + os.Getpid()%100000)
 		s.ok("run_command", leaveState(marker))
 		out := string(s.ok("run_command", seeState(marker)).Output)
