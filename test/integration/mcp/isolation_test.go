@@ -185,3 +185,58 @@ func TestIsolationPerCallRefillFails(t *testing.T) {
 		s.stop(t)
 	})
 }
+
+// BenchmarkMCPCallIsolation measures a run_command `true` through nsbox mcp
+// over stdio, one call at a time, in the connection's sandbox (session)
+// and in a fresh sandbox from the pool (per-call, with a pause between
+// calls that lets the refill land, as between a model's calls; the pause
+// is not timed). It reports the median and 90th percentile of each.
+//
+//	make build && go test -tags=seccomp -run '^$' -bench BenchmarkMCPCallIsolation -benchtime 100x ./test/integration/mcp/
+func BenchmarkMCPCallIsolation(b *testing.B) {
+	bin := os.Getenv("NSBOX_BIN")
+	if bin == "" {
+		bin, _ = filepath.Abs("../../../bin/nsbox")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		b.Skipf("nsbox binary not found (run make build, or set NSBOX_BIN): %v", err)
+	}
+	for _, mode := range []string{"session", "per-call"} {
+		b.Run(mode, func(b *testing.B) {
+			ws := b.TempDir()
+			cmd := exec.Command(bin, "mcp", "--workspace", ws, "--isolation", mode)
+			c := mcp.NewClient(&mcp.Implementation{Name: "nsbox-bench", Version: "1"}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				b.Skipf("nsbox mcp did not start here: %v", err)
+			}
+			defer cs.Close()
+			call := func() time.Duration {
+				t0 := time.Now()
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "true"}})
+				d := time.Since(t0)
+				if err != nil || res.IsError {
+					b.Fatalf("run_command: %v %s", err, text(res))
+				}
+				return d
+			}
+			call() // the session (or the pool) starts
+			d := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if mode == "per-call" {
+					b.StopTimer()
+					time.Sleep(50 * time.Millisecond)
+					b.StartTimer()
+				}
+				d = append(d, call())
+			}
+			b.StopTimer()
+			slices.Sort(d)
+			b.ReportMetric(float64(d[len(d)/2].Microseconds()), "median-µs")
+			b.ReportMetric(float64(d[len(d)*9/10].Microseconds()), "p90-µs")
+		})
+	}
+}
