@@ -112,7 +112,14 @@ func (pl *Pool) refillOne() {
 }
 
 // take returns an idle session that is still alive, or starts one.
-func (pl *Pool) take(ctx context.Context) (*Session, error) {
+//
+// With later set (Exec, CallTool: the caller runs one command and gives
+// the session back to discard), the refill waits for discard while another
+// session is still idle: a start costs several times the CPU of an exec,
+// and on a busy machine a refill running beside the call slows the very
+// call the pool is there to make fast. With none idle left it starts at
+// once, for the next caller.
+func (pl *Pool) take(ctx context.Context, later bool) (*Session, error) {
 	for {
 		pl.mu.Lock()
 		if pl.closed {
@@ -127,7 +134,9 @@ func (pl *Pool) take(ctx context.Context) (*Session, error) {
 		if s != nil {
 			pl.stats.Taken++
 		}
-		pl.refillLocked()
+		if !later || s == nil || len(pl.ready) == 0 {
+			pl.refillLocked()
+		}
 		pl.mu.Unlock()
 		if s == nil {
 			break
@@ -157,7 +166,7 @@ func (pl *Pool) take(ctx context.Context) (*Session, error) {
 // so nothing the command left (files in /tmp, processes) can reach a later
 // call. The sandbox's teardown and a refill run in the background.
 func (pl *Pool) Exec(ctx context.Context, c Command) (Result, error) {
-	s, err := pl.take(ctx)
+	s, err := pl.take(ctx, true)
 	if err != nil {
 		return Result{}, err
 	}
@@ -176,7 +185,7 @@ func (pl *Pool) Exec(ctx context.Context, c Command) (Result, error) {
 // failed, as the refills did) returns a *PoolStartError naming the cause;
 // it does not wait for a refill that may never come.
 func (pl *Pool) CallTool(ctx context.Context, name string, args json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
-	s, err := pl.take(ctx)
+	s, err := pl.take(ctx, true)
 	if err != nil {
 		if errors.Is(err, ErrPoolClosed) || ctx.Err() != nil {
 			return nil, err
@@ -200,9 +209,19 @@ func (e *PoolStartError) Unwrap() error { return e.Err }
 // discard ends a sandbox a call used, in the background: the caller has its
 // result, and the next call runs in another sandbox whatever this one
 // still holds for the few hundred microseconds its teardown takes. Close
-// waits for these.
+// waits for these. It then starts the refill take left for later.
 func (pl *Pool) discard(s *Session) {
+	pl.mu.Lock()
+	if pl.closed {
+		// Close may be in closing.Wait already, which a new Add must
+		// not race: this caller ends its sandbox itself.
+		pl.mu.Unlock()
+		s.Close()
+		return
+	}
 	pl.closing.Add(1)
+	pl.refillLocked()
+	pl.mu.Unlock()
 	go func() {
 		defer pl.closing.Done()
 		s.Close()
@@ -212,7 +231,7 @@ func (pl *Pool) discard(s *Session) {
 // Get hands out a fresh session for the caller to use and Close; the pool
 // forgets it. A refill starts in the background.
 func (pl *Pool) Get(ctx context.Context) (*Session, error) {
-	return pl.take(ctx)
+	return pl.take(ctx, false)
 }
 
 // Stats returns the pool's counters.
