@@ -66,7 +66,7 @@ register_tool and unregister_tool, which define tools inside the session.
 --isolation per-call runs every tool call in a fresh sandbox, taken from a
 pool of --pool-size started, idle ones and ended after the call: no file in
 /tmp, background process or environment change reaches the next call, and a
-call still costs about an exec. The workspace is the host's and is shared by
+call costs a few milliseconds more than in a session, not a start. The workspace is the host's and is shared by
 every call, as always. Tools cannot be defined at run time with per-call
 (--allow-tool-registration is refused). The default, --isolation session,
 keeps one sandbox for the connection (with --http, one per MCP session).
