@@ -66,8 +66,8 @@ register_tool and unregister_tool, which define tools inside the session.
 --isolation per-call runs every tool call in a fresh sandbox, taken from a
 pool of --pool-size started, idle ones and ended after the call: no file in
 /tmp, background process or environment change reaches the next call, and a
-call costs a few milliseconds more than in a session, not a start. The workspace is the host's and is shared by
-every call, as always. Tools cannot be defined at run time with per-call
+call costs a few milliseconds more than in a session, not a start. The
+workspace is the host's and is shared by every call, as always. Tools cannot be defined at run time with per-call
 (--allow-tool-registration is refused). The default, --isolation session,
 keeps one sandbox for the connection (with --http, one per MCP session).
 
@@ -390,7 +390,11 @@ func startMCPPool(ctx context.Context, f *mcpFlags, host policy.Host, opts []san
 	// when the pool closes, not when the probe does.
 	release, res, auditRecorded := probe.release, probe.res, probe.auditRecorded
 	landlock := probe.Session.Landlock() != nil
-	p := probe.Session.Policy()
+	// The policy as startToolSession built it from the resolution, not
+	// the probe session's copy, which a backend adapts to that one
+	// sandbox (landlock sets its own TMPDIR).
+	p := res.Policy
+	p.HostAPIs = mergeStrings(p.HostAPIs, hostapi.Methods())
 	if err := probe.Session.Close(); err != nil {
 		logger.Warn("closing the first sandbox", "error", err)
 	}
