@@ -36,7 +36,11 @@ type Pool struct {
 	starting int // refills in flight
 	stats    PoolStats
 	wg       sync.WaitGroup // refills
-	closing  sync.WaitGroup // sessions Exec used, being closed
+	closing  sync.WaitGroup // sessions lent to Exec and CallTool, until closed
+	// inUse are the sessions lent now: Close ends them too, so that no
+	// sandbox of the pool outlives Close (its caller releases what the
+	// sandboxes relied on, such as a policy hold).
+	inUse map[*Session]struct{}
 	// ctx bounds refills: Close cancels it, so a refill that is still
 	// starting when the pool closes ends instead of adding a session.
 	ctx    context.Context
@@ -72,7 +76,7 @@ func NewPool(p Policy, size int, opts ...Option) (*Pool, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pl := &Pool{policy: p, opts: opts, size: size, ready: make(chan *Session, size), ctx: ctx, cancel: cancel}
+	pl := &Pool{policy: p, opts: opts, size: size, ready: make(chan *Session, size), inUse: map[*Session]struct{}{}, ctx: ctx, cancel: cancel}
 	pl.mu.Lock()
 	pl.refillLocked()
 	pl.mu.Unlock()
@@ -167,6 +171,9 @@ func (pl *Pool) take(ctx context.Context, later bool) (*Session, error) {
 // call. The sandbox's teardown and a refill run in the background.
 func (pl *Pool) Exec(ctx context.Context, c Command) (Result, error) {
 	s, err := pl.take(ctx, true)
+	if err == nil {
+		err = pl.lend(s)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -186,6 +193,9 @@ func (pl *Pool) Exec(ctx context.Context, c Command) (Result, error) {
 // it does not wait for a refill that may never come.
 func (pl *Pool) CallTool(ctx context.Context, name string, args json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
 	s, err := pl.take(ctx, true)
+	if err == nil {
+		err = pl.lend(s)
+	}
 	if err != nil {
 		if errors.Is(err, ErrPoolClosed) || ctx.Err() != nil {
 			return nil, err
@@ -212,20 +222,35 @@ func (e *PoolStartError) Unwrap() error { return e.Err }
 // waits for these. It then starts the refill take left for later.
 func (pl *Pool) discard(s *Session) {
 	pl.mu.Lock()
+	delete(pl.inUse, s)
 	if pl.closed {
-		// Close may be in closing.Wait already, which a new Add must
-		// not race: this caller ends its sandbox itself.
+		// Close is ending it too and waits for this.
 		pl.mu.Unlock()
 		s.Close()
+		pl.closing.Done()
 		return
 	}
-	pl.closing.Add(1)
 	pl.refillLocked()
 	pl.mu.Unlock()
 	go func() {
 		defer pl.closing.Done()
 		s.Close()
 	}()
+}
+
+// lend records s as in use until discard. A pool closed since take ends s
+// at once.
+func (pl *Pool) lend(s *Session) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.closed {
+		go s.Close()
+		return ErrPoolClosed
+	}
+	// Under mu and before closed is set: no Add races Close's Wait.
+	pl.closing.Add(1)
+	pl.inUse[s] = struct{}{}
+	return nil
 }
 
 // Get hands out a fresh session for the caller to use and Close; the pool
@@ -244,7 +269,9 @@ func (pl *Pool) Stats() PoolStats {
 }
 
 // Close ends every idle session, every refill in flight and every
-// sandbox Exec used, and waits for them. Sessions handed out by Get are the caller's and stay open.
+// sandbox Exec and CallTool used, those still running a call included
+// (the call fails with ErrClosed), and waits for them. Sessions handed out
+// by Get are the caller's and stay open.
 func (pl *Pool) Close() error {
 	pl.mu.Lock()
 	if pl.closed {
@@ -253,7 +280,14 @@ func (pl *Pool) Close() error {
 	}
 	pl.closed = true
 	pl.cancel()
+	lent := make([]*Session, 0, len(pl.inUse))
+	for s := range pl.inUse {
+		lent = append(lent, s)
+	}
 	pl.mu.Unlock()
+	for _, s := range lent {
+		s.Close()
+	}
 	pl.wg.Wait() // no refill adds a session after this
 	pl.closing.Wait()
 	var errs []error

@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +63,47 @@ func TestPoolCallToolNoSandbox(t *testing.T) {
 		}
 		if ctx.Err() != nil {
 			t.Fatal("CallTool waited for the deadline guard")
+		}
+	})
+}
+
+// TestPoolCloseEndsCallsInFlight: Close ends a sandbox that is still
+// running a call: the call fails, and no process of it outlives Close
+// (whose caller may then release what the sandboxes relied on).
+func TestPoolCloseEndsCallsInFlight(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		p, err := sandbox.NewPool(sandbox.Policy{}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		waitReady(t, p, 1)
+		marker := strconv.Itoa(400000 + os.Getpid()%100000)
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.Exec(context.Background(), sandbox.Command{Argv: []string{"sleep", marker}})
+			done <- err
+		}()
+		deadline := time.Now().Add(time.Minute) // a deadlock guard
+		for len(pidsOf("sleep\x00"+marker)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the call's sleep never ran")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := p.Close(); err != nil {
+			t.Logf("Close: %v", err)
+		}
+		if left := pidsOf("sleep\x00" + marker); len(left) > 0 {
+			t.Fatalf("a call's process outlived Pool.Close: %v", left)
+		}
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("the call in flight succeeded although its sandbox was ended")
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the call in flight did not return after Close")
 		}
 	})
 }
