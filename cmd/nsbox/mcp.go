@@ -38,6 +38,9 @@ type mcpFlags struct {
 	tokenFile   string
 	idleTimeout time.Duration
 	tools       []string
+	isolation   string
+	poolSize    int
+	poolSizeSet bool // --pool-size was given
 }
 
 func newMCPCmd() *cobra.Command {
@@ -50,7 +53,7 @@ search_files, run_script, and the memory and notepad tools) over the Model
 Context Protocol on stdin/stdout, for Claude Desktop, Claude Code, Cursor,
 VS Code and any other MCP client. See docs/agents.md.
 
-One sandbox session serves the whole connection: it starts with the first
+By default one sandbox session serves the whole connection: it starts with the first
 tool call (--eager: at once) and ends, with everything in it, when the client
 closes stdin (every request read is answered first) or on SIGTERM/SIGINT
 (calls in flight are answered with an error). The policy comes from the profile
@@ -59,6 +62,14 @@ writable), the config file and the flags, as for nsbox run. --timeout bounds
 each tool call. With --allow-tool-registration the client also gets
 register_tool and unregister_tool, which define tools inside the session.
 --tools NAME,... serves only the named tools.
+
+--isolation per-call runs every tool call in a fresh sandbox, taken from a
+pool of --pool-size started, idle ones and ended after the call: no file in
+/tmp, background process or environment change reaches the next call, and a
+call costs a few milliseconds more than in a session, not a start. The
+workspace is the host's and is shared by every call, as always. Tools cannot be defined at run time with per-call
+(--allow-tool-registration is refused). The default, --isolation session,
+keeps one sandbox for the connection (with --http, one per MCP session).
 
 With --http ADDR it serves MCP's streamable HTTP transport at
 http://ADDR/ instead, for agents on other machines: one sandbox per MCP
@@ -75,6 +86,7 @@ Logs go to stderr; stdout carries only MCP messages.`,
 				return &exitError{code: exitNsboxFailed, msg: fmt.Sprintf("mcp: --audit-max %q: want a size of at least 4K (e.g. 64M)", f.auditMaxStr)}
 			}
 			f.auditMax = n
+			f.poolSizeSet = cmd.Flags().Changed("pool-size")
 			return mcpMain(f)
 		},
 	}
@@ -93,6 +105,8 @@ Logs go to stderr; stdout carries only MCP messages.`,
 	fl.BoolVar(&f.eager, "eager", false, "start the sandbox at once instead of on the first tool call")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log the session's life (start, worker pid, end) to stderr")
 	fl.StringSliceVar(&f.tools, "tools", nil, "serve only the tools `NAME,...` (e.g. read_file,write_file,run_command; see nsbox tools list)")
+	fl.StringVar(&f.isolation, "isolation", isolationSession, "`MODE`: session (one sandbox for the connection) or per-call (a fresh sandbox for every tool call, from a pool)")
+	fl.IntVar(&f.poolSize, "pool-size", 2, "with --isolation per-call: keep `N` sandboxes started and idle")
 	fl.StringVar(&f.http, "http", "", "serve the streamable HTTP transport on `ADDR` (HOST:PORT) instead of stdio")
 	fl.StringVar(&f.tokenFile, "token-file", "", "with --http: require the bearer token in `FILE` (mode 0600) on every request")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session and its sandbox after `DURATION` without a request")
@@ -128,6 +142,10 @@ var registrationSchema = json.RawMessage(`{
 
 func mcpMain(f *mcpFlags) error {
 	fail := func(err error) error { return &exitError{code: exitNsboxFailed, msg: "mcp: " + err.Error()} }
+	perCall, err := f.perCall()
+	if err != nil {
+		return fail(err)
+	}
 	host, err := hostForCLI()
 	if err != nil {
 		return fail(err)
@@ -177,6 +195,9 @@ func mcpMain(f *mcpFlags) error {
 	if !choice.Backend.Isolates() {
 		return fail(errors.New("the tools run inside the sandbox, so backend " + choice.Backend.Name() + " cannot serve them; use --backend native or auto"))
 	}
+	if perCall && res.Policy.AllowToolRegistration {
+		return fail(errors.New("--isolation per-call cannot serve register_tool: a tool defined in one call's sandbox would be gone by the next call; drop --allow-tool-registration (or the profile's allow_tool_registration) or use --isolation session"))
+	}
 	printWarnings(os.Stderr, res, false)
 
 	level := slog.LevelWarn
@@ -221,6 +242,9 @@ func mcpMain(f *mcpFlags) error {
 		}
 		return mcpserver.Config{
 			Start: func(ctx context.Context) (mcpserver.Session, error) {
+				if perCall {
+					return startMCPPool(ctx, f, host, opts, reg.Definitions(), logger.With("session", id))
+				}
 				return startMCPSession(ctx, f, host, opts, logger.With("session", id))
 			},
 			Definitions:        reg.Definitions(),
@@ -231,7 +255,7 @@ func mcpMain(f *mcpFlags) error {
 			Timeout:            res.Policy.Limits.Time,
 			Name:               "nsbox",
 			Version:            "dev",
-			Instructions:       mcpInstructions(res),
+			Instructions:       mcpInstructions(res, perCall),
 			Audit:              audit,
 			AuditID:            id,
 			Logger:             logger,
@@ -321,6 +345,101 @@ func readTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("%s holds more than one word; a token is one", path)
 	}
 	return token, nil
+}
+
+const (
+	isolationSession = "session"
+	isolationPerCall = "per-call"
+)
+
+// perCall checks --isolation and --pool-size.
+func (f *mcpFlags) perCall() (bool, error) {
+	switch f.isolation {
+	case isolationSession:
+		if f.poolSizeSet {
+			return false, errors.New("--pool-size applies to --isolation per-call only (a session has one sandbox)")
+		}
+		return false, nil
+	case isolationPerCall:
+		if f.poolSize < 1 || f.poolSize > sandbox.MaxPoolSize {
+			return false, fmt.Errorf("--pool-size %d: want 1 to %d", f.poolSize, sandbox.MaxPoolSize)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("--isolation %q: want %s or %s", f.isolation, isolationSession, isolationPerCall)
+}
+
+// startMCPPool starts the pool of fresh sandboxes that serves the calls of
+// a connection with --isolation per-call. The policy is resolved once,
+// under a hold of its writable roots kept for the pool's life (as
+// startToolSession does for one session): every sandbox of the pool is
+// built from that one resolution. A first sandbox is started and ended
+// before the pool, so that a policy or backend that cannot start fails the
+// start, once, instead of every call; it also chooses the backend (auto
+// falls back to landlock as for a session).
+func startMCPPool(ctx context.Context, f *mcpFlags, host policy.Host, opts []sandbox.Option, defs json.RawMessage, logger *slog.Logger) (mcpserver.Session, error) {
+	pv, err := f.peek(host)
+	if err != nil {
+		return nil, err
+	}
+	probe, err := startToolSession(ctx, pv, opts)
+	if err != nil {
+		return nil, err
+	}
+	// The probe's hold and resolution become the pool's: it is released
+	// when the pool closes, not when the probe does.
+	release, res, auditRecorded := probe.release, probe.res, probe.auditRecorded
+	landlock := probe.Session.Landlock() != nil
+	// The policy as startToolSession built it from the resolution, not
+	// the probe session's copy, which a backend adapts to that one
+	// sandbox (landlock sets its own TMPDIR).
+	p := res.Policy
+	p.HostAPIs = mergeStrings(p.HostAPIs, hostapi.Methods())
+	if err := probe.Session.Close(); err != nil {
+		logger.Warn("closing the first sandbox", "error", err)
+	}
+	popts := append(opts[:len(opts):len(opts)], sandbox.WithProcFallback())
+	if landlock {
+		popts = append(opts[:len(opts):len(opts)], sandbox.WithLandlock())
+	}
+	pool, err := sandbox.NewPool(p, f.poolSize, popts...)
+	if err != nil {
+		(&heldPool{res: res, release: release, auditRecorded: auditRecorded}).done()
+		return nil, err
+	}
+	logger.Info("sandbox pool started", "size", f.poolSize)
+	held := &heldPool{Pool: pool, res: res, release: release, auditRecorded: auditRecorded}
+	return mcpserver.PerCall(held, defs), nil
+}
+
+// heldPool releases the policy hold once every sandbox of the pool is
+// gone, then runs the git audit.
+type heldPool struct {
+	*sandbox.Pool
+	res     *policy.Result
+	once    sync.Once
+	release func()
+	// auditRecorded removes the record of the git audit (audit.go).
+	auditRecorded func()
+}
+
+func (h *heldPool) Close() error {
+	err := h.Pool.Close()
+	h.done()
+	return err
+}
+
+// done releases the hold and runs the git audit, once.
+func (h *heldPool) done() {
+	h.once.Do(func() {
+		h.release()
+		if _, aerr := auditGit(h.res); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
+			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", aerr)
+		}
+		if h.auditRecorded != nil {
+			h.auditRecorded()
+		}
+	})
 }
 
 // startMCPSession starts the sandbox of the connection. As for nsbox run, the
@@ -439,7 +558,7 @@ func sessionID() string {
 }
 
 // mcpInstructions tell the model where it is.
-func mcpInstructions(res *policy.Result) string {
+func mcpInstructions(res *policy.Result, perCall bool) string {
 	var b strings.Builder
 	b.WriteString("These tools run inside an nsbox sandbox on the user's machine. ")
 	if res.Workspace != "" {
@@ -455,6 +574,13 @@ func mcpInstructions(res *policy.Result) string {
 	default:
 		b.WriteString("there is no network, ")
 	}
-	b.WriteString("and /tmp is private to this session. A failed call says why (isError with a message); a refused operation is not a reason to retry the same call.")
+	if perCall {
+		// The model must not build on state that per-call isolation
+		// throws away.
+		b.WriteString("and every tool call runs in a fresh sandbox: files in /tmp, background processes and environment changes do not survive from one call to the next (the workspace does). ")
+	} else {
+		b.WriteString("and /tmp is private to this session. ")
+	}
+	b.WriteString("A failed call says why (isError with a message); a refused operation is not a reason to retry the same call.")
 	return b.String()
 }

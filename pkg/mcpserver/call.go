@@ -332,6 +332,7 @@ func Classify(err error) (reason, msg string) {
 		ve *sandbox.ViolationError
 		rl *sandbox.ResourceLimitError
 		se *StartError
+		ps *sandbox.PoolStartError
 	)
 	switch {
 	case errors.As(err, &ve):
@@ -347,6 +348,9 @@ func Classify(err error) (reason, msg string) {
 		return ReasonCanceled, "the call was canceled"
 	case errors.As(err, &se):
 		return ReasonUnavailable, se.Error()
+	case errors.As(err, &ps):
+		// Per-call isolation: no fresh sandbox could be had for this call.
+		return ReasonUnavailable, ps.Error()
 	case errors.Is(err, sandbox.ErrClosed):
 		return ReasonSessionEnded, "the sandbox session ended unexpectedly; the next call starts a new one " +
 			"(files in the workspace are kept; /tmp and tools registered at run time are not)"

@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Pool keeps started, idle sessions of one policy so that a caller who
@@ -34,7 +36,11 @@ type Pool struct {
 	starting int // refills in flight
 	stats    PoolStats
 	wg       sync.WaitGroup // refills
-	closing  sync.WaitGroup // sessions Exec used, being closed
+	closing  sync.WaitGroup // sessions lent to Exec and CallTool, until closed
+	// inUse are the sessions lent now: Close ends them too, so that no
+	// sandbox of the pool outlives Close (its caller releases what the
+	// sandboxes relied on, such as a policy hold).
+	inUse map[*Session]struct{}
 	// ctx bounds refills: Close cancels it, so a refill that is still
 	// starting when the pool closes ends instead of adding a session.
 	ctx    context.Context
@@ -70,7 +76,7 @@ func NewPool(p Policy, size int, opts ...Option) (*Pool, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pl := &Pool{policy: p, opts: opts, size: size, ready: make(chan *Session, size), ctx: ctx, cancel: cancel}
+	pl := &Pool{policy: p, opts: opts, size: size, ready: make(chan *Session, size), inUse: map[*Session]struct{}{}, ctx: ctx, cancel: cancel}
 	pl.mu.Lock()
 	pl.refillLocked()
 	pl.mu.Unlock()
@@ -110,7 +116,14 @@ func (pl *Pool) refillOne() {
 }
 
 // take returns an idle session that is still alive, or starts one.
-func (pl *Pool) take(ctx context.Context) (*Session, error) {
+//
+// With later set (Exec, CallTool: the caller runs one command and gives
+// the session back to discard), the refill waits for discard while another
+// session is still idle: a start costs several times the CPU of an exec,
+// and on a busy machine a refill running beside the call slows the very
+// call the pool is there to make fast. With none idle left it starts at
+// once, for the next caller.
+func (pl *Pool) take(ctx context.Context, later bool) (*Session, error) {
 	for {
 		pl.mu.Lock()
 		if pl.closed {
@@ -125,7 +138,9 @@ func (pl *Pool) take(ctx context.Context) (*Session, error) {
 		if s != nil {
 			pl.stats.Taken++
 		}
-		pl.refillLocked()
+		if !later || s == nil || len(pl.ready) == 0 {
+			pl.refillLocked()
+		}
 		pl.mu.Unlock()
 		if s == nil {
 			break
@@ -155,27 +170,93 @@ func (pl *Pool) take(ctx context.Context) (*Session, error) {
 // so nothing the command left (files in /tmp, processes) can reach a later
 // call. The sandbox's teardown and a refill run in the background.
 func (pl *Pool) Exec(ctx context.Context, c Command) (Result, error) {
-	s, err := pl.take(ctx)
+	s, err := pl.take(ctx, true)
+	if err == nil {
+		err = pl.lend(s)
+	}
 	if err != nil {
 		return Result{}, err
 	}
 	res, err := s.Exec(ctx, c)
-	// The sandbox is ended in the background: the caller has its result,
-	// and the next call runs in another sandbox whatever this one still
-	// holds for the few hundred microseconds its teardown takes. Close
-	// waits for these.
-	pl.closing.Add(1)
+	pl.discard(s)
+	return res, err
+}
+
+// CallTool runs the tool name in a fresh sandbox of the pool and then ends
+// that sandbox, as Exec does for a command: what the tool left in /tmp,
+// the processes it started and its environment changes are gone for the
+// next call. Tools the sandbox defines at run time are gone as well, so a
+// pool only serves the tools a session starts with.
+//
+// A pool that cannot hand out a sandbox (no idle one, and a fresh start
+// failed, as the refills did) returns a *PoolStartError naming the cause;
+// it does not wait for a refill that may never come.
+func (pl *Pool) CallTool(ctx context.Context, name string, args json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
+	s, err := pl.take(ctx, true)
+	if err == nil {
+		err = pl.lend(s)
+	}
+	if err != nil {
+		if errors.Is(err, ErrPoolClosed) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, &PoolStartError{Err: err}
+	}
+	raw, err := s.CallTool(ctx, name, args, timeout)
+	pl.discard(s)
+	return raw, err
+}
+
+// PoolStartError is a pool that found no idle sandbox and could not start
+// one.
+type PoolStartError struct{ Err error }
+
+func (e *PoolStartError) Error() string {
+	return "no fresh sandbox for the call: " + e.Err.Error()
+}
+func (e *PoolStartError) Unwrap() error { return e.Err }
+
+// discard ends a sandbox a call used, in the background: the caller has its
+// result, and the next call runs in another sandbox whatever this one
+// still holds for the few hundred microseconds its teardown takes. Close
+// waits for these. It then starts the refill take left for later.
+func (pl *Pool) discard(s *Session) {
+	pl.mu.Lock()
+	delete(pl.inUse, s)
+	if pl.closed {
+		// Close is ending it too and waits for this.
+		pl.mu.Unlock()
+		s.Close()
+		pl.closing.Done()
+		return
+	}
+	pl.refillLocked()
+	pl.mu.Unlock()
 	go func() {
 		defer pl.closing.Done()
 		s.Close()
 	}()
-	return res, err
+}
+
+// lend records s as in use until discard. A pool closed since take ends s
+// at once.
+func (pl *Pool) lend(s *Session) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.closed {
+		go s.Close()
+		return ErrPoolClosed
+	}
+	// Under mu and before closed is set: no Add races Close's Wait.
+	pl.closing.Add(1)
+	pl.inUse[s] = struct{}{}
+	return nil
 }
 
 // Get hands out a fresh session for the caller to use and Close; the pool
 // forgets it. A refill starts in the background.
 func (pl *Pool) Get(ctx context.Context) (*Session, error) {
-	return pl.take(ctx)
+	return pl.take(ctx, false)
 }
 
 // Stats returns the pool's counters.
@@ -188,7 +269,9 @@ func (pl *Pool) Stats() PoolStats {
 }
 
 // Close ends every idle session, every refill in flight and every
-// sandbox Exec used, and waits for them. Sessions handed out by Get are the caller's and stay open.
+// sandbox Exec and CallTool used, those still running a call included
+// (the call fails with ErrClosed), and waits for them. Sessions handed out
+// by Get are the caller's and stay open.
 func (pl *Pool) Close() error {
 	pl.mu.Lock()
 	if pl.closed {
@@ -197,7 +280,14 @@ func (pl *Pool) Close() error {
 	}
 	pl.closed = true
 	pl.cancel()
+	lent := make([]*Session, 0, len(pl.inUse))
+	for s := range pl.inUse {
+		lent = append(lent, s)
+	}
 	pl.mu.Unlock()
+	for _, s := range lent {
+		s.Close()
+	}
 	pl.wg.Wait() // no refill adds a session after this
 	pl.closing.Wait()
 	var errs []error
