@@ -24,6 +24,11 @@ type Options struct {
 	// MaxInFlight bounds the calls handled at once: the Server's
 	// goroutines (a call the supervisor makes can block); 0 means 8.
 	MaxInFlight int
+	// AsTarget makes the AF_UNIX calls the supervisor performs on a
+	// thread holding the calling task's own host ids (asTarget). Set it
+	// when the supervisor runs as root; a root-less supervisor's ids are
+	// the sandbox's already.
+	AsTarget bool
 	// MaxData bounds the bytes of one send the supervisor copies (a
 	// datagram larger than that fails with EMSGSIZE; a stream send is
 	// shortened, as a short write); 0 means 256 KiB.
@@ -414,14 +419,23 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 		if !c.Valid() {
 			return 0, unix.EINTR, false
 		}
-		val, e := op(v.addr)
+		val, e := s.run(c, func() (int64, unix.Errno) { return op(v.addr) })
 		return val, e, false
 	}
 	if !c.Valid() {
 		return 0, unix.EINTR, false
 	}
-	val, e := op(c.Addr)
+	val, e := s.run(c, func() (int64, unix.Errno) { return op(c.Addr) })
 	return val, e, false
+}
+
+// run performs a call for the target: as the target on AF_UNIX sockets
+// when Options.AsTarget asks (asTarget), else on this goroutine.
+func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Errno) {
+	if s.o.AsTarget && c.Domain == unix.AF_UNIX {
+		return asTarget(c, op)
+	}
+	return op()
 }
 
 // fdFlags reads the fd flags (FD_CLOEXEC) of the target's fd from

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -203,7 +204,9 @@ func (s *Session) startSocketGate(workerFD int) error {
 		unix.Close(listener)
 		return &SetupError{Step: "socket gate", Err: err}
 	}
-	o := notify.Options{Unix: gate, Inet: s.opts.inet}
+	// A root supervisor performs unix calls as the calling process's own
+	// host ids: a host service sees the sandbox, not root, as its peer.
+	o := notify.Options{Unix: gate, Inet: s.opts.inet, AsTarget: os.Geteuid() == 0}
 	if s.policy.UnixSockets.Unrestricted {
 		// Installed for the filtered network alone: unix sockets
 		// are not gated.

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The unix socket gate (issue 17 item 2): a read-only bind does not stop
@@ -273,6 +275,71 @@ func TestSocketsStatus(t *testing.T) {
 		r := u.run(t, nil, "status")
 		if !strings.Contains(r.stdout, "unix sockets: seccomp user notification") {
 			t.Fatalf("status does not say what guards unix sockets:\n%s", r.stdout)
+		}
+	})
+}
+
+// peerPy connects to a unix socket and sends a line.
+const peerPy = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(b"hello\n")
+s.close()
+print("sent")
+`
+
+// TestSocketsPeerIsTheSandbox: a host service behind --allow-socket sees
+// the sandbox's ids as its peer (SO_PEERCRED), never the root supervisor
+// that performs the connect for it (a review finding: a service trusting
+// a root peer would have trusted the sandbox as root).
+func TestSocketsPeerIsTheSandbox(t *testing.T) {
+	requirePython(t)
+	eachUser(t, func(t *testing.T, u user) {
+		dir, err := os.MkdirTemp("/var/tmp", "nsbox-it-peer-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		os.Chmod(dir, 0o755)
+		p := filepath.Join(dir, "peer.sock")
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		os.Chmod(p, 0o777)
+		peers := make(chan uint32, 4)
+		go func() {
+			for {
+				c, err := l.AcceptUnix()
+				if err != nil {
+					return
+				}
+				raw, _ := c.SyscallConn()
+				raw.Control(func(fd uintptr) {
+					if cr, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+						peers <- cr.Uid
+					}
+				})
+				c.Close()
+			}
+		}()
+		ws := u.tempDir(t)
+		r := u.run(t, &runOpts{dir: ws}, "run", "--allow-socket", p, "--", "python3", "-c", peerPy, p)
+		if r.code != 0 || !strings.Contains(r.stdout, "sent") {
+			t.Fatalf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+		select {
+		case uid := <-peers:
+			if u.uid != 0 && uid != uint32(u.uid) {
+				t.Errorf("peer uid %d, want the caller's own %d", uid, u.uid)
+			}
+			if u.uid == 0 && uid == 0 {
+				t.Errorf("the host service saw uid 0 as its peer: the root supervisor's, not the sandbox's")
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the host service saw no connection")
 		}
 	})
 }
