@@ -279,12 +279,13 @@ func TestSocketsStatus(t *testing.T) {
 	})
 }
 
-// peerPy connects to a unix socket and sends a line.
+// peerPy connects to a unix socket and waits for the server to close it
+// (no send: the server may close first).
 const peerPy = `
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(sys.argv[1])
-s.sendall(b"hello\n")
+s.recv(1)
 s.close()
 print("sent")
 `
