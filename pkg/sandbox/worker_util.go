@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Small helpers of the worker: paths and fds.
+
+// checkDir makes sure the working directory resolves inside the sandbox
+// root without a magic link: a /proc/self/fd/N path that names a directory
+// outside the root is refused (CVE-2024-21626 class).
+func checkDir(dir string) error {
+	// On another goroutine, so another thread: the main thread, which
+	// commands are forked from, has openat2 denied (the command filter).
+	// A locked thread only ever runs its own goroutine.
+	done := make(chan error, 1)
+	go func() { done <- checkDirOpenat2(dir) }()
+	return <-done
+}
+
+func checkDirOpenat2(dir string) error {
+	if !strings.HasPrefix(dir, "/") {
+		return fmt.Errorf("not an absolute path")
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	return nil
+}
+
+func lookPath(name, pathEnv string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	var lastErr error = errNotFound
+	for _, dir := range strings.Split(pathEnv, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			continue
+		}
+		if err := unix.Access(p, unix.X_OK); err != nil {
+			lastErr = err
+			continue
+		}
+		return p, nil
+	}
+	return "", lastErr
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func closeInts(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+func intsToUintptrs(in []int) []uintptr {
+	out := make([]uintptr, len(in))
+	for i, v := range in {
+		out[i] = uintptr(v)
+	}
+	return out
+}
+
+// closeLeakedFDs closes every fd above keep that is not close-on-exec.
+func closeLeakedFDs(keep int) {
+	d, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	var fds []int
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.ReadDirent(d, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		for _, name := range names {
+			if fd, err := strconv.Atoi(name); err == nil && fd > keep && fd != d {
+				fds = append(fds, fd)
+			}
+		}
+	}
+	unix.Close(d)
+	for _, fd := range fds {
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && fl&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
+		}
+	}
+}
