@@ -347,26 +347,35 @@ type PathError struct {
 func (e *PathError) Error() string { return "landlock rule for " + e.Path + ": " + e.Err.Error() }
 func (e *PathError) Unwrap() error { return e.Err }
 
-var fsNames = []struct {
-	a    AccessFS
+// bitName names one bit of a Landlock bit set, for String.
+type bitName struct {
+	bit  uint64
 	name string
-}{
-	{Execute, "execute"}, {WriteFile, "write_file"}, {ReadFile, "read_file"}, {ReadDir, "read_dir"},
-	{RemoveDir, "remove_dir"}, {RemoveFile, "remove_file"}, {MakeChar, "make_char"}, {MakeDir, "make_dir"},
-	{MakeReg, "make_reg"}, {MakeSock, "make_sock"}, {MakeFifo, "make_fifo"}, {MakeBlock, "make_block"},
-	{MakeSym, "make_sym"}, {Refer, "refer"}, {Truncate, "truncate"}, {IoctlDev, "ioctl_dev"},
 }
 
-func (a AccessFS) String() string {
+var (
+	fsNames = []bitName{
+		{uint64(Execute), "execute"}, {uint64(WriteFile), "write_file"}, {uint64(ReadFile), "read_file"}, {uint64(ReadDir), "read_dir"},
+		{uint64(RemoveDir), "remove_dir"}, {uint64(RemoveFile), "remove_file"}, {uint64(MakeChar), "make_char"}, {uint64(MakeDir), "make_dir"},
+		{uint64(MakeReg), "make_reg"}, {uint64(MakeSock), "make_sock"}, {uint64(MakeFifo), "make_fifo"}, {uint64(MakeBlock), "make_block"},
+		{uint64(MakeSym), "make_sym"}, {uint64(Refer), "refer"}, {uint64(Truncate), "truncate"}, {uint64(IoctlDev), "ioctl_dev"},
+	}
+	netNames   = []bitName{{uint64(BindTCP), "bind_tcp"}, {uint64(ConnectTCP), "connect_tcp"}}
+	scopeNames = []bitName{{uint64(ScopeAbstractUnix), "abstract_unix_socket"}, {uint64(ScopeSignal), "signal"}}
+)
+
+// bitNames lists the names of v's bits ("none" for none; an unnamed rest
+// in hex).
+func bitNames(v uint64, names []bitName) string {
 	var out []string
-	for _, n := range fsNames {
-		if a&n.a != 0 {
+	for _, n := range names {
+		if v&n.bit != 0 {
 			out = append(out, n.name)
-			a &^= n.a
+			v &^= n.bit
 		}
 	}
-	if a != 0 {
-		out = append(out, fmt.Sprintf("%#x", uint64(a)))
+	if v != 0 {
+		out = append(out, fmt.Sprintf("%#x", v))
 	}
 	if len(out) == 0 {
 		return "none"
@@ -374,33 +383,9 @@ func (a AccessFS) String() string {
 	return strings.Join(out, ",")
 }
 
-func (a AccessNet) String() string {
-	var out []string
-	if a&BindTCP != 0 {
-		out = append(out, "bind_tcp")
-	}
-	if a&ConnectTCP != 0 {
-		out = append(out, "connect_tcp")
-	}
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, ",")
-}
-
-func (s Scope) String() string {
-	var out []string
-	if s&ScopeAbstractUnix != 0 {
-		out = append(out, "abstract_unix_socket")
-	}
-	if s&ScopeSignal != 0 {
-		out = append(out, "signal")
-	}
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, ",")
-}
+func (a AccessFS) String() string  { return bitNames(uint64(a), fsNames) }
+func (a AccessNet) String() string { return bitNames(uint64(a), netNames) }
+func (s Scope) String() string     { return bitNames(uint64(s), scopeNames) }
 
 // ruleNetPort is LANDLOCK_RULE_NET_PORT (linux/landlock.h).
 const ruleNetPort = 2
