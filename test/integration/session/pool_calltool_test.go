@@ -46,17 +46,11 @@ func TestPoolCallToolFreshSandbox(t *testing.T) {
 // refill.
 func TestPoolCallToolNoSandbox(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
-		missing := t.TempDir() + "/gone"
-		pol := sandbox.Policy{Mounts: []sandbox.Mount{{Kind: sandbox.MountBind, Source: missing, Dest: "/gone"}}}
-		p, err := sandbox.NewPool(pol, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
+		p, missing := brokenPool(t)
 		// A deadlock guard, not a timing assertion.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, err = p.CallTool(ctx, "run_command", []byte(`{"command":"true"}`), 0)
+		_, err := p.CallTool(ctx, "run_command", []byte(`{"command":"true"}`), 0)
 		var pe *sandbox.PoolStartError
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), missing) {
 			t.Fatalf("CallTool on a pool that cannot start a sandbox: %v; want a PoolStartError naming %s", err, missing)

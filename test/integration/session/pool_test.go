@@ -118,13 +118,7 @@ func TestPoolRefillsAndCloses(t *testing.T) {
 // in its stats and in Exec's error, instead of hanging or hiding it.
 func TestPoolRefillErrorReported(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
-		missing := t.TempDir() + "/gone"
-		pol := sandbox.Policy{Mounts: []sandbox.Mount{{Kind: sandbox.MountBind, Source: missing, Dest: "/gone"}}}
-		p, err := sandbox.NewPool(pol, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
+		p, missing := brokenPool(t)
 		deadline := time.Now().Add(60 * time.Second)
 		for p.Stats().RefillErrors == 0 {
 			if time.Now().After(deadline) {
@@ -224,4 +218,19 @@ func isRunning(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// brokenPool is a pool of one whose sandboxes can never start: its policy
+// binds a path that does not exist (returned, for messages to name it).
+// The pool is closed at the end of the test.
+func brokenPool(t *testing.T) (*sandbox.Pool, string) {
+	t.Helper()
+	missing := t.TempDir() + "/gone"
+	pol := sandbox.Policy{Mounts: []sandbox.Mount{{Kind: sandbox.MountBind, Source: missing, Dest: "/gone"}}}
+	p, err := sandbox.NewPool(pol, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, missing
 }
