@@ -799,6 +799,17 @@ func isDirFD(fd int) (bool, error) {
 func (b *builder) userMounts() error {
 	for i, m := range b.plan.Mounts {
 		var err error
+		if m.Kind == Protect && (i == 0 || b.plan.Mounts[i-1].Kind != Protect) {
+			// The first of a run of protected paths: their missing
+			// placeholders are made together (makePlaceholders).
+			j := i
+			for j < len(b.plan.Mounts) && b.plan.Mounts[j].Kind == Protect {
+				j++
+			}
+			if err := b.makePlaceholders(b.plan.Mounts[i:j]); err != nil {
+				return err
+			}
+		}
 		switch m.Kind {
 		case Bind:
 			fd, ok := b.sources[i]

@@ -125,28 +125,14 @@ func (b *builder) cover(t int, dest string) error {
 	return nil
 }
 
-// protect makes Dest read-only inside a writable tree. A missing Dest whose
-// parent exists is created first (an empty directory or file), so that the
-// sandbox cannot create it either: a mount point cannot be replaced.
+// protect makes Dest read-only inside a writable tree. A missing Dest was
+// made by makePlaceholders, run before the group of protected paths it
+// belongs to; if it is still missing, the sandbox cannot create it either
+// (its parent is missing, read-only, or not the owner's).
 func (b *builder) protect(m Mount) error {
 	t, err := openInRoot(b.rootFD(), m.Dest)
 	if errors.Is(err, unix.ENOENT) {
-		pfd, perr := openInRoot(b.rootFD(), path.Dir(m.Dest))
-		if perr != nil {
-			return nil // no parent: nothing here to protect
-		}
-		unix.Close(pfd)
-		if m.Dir {
-			t, err = b.target(m.Dest, true)
-		} else {
-			t, err = b.placeholderFile(m.Dest)
-		}
-		if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) {
-			return nil // the sandbox cannot create it either
-		}
-		if err == nil {
-			b.plan.Made = append(b.plan.Made, m.Dest)
-		}
+		return nil
 	}
 	if err != nil {
 		return &Error{Step: "protect", Dest: m.Dest, Err: err}
@@ -158,44 +144,130 @@ func (b *builder) protect(m Mount) error {
 	return nil
 }
 
-// placeholderFile creates the empty placeholder file dest (missing, its
-// parent present) and returns an O_PATH fd of it. The placeholders of one
-// directory share one inode: the first is a new empty file, the next are
-// hard links to it, made through the O_PATH fd that pins it (linkat of
-// /proc/self/fd/N with AT_SYMLINK_FOLLOW, linkat(2)), never by a name a
-// concurrent sandbox could swap. A link costs a directory entry where a
-// new file costs an inode: measured on ext4, 7-25 µs against 0.26-1.4 ms,
-// for each of the agent files a plain run protects. Any failure (another
-// file system, no /proc) falls back to a file of its own; policy.Release
-// removes a shared inode only when all its links are placeholders.
-func (b *builder) placeholderFile(dest string) (int, error) {
-	dir := path.Dir(dest)
-	if src, ok := b.emptyFiles[dir]; ok {
-		if pfd, err := openInRoot(b.rootFD(), dir); err == nil {
-			base := path.Base(dest)
-			lerr := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(src), pfd, base, unix.AT_SYMLINK_FOLLOW)
-			if lerr == nil {
-				t, err := unix.Openat(pfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-				unix.Close(pfd)
-				return t, err
+// makePlaceholders creates, empty, the missing paths of group (a run of
+// consecutive Protect entries of the plan), so that protect can mount
+// over them: a mount point cannot be replaced, so the sandbox cannot
+// create them either. A run protects some twenty paths that are usually
+// missing (the agent files of profiles/base.toml): they are made in one
+// call on the owner thread (asOwner), not one each, and each path is
+// resolved as protect resolves it, by the worker's ids.
+//
+// An entry below an earlier directory of the group is not made: that
+// directory is mounted read-only first, which covers it (as a sequential
+// build would find: its placeholder could not be created there).
+func (b *builder) makePlaceholders(group []Mount) error {
+	var missing []Mount
+	for k, m := range group {
+		t, err := openInRoot(b.rootFD(), m.Dest)
+		if err == nil {
+			unix.Close(t)
+			continue
+		}
+		if !errors.Is(err, unix.ENOENT) {
+			return &Error{Step: "protect", Dest: m.Dest, Err: err}
+		}
+		covered := false
+		for _, e := range group[:k] {
+			if d, p := path.Clean(e.Dest), path.Clean(m.Dest); e.Dir && d != p && within(p, d) {
+				covered = true
 			}
-			unix.Close(pfd)
+		}
+		if !covered {
+			missing = append(missing, m)
 		}
 	}
-	t, err := b.target(dest, false)
+	if len(missing) == 0 {
+		return nil
+	}
+	return b.asOwner(func() error {
+		for _, m := range missing {
+			t, made, err := b.placeholder(m.Dest, m.Dir)
+			if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) {
+				continue // the sandbox cannot create it either
+			}
+			if err != nil {
+				return &Error{Step: "protect", Dest: m.Dest, Err: err}
+			}
+			if t >= 0 {
+				unix.Close(t)
+			}
+			if made {
+				b.plan.Made = append(b.plan.Made, m.Dest)
+			}
+		}
+		return nil
+	})
+}
+
+// placeholder creates the missing dest (an empty directory, or an empty
+// file) below its parent and returns an O_PATH fd of it, with made set
+// when this call created it; t is -1 (and err nil) when the parent is
+// missing too. It runs on the owner thread: the file system checks the
+// creation (and a hard link's, may_linkat) against the owner's ids, which
+// the writable bind maps.
+//
+// The parent is resolved inside the root like every path here; the last
+// component is created relative to that fd with mkdirat, O_CREAT|O_EXCL
+// or linkat, none of which follows a symlink in it, and opened with
+// O_NOFOLLOW: a name a concurrent sandbox swapped for a symlink is bound
+// over as the symlink's own inode, or fails, and never redirects the
+// mount.
+//
+// The placeholder files of one directory share one inode: the first is a
+// new empty file, the next are hard links to it, made through the O_PATH
+// fd that pins it (linkat of /proc/self/fd/N with AT_SYMLINK_FOLLOW,
+// linkat(2)), never by a name a concurrent sandbox could swap. A link
+// costs a directory entry where a new file costs an inode. Any failure
+// (another file system, no /proc) falls back to a file of its own;
+// policy.Release removes a shared inode only when all its links are
+// placeholders.
+func (b *builder) placeholder(dest string, dir bool) (t int, made bool, err error) {
+	pfd, err := openInRoot(b.rootFD(), path.Dir(dest))
 	if err != nil {
-		return t, err
+		return -1, false, nil // no parent: nothing here to protect
+	}
+	defer unix.Close(pfd)
+	base := path.Base(dest)
+	src, linkable := b.emptyFiles[path.Dir(dest)]
+	switch {
+	case dir:
+		err = unix.Mkdirat(pfd, base, 0o755)
+	case linkable:
+		err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(src), pfd, base, unix.AT_SYMLINK_FOLLOW)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			err = createFile(pfd, base)
+		}
+	default:
+		err = createFile(pfd, base)
+	}
+	made = err == nil
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, false, createError(dest, err)
+	}
+	t, err = unix.Openat(pfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, false, err
 	}
 	// The link source only when it is what we made: an empty regular
 	// file with this one name.
 	var st unix.Stat_t
-	if _, ok := b.emptyFiles[dir]; !ok && unix.Fstat(t, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 && st.Nlink == 1 {
+	if made && !dir && !linkable && unix.Fstat(t, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 && st.Nlink == 1 {
 		if src, err := unix.FcntlInt(uintptr(t), unix.F_DUPFD_CLOEXEC, 0); err == nil {
 			if b.emptyFiles == nil {
 				b.emptyFiles = map[string]int{}
 			}
-			b.emptyFiles[dir] = src
+			b.emptyFiles[path.Dir(dest)] = src
 		}
 	}
-	return t, nil
+	return t, made, nil
+}
+
+// createFile creates the empty file name below dir, never through a
+// symlink (O_EXCL|O_NOFOLLOW).
+func createFile(dir int, name string) error {
+	f, err := unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err == nil {
+		unix.Close(f)
+	}
+	return err
 }

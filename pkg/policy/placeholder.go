@@ -137,20 +137,21 @@ func (h *Hold) Release(ph []Placeholder) []string {
 // removed relative to that fd, never by a path a symlink could redirect.
 //
 // The placeholder files of one directory share an inode (the worker links
-// them, mounts placeholderFile). Invariant: never a user's file: a file
-// goes only while every link of its inode is a name of list, so an empty
-// file of the user's that is also linked elsewhere stays.
+// them, mounts placeholder). Invariant: never a user's file: a file goes
+// only while every link of its inode is a name of list, so an empty file
+// of the user's that is also linked elsewhere stays.
 func removePlaceholders(rootFD int, root string, list []Placeholder, ids []*MadePlaceholder) []string {
 	type inode struct{ dev, ino uint64 }
+	ps := newParents(rootFD, root)
+	defer ps.close()
 	names := map[inode]int{}
-	sts := make([]*unix.Stat_t, len(list))
+	sts := make([]*placeholderStat, len(list))
 	for i, p := range list {
-		parent, _, st, err := statPlaceholder(rootFD, root, p)
+		st, err := ps.stat(p)
 		if err != nil {
 			continue
 		}
-		unix.Close(parent)
-		if ids != nil && ids[i] != nil && (uint64(st.Dev) != ids[i].Dev || st.Ino != ids[i].Ino || born(rootFD, root, p, &st) != ids[i].Born) {
+		if ids != nil && ids[i] != nil && (st.dev != ids[i].Dev || st.ino != ids[i].Ino || st.born != ids[i].Born) {
 			// The name is the same, the inode is not the one the killed
 			// run made (the user removed the placeholder and made a file
 			// of that name since): never removed.
@@ -158,7 +159,7 @@ func removePlaceholders(rootFD int, root string, list []Placeholder, ids []*Made
 		}
 		sts[i] = &st
 		if !p.Dir {
-			names[inode{uint64(st.Dev), st.Ino}]++
+			names[inode{st.dev, st.ino}]++
 		}
 	}
 	order := make([]int, len(list))
@@ -175,12 +176,12 @@ func removePlaceholders(rootFD int, root string, list []Placeholder, ids []*Made
 			continue
 		}
 		switch {
-		case p.Dir && st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		case !p.Dir && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 && int(st.Nlink) <= names[inode{uint64(st.Dev), st.Ino}]:
+		case p.Dir && st.mode&unix.S_IFMT == unix.S_IFDIR:
+		case !p.Dir && st.mode&unix.S_IFMT == unix.S_IFREG && st.size == 0 && int(st.nlink) <= names[inode{st.dev, st.ino}]:
 		default:
 			continue
 		}
-		if removeOne(rootFD, root, p, st) {
+		if removeOne(ps, p, st) {
 			removed = append(removed, p.Path)
 		}
 	}
@@ -189,41 +190,96 @@ func removePlaceholders(rootFD int, root string, list []Placeholder, ids []*Made
 
 // removeOne removes p if it is still the inode st and, for a file, empty.
 // rmdir fails on a directory that is not empty.
-func removeOne(rootFD int, root string, p Placeholder, st *unix.Stat_t) bool {
-	parent, name, now, err := statPlaceholder(rootFD, root, p)
-	if err != nil {
+func removeOne(ps *parents, p Placeholder, st *placeholderStat) bool {
+	now, err := ps.stat(p)
+	if err != nil || now.dev != st.dev || now.ino != st.ino {
 		return false
 	}
-	defer unix.Close(parent)
-	if now.Dev != st.Dev || now.Ino != st.Ino {
+	parent, name, err := ps.parent(p)
+	if err != nil {
 		return false
 	}
 	if p.Dir {
 		return unix.Unlinkat(parent, name, unix.AT_REMOVEDIR) == nil
 	}
-	return now.Size == 0 && unix.Unlinkat(parent, name, 0) == nil
+	return now.size == 0 && unix.Unlinkat(parent, name, 0) == nil
 }
 
-// statPlaceholder opens p's parent below rootFD (root's fd) without
-// following a symlink and stats p there; the caller closes parent.
-func statPlaceholder(rootFD int, root string, p Placeholder) (parent int, name string, st unix.Stat_t, err error) {
-	rel, err := filepath.Rel(root, filepath.Dir(p.Path))
+// parents opens the parent directories of placeholders below one root,
+// each once (a run's placeholders share a few parents: mostly the root
+// itself), without following any symlink.
+type parents struct {
+	rootFD int
+	root   string
+	fds    map[string]int // relative directory -> O_PATH fd, or -1
+}
+
+func newParents(rootFD int, root string) *parents {
+	return &parents{rootFD: rootFD, root: root, fds: map[string]int{}}
+}
+
+func (ps *parents) close() {
+	for _, fd := range ps.fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// parent returns an O_PATH fd of p's parent (owned by ps) and p's name.
+func (ps *parents) parent(p Placeholder) (int, string, error) {
+	rel, err := filepath.Rel(ps.root, filepath.Dir(p.Path))
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return -1, "", st, fmt.Errorf("%s is not below %s", p.Path, root)
+		return -1, "", fmt.Errorf("%s is not below %s", p.Path, ps.root)
 	}
-	parent, err = unix.Openat2(rootFD, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
+	fd, ok := ps.fds[rel]
+	if !ok {
+		// Invariant: every parent is below the held root, reached
+		// without a symlink or a mount crossing, whatever the sandbox
+		// (which could write there) made of the path since.
+		fd, err = unix.Openat2(ps.rootFD, rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+		})
+		if err != nil {
+			fd = -1
+		}
+		ps.fds[rel] = fd
+	}
+	if fd < 0 {
+		return -1, "", unix.ENOENT
+	}
+	return fd, filepath.Base(p.Path), nil
+}
+
+// placeholderStat is what one statx tells of a placeholder.
+type placeholderStat struct {
+	dev, ino, size uint64
+	mode, nlink    uint32
+	// born is the inode's birth time (btime), or its ctime where the
+	// file system keeps none, in ns (MadePlaceholder.Born).
+	born int64
+}
+
+// stat examines p (never following a symlink) with one statx.
+func (ps *parents) stat(p Placeholder) (placeholderStat, error) {
+	parent, name, err := ps.parent(p)
 	if err != nil {
-		return -1, "", st, err
+		return placeholderStat{}, err
 	}
-	name = filepath.Base(p.Path)
-	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		unix.Close(parent)
-		return -1, "", st, err
+	var sx unix.Statx_t
+	if err := unix.Statx(parent, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &sx); err != nil {
+		return placeholderStat{}, err
 	}
-	return parent, name, st, nil
+	st := placeholderStat{
+		dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor), ino: sx.Ino, size: sx.Size,
+		mode: uint32(sx.Mode), nlink: sx.Nlink,
+		born: sx.Ctime.Sec*1e9 + int64(sx.Ctime.Nsec),
+	}
+	if sx.Mask&unix.STATX_BTIME != 0 {
+		st.born = sx.Btime.Sec*1e9 + int64(sx.Btime.Nsec)
+	}
+	return st, nil
 }
 
 // MadePlaceholder is a placeholder a sandbox's build made, with the
@@ -239,20 +295,6 @@ type MadePlaceholder struct {
 	Born int64 `json:"born"`
 }
 
-// born is the birth time of p (st its stat), as MadePlaceholder.Born.
-func born(rootFD int, root string, p Placeholder, st *unix.Stat_t) int64 {
-	parent, name, _, err := statPlaceholder(rootFD, root, p)
-	if err != nil {
-		return st.Ctim.Nano()
-	}
-	defer unix.Close(parent)
-	var sx unix.Statx_t
-	if unix.Statx(parent, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO|unix.STATX_BTIME, &sx) == nil && sx.Mask&unix.STATX_BTIME != 0 && sx.Ino == st.Ino {
-		return sx.Btime.Sec*1e9 + int64(sx.Btime.Nsec)
-	}
-	return st.Ctim.Nano()
-}
-
 // MadePlaceholders returns the placeholders of ph that exist now, with
 // their identities. Call it once the sandbox is built (its worker made
 // them), while the roots are held: a placeholder another live run made
@@ -260,30 +302,33 @@ func born(rootFD int, root string, p Placeholder, st *unix.Stat_t) int64 {
 // to that run while it holds the root.
 func MadePlaceholders(ph []Placeholder) []MadePlaceholder {
 	var out []MadePlaceholder
-	fds := map[string]int{}
+	roots := map[string]*parents{}
 	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
+		for _, ps := range roots {
+			ps.close()
+			if ps.rootFD >= 0 {
+				unix.Close(ps.rootFD)
+			}
 		}
 	}()
 	for _, p := range ph {
-		fd, ok := fds[p.Root]
+		ps, ok := roots[p.Root]
 		if !ok {
-			var err error
-			if fd, err = unix.Open(p.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+			fd, err := unix.Open(p.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
 				fd = -1
 			}
-			fds[p.Root] = fd
+			ps = newParents(fd, p.Root)
+			roots[p.Root] = ps
 		}
-		if fd < 0 {
+		if ps.rootFD < 0 {
 			continue
 		}
-		parent, _, st, err := statPlaceholder(fd, p.Root, p)
+		st, err := ps.stat(p)
 		if err != nil {
 			continue
 		}
-		unix.Close(parent)
-		out = append(out, MadePlaceholder{Placeholder: p, Dev: uint64(st.Dev), Ino: st.Ino, Born: born(fd, p.Root, p, &st)})
+		out = append(out, MadePlaceholder{Placeholder: p, Dev: st.dev, Ino: st.ino, Born: st.born})
 	}
 	return out
 }

@@ -84,6 +84,31 @@ func TestPerimeterAgentFilesMissing(t *testing.T) {
 	})
 }
 
+// TestPerimeterPlaceholderFilesShareAnInode: the empty placeholders of the
+// missing agent files of one directory are hard links of one inode (a
+// directory entry each, not an inode each: the cold start's cost), also
+// for a root caller, whose workspace is an idmapped bind that refuses a
+// link made with the worker's own ids (EOVERFLOW).
+func TestPerimeterPlaceholderFilesShareAnInode(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		r := u.sh(t, &runOpts{dir: ws}, nil, "stat -c '%i %h %s' .mcp.json .envrc .npmrc\n")
+		expectCode(t, r, 0)
+		lines := strings.Fields(strings.ReplaceAll(r.stdout, "\n", " "))
+		if len(lines) != 9 {
+			t.Fatalf("stat printed %q", r.stdout)
+		}
+		for i := 0; i < 9; i += 3 {
+			if lines[i] != lines[0] || lines[i+2] != "0" {
+				t.Errorf("placeholders are not one empty inode: %q", r.stdout)
+			}
+			if n, _ := strconv.Atoi(lines[i+1]); n < 3 {
+				t.Errorf("link count %d, want at least 3: %q", n, r.stdout)
+			}
+		}
+	})
+}
+
 // TestPerimeterAgentFilesExisting: every agent file exists with known
 // content; writing, replacing or removing it inside fails and the host
 // file is unchanged. pip.conf is protected when it exists only.
