@@ -82,7 +82,7 @@ func inSystemTree(p string) bool {
 func (r *resolver) workspace() error {
 	r.vars = r.h.vars("")
 	if r.h.Home != "" {
-		if rp, err := resolvePath(r.h.Home, "/"); err == nil {
+		if rp, err := r.resolvePath(r.h.Home, "/"); err == nil {
 			r.home = rp.Path
 		}
 	}
@@ -104,7 +104,7 @@ func (r *resolver) workspace() error {
 	if !ok {
 		return err
 	}
-	rp, err := resolvePath(v, r.h.Cwd)
+	rp, err := r.resolvePath(v, r.h.Cwd)
 	if err != nil {
 		return w.at.err(err, "%v", err)
 	}
@@ -228,7 +228,7 @@ func (r *resolver) hostDirs() error {
 		}
 		// The last component stays as written: a top-level symlink such as
 		// /bin -> usr/bin is recreated inside as a symlink.
-		parent, err := resolvePath(filepath.Dir(v), "/")
+		parent, err := r.resolvePath(filepath.Dir(v), "/")
 		if err != nil {
 			return d.at.err(err, "%v", err)
 		}
@@ -264,7 +264,7 @@ func (r *resolver) binds() error {
 		if !ok {
 			return err
 		}
-		rp, err := resolvePath(src, r.h.Cwd)
+		rp, err := r.resolvePath(src, r.h.Cwd)
 		if err != nil {
 			return e.at.err(err, "%v", err)
 		}
@@ -412,7 +412,7 @@ func (r *resolver) policyFile(l *Layer) (string, bool) {
 	if (l.Kind != KindProfile && l.Kind != KindConfig) || !filepath.IsAbs(l.Name) {
 		return "", false
 	}
-	rp, err := resolvePath(l.Name, "/")
+	rp, err := r.resolvePath(l.Name, "/")
 	if err != nil || rp.Missing > 0 {
 		return filepath.Clean(l.Name), true
 	}

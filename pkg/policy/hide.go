@@ -28,7 +28,7 @@ func (r *resolver) hide() error {
 	for _, e := range r.hideList {
 		p := r.absolute(e.Path)
 		if !hasGlob(p) {
-			rp, err := resolvePath(p, "/")
+			rp, err := r.resolvePath(p, "/")
 			if skippable(err) {
 				continue
 			}

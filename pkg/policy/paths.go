@@ -46,7 +46,57 @@ func (r resolved) firstMissing() string {
 // its existing prefix, component by component, with Lstat and Readlink on
 // the host. A symlink loop wraps ErrSymlinkLoop. It never follows more than
 // maxSymlinks links.
-func resolvePath(p, cwd string) (resolved, error) {
+func resolvePath(p, cwd string) (resolved, error) { return resolvePathWith(nil, p, cwd) }
+
+// lstatCache remembers what Lstat and Readlink answered during one
+// resolution: a policy resolves some seventy paths that share their
+// prefixes (the workspace, $HOME), each component by component. It is a
+// snapshot of no more authority than the resolution itself: the worker
+// resolves every path again, by fd, when it builds the sandbox. A nil
+// cache asks the host every time.
+type lstatCache map[string]lstatAnswer
+
+type lstatAnswer struct {
+	fi     fs.FileInfo
+	err    error
+	target string // Readlink's, once asked
+	terr   error
+	read   bool
+}
+
+func (c lstatCache) lstat(p string) (fs.FileInfo, error) {
+	if a, ok := c[p]; ok {
+		return a.fi, a.err
+	}
+	fi, err := os.Lstat(p)
+	if c != nil {
+		c[p] = lstatAnswer{fi: fi, err: err}
+	}
+	return fi, err
+}
+
+func (c lstatCache) readlink(p string) (string, error) {
+	if a, ok := c[p]; ok && a.read {
+		return a.target, a.terr
+	}
+	t, err := os.Readlink(p)
+	if a, ok := c[p]; ok {
+		a.target, a.terr, a.read = t, err, true
+		c[p] = a
+	}
+	return t, err
+}
+
+// resolvePath of r: with r's cache of this resolution's lookups.
+func (r *resolver) resolvePath(p, cwd string) (resolved, error) {
+	if r.lstat == nil {
+		r.lstat = lstatCache{}
+	}
+	return resolvePathWith(r.lstat, p, cwd)
+}
+
+// resolvePathWith is resolvePath, looking components up through c.
+func resolvePathWith(c lstatCache, p, cwd string) (resolved, error) {
 	if strings.ContainsRune(p, 0) {
 		return resolved{}, errors.New("path contains a NUL byte")
 	}
@@ -62,7 +112,7 @@ func resolvePath(p, cwd string) (resolved, error) {
 		name := todo[0]
 		todo = todo[1:]
 		next := filepath.Join(cur, name)
-		st, err := os.Lstat(next)
+		st, err := c.lstat(next)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return resolved{Path: filepath.Join(append([]string{next}, todo...)...), Missing: 1 + len(todo)}, nil
@@ -83,7 +133,7 @@ func resolvePath(p, cwd string) (resolved, error) {
 		if hops > maxSymlinks {
 			return resolved{}, fmt.Errorf("%w at %s: more than %d symlinks to follow", ErrSymlinkLoop, p, maxSymlinks)
 		}
-		target, err := os.Readlink(next)
+		target, err := c.readlink(next)
 		if err != nil {
 			return resolved{}, fmt.Errorf("%s: %s", next, errText(err))
 		}

@@ -186,7 +186,7 @@ func (r *resolver) protectBound(e entry, pp *protectPass) error {
 }
 
 func (r *resolver) protectOne(e entry, p string, pp *protectPass) error {
-	rp, err := resolvePath(p, r.h.Cwd)
+	rp, err := r.resolvePath(p, r.h.Cwd)
 	if skippable(err) {
 		return nil
 	}

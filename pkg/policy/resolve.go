@@ -317,6 +317,8 @@ type resolver struct {
 	// their variables expanded, and what their patterns matched.
 	hideList, protectList []expandedEntry
 	globbed               map[globPattern]globResult
+	// lstat remembers this resolution's host lookups (resolvePath).
+	lstat lstatCache
 }
 
 // expandedEntry is a hide or protect entry after expandEach: Path is
@@ -558,7 +560,7 @@ func (r *resolver) seccomp() error {
 		// A filter that silently went missing would loosen the sandbox.
 		return s.at.err(err, "%v", err)
 	}
-	rp, err := resolvePath(p, r.h.Cwd)
+	rp, err := r.resolvePath(p, r.h.Cwd)
 	if err != nil {
 		return s.at.err(err, "%v", err)
 	}
