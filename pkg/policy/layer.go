@@ -91,10 +91,26 @@ func (l *Layer) line(key string) int {
 	return 0
 }
 
-var indexRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[\d+\]`) })
-
+// stripIndex removes the list indices ("[3]") from key: "protect[3]" is
+// "protect". Called for every plan entry's explanation, so no regexp.
 func stripIndex(key string) string {
-	key = indexRE().ReplaceAllString(key, "")
+	if strings.IndexByte(key, '[') >= 0 {
+		var b strings.Builder
+		for i := 0; i < len(key); i++ {
+			if key[i] == '[' {
+				j := i + 1
+				for j < len(key) && key[j] >= '0' && key[j] <= '9' {
+					j++
+				}
+				if j > i+1 && j < len(key) && key[j] == ']' {
+					i = j
+					continue
+				}
+			}
+			b.WriteByte(key[i])
+		}
+		key = b.String()
+	}
 	if i := strings.Index(key, "."); i >= 0 && strings.HasPrefix(key, "env.set.") {
 		return "env.set"
 	}

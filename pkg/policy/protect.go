@@ -202,7 +202,9 @@ func (r *resolver) protectOne(e entry, p string, pp *protectPass) error {
 		t, dir, missing := rp.Path, false, false
 		switch {
 		case rp.Missing == 0:
-			st, err := os.Stat(t)
+			// Resolved: no component, the last included, is a
+			// symlink, so lstat's answer (remembered) is stat's.
+			st, err := r.lstat.lstat(t)
 			dir = err == nil && st.IsDir()
 		case rp.NotDir:
 			t = rp.firstMissing()
