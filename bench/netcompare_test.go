@@ -135,8 +135,9 @@ func BenchmarkNetCompare(b *testing.B) {
 	for _, s := range skipped {
 		fmt.Println(s)
 	}
-	fmt.Printf("- load average before: %s, after: %s; other load: %.0f %% of the CPUs (busy with anything but this benchmark and its children)\n",
-		load0, loadAvg(), 100*otherLoad(cpu0, cpu1))
+	other, busy := otherLoad(cpu0, cpu1)
+	fmt.Printf("- load average before: %s, after: %s; CPUs busy %.0f %% of the time, %.0f %% with other work than this benchmark and its children\n",
+		load0, loadAvg(), 100*busy, 100*other)
 }
 
 func loadAvg() string {
@@ -179,14 +180,15 @@ func readCPU() cpuSample {
 }
 
 // otherLoad is the share of all CPUs busy with something else than this
-// process and its children between a and b (USER_HZ is 100).
-func otherLoad(a, b cpuSample) float64 {
+// process and its children between a and b, and the share busy at all
+// (USER_HZ is 100).
+func otherLoad(a, b cpuSample) (other, busy float64) {
 	if b.total <= a.total {
-		return 0
+		return 0, 0
 	}
-	busy := time.Duration(b.busy-a.busy) * time.Second / 100
+	all := time.Duration(b.busy-a.busy) * time.Second / 100
 	total := time.Duration(b.total-a.total) * time.Second / 100
-	return float64(max(busy-(b.own-a.own), 0)) / float64(total)
+	return float64(max(all-(b.own-a.own), 0)) / float64(total), float64(all) / float64(total)
 }
 
 // netVariant is one network under test: run executes argv on it and
