@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,7 +90,7 @@ func BenchmarkNetCompare(b *testing.B) {
 	}
 
 	b.ResetTimer()
-	bulk := netRounds(b, max(b.N, 5), names, func(v int) time.Duration {
+	bulk := netRounds(b, max(b.N, 15), names, func(v int) time.Duration {
 		url := fmt.Sprintf("http://%s:%d/", vs[v].host, bulkPort)
 		t0 := time.Now()
 		if _, err := vs[v].run([]string{"curl", "-sS", "-o", "/dev/null", url}); err != nil {
@@ -98,7 +99,7 @@ func BenchmarkNetCompare(b *testing.B) {
 		return time.Since(t0)
 	})
 	const n = 500
-	conn := netRounds(b, max(b.N, 10), names, func(v int) time.Duration {
+	conn := netRounds(b, max(b.N, 15), names, func(v int) time.Duration {
 		out, err := vs[v].run([]string{"python3", "-c", connectPy, vs[v].host, strconv.Itoa(connPort), strconv.Itoa(n)})
 		if err != nil {
 			b.Fatalf("%s: connect: %v", vs[v].name, err)
@@ -116,13 +117,31 @@ func BenchmarkNetCompare(b *testing.B) {
 	const base = "net=host,no-trap"
 	mbs := func(name string) float64 { return float64(size) / median(bulk[name]).Seconds() / 1e6 }
 	us := func(name string) float64 { return float64(median(conn[name]).Nanoseconds()) / 1000 }
+	// The ratio and the µs added are the medians of each round's against
+	// the base's in the same round (run next to it), which a drift of the
+	// machine's speed between rounds does not move.
+	ratio := func(name string) float64 {
+		r := make([]float64, len(bulk[name]))
+		for i, d := range bulk[name] {
+			r[i] = bulk[base][i].Seconds() / d.Seconds()
+		}
+		return medianFloat(r)
+	}
+	added := func(name string) float64 {
+		r := make([]float64, len(conn[name]))
+		for i, d := range conn[name] {
+			r[i] = float64((d - conn[base][i]).Nanoseconds()) / 1000
+		}
+		return medianFloat(r)
+	}
 	fmt.Printf("\n### network: bulk throughput and connect latency, one interleaved run\n\n")
-	fmt.Printf("bulk: curl, %d MiB from the host's loopback, median of %d; connect: python, socket+connect+close, median of %d × %d; ratios and µs added against %s\n\n",
+	fmt.Printf("bulk: curl downloads %d MiB from the host's loopback, %d rounds; connect: python, socket+connect+close, %d rounds of %d; "+
+		"MB/s and µs are medians of the rounds, the ratio and the µs added medians of each round against %s's in the same round\n\n",
 		size>>20, len(bulk[base]), len(conn[base]), n, base)
 	fmt.Println("| network | bulk MB/s | × " + base + " | connect µs | µs added |")
-	fmt.Println("|---|---|---|---|---|")
+	fmt.Println("|---|---:|---:|---:|---:|")
 	for _, v := range vs {
-		fmt.Printf("| %s | %.0f | %.2f× | %.1f | %+.1f |\n", v.name, mbs(v.name), mbs(v.name)/mbs(base), us(v.name), us(v.name)-us(base))
+		fmt.Printf("| %s | %.0f | %.2f× | %.1f | %+.1f |\n", v.name, mbs(v.name), ratio(v.name), us(v.name), added(v.name))
 		b.ReportMetric(mbs(v.name), strings.ReplaceAll(v.name, " ", "-")+"-MB/s")
 		b.ReportMetric(us(v.name), strings.ReplaceAll(v.name, " ", "-")+"-connect-µs")
 	}
@@ -138,6 +157,15 @@ func BenchmarkNetCompare(b *testing.B) {
 	other, busy := otherLoad(cpu0, cpu1)
 	fmt.Printf("- load average before: %s, after: %s; CPUs busy %.0f %% of the time, %.0f %% with other work than this benchmark and its children\n",
 		load0, loadAvg(), 100*busy, 100*other)
+}
+
+func medianFloat(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }
 
 func loadAvg() string {
