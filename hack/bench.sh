@@ -14,9 +14,12 @@
 #    nsbox-* cgroup directory, no new host mount, no fd growth. Repeated with
 #    --memory 256M --pids 64 when this nsbox has those flags.
 # 4. What limits cost: nsbox run with and without --memory 256M --pids 64.
+# 5. The filtered network: what --allow-host adds to a cold start, then
+#    bulk throughput and connect latency against --net host, slirp4netns
+#    and pasta (bench/netcompare_test.go).
 #
 # Knobs (environment): N=300 runs per command, WARMUP=20, LOOP=1000,
-# NSBOX=bin/nsbox, BENCH_USER=65534, SKIP_LEAK=1, SKIP_ROOTLESS=1.
+# NSBOX=bin/nsbox, BENCH_USER=65534, SKIP_LEAK=1, SKIP_ROOTLESS=1, SKIP_NET=1.
 # docs/benchmarks.md explains every figure and how to profile further.
 set -uo pipefail
 
@@ -202,6 +205,45 @@ if "$nsbox" run --help 2>&1 | grep -q -- '--memory'; then
 else
   echo
   echo "SKIP limits table: this nsbox has no --memory flag (nsbox run --help)"
+fi
+
+# ------------------------------------------------------------ network
+
+# The filtered network (issue 18). First what it adds to a cold start
+# (target: at most 1.5 ms): nsbox run with --allow-host and --add-host
+# against the default --net none, interleaved, as root and root-less.
+# Then bulk TCP throughput and connect latency through nsbox's networks,
+# a plain host process, slirp4netns and pasta, interleaved in one run
+# (bench/netcompare_test.go; slirp4netns and pasta need the TAP device,
+# root only here, and are skipped with the reason otherwise). Every byte
+# goes over the host's loopback or a namespace the benchmark creates.
+if [ "${SKIP_NET:-}" = 1 ]; then
+  echo
+  echo "SKIP network: SKIP_NET=1"
+# grep without -q reads all of the help: nsbox never gets SIGPIPE, which
+# pipefail would count as the flag missing.
+elif ! "$nsbox" run --help 2>&1 | grep -- '--allow-host' >/dev/null; then
+  echo
+  echo "SKIP network: this nsbox has no --allow-host flag (nsbox run --help)"
+else
+  net_specs=(-c "nsbox=$nsbox run -- /bin/true" -c "filtered=$nsbox run --allow-host good.test --add-host good.test:127.0.0.1 -- /bin/true")
+  echo
+  (cd / && "$work/startbench" -n "$N" -warmup "$WARMUP" -title "filtered network in the cold start (as uid $(id -u)); target: at most +1.5 ms" \
+    -ratio "filtered/nsbox" "${net_specs[@]}") || status=1
+  if [ "$(id -u)" = 0 ] && [ "${SKIP_ROOTLESS:-}" != 1 ] && command -v setpriv >/dev/null 2>&1; then
+    echo
+    (cd / && setpriv --reuid="$BENCH_USER" --regid="$BENCH_USER" --clear-groups --reset-env \
+      "$work/startbench" -n "$N" -warmup "$WARMUP" -title "filtered network in the cold start (as uid $BENCH_USER, root-less)" \
+      -ratio "filtered/nsbox" "${net_specs[@]}") || status=1
+  fi
+  echo
+  if [ "$(id -u)" != 0 ]; then
+    echo "- not root: slirp4netns and pasta need /dev/net/tun (mode $(stat -c %a /dev/net/tun 2>/dev/null || echo missing)); their rows may be skipped"
+  else
+    echo "- as root: slirp4netns $(slirp4netns --version 2>/dev/null | head -1 | sed 's/^slirp4netns version //' || echo 'not installed'), passt $(dpkg-query -W -f='${Version}' passt 2>/dev/null || echo 'not installed')"
+  fi
+  (cd "$REPO" && "$GO" test -tags seccomp -run '^$' -bench 'NetCompare' -benchtime 1x ./bench/ 2>&1 |
+    grep -vE '^(goos|goarch|pkg|cpu): |^PASS$|^ok ') || status=1
 fi
 
 # ------------------------------------------------------------ leak check

@@ -23,6 +23,8 @@ declare -A why=(
   [containerd]="test: the container test runs nsbox inside ctr run (test/container)"
   [python3-pip]="test: a real pip against a local index through the filtered network"
   [uidmap]="run and test: newuidmap/newgidmap give a root-less sandbox the caller's /etc/subuid range"
+  [slirp4netns]="bench: the filtered network against slirp4netns in make bench"
+  [passt]="bench: the filtered network against pasta in make bench"
 )
 
 missing=()

@@ -246,17 +246,17 @@ func report(specs []*spec, title, ratios string) {
 	}
 	if ratios != "" {
 		fmt.Println()
-		fmt.Println("| ratio | of medians | of p90 |")
-		fmt.Println("|---|---:|---:|")
+		fmt.Println("| ratio | of medians | of p90 | medians' difference ms |")
+		fmt.Println("|---|---:|---:|---:|")
 		for _, r := range strings.Split(ratios, ",") {
 			a, b, ok := strings.Cut(strings.TrimSpace(r), "/")
 			sa, oka := st[a]
 			sb, okb := st[b]
 			if !ok || !oka || !okb || sb.med == 0 || sb.p90 == 0 {
-				fmt.Printf("| %s | n/a | n/a |\n", r)
+				fmt.Printf("| %s | n/a | n/a | n/a |\n", r)
 				continue
 			}
-			fmt.Printf("| %s/%s | %.2f× | %.2f× |\n", a, b, float64(sa.med)/float64(sb.med), float64(sa.p90)/float64(sb.p90))
+			fmt.Printf("| %s/%s | %.2f× | %.2f× | %+.3f |\n", a, b, float64(sa.med)/float64(sb.med), float64(sa.p90)/float64(sb.p90), float64(sa.med-sb.med)/1e6)
 		}
 	}
 	for _, s := range specs {
