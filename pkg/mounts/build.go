@@ -100,20 +100,49 @@ func Build(p *Plan, selfFD int) (err error) {
 		// Sealed last: until here the root tmpfs must accept mount points.
 		{"seal root read-only", b.seal},
 	}
-	for _, s := range steps {
-		fn := s.fn
-		if s.name != "user mounts" {
-			// As the sandbox's owner, in one go (see asOwner): these
-			// steps create the new root. User mounts choose per entry.
-			fn = func() error { return b.asOwner(s.fn) }
-		}
-		if err := fn(); err != nil {
+	run := func(i int) error {
+		if err := steps[i].fn(); err != nil {
 			var me *Error
 			if errors.As(err, &me) {
 				return err
 			}
-			return &Error{Step: s.name, Err: err}
+			return &Error{Step: steps[i].name, Err: err}
 		}
+		return nil
+	}
+	for i := 0; i < len(steps); {
+		if steps[i].name == "user mounts" {
+			// User mounts choose per entry (hides and protected
+			// paths are resolved as the worker's own ids).
+			if err := run(i); err != nil {
+				return err
+			}
+			i++
+			continue
+		}
+		// The other steps create the new root as the sandbox's owner
+		// (see asOwner): each run of them in one call on the owner
+		// thread, not a hand-off per step.
+		j := i
+		for j < len(steps) && steps[j].name != "user mounts" {
+			j++
+		}
+		if err := b.asOwner(func() error {
+			for k := i; k < j; k++ {
+				if err := run(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			var me *Error
+			if errors.As(err, &me) {
+				return err
+			}
+			// The owner thread itself could not start.
+			return &Error{Step: steps[i].name, Err: err}
+		}
+		i = j
 	}
 	return nil
 }
@@ -797,54 +826,83 @@ func isDirFD(fd int) (bool, error) {
 }
 
 func (b *builder) userMounts() error {
-	for i, m := range b.plan.Mounts {
-		var err error
-		if m.Kind == Protect && (i == 0 || b.plan.Mounts[i-1].Kind != Protect) {
-			// The first of a run of protected paths: their missing
-			// placeholders are made together (makePlaceholders).
-			j := i
-			for j < len(b.plan.Mounts) && b.plan.Mounts[j].Kind == Protect {
-				j++
-			}
-			if err := b.makePlaceholders(b.plan.Mounts[i:j]); err != nil {
-				return err
-			}
+	ms := b.plan.Mounts
+	for i := 0; i < len(ms); {
+		j := i + 1
+		for j < len(ms) && asOwnerKind(ms[j].Kind) == asOwnerKind(ms[i].Kind) && (asOwnerKind(ms[i].Kind) || ms[j].Kind == ms[i].Kind) {
+			j++
 		}
-		switch m.Kind {
-		case Bind:
-			fd, ok := b.sources[i]
-			if !ok {
-				continue // optional and missing
+		var err error
+		switch {
+		case asOwnerKind(ms[i].Kind):
+			// Binds and tmpfs mounts are made as the sandbox's owner:
+			// a run of them in one call on the owner thread.
+			err = b.asOwner(func() error { return b.userMountRange(i, j) })
+		case ms[i].Kind == Protect:
+			// A run of protected paths: their missing placeholders
+			// are made together, then each is mounted read-only.
+			if err = b.makePlaceholders(ms[i:j]); err == nil {
+				err = b.userMountRange(i, j)
 			}
-			err = b.asOwner(func() error { return b.bindAt(fd, m) })
-		case Tmpfs:
-			attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
-			if m.ReadOnly {
-				attrs |= unix.MOUNT_ATTR_RDONLY
-			}
-			err = b.asOwner(func() error {
-				mfd, err := b.mountFreshFD(m.Dest, "tmpfs", b.writableTmpfsOpts("0755", m.Size), attrs)
-				if err == nil {
-					err = b.show(m.Dest, mfd)
-					unix.Close(mfd)
-				}
-				return err
-			})
-		// Hides and protected paths are resolved as the worker's own
-		// ids: for a root caller, host root, which can walk into /root to
-		// hide what is there; what protect creates goes through asOwner.
-		case Hide:
-			err = b.hide(m)
-		case Protect:
-			err = b.protect(m)
+		default:
+			err = b.userMountRange(i, j)
 		}
 		if err != nil {
-			var me *Error
-			if errors.As(err, &me) {
-				return err
-			}
-			return &Error{Step: "mount", Source: m.Source, Dest: m.Dest, Err: err}
+			return err
 		}
+		i = j
+	}
+	return nil
+}
+
+// asOwnerKind: mounts of this kind are made on the owner thread.
+func asOwnerKind(k Kind) bool { return k == Bind || k == Tmpfs }
+
+// userMountRange makes the plan's mounts i to j-1, in order.
+func (b *builder) userMountRange(i, j int) error {
+	for k := i; k < j; k++ {
+		if err := b.userMount(k, b.plan.Mounts[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// userMount makes the plan's mount i, m.
+func (b *builder) userMount(i int, m Mount) error {
+	var err error
+	switch m.Kind {
+	case Bind:
+		fd, ok := b.sources[i]
+		if !ok {
+			return nil // optional and missing
+		}
+		err = b.bindAt(fd, m)
+	case Tmpfs:
+		attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+		if m.ReadOnly {
+			attrs |= unix.MOUNT_ATTR_RDONLY
+		}
+		var mfd int
+		mfd, err = b.mountFreshFD(m.Dest, "tmpfs", b.writableTmpfsOpts("0755", m.Size), attrs)
+		if err == nil {
+			err = b.show(m.Dest, mfd)
+			unix.Close(mfd)
+		}
+	// Hides and protected paths are resolved as the worker's own
+	// ids: for a root caller, host root, which can walk into /root to
+	// hide what is there; what protect creates goes through asOwner.
+	case Hide:
+		err = b.hide(m)
+	case Protect:
+		err = b.protect(m)
+	}
+	if err != nil {
+		var me *Error
+		if errors.As(err, &me) {
+			return err
+		}
+		return &Error{Step: "mount", Source: m.Source, Dest: m.Dest, Err: err}
 	}
 	return nil
 }

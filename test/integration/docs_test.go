@@ -86,9 +86,14 @@ func TestDocsRunnable(t *testing.T) {
 				if err := os.Symlink(bin, filepath.Join(bindir, "nsbox")); err != nil {
 					t.Fatal(err)
 				}
+				// Sessions of their own: a block's session named
+				// "demo" is not another test run's.
+				rundir := filepath.Join(ws, ".xdg-run")
+				u.mkdirAs(t, rundir)
 				r := u.runAs(t, &runOpts{dir: ws, env: []string{
 					"PATH=" + bindir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 					"NSBOX_REPO=" + root,
+					"XDG_RUNTIME_DIR=" + rundir,
 				}}, "/bin/sh", "-e", "-c", b.code)
 				if r.code != 0 {
 					t.Fatalf("%s:%d: exit %d\n%s\nstdout: %s\nstderr: %s", b.file, b.line, r.code, b.code, r.stdout, r.stderr)
