@@ -141,21 +141,7 @@ func BenchmarkNetConnect(b *testing.B) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		b.Skip("python3 is not installed")
 	}
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := closeServer(b)
 	const n = 500
 	ps := netPolicies(port)
 	var names []string
