@@ -108,6 +108,19 @@ func child(mode string) int {
 			n, _ := unix.Read(fd, b)
 			fmt.Println(a, "read", string(b[:n]))
 		}
+	case "blocked":
+		// args: marker. A first connect the supervisor holds, then a
+		// second one made once the first is held (the marker exists).
+		first := make(chan string, 1)
+		go func() { first <- inetResult("127.0.0.2:9") }()
+		for {
+			if _, err := os.Stat(args[0]); err == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		fmt.Println("second", inetResult("127.0.0.3:9"))
+		fmt.Println("first", <-first)
 	case "bench":
 		n, _ := strconv.Atoi(args[1])
 		benchChild(args[0], n)
@@ -135,6 +148,22 @@ func child(mode string) int {
 		fmt.Println("rights", res)
 	}
 	return 0
+}
+
+func inetResult(a string) string {
+	host, port, _ := net.SplitHostPort(a)
+	p, _ := strconv.Atoi(port)
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err.Error()
+	}
+	defer unix.Close(fd)
+	sa := &unix.SockaddrInet4{Port: p}
+	copy(sa.Addr[:], net.ParseIP(host).To4())
+	if err := unix.Connect(fd, sa); err != nil {
+		return errName(err)
+	}
+	return "ok"
 }
 
 func connectResult(p string) string {
@@ -512,5 +541,36 @@ func TestInetHandler(t *testing.T) {
 	}
 	if seen.Load() < 2 {
 		t.Fatalf("handler saw %d calls", seen.Load())
+	}
+}
+
+// TestSlowCallDoesNotHoldTheOthers: while the handler holds one call (a
+// connect that waits, as a dial or a full backlog does), the Server still
+// reads and answers the next one: the turn is handed on for the slow
+// call. Without it the first call's wait (ended only by the second)
+// would run into its 60 s guard.
+func TestSlowCallDoesNotHoldTheOthers(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "held")
+	release := make(chan struct{})
+	var once sync.Once
+	h := HandlerFunc(func(ctx context.Context, c *SockCall) Verdict {
+		switch {
+		case len(c.Addr) >= 8 && c.Addr[7] == 2:
+			os.WriteFile(marker, nil, 0o600)
+			select {
+			case <-release:
+				return Deny(unix.ECONNREFUSED)
+			case <-time.After(60 * time.Second): // deadlock guard only
+				return Deny(unix.ETIMEDOUT)
+			}
+		case len(c.Addr) >= 8 && c.Addr[7] == 3:
+			once.Do(func() { close(release) })
+			return Deny(unix.EHOSTUNREACH)
+		}
+		return Deny(unix.EACCES)
+	})
+	res, lines := runChildWith(t, "blocked", []string{marker}, GateConfig{}, h)
+	if res["second"] != "EHOSTUNREACH" || res["first"] != "ECONNREFUSED" {
+		t.Fatalf("%q", lines)
 	}
 }

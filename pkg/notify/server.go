@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -40,10 +41,17 @@ type Server struct {
 	listener int
 	stop     int // eventfd: Close wakes Serve
 	o        Options
-	// turn is held by the goroutine that polls and reads; ending (under
-	// turn) tells the others to stop.
+	// turn is held by the goroutine that polls and reads, and kept while
+	// it answers what it read, unless that takes longer than slowCall
+	// (see follow); ending (under turn) tells the others to stop.
 	turn   sync.Mutex
 	ending bool
+	// slow is a timerfd armed while the turn's holder answers a call;
+	// holder is the number of that call (0: the holder is not answering
+	// one, or handed the turn on), calls counts them.
+	slow   int
+	holder atomic.Uint64
+	calls  uint64
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -71,12 +79,17 @@ func NewServer(listener int, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK)
+	if err != nil {
+		unix.Close(efd)
+		return nil, err
+	}
 	// Synchronous wake-ups (6.6): the supervisor's thread runs on the
 	// target's CPU when it answers, which halves a round trip. Optional.
 	flag := uint64(unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
 	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{listener: listener, stop: efd, o: o,
+	return &Server{listener: listener, stop: efd, slow: tfd, o: o,
 		ctx: ctx, cancel: cancel, inflight: map[int]uint64{}, pidfds: map[int]int{}, done: make(chan struct{})}, nil
 }
 
@@ -84,16 +97,25 @@ func NewServer(listener int, o Options) (*Server, error) {
 // under the filter (the sandbox ended).
 //
 // Leader and followers: MaxInFlight goroutines take turns at the listener.
-// The one holding the turn polls and reads one notification, hands the
-// turn on, and answers that notification itself. The target waits on the
-// very thread that read its call (no hand-off on the critical path), and a
-// call that blocks in the supervisor (a connect to a full backlog) holds
-// one goroutine only: the others keep answering, so a server inside that
-// must send before it accepts is never starved by its own client.
+// The one holding the turn polls, reads one notification and answers it
+// itself, so that the target waits on the very thread that read its call,
+// and keeps the turn for the next one: no other goroutine is woken on the
+// way (a hand-off per call cost more than the rest of a connect). A call
+// that blocks in the supervisor (a connect to a full backlog, a dial, a
+// lookup on a mount that hangs) must not hold the others up: when one
+// lasts longer than slowCall, watch hands the turn on for its holder, and
+// a follower answers the next calls meanwhile. So a server inside that
+// must send before it accepts is never starved by its own client, and at
+// most MaxInFlight calls are made at once.
 func (s *Server) Serve() {
 	defer close(s.done)
 	go s.reap()
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watch()
+	}()
 	for i := 0; i < s.o.MaxInFlight; i++ {
 		wg.Add(1)
 		go func() {
@@ -104,17 +126,70 @@ func (s *Server) Serve() {
 	wg.Wait()
 }
 
+// slowCall is how long the turn's holder may answer one call before the
+// turn is handed on for it.
+const slowCall = 500 * time.Microsecond
+
 func (s *Server) follow() {
 	p := []unix.PollFd{{Fd: int32(s.listener), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
 	var n seccompNotif
+	lead := false
 	for {
-		s.turn.Lock()
-		ok := s.next(p, &n)
-		s.turn.Unlock()
-		if !ok {
+		if !lead {
+			s.turn.Lock()
+		}
+		if !s.next(p, &n) {
+			s.turn.Unlock()
 			return
 		}
+		// Still under the turn: number the call and arm the timer.
+		s.calls++
+		call := s.calls
+		s.holder.Store(call)
+		s.setSlow(slowCall)
 		s.handle(&n)
+		// The turn is still ours unless watch handed it on; then it is
+		// another goroutine's timer now, left armed.
+		lead = s.holder.CompareAndSwap(call, 0)
+		if lead {
+			s.setSlow(0)
+		}
+	}
+}
+
+// setSlow arms (d > 0) or disarms the slow-call timer.
+func (s *Server) setSlow(d time.Duration) {
+	its := unix.ItimerSpec{Value: unix.NsecToTimespec(d.Nanoseconds())}
+	unix.TimerfdSettime(s.slow, 0, &its, nil)
+}
+
+// watch hands the turn on for a holder whose call outlasts slowCall.
+func (s *Server) watch() {
+	p := []unix.PollFd{{Fd: int32(s.slow), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
+	var b [8]byte
+	for {
+		p[0].Revents, p[1].Revents = 0, 0
+		if _, err := unix.Poll(p, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+		if p[1].Revents != 0 {
+			return // Close
+		}
+		if p[0].Revents&unix.POLLIN == 0 {
+			continue
+		}
+		if _, err := unix.Read(s.slow, b[:]); err != nil {
+			continue // re-armed or disarmed since it fired
+		}
+		if call := s.holder.Load(); call != 0 && s.holder.CompareAndSwap(call, 0) {
+			// The holder no longer owns the turn (its CompareAndSwap
+			// will fail); a sync.Mutex may be unlocked by another
+			// goroutine than the one that locked it.
+			s.turn.Unlock()
+		}
 	}
 }
 
@@ -177,6 +252,7 @@ func (s *Server) Close() {
 	s.pidfds = nil
 	s.mu.Unlock()
 	unix.Close(s.stop)
+	unix.Close(s.slow)
 	unix.Close(s.listener)
 }
 
