@@ -116,9 +116,9 @@ type Filter struct {
 	mu      sync.Mutex
 	byName  map[string]*entry
 	byAddr  map[netip.Addr]*entry
-	next    uint32              // offset of the next virtual address in VirtualPrefix
-	live    liveSet             // connections made, still open in the sandbox
-	dialing int                 // connections being dialled
+	next    uint32  // offset of the next virtual address in VirtualPrefix
+	live    liveSet // connections made, still open in the sandbox
+	dialing int     // connections being dialled
 	closed  bool
 	// reported are the refused names already reported (bounded).
 	reported map[string]struct{}
