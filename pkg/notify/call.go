@@ -53,6 +53,8 @@ type SockCall struct {
 
 	id       uint64
 	listener int
+	own      *threadCreds // the serving thread's own ids (AsTarget)
+	tainted  bool         // that thread's ids could not be given back
 }
 
 // Family is the address family of Addr (0 without one).

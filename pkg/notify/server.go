@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ type Server struct {
 	slow   int
 	holder atomic.Uint64
 	calls  uint64
+	wg     sync.WaitGroup // Serve's goroutines
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -110,20 +112,19 @@ func NewServer(listener int, o Options) (*Server, error) {
 func (s *Server) Serve() {
 	defer close(s.done)
 	go s.reap()
-	var wg sync.WaitGroup
-	wg.Add(1)
+	s.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer s.wg.Done()
 		s.watch()
 	}()
 	for i := 0; i < s.o.MaxInFlight; i++ {
-		wg.Add(1)
+		s.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer s.wg.Done()
 			s.follow()
 		}()
 	}
-	wg.Wait()
+	s.wg.Wait()
 }
 
 // slowCall is how long the turn's holder may answer one call before the
@@ -133,6 +134,16 @@ const slowCall = 500 * time.Microsecond
 func (s *Server) follow() {
 	p := []unix.PollFd{{Fd: int32(s.listener), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
 	var n seccompNotif
+	var own *threadCreds
+	if s.o.AsTarget {
+		// Locked for good: asTarget changes this thread's ids for a
+		// call and back. Never unlocked, so a thread whose ids could
+		// not be given back ends with this goroutine.
+		runtime.LockOSThread()
+		if t, err := readThreadCreds(); err == nil {
+			own = &t
+		}
+	}
 	lead := false
 	for {
 		if !lead {
@@ -147,12 +158,26 @@ func (s *Server) follow() {
 		call := s.calls
 		s.holder.Store(call)
 		s.setSlow(slowCall)
-		s.handle(&n)
+		tainted := s.handle(&n, own)
 		// The turn is still ours unless watch handed it on; then it is
 		// another goroutine's timer now, left armed.
 		lead = s.holder.CompareAndSwap(call, 0)
 		if lead {
 			s.setSlow(0)
+		}
+		if tainted {
+			// This thread's ids are not its own: it serves no more
+			// calls and ends (locked) with this goroutine; a fresh one
+			// takes its place.
+			if lead {
+				s.turn.Unlock()
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.follow()
+			}()
+			return
 		}
 	}
 }
@@ -356,12 +381,14 @@ func (s *Server) untrack(fd int) {
 
 // handle answers one notification. Every exit path answers it: a target
 // left without an answer would wait until the sandbox ends.
-func (s *Server) handle(n *seccompNotif) {
-	val, errno, installed := s.decide(n)
-	if installed {
-		return
+// It reports whether the thread was left tainted (asTarget).
+func (s *Server) handle(n *seccompNotif, own *threadCreds) (tainted bool) {
+	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, own: own}
+	val, errno, installed := s.decide(n, c)
+	if !installed {
+		respond(s.listener, n.ID, val, errno)
 	}
-	respond(s.listener, n.ID, val, errno)
+	return c.tainted
 }
 
 func syscallOf(nr int32) Syscall {
@@ -382,8 +409,7 @@ func syscallOf(nr int32) Syscall {
 // addresses with EINVAL (move_addr_to_kernel).
 const maxAddr = 128
 
-func (s *Server) decide(n *seccompNotif) (val int64, errno unix.Errno, installed bool) {
-	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener}
+func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Errno, installed bool) {
 	if c.Syscall == 0 {
 		return 0, unix.ENOSYS, false
 	}
@@ -509,7 +535,12 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 // when Options.AsTarget asks (asTarget), else on this goroutine.
 func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Errno) {
 	if s.o.AsTarget && c.Domain == unix.AF_UNIX {
-		return asTarget(c, op)
+		if c.tainted {
+			return 0, unix.EACCES // this thread's ids are unknown
+		}
+		val, e, tainted := asTarget(c, c.own, op)
+		c.tainted = c.tainted || tainted
+		return val, e
 	}
 	return op()
 }
