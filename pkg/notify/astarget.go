@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -13,7 +12,8 @@ import (
 // and the supplementary groups, from /proc/TID/status (ids there are shown
 // in the reader's user namespace: the supervisor's, the host's).
 func targetIDs(c *SockCall) (uid, gid uint32, groups []uint32, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.Pid) + "/status")
+	var buf [8192]byte // /proc/PID/status is about 1.5 KiB
+	b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/status", buf[:])
 	if err != nil {
 		return 0, 0, nil, err
 	}

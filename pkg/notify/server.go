@@ -1,12 +1,11 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -549,13 +548,16 @@ func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Er
 // /proc/PID/fdinfo: the "flags" line is octal open flags, O_CLOEXEC among
 // them when the fd table entry has it.
 func fdFlags(c *SockCall) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.Pid) + "/fdinfo/" + strconv.Itoa(c.FD))
+	var buf [4096]byte // pos, flags, mnt_id, ino and a socket's few lines
+	b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/fdinfo/"+strconv.Itoa(c.FD), buf[:])
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "flags:"); ok {
-			fl, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		if v, ok := bytes.CutPrefix(line, []byte("flags:")); ok {
+			fl, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 64)
 			if err != nil {
 				return 0, err
 			}

@@ -282,7 +282,8 @@ func (g *UnixGate) writableBy(proc string, st *unix.Statx_t) bool {
 }
 
 func writableByStatus(proc string, st *unix.Statx_t) bool {
-	b, err := os.ReadFile(proc + "/status")
+	var buf [8192]byte // /proc/PID/status is about 1.5 KiB
+	b, err := readProc(proc+"/status", buf[:])
 	if err != nil {
 		return false
 	}
