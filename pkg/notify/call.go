@@ -55,7 +55,10 @@ type SockCall struct {
 	listener int
 	own      *threadCreds // the serving thread's own ids (AsTarget)
 	tainted  bool         // that thread's ids could not be given back
+	later    []int        // supervisor fds to close after the answer
 }
+
+func (c *SockCall) closeLater(fd int) { c.later = append(c.later, fd) }
 
 // Family is the address family of Addr (0 without one).
 func (c *SockCall) Family() int {

@@ -160,10 +160,11 @@ func (s *Server) follow() {
 		tainted := s.handle(&n, own)
 		// The turn is still ours unless watch handed it on; then it is
 		// another goroutine's timer now, left armed.
+		// The timer is left armed: it fires slowCall after the last call
+		// began, finds no holder (or one that began since: the hand-off
+		// is then early, never missed) and does nothing; a disarm would
+		// cost every call a system call.
 		lead = s.holder.CompareAndSwap(call, 0)
-		if lead {
-			s.setSlow(0)
-		}
 		if tainted {
 			// This thread's ids are not its own: it serves no more
 			// calls and ends (locked) with this goroutine; a fresh one
@@ -181,7 +182,7 @@ func (s *Server) follow() {
 	}
 }
 
-// setSlow arms (d > 0) or disarms the slow-call timer.
+// setSlow arms the slow-call timer (d > 0), or disarms it.
 func (s *Server) setSlow(d time.Duration) {
 	its := unix.ItimerSpec{Value: unix.NsecToTimespec(d.Nanoseconds())}
 	unix.TimerfdSettime(s.slow, 0, &its, nil)
@@ -371,11 +372,15 @@ func (s *Server) track(fd int, id uint64) bool {
 	return true
 }
 
-func (s *Server) untrack(fd int) {
+// untrack stops tracking fd, before the call is answered: once it is,
+// the reaper would take the id's end for a dead target and shut down a
+// socket the target goes on using. The fd itself is closed after the
+// answer (closeLater).
+func (s *Server) untrack(c *SockCall, fd int) {
 	s.mu.Lock()
 	delete(s.inflight, fd)
 	s.mu.Unlock()
-	unix.Close(fd)
+	c.closeLater(fd)
 }
 
 // handle answers one notification. Every exit path answers it: a target
@@ -386,6 +391,12 @@ func (s *Server) handle(n *seccompNotif, own *threadCreds) (tainted bool) {
 	val, errno, installed := s.decide(n, c)
 	if !installed {
 		respond(s.listener, n.ID, val, errno)
+	}
+	// The supervisor's copies (the socket, a pin, an installed socket)
+	// are closed once the target runs again: a close, the last one of a
+	// replaced socket among them, is no part of the target's wait.
+	for _, fd := range c.later {
+		unix.Close(fd)
 	}
 	return c.tainted
 }
@@ -430,7 +441,7 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 		unix.Close(sock)
 		return 0, unix.ECONNABORTED, false
 	}
-	defer s.untrack(sock)
+	defer s.untrack(c, sock)
 	c.Sock = sock
 	if c.Domain, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil {
 		return 0, errnoOf(err), false // ENOTSOCK, as the call would fail
@@ -503,7 +514,7 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 	case vReturn:
 		return v.val, 0, false
 	case vInstall:
-		defer unix.Close(v.fd)
+		defer c.closeLater(v.fd)
 		// The flag the target's own fd had is kept (O_CLOEXEC).
 		cloexec := false
 		if fl, err := fdFlags(c); err == nil {
@@ -515,7 +526,7 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 		return v.val, 0, false
 	case vPerformAt:
 		if v.fd >= 0 {
-			defer unix.Close(v.fd)
+			defer c.closeLater(v.fd)
 		}
 		if !c.Valid() {
 			return 0, unix.EINTR, false
