@@ -292,7 +292,9 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 	if !sock.Nonblock {
 		// The installed socket has the sandbox socket's file status
 		// flags: a blocking socket stays blocking.
-		if err := setNonblock(fd, false); err != nil {
+		// The socket was made here with SOCK_NONBLOCK as its only
+		// status flag: clearing them all clears it, without F_GETFL.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
 			return fail(unix.EIO, fmt.Errorf("network filter: fcntl: %w", err))
 		}
 	}
