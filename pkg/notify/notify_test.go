@@ -700,3 +700,36 @@ func TestAsTargetPeerSeesTargetIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestPidfdCacheSweepDropsTheDead: when the pidfd cache is full, the
+// pidfds of processes that ended are dropped (their ids may name another
+// process next) and those of live ones are kept.
+func TestPidfdCacheSweepDropsTheDead(t *testing.T) {
+	start := func() (*exec.Cmd, int) {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Skip(err)
+		}
+		fd, err := openPidfd(cmd.Process.Pid)
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Skip(err)
+		}
+		return cmd, fd
+	}
+	live, liveFd := start()
+	defer func() { live.Process.Kill(); live.Wait() }()
+	dead, deadFd := start()
+	dead.Process.Kill()
+	dead.Wait() // reaped: its id is free for another process
+	s := &Server{pidfds: map[int]int{live.Process.Pid: liveFd, dead.Process.Pid: deadFd}}
+	s.sweepPidfdsLocked()
+	if _, ok := s.pidfds[dead.Process.Pid]; ok {
+		t.Fatal("the pidfd of a process that ended is still cached")
+	}
+	if fd, ok := s.pidfds[live.Process.Pid]; !ok || fd != liveFd {
+		t.Fatal("the pidfd of a live process was dropped")
+	}
+	unix.Close(liveFd)
+}

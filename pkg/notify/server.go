@@ -315,6 +315,9 @@ func (s *Server) getfd(c *SockCall, fd int) (int, unix.Errno) {
 	}
 	got, err := unix.PidfdGetfd(pidfd, fd, 0)
 	s.mu.Lock()
+	if s.pidfds != nil && len(s.pidfds) >= maxPidfds {
+		s.sweepPidfdsLocked()
+	}
 	if s.pidfds != nil && len(s.pidfds) < maxPidfds {
 		if _, dup := s.pidfds[c.Pid]; !dup {
 			s.pidfds[c.Pid] = pidfd
@@ -329,6 +332,29 @@ func (s *Server) getfd(c *SockCall, fd int) (int, unix.Errno) {
 		return -1, errnoOf(err)
 	}
 	return got, 0
+}
+
+// sweepPidfdsLocked drops the cached pidfds of threads that ended, with
+// one poll: a pidfd is readable once its thread (PIDFD_THREAD) or process
+// has exited (pidfd_open(2)). Without it a sandbox that runs many short
+// processes (a build) fills the cache with the dead and every later
+// process opens a pidfd per call. Called under mu when the cache is full.
+func (s *Server) sweepPidfdsLocked() {
+	pids := make([]int, 0, len(s.pidfds))
+	p := make([]unix.PollFd, 0, len(s.pidfds))
+	for pid, fd := range s.pidfds {
+		pids = append(pids, pid)
+		p = append(p, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	if _, err := unix.Poll(p, 0); err != nil {
+		return
+	}
+	for i := range p {
+		if p[i].Revents != 0 {
+			unix.Close(int(p[i].Fd))
+			delete(s.pidfds, pids[i])
+		}
+	}
 }
 
 // Done is closed when Serve has returned.
