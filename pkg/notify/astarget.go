@@ -12,8 +12,7 @@ import (
 // and the supplementary groups, from /proc/TID/status (ids there are shown
 // in the reader's user namespace: the supervisor's, the host's).
 func targetIDs(c *SockCall) (uid, gid uint32, groups []uint32, err error) {
-	var buf [8192]byte // /proc/PID/status is about 1.5 KiB
-	b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/status", buf[:])
+	b, err := c.status()
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -52,6 +51,21 @@ func targetIDs(c *SockCall) (uid, gid uint32, groups []uint32, err error) {
 		return 0, 0, nil, unix.EINVAL
 	}
 	return uid, gid, groups, nil
+}
+
+// status returns /proc/TID/status of the target, read once per call: the
+// gate's permission check and asTarget both need it, and a root session's
+// connect read it twice. Whoever uses it checks the call is still pending
+// afterwards (Valid), as after any open through /proc/PID.
+func (c *SockCall) status() ([]byte, error) {
+	if c.statusBuf == nil {
+		b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/status", make([]byte, 4096))
+		if err != nil {
+			return nil, err
+		}
+		c.statusBuf = b
+	}
+	return c.statusBuf, nil
 }
 
 // threadCreds are the ids a thread of the supervisor holds of its own,

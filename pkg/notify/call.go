@@ -56,6 +56,8 @@ type SockCall struct {
 	own      *threadCreds // the serving thread's own ids (AsTarget)
 	tainted  bool         // that thread's ids could not be given back
 	later    []int        // supervisor fds to close after the answer
+	// statusBuf is /proc/Pid/status once read (status).
+	statusBuf []byte
 }
 
 func (c *SockCall) closeLater(fd int) { c.later = append(c.later, fd) }
