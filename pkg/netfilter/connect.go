@@ -1,14 +1,11 @@
 package netfilter
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -145,7 +142,10 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 		return Verdict{Action: Fail, Errno: errno}, nil
 	}
 	c.Host = e.name
-	f.track(c)
+	if err := f.track(c); err != nil {
+		c.Close()
+		return Verdict{Action: Fail, Errno: unix.ENOBUFS}, fmt.Errorf("network filter: counting a connection: %w", err)
+	}
 	f.stats.connects.Add(1)
 	return Verdict{Action: Install, Conn: c, Errno: errno}, nil
 }
@@ -213,6 +213,31 @@ var copiedOptions = []struct{ level, opt int }{
 	{unix.IPPROTO_TCP, unix.TCP_QUICKACK},
 }
 
+// optionDefaults are copiedOptions' values on a fresh TCP socket, per
+// family, read once.
+var optionDefaults sync.Map // family -> []int
+
+func defaultOptions(family int) []int {
+	if v, ok := optionDefaults.Load(family); ok {
+		return v.([]int)
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	def := make([]int, len(copiedOptions))
+	for i, o := range copiedOptions {
+		v, err := unix.GetsockoptInt(fd, o.level, o.opt)
+		if err != nil {
+			return nil // then every option is copied
+		}
+		def[i] = v
+	}
+	optionDefaults.Store(family, def)
+	return def
+}
+
 // dial opens a socket of the sandbox socket's kind in the supervisor's
 // (the host's) network namespace and connects it to to. It returns the
 // connected socket and 0, a socket in progress and EINPROGRESS (for a
@@ -230,8 +255,11 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 		return nil, errno, err
 	}
 	if sock.FD >= 0 {
-		for _, o := range copiedOptions {
-			if v, err := unix.GetsockoptInt(sock.FD, o.level, o.opt); err == nil {
+		def := defaultOptions(sock.Family)
+		for i, o := range copiedOptions {
+			// Only what the program changed is set: a fresh socket
+			// already has the kernel's defaults.
+			if v, err := unix.GetsockoptInt(sock.FD, o.level, o.opt); err == nil && (def == nil || v != def[i]) {
 				_ = unix.SetsockoptInt(fd, o.level, o.opt, v)
 			}
 		}
@@ -264,7 +292,9 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 	if !sock.Nonblock {
 		// The installed socket has the sandbox socket's file status
 		// flags: a blocking socket stays blocking.
-		if err := setNonblock(fd, false); err != nil {
+		// The socket was made here with SOCK_NONBLOCK as its only
+		// status flag: clearing them all clears it, without F_GETFL.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
 			return fail(unix.EIO, fmt.Errorf("network filter: fcntl: %w", err))
 		}
 	}
@@ -323,8 +353,8 @@ func errnoOf(err error) unix.Errno {
 	return unix.EIO
 }
 
-// reserve takes a connection slot, first forgetting the connections the
-// sandbox closed when the table is full.
+// reserve takes a connection slot, first recounting the connections the
+// sandbox still holds when the table looks full.
 //
 // Bounded: the sockets the supervisor opens are charged to the
 // supervisor's memory cgroup, not the sandbox's; without a cap a sandbox
@@ -336,10 +366,10 @@ func (f *Filter) reserve() error {
 	if f.closed {
 		return ErrClosed
 	}
-	if len(f.open)+f.dialing >= f.cfg.MaxConns {
-		f.sweepLocked()
+	if f.live.n+f.dialing >= f.cfg.MaxConns {
+		f.live.count()
 	}
-	if len(f.open)+f.dialing >= f.cfg.MaxConns {
+	if f.live.n+f.dialing >= f.cfg.MaxConns {
 		return &LimitError{What: "connections", Limit: f.cfg.MaxConns}
 	}
 	f.dialing++
@@ -352,62 +382,17 @@ func (f *Filter) release() {
 	f.mu.Unlock()
 }
 
-// track records a connection by its socket inode, to count it until the
-// sandbox closes it.
-func (f *Filter) track(c *Conn) {
-	var st unix.Stat_t
-	ino := uint64(0)
-	if unix.Fstat(c.fd, &st) == nil {
-		ino = st.Ino
-	}
+// track counts a connection until the sandbox closes it (liveSet). A
+// connection that cannot be counted is not made: the cap would not see
+// it.
+func (f *Filter) track(c *Conn) error {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.dialing--
-	if ino != 0 {
-		f.open[ino] = struct{}{}
+	if f.closed {
+		return ErrClosed
 	}
-	f.mu.Unlock()
-}
-
-// sweepLocked forgets the connections whose sockets are gone: a socket
-// still open somewhere (in the sandbox) is listed with its inode in the
-// supervisor's namespace's /proc/net/tcp{,6}; a closed one is not (or has
-// inode 0 in TIME_WAIT).
-func (f *Filter) sweepLocked() {
-	if len(f.open) == 0 {
-		return
-	}
-	live := map[uint64]struct{}{}
-	for _, p := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
-		if err := socketInodes(p, live); err != nil {
-			// Unreadable: keep counting everything (fail closed).
-			return
-		}
-	}
-	for ino := range f.open {
-		if _, ok := live[ino]; !ok {
-			delete(f.open, ino)
-		}
-	}
-}
-
-func socketInodes(path string, into map[uint64]struct{}) error {
-	fh, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	sc.Scan() // header
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 10 {
-			continue
-		}
-		if ino, err := strconv.ParseUint(fs[9], 10, 64); err == nil && ino != 0 {
-			into[ino] = struct{}{}
-		}
-	}
-	return sc.Err()
+	return f.live.add(c.fd)
 }
 
 // OpenConns sweeps and returns the number of connections made for the
@@ -415,6 +400,5 @@ func socketInodes(path string, into map[uint64]struct{}) error {
 func (f *Filter) OpenConns() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.sweepLocked()
-	return len(f.open)
+	return f.live.count()
 }

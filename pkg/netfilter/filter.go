@@ -116,9 +116,9 @@ type Filter struct {
 	mu      sync.Mutex
 	byName  map[string]*entry
 	byAddr  map[netip.Addr]*entry
-	next    uint32              // offset of the next virtual address in VirtualPrefix
-	open    map[uint64]struct{} // socket inodes of connections made
-	dialing int                 // connections being dialled
+	next    uint32  // offset of the next virtual address in VirtualPrefix
+	live    liveSet // connections made, still open in the sandbox
+	dialing int     // connections being dialled
 	closed  bool
 	// reported are the refused names already reported (bounded).
 	reported map[string]struct{}
@@ -187,7 +187,7 @@ func New(cfg Config) (*Filter, error) {
 		pins:     map[string]netip.Addr{},
 		byName:   map[string]*entry{},
 		byAddr:   map[netip.Addr]*entry{},
-		open:     map[uint64]struct{}{},
+		live:     liveSet{ep: -1},
 		tcpConns: map[net.Conn]struct{}{},
 		relays:   map[net.Conn]struct{}{},
 		queries:  make(chan struct{}, cfg.MaxQueries),
@@ -217,7 +217,7 @@ func New(cfg Config) (*Filter, error) {
 // Stats returns the counters.
 func (f *Filter) Stats() Stats {
 	f.mu.Lock()
-	names, open := len(f.byName), len(f.open)
+	names, open := len(f.byName), f.live.n
 	f.mu.Unlock()
 	return Stats{
 		Queries: f.stats.queries.Load(), Upstream: f.stats.upstream.Load(),
@@ -235,6 +235,7 @@ func (f *Filter) Close() error {
 		return nil
 	}
 	f.closed = true
+	f.live.close()
 	closers := f.closers
 	f.closers = nil
 	for c := range f.tcpConns {

@@ -1,8 +1,6 @@
 package notify
 
 import (
-	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -14,7 +12,7 @@ import (
 // and the supplementary groups, from /proc/TID/status (ids there are shown
 // in the reader's user namespace: the supervisor's, the host's).
 func targetIDs(c *SockCall) (uid, gid uint32, groups []uint32, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.Pid) + "/status")
+	b, err := c.status()
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -55,51 +53,106 @@ func targetIDs(c *SockCall) (uid, gid uint32, groups []uint32, err error) {
 	return uid, gid, groups, nil
 }
 
-// asTarget runs op on an OS thread of its own that holds the target's host
-// ids, and returns its result. A root supervisor that connects or sends
-// on the sandbox's behalf would otherwise be the peer a host service sees
-// (SO_PEERCRED, SCM_CREDENTIALS under SO_PASSCRED: uid 0) while the
-// sandbox runs as unprivileged ids of its range: a service that trusts a
-// root peer would trust the sandbox as root (the CVE-2020-15257 pattern).
-// On that thread the kernel also checks the socket's write permission for
-// the target's ids. The ids are set with raw syscalls, which change only
-// the calling thread (glibc's and Go's wrappers change every thread); the
-// thread stays locked and exits with its goroutine, so no other goroutine
-// ever runs with them. It reaches the pinned socket through
-// /proc/self/fd, which the kernel allows a thread of the same thread group
-// whatever its ids (proc_fd_access_allowed: same_thread_group).
-func asTarget(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Errno) {
+// status returns /proc/TID/status of the target, read once per call: the
+// gate's permission check and asTarget both need it, and a root session's
+// connect read it twice. Whoever uses it checks the call is still pending
+// afterwards (Valid), as after any open through /proc/PID.
+func (c *SockCall) status() ([]byte, error) {
+	if c.statusBuf == nil {
+		b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/status", make([]byte, 4096))
+		if err != nil {
+			return nil, err
+		}
+		c.statusBuf = b
+	}
+	return c.statusBuf, nil
+}
+
+// threadCreds are the ids a thread of the supervisor holds of its own,
+// read on that thread (raw syscalls: this thread's, not the process's).
+type threadCreds struct {
+	ruid, euid, suid, rgid, egid, sgid uint32
+	groups                             []uint32
+}
+
+func readThreadCreds() (threadCreds, error) {
+	var t threadCreds
+	if _, _, e := unix.RawSyscall(unix.SYS_GETRESUID, uintptr(unsafe.Pointer(&t.ruid)), uintptr(unsafe.Pointer(&t.euid)), uintptr(unsafe.Pointer(&t.suid))); e != 0 {
+		return t, e
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_GETRESGID, uintptr(unsafe.Pointer(&t.rgid)), uintptr(unsafe.Pointer(&t.egid)), uintptr(unsafe.Pointer(&t.sgid))); e != 0 {
+		return t, e
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_GETGROUPS, 0, 0, 0)
+	if e != 0 {
+		return t, e
+	}
+	t.groups = make([]uint32, n)
+	if n > 0 {
+		if _, _, e := unix.RawSyscall(unix.SYS_GETGROUPS, n, uintptr(unsafe.Pointer(&t.groups[0])), 0); e != 0 {
+			return t, e
+		}
+	}
+	return t, nil
+}
+
+func setGroups(g []uint32) unix.Errno {
+	var gp unsafe.Pointer
+	if len(g) > 0 {
+		gp = unsafe.Pointer(&g[0])
+	}
+	_, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(g)), uintptr(gp), 0)
+	return e
+}
+
+// asTarget runs op on this goroutine's thread while the thread holds the
+// target's host ids, then gives the thread its own ids back. A root
+// supervisor that connects or sends on the sandbox's behalf would
+// otherwise be the peer a host service sees (SO_PEERCRED, SCM_CREDENTIALS
+// under SO_PASSCRED: uid 0) while the sandbox runs as unprivileged ids of
+// its range: a service that trusts a root peer would trust the sandbox as
+// root (the CVE-2020-15257 pattern). On that thread the kernel also checks
+// the socket's write permission for the target's ids (effective and
+// file-system ids, groups; the effective capabilities are cleared when
+// the effective uid leaves 0, capabilities(7)). The real uid and gid are
+// the target's too: SCM_CREDENTIALS carries the real ones.
+//
+// The thread is locked to its goroutine for the Server's life (follow),
+// and the ids are set with raw syscalls, which change only the calling
+// thread (glibc's and Go's wrappers change every thread), so no other
+// goroutine ever runs with them. The saved uid stays the supervisor's
+// (0) so that the thread may take its own ids back; if giving them back
+// fails, asTarget reports the thread tainted: its goroutine ends still
+// locked, and Go ends the thread with it. It reaches the pinned socket
+// through /proc/self/fd, which the kernel allows a thread of the same
+// thread group whatever its ids (proc_fd_access_allowed:
+// same_thread_group).
+func asTarget(c *SockCall, own *threadCreds, op func() (int64, unix.Errno)) (val int64, errno unix.Errno, tainted bool) {
+	if own == nil || own.euid != 0 {
+		return 0, unix.EACCES, false // fail closed: the thread cannot take ids
+	}
 	uid, gid, groups, err := targetIDs(c)
 	if err != nil || !c.Valid() {
-		return 0, unix.EACCES // fail closed: whose call it is is unknown
+		return 0, unix.EACCES, false // fail closed: whose call it is is unknown
 	}
-	type result struct {
-		val int64
-		e   unix.Errno
+	val, errno = 0, unix.EACCES
+	if setGroups(groups) == 0 {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(own.egid)); e == 0 {
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(own.euid)); e == 0 {
+				val, errno = op()
+			}
+		}
 	}
-	done := make(chan result, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine.
-		runtime.LockOSThread()
-		var gp unsafe.Pointer
-		if len(groups) > 0 {
-			gp = unsafe.Pointer(&groups[0])
-		}
-		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), uintptr(gp), 0); e != 0 {
-			done <- result{0, unix.EACCES}
-			return
-		}
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
-			done <- result{0, unix.EACCES}
-			return
-		}
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
-			done <- result{0, unix.EACCES}
-			return
-		}
-		v, e := op()
-		done <- result{v, e}
-	}()
-	r := <-done
-	return r.val, r.e
+	// Back to the supervisor's own ids, uid first (the saved uid 0
+	// allows it and brings the capabilities back for the rest).
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(own.ruid), uintptr(own.euid), uintptr(own.suid)); e != 0 {
+		return val, errno, true
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(own.rgid), uintptr(own.egid), uintptr(own.sgid)); e != 0 {
+		return val, errno, true
+	}
+	if setGroups(own.groups) != 0 {
+		return val, errno, true
+	}
+	return val, errno, false
 }

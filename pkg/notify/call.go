@@ -53,7 +53,14 @@ type SockCall struct {
 
 	id       uint64
 	listener int
+	own      *threadCreds // the serving thread's own ids (AsTarget)
+	tainted  bool         // that thread's ids could not be given back
+	later    []int        // supervisor fds to close after the answer
+	// statusBuf is /proc/Pid/status once read (status).
+	statusBuf []byte
 }
+
+func (c *SockCall) closeLater(fd int) { c.later = append(c.later, fd) }
 
 // Family is the address family of Addr (0 without one).
 func (c *SockCall) Family() int {

@@ -158,6 +158,33 @@ func openPidfd(tid int) (int, error) {
 	return unix.PidfdOpen(tgid, 0)
 }
 
+// readProc reads a small /proc file whole into buf with three system
+// calls (os.ReadFile adds an fstat and a second read), on the hot path of
+// every call that needs one.
+func readProc(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 {
+			return buf[:n], nil
+		}
+		n += k
+	}
+	// Larger than the caller expected (a long Groups line): read it all.
+	return os.ReadFile(path)
+}
+
 func readTgid(tid int) (int, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
 	if err != nil {

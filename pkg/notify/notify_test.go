@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,6 +109,19 @@ func child(mode string) int {
 			n, _ := unix.Read(fd, b)
 			fmt.Println(a, "read", string(b[:n]))
 		}
+	case "blocked":
+		// args: marker. A first connect the supervisor holds, then a
+		// second one made once the first is held (the marker exists).
+		first := make(chan string, 1)
+		go func() { first <- inetResult("127.0.0.2:9") }()
+		for {
+			if _, err := os.Stat(args[0]); err == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		fmt.Println("second", inetResult("127.0.0.3:9"))
+		fmt.Println("first", <-first)
 	case "bench":
 		n, _ := strconv.Atoi(args[1])
 		benchChild(args[0], n)
@@ -135,6 +149,22 @@ func child(mode string) int {
 		fmt.Println("rights", res)
 	}
 	return 0
+}
+
+func inetResult(a string) string {
+	host, port, _ := net.SplitHostPort(a)
+	p, _ := strconv.Atoi(port)
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err.Error()
+	}
+	defer unix.Close(fd)
+	sa := &unix.SockaddrInet4{Port: p}
+	copy(sa.Addr[:], net.ParseIP(host).To4())
+	if err := unix.Connect(fd, sa); err != nil {
+		return errName(err)
+	}
+	return "ok"
 }
 
 func connectResult(p string) string {
@@ -513,4 +543,193 @@ func TestInetHandler(t *testing.T) {
 	if seen.Load() < 2 {
 		t.Fatalf("handler saw %d calls", seen.Load())
 	}
+}
+
+// TestSlowCallDoesNotHoldTheOthers: while the handler holds one call (a
+// connect that waits, as a dial or a full backlog does), the Server still
+// reads and answers the next one: the turn is handed on for the slow
+// call. Without it the first call's wait (ended only by the second)
+// would run into its 60 s guard.
+func TestSlowCallDoesNotHoldTheOthers(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "held")
+	release := make(chan struct{})
+	var once sync.Once
+	h := HandlerFunc(func(ctx context.Context, c *SockCall) Verdict {
+		switch {
+		case len(c.Addr) >= 8 && c.Addr[7] == 2:
+			os.WriteFile(marker, nil, 0o600)
+			select {
+			case <-release:
+				return Deny(unix.ECONNREFUSED)
+			case <-time.After(60 * time.Second): // deadlock guard only
+				return Deny(unix.ETIMEDOUT)
+			}
+		case len(c.Addr) >= 8 && c.Addr[7] == 3:
+			once.Do(func() { close(release) })
+			return Deny(unix.EHOSTUNREACH)
+		}
+		return Deny(unix.EACCES)
+	})
+	res, lines := runChildWith(t, "blocked", []string{marker}, GateConfig{}, h)
+	if res["second"] != "EHOSTUNREACH" || res["first"] != "ECONNREFUSED" {
+		t.Fatalf("%q", lines)
+	}
+}
+
+// TestAsTargetPeerSeesTargetIDs: a root supervisor with AsTarget makes
+// the call with the target's host ids (the listener's SO_PEERCRED names
+// the sandbox's uid, not root), call after call, and its threads hold
+// their own ids again once each call is made.
+func TestAsTargetPeerSeesTargetIDs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("AsTarget is a root supervisor's: run as root")
+	}
+	if err := Supported(); err != nil {
+		t.Skip(err)
+	}
+	const nobody = 65534
+	// The test binary, where uid 65534 may run it.
+	bin := filepath.Join(t.TempDir(), "notify.test")
+	// t.TempDir's folders (and the one above them) are 0700.
+	os.Chmod(filepath.Dir(bin), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755)
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	p := filepath.Join(dir, "s.sock")
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	os.Chmod(p, 0o777)
+	peers := make(chan unix.Ucred, 8)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			raw, _ := c.(*net.UnixConn).SyscallConn()
+			raw.Control(func(fd uintptr) {
+				if u, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+					peers <- *u
+				}
+			})
+			c.Close()
+		}
+	}()
+	const calls = 3
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=connect", "NSBOX_NOTIFY_TEST_ARGS="+strings.TrimSpace(strings.Repeat(p+" ", calls)))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	out := bufio.NewScanner(stdout)
+	var n int
+	if !out.Scan() {
+		t.Fatal("child said nothing")
+	}
+	if _, err := fmt.Sscanf(out.Text(), "fd %d", &n); err != nil {
+		t.Fatalf("child: %s", out.Text())
+	}
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := unix.PidfdGetfd(pidfd, n, 0)
+	unix.Close(pidfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, err := NewUnixGate(GateConfig{RootPid: cmd.Process.Pid, Writable: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(listener, Options{Unix: gate, AsTarget: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	stdin.Write([]byte("go\n"))
+	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // deadlock guard only
+	defer deadline.Stop()
+	var lines []string
+	for out.Scan() {
+		lines = append(lines, out.Text())
+	}
+	if len(lines) != calls {
+		t.Fatalf("%q", lines)
+	}
+	for i, line := range lines {
+		if line != p+" ok" {
+			t.Fatalf("%q", lines)
+		}
+		u := <-peers
+		if u.Uid != nobody || u.Gid != nobody {
+			t.Fatalf("connect %d: the peer is uid %d gid %d, not the target's %d", i, u.Uid, u.Gid, nobody)
+		}
+	}
+	// Every thread of this process (the Server's among them, still
+	// running) holds root's ids again.
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/status")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, _ := strings.Cut(line, ":"); k == "Uid" || k == "Gid" {
+				if f := strings.Fields(v); len(f) != 4 || f[0] != "0" || f[1] != "0" || f[2] != "0" || f[3] != "0" {
+					t.Fatalf("thread %s: %s", task.Name(), line)
+				}
+			}
+		}
+	}
+}
+
+// TestPidfdCacheSweepDropsTheDead: when the pidfd cache is full, the
+// pidfds of processes that ended are dropped (their ids may name another
+// process next) and those of live ones are kept.
+func TestPidfdCacheSweepDropsTheDead(t *testing.T) {
+	start := func() (*exec.Cmd, int) {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Skip(err)
+		}
+		fd, err := openPidfd(cmd.Process.Pid)
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Skip(err)
+		}
+		return cmd, fd
+	}
+	live, liveFd := start()
+	defer func() { live.Process.Kill(); live.Wait() }()
+	dead, deadFd := start()
+	dead.Process.Kill()
+	dead.Wait() // reaped: its id is free for another process
+	s := &Server{pidfds: map[int]int{live.Process.Pid: liveFd, dead.Process.Pid: deadFd}}
+	s.sweepPidfdsLocked()
+	if _, ok := s.pidfds[dead.Process.Pid]; ok {
+		t.Fatal("the pidfd of a process that ended is still cached")
+	}
+	if fd, ok := s.pidfds[live.Process.Pid]; !ok || fd != liveFd {
+		t.Fatal("the pidfd of a live process was dropped")
+	}
+	unix.Close(liveFd)
 }

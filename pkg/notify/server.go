@@ -1,12 +1,13 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
-	"os"
+	"runtime"
 	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -40,10 +41,18 @@ type Server struct {
 	listener int
 	stop     int // eventfd: Close wakes Serve
 	o        Options
-	// turn is held by the goroutine that polls and reads; ending (under
-	// turn) tells the others to stop.
+	// turn is held by the goroutine that polls and reads, and kept while
+	// it answers what it read, unless that takes longer than slowCall
+	// (see follow); ending (under turn) tells the others to stop.
 	turn   sync.Mutex
 	ending bool
+	// slow is a timerfd armed while the turn's holder answers a call;
+	// holder is the number of that call (0: the holder is not answering
+	// one, or handed the turn on), calls counts them.
+	slow   int
+	holder atomic.Uint64
+	calls  uint64
+	wg     sync.WaitGroup // Serve's goroutines
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -71,12 +80,17 @@ func NewServer(listener int, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK)
+	if err != nil {
+		unix.Close(efd)
+		return nil, err
+	}
 	// Synchronous wake-ups (6.6): the supervisor's thread runs on the
 	// target's CPU when it answers, which halves a round trip. Optional.
 	flag := uint64(unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
 	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{listener: listener, stop: efd, o: o,
+	return &Server{listener: listener, stop: efd, slow: tfd, o: o,
 		ctx: ctx, cancel: cancel, inflight: map[int]uint64{}, pidfds: map[int]int{}, done: make(chan struct{})}, nil
 }
 
@@ -84,37 +98,123 @@ func NewServer(listener int, o Options) (*Server, error) {
 // under the filter (the sandbox ended).
 //
 // Leader and followers: MaxInFlight goroutines take turns at the listener.
-// The one holding the turn polls and reads one notification, hands the
-// turn on, and answers that notification itself. The target waits on the
-// very thread that read its call (no hand-off on the critical path), and a
-// call that blocks in the supervisor (a connect to a full backlog) holds
-// one goroutine only: the others keep answering, so a server inside that
-// must send before it accepts is never starved by its own client.
+// The one holding the turn polls, reads one notification and answers it
+// itself, so that the target waits on the very thread that read its call,
+// and keeps the turn for the next one: no other goroutine is woken on the
+// way (a hand-off per call cost more than the rest of a connect). A call
+// that blocks in the supervisor (a connect to a full backlog, a dial, a
+// lookup on a mount that hangs) must not hold the others up: when one
+// lasts longer than slowCall, watch hands the turn on for its holder, and
+// a follower answers the next calls meanwhile. So a server inside that
+// must send before it accepts is never starved by its own client, and at
+// most MaxInFlight calls are made at once.
 func (s *Server) Serve() {
 	defer close(s.done)
 	go s.reap()
-	var wg sync.WaitGroup
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.watch()
+	}()
 	for i := 0; i < s.o.MaxInFlight; i++ {
-		wg.Add(1)
+		s.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer s.wg.Done()
 			s.follow()
 		}()
 	}
-	wg.Wait()
+	s.wg.Wait()
 }
+
+// slowCall is how long the turn's holder may answer one call before the
+// turn is handed on for it.
+const slowCall = 500 * time.Microsecond
 
 func (s *Server) follow() {
 	p := []unix.PollFd{{Fd: int32(s.listener), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
 	var n seccompNotif
+	var own *threadCreds
+	if s.o.AsTarget {
+		// Locked for good: asTarget changes this thread's ids for a
+		// call and back. Never unlocked, so a thread whose ids could
+		// not be given back ends with this goroutine.
+		runtime.LockOSThread()
+		if t, err := readThreadCreds(); err == nil {
+			own = &t
+		}
+	}
+	lead := false
 	for {
-		s.turn.Lock()
-		ok := s.next(p, &n)
-		s.turn.Unlock()
-		if !ok {
+		if !lead {
+			s.turn.Lock()
+		}
+		if !s.next(p, &n) {
+			s.turn.Unlock()
 			return
 		}
-		s.handle(&n)
+		// Still under the turn: number the call and arm the timer.
+		s.calls++
+		call := s.calls
+		s.holder.Store(call)
+		s.setSlow(slowCall)
+		tainted := s.handle(&n, own)
+		// The turn is still ours unless watch handed it on; then it is
+		// another goroutine's timer now, left armed.
+		// The timer is left armed: it fires slowCall after the last call
+		// began, finds no holder (or one that began since: the hand-off
+		// is then early, never missed) and does nothing; a disarm would
+		// cost every call a system call.
+		lead = s.holder.CompareAndSwap(call, 0)
+		if tainted {
+			// This thread's ids are not its own: it serves no more
+			// calls and ends (locked) with this goroutine; a fresh one
+			// takes its place.
+			if lead {
+				s.turn.Unlock()
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.follow()
+			}()
+			return
+		}
+	}
+}
+
+// setSlow arms the slow-call timer (d > 0), or disarms it.
+func (s *Server) setSlow(d time.Duration) {
+	its := unix.ItimerSpec{Value: unix.NsecToTimespec(d.Nanoseconds())}
+	unix.TimerfdSettime(s.slow, 0, &its, nil)
+}
+
+// watch hands the turn on for a holder whose call outlasts slowCall.
+func (s *Server) watch() {
+	p := []unix.PollFd{{Fd: int32(s.slow), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
+	var b [8]byte
+	for {
+		p[0].Revents, p[1].Revents = 0, 0
+		if _, err := unix.Poll(p, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+		if p[1].Revents != 0 {
+			return // Close
+		}
+		if p[0].Revents&unix.POLLIN == 0 {
+			continue
+		}
+		if _, err := unix.Read(s.slow, b[:]); err != nil {
+			continue // re-armed or disarmed since it fired
+		}
+		if call := s.holder.Load(); call != 0 && s.holder.CompareAndSwap(call, 0) {
+			// The holder no longer owns the turn (its CompareAndSwap
+			// will fail); a sync.Mutex may be unlocked by another
+			// goroutine than the one that locked it.
+			s.turn.Unlock()
+		}
 	}
 }
 
@@ -177,6 +277,7 @@ func (s *Server) Close() {
 	s.pidfds = nil
 	s.mu.Unlock()
 	unix.Close(s.stop)
+	unix.Close(s.slow)
 	unix.Close(s.listener)
 }
 
@@ -214,6 +315,9 @@ func (s *Server) getfd(c *SockCall, fd int) (int, unix.Errno) {
 	}
 	got, err := unix.PidfdGetfd(pidfd, fd, 0)
 	s.mu.Lock()
+	if s.pidfds != nil && len(s.pidfds) >= maxPidfds {
+		s.sweepPidfdsLocked()
+	}
 	if s.pidfds != nil && len(s.pidfds) < maxPidfds {
 		if _, dup := s.pidfds[c.Pid]; !dup {
 			s.pidfds[c.Pid] = pidfd
@@ -228,6 +332,29 @@ func (s *Server) getfd(c *SockCall, fd int) (int, unix.Errno) {
 		return -1, errnoOf(err)
 	}
 	return got, 0
+}
+
+// sweepPidfdsLocked drops the cached pidfds of threads that ended, with
+// one poll: a pidfd is readable once its thread (PIDFD_THREAD) or process
+// has exited (pidfd_open(2)). Without it a sandbox that runs many short
+// processes (a build) fills the cache with the dead and every later
+// process opens a pidfd per call. Called under mu when the cache is full.
+func (s *Server) sweepPidfdsLocked() {
+	pids := make([]int, 0, len(s.pidfds))
+	p := make([]unix.PollFd, 0, len(s.pidfds))
+	for pid, fd := range s.pidfds {
+		pids = append(pids, pid)
+		p = append(p, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	if _, err := unix.Poll(p, 0); err != nil {
+		return
+	}
+	for i := range p {
+		if p[i].Revents != 0 {
+			unix.Close(int(p[i].Fd))
+			delete(s.pidfds, pids[i])
+		}
+	}
 }
 
 // Done is closed when Serve has returned.
@@ -271,21 +398,33 @@ func (s *Server) track(fd int, id uint64) bool {
 	return true
 }
 
-func (s *Server) untrack(fd int) {
+// untrack stops tracking fd, before the call is answered: once it is,
+// the reaper would take the id's end for a dead target and shut down a
+// socket the target goes on using. The fd itself is closed after the
+// answer (closeLater).
+func (s *Server) untrack(c *SockCall, fd int) {
 	s.mu.Lock()
 	delete(s.inflight, fd)
 	s.mu.Unlock()
-	unix.Close(fd)
+	c.closeLater(fd)
 }
 
 // handle answers one notification. Every exit path answers it: a target
 // left without an answer would wait until the sandbox ends.
-func (s *Server) handle(n *seccompNotif) {
-	val, errno, installed := s.decide(n)
-	if installed {
-		return
+// It reports whether the thread was left tainted (asTarget).
+func (s *Server) handle(n *seccompNotif, own *threadCreds) (tainted bool) {
+	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, own: own}
+	val, errno, installed := s.decide(n, c)
+	if !installed {
+		respond(s.listener, n.ID, val, errno)
 	}
-	respond(s.listener, n.ID, val, errno)
+	// The supervisor's copies (the socket, a pin, an installed socket)
+	// are closed once the target runs again: a close, the last one of a
+	// replaced socket among them, is no part of the target's wait.
+	for _, fd := range c.later {
+		unix.Close(fd)
+	}
+	return c.tainted
 }
 
 func syscallOf(nr int32) Syscall {
@@ -306,8 +445,7 @@ func syscallOf(nr int32) Syscall {
 // addresses with EINVAL (move_addr_to_kernel).
 const maxAddr = 128
 
-func (s *Server) decide(n *seccompNotif) (val int64, errno unix.Errno, installed bool) {
-	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener}
+func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Errno, installed bool) {
 	if c.Syscall == 0 {
 		return 0, unix.ENOSYS, false
 	}
@@ -329,7 +467,7 @@ func (s *Server) decide(n *seccompNotif) (val int64, errno unix.Errno, installed
 		unix.Close(sock)
 		return 0, unix.ECONNABORTED, false
 	}
-	defer s.untrack(sock)
+	defer s.untrack(c, sock)
 	c.Sock = sock
 	if c.Domain, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil {
 		return 0, errnoOf(err), false // ENOTSOCK, as the call would fail
@@ -402,7 +540,7 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 	case vReturn:
 		return v.val, 0, false
 	case vInstall:
-		defer unix.Close(v.fd)
+		defer c.closeLater(v.fd)
 		// The flag the target's own fd had is kept (O_CLOEXEC).
 		cloexec := false
 		if fl, err := fdFlags(c); err == nil {
@@ -414,7 +552,7 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 		return v.val, 0, false
 	case vPerformAt:
 		if v.fd >= 0 {
-			defer unix.Close(v.fd)
+			defer c.closeLater(v.fd)
 		}
 		if !c.Valid() {
 			return 0, unix.EINTR, false
@@ -433,7 +571,12 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 // when Options.AsTarget asks (asTarget), else on this goroutine.
 func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Errno) {
 	if s.o.AsTarget && c.Domain == unix.AF_UNIX {
-		return asTarget(c, op)
+		if c.tainted {
+			return 0, unix.EACCES // this thread's ids are unknown
+		}
+		val, e, tainted := asTarget(c, c.own, op)
+		c.tainted = c.tainted || tainted
+		return val, e
 	}
 	return op()
 }
@@ -442,13 +585,16 @@ func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Er
 // /proc/PID/fdinfo: the "flags" line is octal open flags, O_CLOEXEC among
 // them when the fd table entry has it.
 func fdFlags(c *SockCall) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.Pid) + "/fdinfo/" + strconv.Itoa(c.FD))
+	var buf [4096]byte // pos, flags, mnt_id, ino and a socket's few lines
+	b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/fdinfo/"+strconv.Itoa(c.FD), buf[:])
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "flags:"); ok {
-			fl, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		if v, ok := bytes.CutPrefix(line, []byte("flags:")); ok {
+			fl, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 64)
 			if err != nil {
 				return 0, err
 			}

@@ -206,7 +206,7 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return Deny(unix.ECONNREFUSED) // what connect(2) says for a non-socket
 	}
-	if !g.writableBy(proc, &st) {
+	if !g.writableBy(c, &st) {
 		// The supervisor may write where the target may not (a root
 		// supervisor, or the owner of a socket a sandbox user may not
 		// use): the target's own permission is checked here, so the
@@ -271,18 +271,18 @@ func (g *UnixGate) readIDMap(pid int) {
 // passes at once; everything else is decided on /proc/PID/status
 // (filesystem ids, groups, CAP_DAC_OVERRIDE: a privileged sandbox is left
 // to the kernel's own check).
-func (g *UnixGate) writableBy(proc string, st *unix.Statx_t) bool {
+func (g *UnixGate) writableBy(c *SockCall, st *unix.Statx_t) bool {
 	if g.skipDAC || st.Mode&0o002 != 0 {
 		return true
 	}
 	if g.onlyUID >= 0 && int64(st.Uid) == g.onlyUID && st.Mode&0o200 != 0 {
 		return true
 	}
-	return writableByStatus(proc, st)
+	return writableByStatus(c, st)
 }
 
-func writableByStatus(proc string, st *unix.Statx_t) bool {
-	b, err := os.ReadFile(proc + "/status")
+func writableByStatus(c *SockCall, st *unix.Statx_t) bool {
+	b, err := c.status()
 	if err != nil {
 		return false
 	}
