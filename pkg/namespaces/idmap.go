@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"syscall"
 )
@@ -88,24 +87,69 @@ func underlying(err error) error {
 }
 
 // runHelper runs newuidmap or newgidmap PID INSIDE OUTSIDE COUNT... with
-// an empty environment; its own message is the error on failure.
+// an empty environment and /dev/null as stdin; its own message is the
+// error on failure. A bare fork and exec (syscall.ForkExec: vfork-style,
+// as os/exec's) without os/exec's wrapper (its pidfd, its copying
+// goroutine, a context): the supervisor spends ~0.15 ms of CPU less per
+// helper, on a start the helpers already make ~4 ms longer.
 func runHelper(helper string, pid int, m []IDRange) error {
-	args := []string{strconv.Itoa(pid)}
+	argv := []string{helper, strconv.Itoa(pid)}
 	for _, r := range m {
-		args = append(args, strconv.FormatUint(uint64(r.Inside), 10), strconv.FormatUint(uint64(r.Outside), 10), strconv.FormatUint(uint64(r.Count), 10))
+		argv = append(argv, strconv.FormatUint(uint64(r.Inside), 10), strconv.FormatUint(uint64(r.Outside), 10), strconv.FormatUint(uint64(r.Count), 10))
 	}
-	cmd := exec.Command(helper, args...)
-	cmd.Env = []string{}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		msg := bytes.TrimSpace(out.Bytes())
-		if len(msg) > 0 {
-			err = fmt.Errorf("%s (%v)", msg, err)
+	fail := func(err error) error { return &MapError{File: helper, Err: err} }
+	null, err := syscall.Open(os.DevNull, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(err)
+	}
+	defer syscall.Close(null)
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return fail(err)
+	}
+	r, w := p[0], p[1]
+	defer syscall.Close(r)
+	// Only these three descriptors reach the set-uid helper (ForkExec
+	// dup2s them; every other fd of this process is O_CLOEXEC).
+	child, err := syscall.ForkExec(helper, argv, &syscall.ProcAttr{Env: []string{}, Files: []uintptr{uintptr(null), uintptr(w), uintptr(w)}})
+	syscall.Close(w)
+	if err != nil {
+		return fail(err)
+	}
+	// Its message, until it exits (EOF: the helper held the only write
+	// end); a few lines at most, but never more than 4 KiB are kept.
+	var out []byte
+	buf := make([]byte, 512)
+	for {
+		n, err := syscall.Read(r, buf)
+		if n > 0 && len(out) < 4096 {
+			out = append(out, buf[:n]...)
 		}
-		return &MapError{File: helper, Err: err}
+		if n == 0 || (err != nil && err != syscall.EINTR) {
+			break
+		}
 	}
-	return nil
+	var ws syscall.WaitStatus
+	for {
+		_, err = syscall.Wait4(child, &ws, 0, nil)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if ws.Exited() && ws.ExitStatus() == 0 {
+		return nil
+	}
+	status := fmt.Errorf("exit status %d", ws.ExitStatus())
+	if ws.Signaled() {
+		status = fmt.Errorf("signal: %v", ws.Signal())
+	}
+	if msg := bytes.TrimSpace(out); len(msg) > 0 {
+		return fail(fmt.Errorf("%s (%v)", msg, status))
+	}
+	return fail(status)
 }
 
 // SetIdentity is the worker's first step once its maps exist: it takes
