@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
@@ -140,4 +141,41 @@ func TestPrestartedWorkerMapsFollowThePolicy(t *testing.T) {
 			t.Fatalf("prestarted worker %d survived Discard", pid)
 		}
 	})
+}
+
+// With a full range (setgroups allowed) the worker drops the caller's
+// supplementary groups before anything of the sandbox runs: unmapped, they
+// would still grant access to the host files of those groups. A caller
+// without any skips the (all-threads) setgroups; one with some must still
+// lose them. Root only: it sets this test process's own groups.
+func TestFullRangeDropsSupplementaryGroups(t *testing.T) {
+	if os.Getuid() != 0 || os.Getenv(innerEnv) != "" {
+		t.Skip("needs root to give the test process supplementary groups")
+	}
+	requireSandbox(t)
+	id, err := sandbox.CurrentIdentity(sandbox.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !id.Setgroups {
+		t.Skipf("root gets the single-id map here (%s): setgroups stays denied and the groups as they are", id.Reason)
+	}
+	old, err := syscall.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setgroups([]int{4, 24}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Setgroups(old) })
+	for _, groups := range [][]int{{4, 24}, {}} {
+		if err := syscall.Setgroups(groups); err != nil {
+			t.Fatal(err)
+		}
+		s := start(t, sandbox.Policy{})
+		res := sh(t, s, "grep '^Groups:' /proc/self/status")
+		if got := strings.Fields(string(res.Stdout)); len(got) != 1 {
+			t.Errorf("caller's groups %v: inside %q, want no supplementary group", groups, res.Stdout)
+		}
+	}
 }
