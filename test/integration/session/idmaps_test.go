@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
 )
@@ -178,4 +181,67 @@ func TestFullRangeDropsSupplementaryGroups(t *testing.T) {
 			t.Errorf("caller's groups %v: inside %q, want no supplementary group", groups, res.Stdout)
 		}
 	}
+}
+
+// BenchmarkStartIdentity is what the full range adds to a cold start, the
+// way the CLI starts: a prestarted worker (whose root-less maps begin at
+// once), Start, /bin/true, Close; with the identity this caller gets by
+// default and with the single-id map, alternated in one loop so that both
+// see the same load. It reports the median of each and their ratio. The
+// single-id runs of a root-less caller point the sub-id files at an empty
+// one (as a caller without an entry has), so that its prestarted worker
+// is given the single-id map from the start, as it would be. Run it as
+// root and, from a copy of the test binary, as a user with an /etc/subuid
+// entry:
+//
+//	go test -tags=seccomp -c -o /tmp/session.test ./test/integration/session/
+//	/tmp/session.test -test.run '^$' -test.bench StartIdentity -test.benchtime 200x
+func BenchmarkStartIdentity(b *testing.B) {
+	ctx := context.Background()
+	empty := filepath.Join(b.TempDir(), "subid")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	run := func(single bool) time.Duration {
+		p := sandbox.Policy{SingleID: single}
+		if single && os.Geteuid() != 0 {
+			os.Setenv(sandbox.EnvSubUID, empty)
+			os.Setenv(sandbox.EnvSubGID, empty)
+			defer os.Unsetenv(sandbox.EnvSubUID)
+			defer os.Unsetenv(sandbox.EnvSubGID)
+		}
+		t0 := time.Now()
+		s, err := sandbox.Start(ctx, p, sandbox.WithPrestarted(sandbox.Prestart(sandbox.HintFor(p))))
+		if err != nil {
+			b.Skipf("no sandbox here: %v", err)
+		}
+		res, err := s.Exec(ctx, sandbox.Command{Argv: []string{"/bin/true"}})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("/bin/true: %v, exit %d", err, res.ExitCode)
+		}
+		s.Close()
+		return time.Since(t0)
+	}
+	id, err := sandbox.CurrentIdentity(sandbox.Policy{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var dflt, single []time.Duration
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			dflt = append(dflt, run(false))
+			single = append(single, run(true))
+		} else {
+			single = append(single, run(true))
+			dflt = append(dflt, run(false))
+		}
+	}
+	med := func(d []time.Duration) float64 {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return float64(d[len(d)/2]) / 1e6
+	}
+	m, s := med(dflt), med(single)
+	b.ReportMetric(m, id.Mode+"-ms")
+	b.ReportMetric(s, "single-ms")
+	b.ReportMetric(m/s, id.Mode+"/single")
 }
