@@ -122,8 +122,9 @@ func startHelper(path string, pid int, m []IDRange) (*helper, error) {
 	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
 		return nil, &MapError{File: path, Err: err}
 	}
-	// Only these three descriptors reach the set-uid helper (ForkExec
-	// dup2s them; every other fd of this process is O_CLOEXEC).
+	// The set-uid helper gets these three as its fds 0-2 (ForkExec dup2s
+	// them); every descriptor nsbox opens itself is O_CLOEXEC and stays
+	// behind, as it did with os/exec.
 	child, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: []string{}, Files: []uintptr{uintptr(null), uintptr(p[1]), uintptr(p[1])}})
 	syscall.Close(p[1])
 	if err != nil {

@@ -301,10 +301,9 @@ func ancestors(p string) []string {
 // idMaps is the writing of a worker's id maps, begun on its own goroutine
 // as soon as the worker's pid is known and waited for only by the step
 // that needs the maps ("write id maps"). A root-less full range execs
-// newuidmap and newgidmap (set-uid helpers of ~1.5 ms of CPU each on a
-// small VM); begun when a prestarted worker starts, they run while the
-// caller still resolves its policy instead of on the start's critical
-// path.
+// newuidmap and newgidmap (set-uid helpers of ~2 ms of CPU each on a
+// 2-CPU VM); begun when a prestarted worker starts, they run while the
+// caller still resolves its policy instead of after it.
 type idMaps struct {
 	chosen chan struct{} // closed once id is set
 	id     *namespaces.Identity
