@@ -233,3 +233,29 @@ func TestChooseIdentityRootNotHostAdmin(t *testing.T) {
 		t.Errorf("container root: %+v", id)
 	}
 }
+
+// A helper that refuses says why, in its own words, with its exit status:
+// newuidmap asked for a range the caller's /etc/subuid entry does not give
+// (or for a process whose maps are written already: this one's).
+func TestHelperReportsItsMessage(t *testing.T) {
+	const helper = "/usr/bin/newuidmap"
+	if _, err := os.Stat(helper); err != nil {
+		t.Skipf("%s is not installed (package uidmap)", helper)
+	}
+	h, err := startHelper(helper, os.Getpid(), []IDRange{{0, 4000000000, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.finish()
+	var me *MapError
+	if !errors.As(err, &me) || me.File != helper {
+		t.Fatalf("err = %v, want a *MapError naming %s", err, helper)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "newuidmap:") || !strings.Contains(msg, "exit status 1") {
+		t.Errorf("error %q lacks the helper's message or its exit status", msg)
+	}
+	_, err = startHelper("/nonexistent/newuidmap", os.Getpid(), nil)
+	if !errors.As(err, &me) || !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("missing helper: %v, want a *MapError wrapping ENOENT", err)
+	}
+}

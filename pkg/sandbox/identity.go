@@ -297,3 +297,73 @@ func ancestors(p string) []string {
 	}
 	return out
 }
+
+// idMaps is the writing of a worker's id maps, begun on its own goroutine
+// as soon as the worker's pid is known and waited for only by the step
+// that needs the maps ("write id maps"). A root-less full range execs
+// newuidmap and newgidmap (set-uid helpers of ~2 ms of CPU each on a
+// 2-CPU VM); begun when a prestarted worker starts, they run while the
+// caller still resolves its policy instead of after it.
+type idMaps struct {
+	chosen chan struct{} // closed once id is set
+	id     *namespaces.Identity
+	done   chan struct{} // closed once the write is over; err is its outcome
+	err    error
+}
+
+// startMaps begins writing the maps of pid, a just-started worker, with
+// id; with id nil (a prestarted worker, its policy not known yet), with
+// the identity a policy gets unless it asks for the single-id map. Root
+// then writes nothing here: its choice depends on the policy's binds
+// (AllowSingleID) and its maps are two writes, nothing to hide. A failed
+// choice writes nothing either; Start makes it again and reports it.
+// It returns nil when nothing is to be written.
+func startMaps(pid int, id *namespaces.Identity) *idMaps {
+	if id == nil && os.Geteuid() == 0 {
+		return nil
+	}
+	m := &idMaps{chosen: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		if id == nil {
+			var err error
+			if id, err = chooseIdentity(false); err != nil {
+				close(m.chosen)
+				return
+			}
+		}
+		m.id = id
+		close(m.chosen)
+		m.err = namespaces.WriteMaps(pid, id)
+	}()
+	return m
+}
+
+// identity is the identity the maps are written with, once chosen; nil
+// when none is written.
+func (m *idMaps) identity() *namespaces.Identity {
+	if m == nil {
+		return nil
+	}
+	<-m.chosen
+	return m.id
+}
+
+// wait returns the outcome of the write once it is over (nil when there
+// is none), any number of times.
+func (m *idMaps) wait() error {
+	if m == nil {
+		return nil
+	}
+	<-m.done
+	return m.err
+}
+
+// suits says whether a worker with these maps may serve a policy: the
+// kernel takes a user namespace's maps once, so a worker given the full
+// range ahead of its policy cannot serve one that asks for the single-id
+// map.
+func (m *idMaps) suits(singleID bool) bool {
+	id := m.identity()
+	return !singleID || id == nil || id.Mode == namespaces.ModeSingle
+}

@@ -129,7 +129,11 @@ func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
 		return w
 	}
 	w.s.pid, w.s.proc = pid, proc
+	maps := startMaps(pid, nil)
+	w.s.maps = maps
 	go func() {
+		// Not reaped while newuidmap may still write to /proc/PID.
+		maps.wait()
 		w.s.waitErr = waitError(proc.Wait())
 		close(w.s.exited)
 	}()
@@ -140,10 +144,11 @@ func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
 // then on, whether it adopts it, discards it or fails.
 func WithPrestarted(w *Prestarted) Option { return func(o *options) { o.prestarted = w } }
 
-// take hands w to Start when it runs, is unused and was created as h asks;
-// otherwise it discards w and returns nil. It waits for the worker's clone
+// take hands w to Start when it runs, is unused, was created as h asks
+// and its maps suit the policy (singleID: Policy.SingleID); otherwise it
+// discards w and returns nil. It waits for the worker's clone
 // and exec to finish, which Start would otherwise wait for itself.
-func (w *Prestarted) take(h PrestartHint) *Prestarted {
+func (w *Prestarted) take(h PrestartHint, singleID bool) *Prestarted {
 	if w == nil {
 		return nil
 	}
@@ -164,7 +169,7 @@ func (w *Prestarted) take(h PrestartHint) *Prestarted {
 		return nil
 	default:
 	}
-	if w.hint != h {
+	if w.hint != h || !w.s.maps.suits(singleID) {
 		w.end()
 		return nil
 	}

@@ -52,6 +52,8 @@ type Session struct {
 	// Landlock backend, which has none); premade the idmapped binds
 	// handed over in the handshake.
 	identity *namespaces.Identity
+	// maps is the writing of the worker's id maps (nil: none begun).
+	maps     *idMaps
 	premade  []*os.File
 	warnings []string
 	subscriptions
@@ -100,7 +102,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 		// A prestarted worker lives in namespaces; this one must not.
 		o.prestarted.Discard()
 		s = &Session{exited: make(chan struct{})}
-	} else if w := o.prestarted.take(HintFor(p)); w != nil {
+	} else if w := o.prestarted.take(HintFor(p), p.SingleID); w != nil {
 		s, workerEnd, supEnd = w.s, w.workerEnd, w.supEnd
 	} else {
 		s = &Session{exited: make(chan struct{})}
@@ -141,6 +143,9 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 			if workerEnd != nil {
 				workerEnd.Close()
 			}
+			// No newuidmap may still be on its way to /proc/PID once the
+			// worker is reaped and its pid free for another process.
+			s.maps.wait()
 			s.kill()
 			if s.pid > 0 {
 				<-s.exited // reaped: nothing of a failed Start outlives it
@@ -160,12 +165,11 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 	// The id maps are written as soon as both the worker and its identity
 	// exist, beside the steps that follow (a root-less full range execs
 	// newuidmap and newgidmap, a few ms); "write id maps" waits for them.
-	var maps chan error
+	// A root-less prestarted worker's are under way since it started
+	// (startMaps), a fresh worker's since its clone (startWorker).
 	writeMaps := func() {
-		if maps == nil && s.pid > 0 && s.identity != nil {
-			maps = make(chan error, 1)
-			pid, id := s.pid, s.identity
-			go func() { maps <- namespaces.WriteMaps(pid, id) }()
+		if s.maps.identity() == nil && s.pid > 0 && s.identity != nil {
+			s.maps = startMaps(s.pid, s.identity)
 		}
 	}
 	steps := []step{
@@ -220,21 +224,15 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 				s.ll.ruleset.Close()
 				return err
 			}
-			if err := s.startWorker(HintFor(p), workerEnd); err != nil {
-				return err
-			}
-			writeMaps()
-			return nil
+			// startWorker begins the maps right after the clone.
+			return s.startWorker(HintFor(p), workerEnd)
 		}},
 		// The worker runs unmapped until here and takes its ids only
 		// after the handshake: a prestarted worker and a fresh one are
 		// alike. (A Landlock worker has no user namespace: no maps.)
 		{"write id maps", func() error {
 			writeMaps()
-			if maps == nil {
-				return nil
-			}
-			return <-maps
+			return s.maps.wait()
 		}},
 		// After the maps: an idmapped mount copies them when it is made.
 		{"idmap binds", func() error {
@@ -359,6 +357,12 @@ func (s *Session) prepare(setup *setupMsg) error {
 // caller's bind that cannot be idmapped selects the single-id
 // map, with a warning, before any map is written.
 func (s *Session) chooseIdentity(p *Policy) (*namespaces.Identity, error) {
+	if id := s.maps.identity(); id != nil {
+		// A root-less prestarted worker's maps are being written with the
+		// identity chosen at its start; take() hands such a worker only
+		// to a policy that identity suits. Chosen once, not twice.
+		return id, nil
+	}
 	id, err := chooseIdentity(p.SingleID)
 	if err != nil || !idmapsBinds(id) || !p.AllowSingleID {
 		return id, err
@@ -409,7 +413,14 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 			return
 		}
 		s.pid, s.proc = proc.Pid, proc
+		// The maps from the clone on: the identity chosen already (Start),
+		// or the default one (a prestarted worker; see startMaps).
+		maps := startMaps(proc.Pid, s.identity)
+		s.maps = maps
 		started <- nil
+		// Not reaped while newuidmap may still write to /proc/PID: the
+		// pid could be another process's by then.
+		maps.wait()
 		s.waitErr = waitError(proc.Wait())
 		close(s.exited)
 	}()
