@@ -29,7 +29,8 @@ func recordAudit(a *policy.GitAudit) (done func()) {
 	if a == nil {
 		return func() {}
 	}
-	return pendingAudits.record(a)
+	end := pendingAudits.record(a)
+	return func() { end(false) }
 }
 
 // finishPendingAudits runs the audits that runs killed before theirs left

@@ -25,9 +25,11 @@ const maxPlaceholderRecord = 4 << 20
 const pendingPlaceholders pendingDir = "placeholders-pending"
 
 // recordPlaceholders records the placeholders res's sandbox made; call it
-// once the sandbox is built. The returned function removes the record
-// (once the hold has released them); it may be called more than once.
-func recordPlaceholders(res *policy.Result) (done func()) {
+// once the sandbox is built. The returned function ends the record once
+// hold has released them (it may be called more than once): removed, or
+// kept for a later nsbox when the release left some of them (a root
+// another run held: policy.Hold.Pending).
+func recordPlaceholders(res *policy.Result, hold *policy.Hold) (done func()) {
 	if res == nil || len(res.Placeholders) == 0 {
 		return func() {}
 	}
@@ -35,27 +37,40 @@ func recordPlaceholders(res *policy.Result) (done func()) {
 	if len(made) == 0 {
 		return func() {}
 	}
-	return pendingPlaceholders.record(made)
+	end := pendingPlaceholders.record(made)
+	return func() { end(hold.Pending()) }
 }
 
 // removeLeftPlaceholders removes the placeholders that runs killed before
 // their end left (records no live nsbox holds locked).
 func removeLeftPlaceholders() {
-	pendingPlaceholders.deadRuns(maxPlaceholderRecord, func(p string, f *os.File, b []byte) {
-		var made []policy.MadePlaceholder
-		if err := json.Unmarshal(b, &made); err != nil {
-			os.Remove(p)
+	// A second pass when the first removed some and kept others: a
+	// placeholder directory of one record may have held another record's
+	// placeholders, gone now (two runs that shared a workspace).
+	for pass := 0; pass < 2; pass++ {
+		removedAny, keptAny := false, false
+		pendingPlaceholders.deadRuns(maxPlaceholderRecord, func(p string, f *os.File, b []byte) {
+			var made []policy.MadePlaceholder
+			if err := json.Unmarshal(b, &made); err != nil {
+				os.Remove(p)
+				return
+			}
+			// Silently: only nsbox's own empty files go, nothing for
+			// the user to act on, and stderr stays the command's.
+			removed, keep := policy.RemoveLeftPlaceholders(made)
+			removedAny = removedAny || len(removed) > 0
+			if len(keep) == 0 {
+				os.Remove(p)
+			} else if b, err := json.Marshal(keep); err == nil {
+				// A live run holds their roots, or a directory was not
+				// empty: a later nsbox tries again.
+				keptAny = true
+				f.Truncate(0)
+				f.WriteAt(b, 0)
+			}
+		})
+		if !removedAny || !keptAny {
 			return
 		}
-		// Silently: only nsbox's own empty files go, nothing for the
-		// user to act on, and stderr stays the command's.
-		_, keep := policy.RemoveLeftPlaceholders(made)
-		if len(keep) == 0 {
-			os.Remove(p)
-		} else if b, err := json.Marshal(keep); err == nil {
-			// A live run holds their roots: a later nsbox tries again.
-			f.Truncate(0)
-			f.WriteAt(b, 0)
-		}
-	})
+	}
 }

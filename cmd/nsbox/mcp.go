@@ -510,7 +510,7 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 	// Records wait for the next nsbox in case this one is killed: the
 	// placeholders until the hold has released them (leftovers.go), the
 	// git audit until it has run (audit.go).
-	placeholdersDone := recordPlaceholders(res)
+	placeholdersDone := recordPlaceholders(res, hold)
 	return &heldSession{Session: s, res: res, release: func() { hold.Release(res.Placeholders); placeholdersDone() }, auditRecorded: recordAudit(res.GitAudit)}, nil
 }
 

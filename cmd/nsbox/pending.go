@@ -30,12 +30,14 @@ func (d pendingDir) path() (string, error) {
 	return filepath.Join(dd, string(d)), nil
 }
 
-// record writes v's record and returns what removes it (idempotent). The
-// record is written under a temporary name and locked before it takes its
-// final one, so that no other nsbox takes it for a dead run's. A record
-// that cannot be written is skipped: the run itself still does the work.
-func (d pendingDir) record(v any) (done func()) {
-	noop := func() {}
+// record writes v's record and returns what ends it (idempotent): done
+// removes the record; done with keep set only drops its lock, leaving it
+// to a later nsbox as a killed run's (deadRuns). The record is written
+// under a temporary name and locked before it takes its final one, so that
+// no other nsbox takes it for a dead run's. A record that cannot be
+// written is skipped: the run itself still does the work.
+func (d pendingDir) record(v any) (done func(keep bool)) {
+	noop := func(bool) {}
 	dir, err := d.path()
 	if err != nil || os.MkdirAll(dir, 0o700) != nil {
 		return noop
@@ -54,11 +56,13 @@ func (d pendingDir) record(v any) (done func()) {
 		f.Close()
 		return noop
 	}
-	removed := false
-	return func() {
-		if !removed {
-			removed = true
-			os.Remove(final)
+	ended := false
+	return func(keep bool) {
+		if !ended {
+			ended = true
+			if !keep {
+				os.Remove(final)
+			}
 			f.Close() // drops the lock
 		}
 	}

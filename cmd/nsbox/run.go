@@ -342,8 +342,10 @@ func runMain(f *runFlags, argv []string) error {
 	// Until the hold has released them, a record of the placeholders the
 	// sandbox made waits for the next nsbox in case this one is killed
 	// (leftovers.go).
-	placeholdersDone := recordPlaceholders(res)
-	defer placeholdersDone()
+	placeholdersDone := recordPlaceholders(res, hold)
+	// The record ends after the release: it is kept when the release
+	// left placeholders to a later nsbox (both are idempotent).
+	defer func() { release(); placeholdersDone() }()
 	// Until the audit has run, a record of it waits for the next nsbox
 	// in case this one is killed (audit.go).
 	defer recordAudit(res.GitAudit)()

@@ -231,7 +231,7 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 	sr := &scriptRun{res: res, hold: hold}
 	// Until the hold has released them, a record of the placeholders the
 	// sandbox made waits for the next nsbox in case this one is killed.
-	started := func() { sr.placeholdersDone = recordPlaceholders(res) }
+	started := func() { sr.placeholdersDone = recordPlaceholders(res, hold) }
 	return &script.Native{Base: base, Started: started}, sr, nil
 }
 

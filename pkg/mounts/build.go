@@ -47,10 +47,11 @@ type builder struct {
 	// with an O_PATH fd of its root as attached: plan hides are resolved
 	// below the mount that shows them (see hide).
 	shown []shownMount
-	// emptyFiles are, per parent directory (inside path), an O_PATH fd
-	// of the first empty placeholder file protect made there: the next
-	// ones are hard links to it (placeholderFile).
-	emptyFiles map[string]int
+	// placeholders are O_PATH fds of the placeholders makePlaceholders
+	// made, by destination, until protect mounts over them;
+	// notCreatable are the missing destinations it could not make.
+	placeholders map[string]int
+	notCreatable map[string]bool
 }
 
 // shownMount is a mount of the plan attached at dest; fd names its root.
@@ -151,7 +152,7 @@ func (b *builder) closeAll() {
 	if b.owner != nil {
 		close(b.owner)
 	}
-	for _, fd := range b.emptyFiles {
+	for _, fd := range b.placeholders {
 		unix.Close(fd)
 	}
 	for _, e := range b.host {

@@ -3,7 +3,6 @@ package mounts
 import (
 	"errors"
 	"path"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -127,12 +126,38 @@ func (b *builder) cover(t int, dest string) error {
 
 // protect makes Dest read-only inside a writable tree. A missing Dest was
 // made by makePlaceholders, run before the group of protected paths it
-// belongs to; if it is still missing, the sandbox cannot create it either
-// (its parent is missing, read-only, or not the owner's).
+// belongs to, which keeps an fd of what it made: the mount lands on that
+// inode, never on whatever a concurrent sandbox sharing the workspace put
+// at the name since (a symlink, or nothing: it fails closed instead).
+// A path makePlaceholders found missing and could not create (no parent,
+// a read-only or foreign parent, below a protected directory of the
+// group) is skipped: the sandbox cannot create it either.
 func (b *builder) protect(m Mount) error {
-	t, err := openInRoot(b.rootFD(), m.Dest)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
+	t, ok := b.placeholders[m.Dest]
+	var err error
+	if ok {
+		delete(b.placeholders, m.Dest)
+	} else {
+		t, err = openInRoot(b.rootFD(), m.Dest)
+		if errors.Is(err, unix.ENOENT) && !b.notCreatable[m.Dest] {
+			// There when the group was looked at, gone now: make its
+			// placeholder, as for any missing path.
+			err = b.asOwner(func() (err error) {
+				var made bool
+				if t, made, err = b.placeholder(m.Dest, m.Dir); err == nil && made {
+					b.plan.Made = append(b.plan.Made, m.Dest)
+				}
+				return err
+			})
+			if err == nil && t < 0 {
+				err = unix.ENOENT
+			}
+			if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOENT) {
+				return nil // the sandbox cannot create it either
+			}
+		} else if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
 	}
 	if err != nil {
 		return &Error{Step: "protect", Dest: m.Dest, Err: err}
@@ -150,12 +175,17 @@ func (b *builder) protect(m Mount) error {
 // create them either. A run protects some twenty paths that are usually
 // missing (the agent files of profiles/base.toml): they are made in one
 // call on the owner thread (asOwner), not one each, and each path is
-// resolved as protect resolves it, by the worker's ids.
+// looked up as protect looks it up, by the worker's ids. It records an fd
+// of each placeholder (b.placeholders) and the paths it could not make
+// (b.notCreatable) for protect.
 //
 // An entry below an earlier directory of the group is not made: that
 // directory is mounted read-only first, which covers it (as a sequential
 // build would find: its placeholder could not be created there).
 func (b *builder) makePlaceholders(group []Mount) error {
+	if b.placeholders == nil {
+		b.placeholders, b.notCreatable = map[string]int{}, map[string]bool{}
+	}
 	var missing []Mount
 	for k, m := range group {
 		t, err := openInRoot(b.rootFD(), m.Dest)
@@ -172,7 +202,9 @@ func (b *builder) makePlaceholders(group []Mount) error {
 				covered = true
 			}
 		}
-		if !covered {
+		if covered {
+			b.notCreatable[m.Dest] = true
+		} else {
 			missing = append(missing, m)
 		}
 	}
@@ -182,15 +214,17 @@ func (b *builder) makePlaceholders(group []Mount) error {
 	return b.asOwner(func() error {
 		for _, m := range missing {
 			t, made, err := b.placeholder(m.Dest, m.Dir)
-			if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) {
+			if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || (err == nil && t < 0) {
+				b.notCreatable[m.Dest] = true
 				continue // the sandbox cannot create it either
 			}
 			if err != nil {
 				return &Error{Step: "protect", Dest: m.Dest, Err: err}
 			}
-			if t >= 0 {
-				unix.Close(t)
+			if old, ok := b.placeholders[m.Dest]; ok {
+				unix.Close(old) // the same path twice in the plan
 			}
+			b.placeholders[m.Dest] = t
 			if made {
 				b.plan.Made = append(b.plan.Made, m.Dest)
 			}
@@ -203,24 +237,21 @@ func (b *builder) makePlaceholders(group []Mount) error {
 // file) below its parent and returns an O_PATH fd of it, with made set
 // when this call created it; t is -1 (and err nil) when the parent is
 // missing too. It runs on the owner thread: the file system checks the
-// creation (and a hard link's, may_linkat) against the owner's ids, which
-// the writable bind maps.
+// creation against the owner's ids, which the writable bind maps.
 //
 // The parent is resolved inside the root like every path here; the last
-// component is created relative to that fd with mkdirat, O_CREAT|O_EXCL
-// or linkat, none of which follows a symlink in it, and opened with
-// O_NOFOLLOW: a name a concurrent sandbox swapped for a symlink is bound
-// over as the symlink's own inode, or fails, and never redirects the
-// mount.
+// component is created relative to that fd with mkdirat or
+// O_CREAT|O_EXCL|O_NOFOLLOW, neither of which follows a symlink in it,
+// and opened with O_NOFOLLOW: a name a concurrent sandbox swapped for a
+// symlink is bound over as the symlink's own inode, or fails, and never
+// redirects the mount.
 //
-// The placeholder files of one directory share one inode: the first is a
-// new empty file, the next are hard links to it, made through the O_PATH
-// fd that pins it (linkat of /proc/self/fd/N with AT_SYMLINK_FOLLOW,
-// linkat(2)), never by a name a concurrent sandbox could swap. A link
-// costs a directory entry where a new file costs an inode. Any failure
-// (another file system, no /proc) falls back to a file of its own;
-// policy.Release removes a shared inode only when all its links are
-// placeholders.
+// Invariant: every placeholder file is an inode of its own. Hard links of
+// one empty inode would be cheaper (a directory entry instead of an
+// inode), but a write through any one name (by the host, or by another
+// sandbox whose policy lifts that name) would then land in all of them:
+// .envrc, .pnpmfile.cjs and .gitconfig written with .mcp.json's text,
+// and kept, not being empty, after the run (found by review).
 func (b *builder) placeholder(dest string, dir bool) (t int, made bool, err error) {
 	pfd, err := openInRoot(b.rootFD(), path.Dir(dest))
 	if err != nil {
@@ -228,16 +259,9 @@ func (b *builder) placeholder(dest string, dir bool) (t int, made bool, err erro
 	}
 	defer unix.Close(pfd)
 	base := path.Base(dest)
-	src, linkable := b.emptyFiles[path.Dir(dest)]
-	switch {
-	case dir:
+	if dir {
 		err = unix.Mkdirat(pfd, base, 0o755)
-	case linkable:
-		err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(src), pfd, base, unix.AT_SYMLINK_FOLLOW)
-		if err != nil && !errors.Is(err, unix.EEXIST) {
-			err = createFile(pfd, base)
-		}
-	default:
+	} else {
 		err = createFile(pfd, base)
 	}
 	made = err == nil
@@ -247,17 +271,6 @@ func (b *builder) placeholder(dest string, dir bool) (t int, made bool, err erro
 	t, err = unix.Openat(pfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, false, err
-	}
-	// The link source only when it is what we made: an empty regular
-	// file with this one name.
-	var st unix.Stat_t
-	if made && !dir && !linkable && unix.Fstat(t, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 && st.Nlink == 1 {
-		if src, err := unix.FcntlInt(uintptr(t), unix.F_DUPFD_CLOEXEC, 0); err == nil {
-			if b.emptyFiles == nil {
-				b.emptyFiles = map[string]int{}
-			}
-			b.emptyFiles[path.Dir(dest)] = src
-		}
 	}
 	return t, made, nil
 }

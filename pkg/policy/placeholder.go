@@ -24,6 +24,8 @@ type Hold struct {
 	fds   map[string]int // root -> locked directory fd
 	roots []string
 	err   error
+	// pending: Release left placeholders for a later nsbox (Pending).
+	pending bool
 }
 
 // Roots returns the writable bind sources of a result: the directories
@@ -114,20 +116,37 @@ func (h *Hold) Release(ph []Placeholder) []string {
 		// Exclusive only if no other run holds this root: its sandbox
 		// may have the same placeholder mounted, and removing a mount
 		// point from another mount namespace detaches that mount.
-		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
-			var list []Placeholder
-			for _, p := range ph {
-				if p.Root == root {
-					list = append(list, p)
-				}
+		var list []Placeholder
+		for _, p := range ph {
+			if p.Root == root {
+				list = append(list, p)
 			}
-			removed = append(removed, removePlaceholders(fd, root, list, nil)...)
+		}
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			r, busy := removePlaceholders(fd, root, list, nil)
+			removed = append(removed, r...)
+			// A placeholder directory that holds something now: perhaps
+			// another run's placeholder, made inside it while both ran
+			// and left to this one (below); a later nsbox tries again.
+			h.pending = h.pending || len(busy) > 0
+		} else if len(list) > 0 {
+			// Another run holds the root (and may rely on these very
+			// placeholders): they are left to a later nsbox.
+			h.pending = true
 		}
 		unix.Close(fd) // drops the lock
 	}
 	h.roots, h.fds = nil, map[string]int{}
 	return removed
 }
+
+// Pending says whether the last Release left placeholders for a later
+// nsbox to remove: a root another run held, or a placeholder directory
+// that was not empty. The caller then keeps its record of what the
+// sandbox made (MadePlaceholders) for RemoveLeftPlaceholders, as a killed
+// run's; otherwise two runs sharing a workspace could leave each other's
+// placeholders behind for good.
+func (h *Hold) Pending() bool { return h != nil && h.pending }
 
 // removePlaceholders removes those of list (all in root, whose fd is
 // rootFD) that are still empty directories or empty regular files and,
@@ -136,11 +155,14 @@ func (h *Hold) Release(ph []Placeholder) []string {
 // RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), and each entry is examined and
 // removed relative to that fd, never by a path a symlink could redirect.
 //
-// The placeholder files of one directory share an inode (the worker links
-// them, mounts placeholder). Invariant: never a user's file: a file goes
-// only while every link of its inode is a name of list, so an empty file
-// of the user's that is also linked elsewhere stays.
-func removePlaceholders(rootFD int, root string, list []Placeholder, ids []*MadePlaceholder) []string {
+// Invariant: never a user's file: a file goes only while every link of its
+// inode is a name of list, so an empty file of the user's that is also
+// linked elsewhere stays. (Today's worker makes an inode per placeholder;
+// an older one linked the files of a directory to one inode.)
+//
+// busy are the indices of directories that were still the placeholder but
+// not empty (rmdir's ENOTEMPTY).
+func removePlaceholders(rootFD int, root string, list []Placeholder, ids []*MadePlaceholder) (removed []string, busy []int) {
 	type inode struct{ dev, ino uint64 }
 	ps := newParents(rootFD, root)
 	defer ps.close()
@@ -169,7 +191,6 @@ func removePlaceholders(rootFD int, root string, list []Placeholder, ids []*Made
 	// Deepest first: a placeholder directory is never below another one,
 	// but be safe with nested entries.
 	sort.SliceStable(order, func(a, b int) bool { return len(list[order[a]].Path) > len(list[order[b]].Path) })
-	var removed []string
 	for _, i := range order {
 		st, p := sts[i], list[i]
 		if st == nil {
@@ -181,29 +202,41 @@ func removePlaceholders(rootFD int, root string, list []Placeholder, ids []*Made
 		default:
 			continue
 		}
-		if removeOne(ps, p, st) {
+		switch err := removeOne(ps, p, st); {
+		case err == nil:
 			removed = append(removed, p.Path)
+		case errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST):
+			busy = append(busy, i)
 		}
 	}
-	return removed
+	return removed, busy
 }
 
 // removeOne removes p if it is still the inode st and, for a file, empty.
-// rmdir fails on a directory that is not empty.
-func removeOne(ps *parents, p Placeholder, st *placeholderStat) bool {
+// rmdir fails on a directory that is not empty (ENOTEMPTY).
+func removeOne(ps *parents, p Placeholder, st *placeholderStat) error {
 	now, err := ps.stat(p)
-	if err != nil || now.dev != st.dev || now.ino != st.ino {
-		return false
+	if err != nil {
+		return err
+	}
+	if now.dev != st.dev || now.ino != st.ino {
+		return errChanged
 	}
 	parent, name, err := ps.parent(p)
 	if err != nil {
-		return false
+		return err
 	}
 	if p.Dir {
-		return unix.Unlinkat(parent, name, unix.AT_REMOVEDIR) == nil
+		return unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
 	}
-	return now.size == 0 && unix.Unlinkat(parent, name, 0) == nil
+	if now.size != 0 {
+		return errChanged
+	}
+	return unix.Unlinkat(parent, name, 0)
 }
+
+// errChanged: the placeholder is not the inode it was, or was written.
+var errChanged = errors.New("placeholder changed since")
 
 // parents opens the parent directories of placeholders below one root,
 // each once (a run's placeholders share a few parents: mostly the root
@@ -293,7 +326,15 @@ type MadePlaceholder struct {
 	// the file system keeps none, in ns: an inode number the file system
 	// reused for a file the user made since has another.
 	Born int64 `json:"born"`
+	// Tries counts the later nsbox runs that found this directory not
+	// empty; after maxTries it is no longer tried (it holds the user's
+	// files now, or what no record names).
+	Tries int `json:"tries,omitempty"`
 }
+
+// maxTries bounds how often a placeholder directory that is not empty is
+// tried again.
+const maxTries = 3
 
 // MadePlaceholders returns the placeholders of ph that exist now, with
 // their identities. Call it once the sandbox is built (its worker made
@@ -366,7 +407,16 @@ func RemoveLeftPlaceholders(made []MadePlaceholder) (removed []string, keep []Ma
 		for i := range list {
 			ph[i], ids[i] = list[i].Placeholder, &list[i]
 		}
-		removed = append(removed, removePlaceholders(fd, root, ph, ids)...)
+		r, busy := removePlaceholders(fd, root, ph, ids)
+		removed = append(removed, r...)
+		for _, i := range busy {
+			// Not empty: another run's leftovers inside, whose record
+			// may come next, or the user's files (bounded tries).
+			if m := list[i]; m.Tries+1 < maxTries {
+				m.Tries++
+				keep = append(keep, m)
+			}
+		}
 		unix.Close(fd) // drops the lock
 	}
 	return removed, keep

@@ -92,3 +92,48 @@ func TestReleaseLinkedPlaceholders(t *testing.T) {
 		t.Fatal("removed the user's file")
 	}
 }
+
+// TestPlaceholdersLeftToALaterRun: a Release that cannot take a root
+// exclusively (another run holds it), or finds a placeholder directory not
+// empty, says so (Pending); RemoveLeftPlaceholders keeps a directory that
+// is not empty for a bounded number of tries, and removes it once empty.
+func TestPlaceholdersLeftToALaterRun(t *testing.T) {
+	root := t.TempDir()
+	cargo := Placeholder{Path: filepath.Join(root, ".cargo"), Dir: true, Root: root}
+	os.Mkdir(cargo.Path, 0o755)
+
+	// Another run holds the root: nothing removed, pending.
+	other := HoldRoots([]string{root})
+	h := HoldRoots([]string{root})
+	if removed := h.Release([]Placeholder{cargo}); len(removed) != 0 || !h.Pending() {
+		t.Fatalf("with another run holding the root: removed %v, pending %v", removed, h.Pending())
+	}
+	other.Release(nil)
+	if other.Pending() {
+		t.Fatal("a release of no placeholders is pending")
+	}
+
+	// Not empty (another run's placeholder inside): pending.
+	made := MadePlaceholders([]Placeholder{cargo})
+	os.WriteFile(filepath.Join(cargo.Path, "config"), nil, 0o644)
+	h = HoldRoots([]string{root})
+	if removed := h.Release([]Placeholder{cargo}); len(removed) != 0 || !h.Pending() {
+		t.Fatalf("not empty: removed %v, pending %v", removed, h.Pending())
+	}
+	removed, keep := RemoveLeftPlaceholders(made)
+	if len(removed) != 0 || len(keep) != 1 || keep[0].Tries != 1 {
+		t.Fatalf("not empty, first try: removed %v, keep %+v", removed, keep)
+	}
+	_, keep = RemoveLeftPlaceholders(keep)
+	if len(keep) != 1 || keep[0].Tries != 2 {
+		t.Fatalf("second try: keep %+v", keep)
+	}
+	if _, k := RemoveLeftPlaceholders(keep); len(k) != 0 {
+		t.Fatalf("tried %d times and still kept: %+v", maxTries, k)
+	}
+	// Once empty, a record's directory goes.
+	os.Remove(filepath.Join(cargo.Path, "config"))
+	if removed, keep := RemoveLeftPlaceholders(made); len(removed) != 1 || len(keep) != 0 {
+		t.Fatalf("empty now: removed %v, keep %+v", removed, keep)
+	}
+}

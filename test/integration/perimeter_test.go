@@ -84,27 +84,71 @@ func TestPerimeterAgentFilesMissing(t *testing.T) {
 	})
 }
 
-// TestPerimeterPlaceholderFilesShareAnInode: the empty placeholders of the
-// missing agent files of one directory are hard links of one inode (a
-// directory entry each, not an inode each: the cold start's cost), also
-// for a root caller, whose workspace is an idmapped bind that refuses a
-// link made with the worker's own ids (EOVERFLOW).
-func TestPerimeterPlaceholderFilesShareAnInode(t *testing.T) {
+// TestPerimeterPlaceholdersAreNotShared: every placeholder is an inode of
+// its own, so a second run sharing the workspace whose policy lifts one
+// name (a trusted run that writes .mcp.json) writes that file alone, never
+// the first run's .envrc or .pnpmfile.cjs (which direnv and pnpm run)
+// through a shared inode; and nothing is left in them after both runs.
+func TestPerimeterPlaceholdersAreNotShared(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
-		r := u.sh(t, &runOpts{dir: ws}, nil, "stat -c '%i %h %s' .mcp.json .envrc .npmrc\n")
-		expectCode(t, r, 0)
-		lines := strings.Fields(strings.ReplaceAll(r.stdout, "\n", " "))
-		if len(lines) != 9 {
-			t.Fatalf("stat printed %q", r.stdout)
+		// A data directory for the runs' records (HOME is /nonexistent
+		// for uid 65534 here).
+		data := []string{"XDG_DATA_HOME=" + u.tempDir(t)}
+		// Run A keeps its placeholders until run B is done (b-done, a
+		// file B leaves in the workspace); the loops are deadlock
+		// guards, not timing assumptions.
+		a := exec.Command(nsboxBin(t), "run", "--", "/bin/sh", "-c",
+			"stat -c '%i %h' .mcp.json .npmrc > stat-a; touch a-ready; i=0; while [ ! -e b-done ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done")
+		a.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, data...)
+		a.Dir = ws
+		var aErr bytes.Buffer
+		a.Stderr = &aErr
+		if u.switchTo {
+			a.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
 		}
-		for i := 0; i < 9; i += 3 {
-			if lines[i] != lines[0] || lines[i+2] != "0" {
-				t.Errorf("placeholders are not one empty inode: %q", r.stdout)
+		if err := a.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2400 && !exists(filepath.Join(ws, "a-ready")); i++ {
+			time.Sleep(25 * time.Millisecond)
+		}
+		r := u.sh(t, &runOpts{dir: ws, env: data}, []string{"--protect", "!$NSBOX_RW/.mcp.json"},
+			"echo trusted > .mcp.json; echo x > .npmrc 2>/dev/null && echo ok npmrc; touch b-done")
+		if err := a.Wait(); err != nil {
+			t.Fatalf("run A: %v\n%s", err, aErr.String())
+		}
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "ok npmrc") {
+			t.Fatalf("run B wrote its own protected .npmrc:\n%s", r.stdout)
+		}
+		for _, n := range []string{".envrc", ".pnpmfile.cjs", ".gitconfig", ".npmrc", ".pypirc"} {
+			if b, err := os.ReadFile(filepath.Join(ws, n)); err == nil {
+				t.Errorf("%s is on the host after both runs, holding %q: a write to .mcp.json reached it", n, b)
 			}
-			if n, _ := strconv.Atoi(lines[i+1]); n < 3 {
-				t.Errorf("link count %d, want at least 3: %q", n, r.stdout)
+		}
+		st, err := os.ReadFile(filepath.Join(ws, "stat-a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(st))
+		if len(f) != 4 || f[0] == f[2] || f[1] != "1" || f[3] != "1" {
+			t.Errorf("run A's placeholders .mcp.json and .npmrc (inode, links): %q; want two inodes of one link each", st)
+		}
+		// Neither run left a placeholder of its own behind, not even
+		// one made inside the other's (B's .cargo/config in A's .cargo):
+		// what the first to end could not remove while the other held
+		// the workspace, the next nsbox run (anywhere) removes.
+		expectCode(t, u.sh(t, &runOpts{dir: u.tempDir(t), env: data}, nil, "true"), 0)
+		var left []string
+		filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
+			if rel, _ := filepath.Rel(ws, p); err == nil && rel != "." {
+				left = append(left, rel)
 			}
+			return nil
+		})
+		if got := strings.Join(left, " "); got != ".mcp.json a-ready b-done stat-a" {
+			t.Errorf("the workspace after both runs: %s", got)
 		}
 	})
 }
