@@ -150,8 +150,9 @@ type Config struct {
 	// BestEffort drops what the kernel cannot enforce (listed in the
 	// Report) instead of failing with ErrMissing.
 	BestEffort bool
-	// SkipMissing skips a path rule whose path does not exist (a grant
-	// for a name that Expand used only to split its parent).
+	// SkipMissing skips a path rule whose path does not exist, or is a
+	// symlink (a grant for a name that Expand used only to split its
+	// parent; access through a symlink is decided at its target).
 	SkipMissing bool
 }
 
@@ -282,7 +283,7 @@ func Build(c Config) (*Ruleset, error) {
 			continue
 		}
 		if err := addPathRule(r.fd, p.Path, allowed); err != nil {
-			if c.SkipMissing && errors.Is(err, unix.ENOENT) {
+			if c.SkipMissing && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP)) {
 				continue
 			}
 			r.Close()

@@ -652,13 +652,17 @@ const (
 	errHideSymlink = "a symlink is in the way now where the policy saw none: run again (hides never follow symlinks: name the path without them)"
 )
 
-// StepHideChanged and StepSourceChanged name the step of an Error whose
-// hide, or bind source, found the path changed since the policy was
+// StepHideChanged, StepSourceChanged and StepProtectChanged name the step
+// of an Error whose hide, bind source or protected symlink found the path changed since the policy was
 // resolved: resolving it again, and building a new sandbox, is the answer.
 const (
-	StepHideChanged   = "recheck hide"
-	StepSourceChanged = "recheck mount"
+	StepHideChanged    = "recheck hide"
+	StepSourceChanged  = "recheck mount"
+	StepProtectChanged = "recheck protect"
 )
+
+// errLinkGone: a symlink the policy protects (Mount.NoFollow) is gone.
+const errLinkGone = "a symlink on the way to a protected path was there when the policy was resolved and is gone now: run again"
 
 const errSourceGone = "it was there when the policy was resolved and is gone or moved now"
 

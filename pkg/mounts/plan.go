@@ -48,6 +48,11 @@ type Mount struct {
 	Optional bool `json:"optional,omitempty"`
 	// Dir tells Protect whether a missing Dest is a directory.
 	Dir bool `json:"dir,omitempty"`
+	// NoFollow: Protect mounts over Dest's last component itself, a
+	// symlink on the way to a protected path, without following it, so
+	// that it cannot be removed or renamed (EBUSY) and a directory of the
+	// sandbox's own put in its place. It must still be there.
+	NoFollow bool `json:"nofollow,omitempty"`
 }
 
 // Plan is the whole root filesystem of a sandbox.

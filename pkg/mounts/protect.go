@@ -133,6 +133,9 @@ func (b *builder) cover(t int, dest string) error {
 // a read-only or foreign parent, below a protected directory of the
 // group) is skipped: the sandbox cannot create it either.
 func (b *builder) protect(m Mount) error {
+	if m.NoFollow {
+		return b.protectLink(m)
+	}
 	t, ok := b.placeholders[m.Dest]
 	var err error
 	if ok {
@@ -169,6 +172,32 @@ func (b *builder) protect(m Mount) error {
 	return nil
 }
 
+// protectLink mounts a read-only bind of Dest's last component over
+// itself without following it (Mount.NoFollow): a symlink in a writable
+// tree on the way to a protected path (.claude -> shared/claude). Unpinned,
+// the sandbox would remove it and make a .claude directory of its own,
+// with hooks, that the host's agent then reads. Gone since the policy saw
+// it, the build stops (fail closed): a directory may stand there now.
+func (b *builder) protectLink(m Mount) error {
+	pfd, err := openInRoot(b.rootFD(), path.Dir(m.Dest))
+	if err == nil {
+		var t int
+		t, err = unix.Openat(pfd, path.Base(m.Dest), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(pfd)
+		if err == nil {
+			defer unix.Close(t)
+			err = b.selfBindReadOnly(t)
+		}
+	}
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return &Error{Step: StepProtectChanged, Dest: m.Dest, Err: &reasonError{errLinkGone, err}}
+	}
+	if err != nil {
+		return &Error{Step: "protect", Dest: m.Dest, Err: err}
+	}
+	return nil
+}
+
 // makePlaceholders creates, empty, the missing paths of group (a run of
 // consecutive Protect entries of the plan), so that protect can mount
 // over them: a mount point cannot be replaced, so the sandbox cannot
@@ -188,6 +217,9 @@ func (b *builder) makePlaceholders(group []Mount) error {
 	}
 	var missing []Mount
 	for k, m := range group {
+		if m.NoFollow {
+			continue // a symlink that is there (protectLink)
+		}
 		t, err := openInRoot(b.rootFD(), m.Dest)
 		if err == nil {
 			unix.Close(t)

@@ -65,3 +65,37 @@ echo "ls=[$(ls -A . | tr '\n' ' ')]"
 		t.Errorf("kept = %q", b)
 	}
 }
+
+// TestBuildProtectLink: a NoFollow protect pins the symlink itself (it
+// cannot be removed or renamed inside, and still points where it did),
+// and one whose symlink is gone stops the build (fail closed).
+func TestBuildProtectLink(t *testing.T) {
+	d := hostTempDir(t)
+	if err := os.Mkdir(d+"/shared", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("shared", d+"/.claude"); err != nil {
+		t.Fatal(err)
+	}
+	p := Plan{Mounts: []Mount{
+		{Kind: Bind, Source: d, Dest: "/w"},
+		{Kind: Protect, Dest: "/w/.claude", NoFollow: true},
+		{Kind: Protect, Dest: "/w/shared", Dir: true},
+	}}
+	out, stderr, code := buildAndRun(t, p, `
+cd /w
+rm .claude 2>/dev/null && echo removed
+mv .claude x 2>/dev/null && echo renamed
+echo "link=$(readlink .claude)"
+`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, out)
+	}
+	if out != "link=shared\n" {
+		t.Errorf("got %q, want the symlink kept in place", out)
+	}
+	p.Mounts[1].Dest = "/w/.gone"
+	if _, stderr, code := buildAndRun(t, p, "true"); code != buildFailed || !strings.Contains(stderr, StepProtectChanged) {
+		t.Errorf("a protected symlink that is gone: exit %d, %q; want the build to stop at %q", code, stderr, StepProtectChanged)
+	}
+}

@@ -193,6 +193,7 @@ func (r *resolver) protectOne(e entry, p string, pp *protectPass) error {
 	if err != nil {
 		return e.at.err(err, "%v", err)
 	}
+	r.protectLinks(e, p, pp)
 	for _, loc := range r.insideLocations(rp.Path, true) {
 		b := r.mounts[loc.prov].m
 		// The path to make read-only: the protected path itself when it
@@ -234,6 +235,47 @@ func (r *resolver) protectOne(e entry, p string, pp *protectPass) error {
 		r.protects = append(r.protects, PlanEntry{Mount: sandbox.Mount{Kind: sandbox.MountProtect, Dest: dest, Dir: dir}, Why: why})
 	}
 	return nil
+}
+
+// protectLinks keeps in place the symlinks on p's way that lie inside a
+// writable bind (a NoFollow protect of the link itself, and pins above
+// it). Invariant: a protected path reached through a symlink of the
+// workspace (.claude -> shared/claude) cannot be re-pointed: the target
+// is read-only, and the sandbox could otherwise remove the link and make
+// a .claude directory of its own, with hooks, where the host's agent looks
+// (found by review).
+func (r *resolver) protectLinks(e entry, p string, pp *protectPass) {
+	if !filepath.IsAbs(p) {
+		p = r.h.Cwd + "/" + p
+	}
+	cur := "/"
+	for _, name := range splitPath(p) {
+		if name == ".." {
+			return // lexical prefixes stop meaning the path's own entries
+		}
+		cur = filepath.Join(cur, name)
+		st, err := r.lstat.lstat(cur)
+		if err != nil {
+			return
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		for _, loc := range r.insideLocations(cur, true) {
+			b := r.mounts[loc.prov].m
+			if cur == b.Source {
+				continue // the bind's root: not removable from inside
+			}
+			key := loc.q + "\x00link"
+			if pp.seen[key] {
+				continue
+			}
+			pp.seen[key] = true
+			pp.newPins = r.pinChain(pp.newPins, pp.pins, cur, b, e.at, loc.q+" stays in place")
+			r.protects = append(r.protects, PlanEntry{Mount: sandbox.Mount{Kind: sandbox.MountProtect, Dest: loc.q, NoFollow: true},
+				Why: "protected: a symlink on the way to a protected path, kept in place (" + r.whereText(e.at) + ")"})
+		}
+	}
 }
 
 // pinChain appends to out a pin (a read-write bind of itself) for each

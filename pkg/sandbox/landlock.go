@@ -150,7 +150,9 @@ func landlockGrants(p *Policy, tmpDir, self string) ([]landlock.Grant, error) {
 			g = append(g, landlock.Grant{Path: m.Dest, Access: 0})
 		case MountProtect:
 			// A missing protected path is granted anyway: its parent is
-			// then split (frozen), so the name cannot be created.
+			// then split (frozen), so the name cannot be created. So is
+			// a protected symlink (NoFollow): frozen, its parent keeps
+			// it from being removed or renamed.
 			g = append(g, landlock.Grant{Path: m.Dest, Access: landlock.ReadExec})
 		}
 	}

@@ -512,7 +512,7 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 				step = "handshake"
 			}
 			se := &SetupError{Step: step, Err: errors.New(re.Message)}
-			if step == mounts.StepHideChanged || step == mounts.StepSourceChanged {
+			if step == mounts.StepHideChanged || step == mounts.StepSourceChanged || step == mounts.StepProtectChanged {
 				se.Err = &planChangedError{msg: re.Message}
 			}
 			return se

@@ -153,6 +153,37 @@ func TestPerimeterPlaceholdersAreNotShared(t *testing.T) {
 	})
 }
 
+// TestPerimeterAgentFileSymlink: a protected agent file that is a symlink
+// in the workspace (.claude -> shared-claude, as dotfile managers make)
+// stays the symlink: the sandbox can neither remove nor rename it to put a
+// .claude directory of its own, with hooks, where the host's agent looks;
+// the directory it points to is read-only.
+func TestPerimeterAgentFileSymlink(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		u.mkdirAs(t, filepath.Join(ws, "shared-claude"))
+		if err := os.Symlink("shared-claude", filepath.Join(ws, ".claude")); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(filepath.Join(ws, ".claude"), u.uid, u.gid)
+		r := u.sh(t, &runOpts{dir: ws}, nil, `
+rm .claude 2>/dev/null && echo ok rm
+mv .claude moved 2>/dev/null && echo ok mv
+mkdir -p .claude 2>/dev/null; (echo '{"hooks":{}}' > .claude/settings.json) 2>/dev/null && echo ok write
+true`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "ok ") {
+			t.Errorf("the sandbox changed the protected symlink or wrote through it:\n%s", r.stdout)
+		}
+		if l, err := os.Readlink(filepath.Join(ws, ".claude")); err != nil || l != "shared-claude" {
+			t.Errorf(".claude on the host: %q, %v; want the symlink to shared-claude", l, err)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(ws, "shared-claude")); len(ents) != 0 {
+			t.Errorf("shared-claude holds %d entries after the run", len(ents))
+		}
+	})
+}
+
 // TestPerimeterAgentFilesExisting: every agent file exists with known
 // content; writing, replacing or removing it inside fails and the host
 // file is unchanged. pip.conf is protected when it exists only.
