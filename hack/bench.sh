@@ -194,7 +194,7 @@ echo '```'
 # at most 1.3x): the same run with and without --memory 256M --pids 64,
 # interleaved, as root. The mode that enforced the limits (cgroup1,
 # cgroup2, ... or rlimit) is printed above the table.
-if "$nsbox" run --help 2>&1 | grep -q -- '--memory'; then
+if "$nsbox" run --help 2>&1 | grep -- '--memory' >/dev/null; then
   echo
   echo "- limits enforced by: $(cd / && "$nsbox" run --json-status fd:1 --memory 256M --pids 64 -- /bin/true 2>/dev/null |
     grep -o '"mode":"[a-z0-9-]*"' | head -1 | cut -d'"' -f4) (as root); target limits/nsbox <= 1.3x"
@@ -270,7 +270,7 @@ else
   echo
   echo "## Leak check ($LOOP runs each)"
   leak_loop "nsbox run -- /bin/true"
-  if "$nsbox" run --help 2>&1 | grep -q -- '--memory'; then
+  if "$nsbox" run --help 2>&1 | grep -- '--memory' >/dev/null; then
     leak_loop "nsbox run --memory 256M --pids 64 -- /bin/true" --memory 256M --pids 64
   else
     echo
