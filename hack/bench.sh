@@ -61,6 +61,11 @@ for a in 0 1 2 3 4 5 6 7 8 9; do
 done
 find "$project" -type d -exec sh -c 'for d; do touch "$d/f0.go" "$d/f1.go" "$d/f2.go" "$d/f3.go" "$d/f4.go"; done' sh {} +
 touch "$project/a1/.env"
+# Empty workspaces (the cold start: nothing in them, so every agent
+# file of the built-in profiles is missing and gets a placeholder for the
+# run), one per user of the tables below.
+mkdir -p "$work/empty-root" "$work/empty-$BENCH_USER"
+chown "$BENCH_USER:$BENCH_USER" "$work/empty-$BENCH_USER" 2>/dev/null || true
 
 BWRAP_ARGS="--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent --new-session"
 
@@ -75,10 +80,10 @@ fi
 echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- runs: $N per command after $WARMUP warm-up runs, interleaved"
 
-# run_table TITLE [setpriv prefix...]
+# run_table TITLE EMPTY-WORKSPACE [setpriv prefix...]
 run_table() {
-  local title=$1
-  shift
+  local title=$1 empty=$2
+  shift 2
   local specs=(-c "bare=/bin/true")
   if command -v bwrap >/dev/null 2>&1; then
     specs+=(-c "bwrap=bwrap $BWRAP_ARGS /bin/true")
@@ -86,10 +91,11 @@ run_table() {
   specs+=(-c "nsbox=$nsbox run -- /bin/true")
   specs+=(-c "nsbox-net-host=$nsbox run --net host -- /bin/true")
   specs+=(-c "nsbox-project=$nsbox run --workspace $project -- /bin/true")
+  specs+=(-c "nsbox-empty-ws=$nsbox run --workspace $empty -- /bin/true")
   # cwd /: visible inside every sandbox (a cwd under /tmp is not); with it
   # there is no workspace, except where --workspace names one.
   (cd / && "$@" "$work/startbench" -n "$N" -warmup "$WARMUP" -title "$title" \
-    -ratio "nsbox/bwrap,nsbox/bare,bwrap/bare,nsbox-net-host/nsbox,nsbox-project/nsbox" "${specs[@]}")
+    -ratio "nsbox/bwrap,nsbox-empty-ws/bwrap,nsbox/bare,bwrap/bare,nsbox-net-host/nsbox,nsbox-project/nsbox,nsbox-empty-ws/nsbox" "${specs[@]}")
 }
 
 if ! command -v bwrap >/dev/null 2>&1; then
@@ -97,7 +103,7 @@ if ! command -v bwrap >/dev/null 2>&1; then
   echo "SKIP bwrap: not installed (apt-get install bubblewrap); its rows are missing"
 fi
 
-run_table "as root (uid $(id -u))" || status=1
+run_table "as root (uid $(id -u))" "$work/empty-root" || status=1
 
 if [ "${SKIP_ROOTLESS:-}" = 1 ]; then
   echo
@@ -111,7 +117,7 @@ elif ! command -v setpriv >/dev/null 2>&1; then
 else
   # --reset-env: HOME, PATH and USER of that user, as a login would set
   # them (an inherited HOME=/root makes nsbox fail on /root/.config).
-  run_table "as uid $BENCH_USER (root-less)" setpriv --reuid="$BENCH_USER" --regid="$BENCH_USER" --clear-groups --reset-env || status=1
+  run_table "as uid $BENCH_USER (root-less)" "$work/empty-$BENCH_USER" setpriv --reuid="$BENCH_USER" --regid="$BENCH_USER" --clear-groups --reset-env || status=1
 fi
 
 # ------------------------------------------------------------ backends
@@ -142,9 +148,19 @@ fi
 # program, and the nsbox binary in worker mode without its channel (it runs
 # the Go runtime and every package init of the binary, then exits 125). A
 # sandbox start pays the Go figure twice (supervisor and worker).
+# Then the supervisor's own floor: nsbox printing its help (its Go start,
+# package inits and the command line) and `run --backend none` (the
+# policy and everything around a run, with no sandbox at all), against
+# bwrap: no sandbox nsbox builds can start faster than these.
+specs=(-c "c-true=/bin/true" -c "go-empty=$work/gostart" -c "nsbox-init-only:125=_NSBOX_INIT=1 $nsbox"
+  -c "nsbox-help=$nsbox help" -c "nsbox-backend-none=$nsbox run --backend none -- /bin/true")
+ratios="go-empty/c-true,nsbox-init-only/go-empty"
+if command -v bwrap >/dev/null 2>&1; then
+  specs+=(-c "bwrap=bwrap $BWRAP_ARGS /bin/true")
+  ratios="$ratios,nsbox-help/bwrap,nsbox-backend-none/bwrap"
+fi
 (cd / && "$work/startbench" -n "$N" -warmup "$WARMUP" -title "process start floor (as root)" \
-  -ratio "go-empty/c-true,nsbox-init-only/go-empty" \
-  -c "c-true=/bin/true" -c "go-empty=$work/gostart" -c "nsbox-init-only:125=_NSBOX_INIT=1 $nsbox") || status=1
+  -ratio "$ratios" "${specs[@]}" 2> >(grep -v 'backend none: the command runs WITHOUT' >&2)) || status=1
 
 # ------------------------------------------------------------ kernel floor
 
