@@ -41,6 +41,18 @@ func recordPlaceholders(res *policy.Result, hold *policy.Hold) (done func()) {
 	return func() { end(hold.Pending()) }
 }
 
+// releaseUnrecorded releases hold for a sandbox whose start failed before
+// its placeholders were recorded (a build that found the policy changed,
+// say). What the release left for a later nsbox (another run held the
+// workspace: policy.Hold.Pending) is recorded then, so that it is not
+// left behind for good.
+func releaseUnrecorded(hold *policy.Hold, res *policy.Result) {
+	hold.Release(res.Placeholders)
+	if hold.Pending() {
+		recordPlaceholders(res, hold)()
+	}
+}
+
 // removeLeftPlaceholders removes the placeholders that runs killed before
 // their end left (records no live nsbox holds locked).
 func removeLeftPlaceholders() {

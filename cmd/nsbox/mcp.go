@@ -481,7 +481,7 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 		if try > 0 {
 			// The host's files changed under the policy while the
 			// sandbox was built: resolve again, build anew.
-			hold.Release(res.Placeholders)
+			releaseUnrecorded(hold, res)
 		}
 		if res, hold, err = resolveHeld(peek, policy.Host{}); err != nil {
 			return nil, err
@@ -495,7 +495,7 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 		}
 	}
 	if err != nil {
-		hold.Release(res.Placeholders)
+		releaseUnrecorded(hold, res)
 		if reason := backend.Unavailable(backend.Native{}, err); reason != nil {
 			return nil, unavailableError(reason)
 		}
@@ -504,7 +504,7 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 	if err := s.WorkspaceErr(); err != nil {
 		// Every tool call would fail on it: say so once, at the start.
 		s.Close()
-		hold.Release(res.Placeholders)
+		releaseUnrecorded(hold, res)
 		return nil, fmt.Errorf("%v; profile %s does not bind it, and /tmp and /run inside are the sandbox's own: work in a directory outside them, or with a profile that binds the workspace", err, res.Profile)
 	}
 	// Records wait for the next nsbox in case this one is killed: the

@@ -261,11 +261,15 @@ func runMain(f *runFlags, argv []string) error {
 		hold.Release(nil)
 		hold = nil
 	}
-	released := false
+	released, recorded := false, false
 	release := func() {
 		if !released {
 			released = true
-			hold.Release(res.Placeholders)
+			if recorded {
+				hold.Release(res.Placeholders)
+			} else {
+				releaseUnrecorded(hold, res)
+			}
 		}
 	}
 	defer release()
@@ -343,6 +347,7 @@ func runMain(f *runFlags, argv []string) error {
 	// sandbox made waits for the next nsbox in case this one is killed
 	// (leftovers.go).
 	placeholdersDone := recordPlaceholders(res, hold)
+	recorded = true
 	// The record ends after the release: it is kept when the release
 	// left placeholders to a later nsbox (both are idempotent).
 	defer func() { release(); placeholdersDone() }()

@@ -161,11 +161,13 @@ func (sr *scriptRun) finish() error {
 	if sr == nil || sr.res == nil {
 		return nil
 	}
-	sr.hold.Release(sr.res.Placeholders)
-	sr.hold = nil
 	if sr.placeholdersDone != nil {
+		sr.hold.Release(sr.res.Placeholders)
 		sr.placeholdersDone()
+	} else {
+		releaseUnrecorded(sr.hold, sr.res)
 	}
+	sr.hold = nil
 	_, err := auditGit(sr.res)
 	return err
 }

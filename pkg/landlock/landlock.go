@@ -16,6 +16,7 @@ package landlock
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"unsafe"
 
@@ -150,9 +151,10 @@ type Config struct {
 	// BestEffort drops what the kernel cannot enforce (listed in the
 	// Report) instead of failing with ErrMissing.
 	BestEffort bool
-	// SkipMissing skips a path rule whose path does not exist, or is a
-	// symlink (a grant for a name that Expand used only to split its
-	// parent; access through a symlink is decided at its target).
+	// SkipMissing skips a path rule whose path does not exist, or whose
+	// last component (and no other) is a symlink: a grant for a name that
+	// Expand used only to split its parent (access through a symlink is
+	// decided at its target). A symlink higher up is still an error.
 	SkipMissing bool
 }
 
@@ -283,7 +285,7 @@ func Build(c Config) (*Ruleset, error) {
 			continue
 		}
 		if err := addPathRule(r.fd, p.Path, allowed); err != nil {
-			if c.SkipMissing && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP)) {
+			if c.SkipMissing && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) && lastIsSymlink(p.Path)) {
 				continue
 			}
 			r.Close()
@@ -312,6 +314,22 @@ func Build(c Config) (*Ruleset, error) {
 // RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS: a component swapped for a
 // symlink after the policy was resolved fails the rule instead of granting
 // rights on whatever it points to) and adds it to the ruleset.
+// lastIsSymlink reports whether p's last component is a symlink and no
+// component above it is one.
+func lastIsSymlink(p string) bool {
+	dir, name := filepath.Split(filepath.Clean(p))
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	return unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+}
+
 func addPathRule(rfd int, path string, allowed AccessFS) error {
 	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,

@@ -323,3 +323,23 @@ func BenchmarkRestrictSelf(b *testing.B) {
 		done += n
 	}
 }
+
+// TestLastIsSymlink: SkipMissing skips a rule for a symlink only when the
+// symlink is the last component; one higher up stays an error.
+func TestLastIsSymlink(t *testing.T) {
+	d := t.TempDir()
+	os.Mkdir(filepath.Join(d, "real"), 0o755)
+	os.Symlink("real", filepath.Join(d, "link"))
+	os.Symlink("x", filepath.Join(d, "real", "inner"))
+	for p, want := range map[string]bool{
+		filepath.Join(d, "link"):          true,
+		filepath.Join(d, "real", "inner"): true,
+		filepath.Join(d, "link", "inner"): false, // a symlink above the last
+		filepath.Join(d, "real"):          false,
+		filepath.Join(d, "missing"):       false,
+	} {
+		if got := lastIsSymlink(p); got != want {
+			t.Errorf("lastIsSymlink(%s) = %v, want %v", p, got, want)
+		}
+	}
+}

@@ -128,7 +128,9 @@ func (b *builder) cover(t int, dest string) error {
 // made by makePlaceholders, run before the group of protected paths it
 // belongs to, which keeps an fd of what it made: the mount lands on that
 // inode, never on whatever a concurrent sandbox sharing the workspace put
-// at the name since (a symlink, or nothing: it fails closed instead).
+// at the name since (a symlink). A sandbox that renames the placeholder
+// away in between frees the name, but only one whose own policy already
+// lets it write there can.
 // A path makePlaceholders found missing and could not create (no parent,
 // a read-only or foreign parent, below a protected directory of the
 // group) is skipped: the sandbox cannot create it either.

@@ -333,8 +333,9 @@ type MadePlaceholder struct {
 }
 
 // maxTries bounds how often a placeholder directory that is not empty is
-// tried again.
-const maxTries = 3
+// tried again: about three later nsbox runs (each may try twice, see
+// cmd/nsbox's removeLeftPlaceholders).
+const maxTries = 6
 
 // MadePlaceholders returns the placeholders of ph that exist now, with
 // their identities. Call it once the sandbox is built (its worker made

@@ -237,44 +237,63 @@ func (r *resolver) protectOne(e entry, p string, pp *protectPass) error {
 	return nil
 }
 
-// protectLinks keeps in place the symlinks on p's way that lie inside a
-// writable bind (a NoFollow protect of the link itself, and pins above
-// it). Invariant: a protected path reached through a symlink of the
-// workspace (.claude -> shared/claude) cannot be re-pointed: the target
-// is read-only, and the sandbox could otherwise remove the link and make
-// a .claude directory of its own, with hooks, where the host's agent looks
-// (found by review).
+// protectLinks keeps in place every symlink the kernel would follow on
+// p's way that lies inside a writable bind: a NoFollow protect of the link
+// itself, at its resolved place, and pins above it. Invariant: a protected
+// path reached through symlinks of the workspace (.claude -> shared/claude,
+// or a chain .claude -> sub/l2 -> ../real) cannot be re-pointed: the
+// target is read-only, and the sandbox could otherwise remove a link and
+// make a directory of its own, with hooks, where the host's agent looks
+// (found by review). The walk resolves as resolvePath does (a link's
+// target is walked in its place, ".." after a link is the target's
+// parent, at most maxSymlinks links), so every link it pins has a parent
+// without symlinks, which is what the worker's mount and Landlock's rule
+// need.
 func (r *resolver) protectLinks(e entry, p string, pp *protectPass) {
 	if !filepath.IsAbs(p) {
 		p = r.h.Cwd + "/" + p
 	}
-	cur := "/"
-	for _, name := range splitPath(p) {
-		if name == ".." {
-			return // lexical prefixes stop meaning the path's own entries
+	todo := splitPath(p)
+	cur := "/" // resolved: no component of it is a symlink
+	for hops := 0; len(todo) > 0; {
+		next := filepath.Join(cur, todo[0])
+		todo = todo[1:]
+		st, err := r.lstat.lstat(next)
+		if err != nil {
+			return // missing from here on: nothing more to pin
 		}
-		cur = filepath.Join(cur, name)
-		st, err := r.lstat.lstat(cur)
+		if st.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		r.protectLink(e, next, pp)
+		if hops++; hops > maxSymlinks {
+			return
+		}
+		target, err := r.lstat.readlink(next)
 		if err != nil {
 			return
 		}
-		if st.Mode()&fs.ModeSymlink == 0 {
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(splitPath(target), todo...)
+	}
+}
+
+// protectLink adds the NoFollow protect of the symlink link (its parent
+// resolved) in every writable bind that shows it, with pins above it.
+func (r *resolver) protectLink(e entry, link string, pp *protectPass) {
+	for _, loc := range r.insideLocations(link, true) {
+		b := r.mounts[loc.prov].m
+		key := loc.q + "\x00link"
+		if pp.seen[key] {
 			continue
 		}
-		for _, loc := range r.insideLocations(cur, true) {
-			b := r.mounts[loc.prov].m
-			if cur == b.Source {
-				continue // the bind's root: not removable from inside
-			}
-			key := loc.q + "\x00link"
-			if pp.seen[key] {
-				continue
-			}
-			pp.seen[key] = true
-			pp.newPins = r.pinChain(pp.newPins, pp.pins, cur, b, e.at, loc.q+" stays in place")
-			r.protects = append(r.protects, PlanEntry{Mount: sandbox.Mount{Kind: sandbox.MountProtect, Dest: loc.q, NoFollow: true},
-				Why: "protected: a symlink on the way to a protected path, kept in place (" + r.whereText(e.at) + ")"})
-		}
+		pp.seen[key] = true
+		pp.newPins = r.pinChain(pp.newPins, pp.pins, link, b, e.at, loc.q+" stays in place")
+		r.protects = append(r.protects, PlanEntry{Mount: sandbox.Mount{Kind: sandbox.MountProtect, Dest: loc.q, NoFollow: true},
+			Why: "protected: a symlink on the way to a protected path, kept in place (" + r.whereText(e.at) + ")"})
 	}
 }
 

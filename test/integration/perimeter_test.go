@@ -184,6 +184,44 @@ true`)
 	})
 }
 
+// TestPerimeterAgentFileSymlinkChain: every link of a chain on the way to
+// a protected path stays in place (.claude -> sub/l2 -> ../real: the
+// second link too), and a chain that leaves the workspace (.cargo ->
+// ../shared, whose config -> config.toml, as cargo documents) runs
+// normally instead of failing on a symlink in a mount's path.
+func TestPerimeterAgentFileSymlinkChain(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		top := u.tempDir(t)
+		ws := filepath.Join(top, "ws")
+		for _, d := range []string{ws, filepath.Join(ws, "real"), filepath.Join(ws, "sub"), filepath.Join(top, "shared")} {
+			u.mkdirAs(t, d)
+		}
+		for link, target := range map[string]string{
+			filepath.Join(ws, ".claude"):           "sub/l2",
+			filepath.Join(ws, "sub", "l2"):         "../real",
+			filepath.Join(ws, ".cargo"):            "../shared",
+			filepath.Join(top, "shared", "config"): "config.toml",
+		} {
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			os.Lchown(link, u.uid, u.gid)
+		}
+		r := u.sh(t, &runOpts{dir: ws}, nil, `
+rm sub/l2 2>/dev/null && echo ok rm
+mv sub/l2 sub/moved 2>/dev/null && echo ok mv
+(echo '{"hooks":{}}' > real/settings.json) 2>/dev/null && echo ok write
+true`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "ok ") {
+			t.Errorf("a link of the chain was changed, or its target written:\n%s", r.stdout)
+		}
+		if l, err := os.Readlink(filepath.Join(ws, "sub", "l2")); err != nil || l != "../real" {
+			t.Errorf("sub/l2 on the host: %q, %v", l, err)
+		}
+	})
+}
+
 // TestPerimeterAgentFilesExisting: every agent file exists with known
 // content; writing, replacing or removing it inside fails and the host
 // file is unchanged. pip.conf is protected when it exists only.
