@@ -181,7 +181,25 @@ func (b *builder) protect(m Mount) error {
 // with hooks, that the host's agent then reads. Gone since the policy saw
 // it, the build stops (fail closed): a directory may stand there now.
 func (b *builder) protectLink(m Mount) error {
-	pfd, err := openInRoot(b.rootFD(), path.Dir(m.Dest))
+	// Invariant: the link's parent is reached below the mount that shows
+	// it without following any symlink (as a hide's path): the policy
+	// resolved it, so a symlink there now was swapped in since, and would
+	// move the pin onto a decoy while the real link stays removable.
+	dest := path.Clean(m.Dest)
+	base, rest := b.rootFD(), path.Dir(dest)
+	best := -1
+	for i, sm := range b.shown {
+		if within(dest, sm.dest) && dest != sm.dest && (best < 0 || depth(sm.dest) >= depth(b.shown[best].dest)) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		base, rest = b.shown[best].fd, strings.TrimPrefix(strings.TrimPrefix(path.Dir(dest), b.shown[best].dest), "/")
+	}
+	if rest == "" {
+		rest = "."
+	}
+	pfd, err := openNoSymlinks(base, rest)
 	if err == nil {
 		var t int
 		t, err = unix.Openat(pfd, path.Base(m.Dest), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -191,7 +209,7 @@ func (b *builder) protectLink(m Mount) error {
 			err = b.selfBindReadOnly(t)
 		}
 	}
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 		return &Error{Step: StepProtectChanged, Dest: m.Dest, Err: &reasonError{errLinkGone, err}}
 	}
 	if err != nil {

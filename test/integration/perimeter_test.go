@@ -122,6 +122,11 @@ func TestPerimeterPlaceholdersAreNotShared(t *testing.T) {
 		if strings.Contains(r.stdout, "ok npmrc") {
 			t.Fatalf("run B wrote its own protected .npmrc:\n%s", r.stdout)
 		}
+		// Neither run left a placeholder of its own behind, not even
+		// one made inside the other's (B's .cargo/config in A's .cargo):
+		// what the first to end could not remove while the other held
+		// the workspace, the next nsbox run (anywhere) removes.
+		expectCode(t, u.sh(t, &runOpts{dir: u.tempDir(t), env: data}, nil, "true"), 0)
 		for _, n := range []string{".envrc", ".pnpmfile.cjs", ".gitconfig", ".npmrc", ".pypirc"} {
 			if b, err := os.ReadFile(filepath.Join(ws, n)); err == nil {
 				t.Errorf("%s is on the host after both runs, holding %q: a write to .mcp.json reached it", n, b)
@@ -135,11 +140,6 @@ func TestPerimeterPlaceholdersAreNotShared(t *testing.T) {
 		if len(f) != 4 || f[0] == f[2] || f[1] != "1" || f[3] != "1" {
 			t.Errorf("run A's placeholders .mcp.json and .npmrc (inode, links): %q; want two inodes of one link each", st)
 		}
-		// Neither run left a placeholder of its own behind, not even
-		// one made inside the other's (B's .cargo/config in A's .cargo):
-		// what the first to end could not remove while the other held
-		// the workspace, the next nsbox run (anywhere) removes.
-		expectCode(t, u.sh(t, &runOpts{dir: u.tempDir(t), env: data}, nil, "true"), 0)
 		var left []string
 		filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
 			if rel, _ := filepath.Rel(ws, p); err == nil && rel != "." {
