@@ -93,6 +93,7 @@ type worker struct {
 	execQ    []queuedExec   // execute requests waiting for cmds to end
 	pollFDs  []unix.PollFd  // reused by waitMain
 	pidfdsOK bool           // this kernel has pidfds that poll
+	spawnC   bool           // cmdspawn.c starts commands (see spawn)
 
 	tools       WorkerTools
 	toolCancels map[uint64]context.CancelFunc
@@ -286,6 +287,8 @@ func (w *worker) serve() int {
 			w.reaper.reap()
 		}
 	}()
+	// Best effort: without the helper, checkDir asks a goroutine.
+	startDirCheck()
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return 125
@@ -297,6 +300,9 @@ func (w *worker) serve() int {
 		unix.Close(fd)
 		w.pidfdsOK = true
 	}
+	// After signal.Notify above: cmdspawn.c records which signals have a
+	// handler now. On failure commands start with syscall.ForkExec.
+	w.spawnC = initSpawnC() == nil
 	go func() {
 		for r := range w.spawnCh {
 			w.spawnQ <- r
@@ -445,6 +451,31 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 		// execve resolves the link before close-on-exec closes it.
 		path = "/proc/self/fd/" + strconv.Itoa(shim)
 	}
+	w.reaper.mu.Lock()
+	defer w.reaper.mu.Unlock()
+	if r.pidfd && w.spawnC {
+		// cmdspawn.c: the same start (new session, files, dir, env, a
+		// pidfd; its child sets up the session as below), without the
+		// Go runtime's costs. Only with a pidfd asked for: the C path
+		// always makes one (CLONE_PIDFD), and a request without one
+		// comes from a kernel without pidfds, where syscall.ForkExec
+		// remains. Not busy and initialized, or ok is false.
+		//
+		// ForkLock, as syscall.ForkExec takes it: code that creates an
+		// fd and sets close-on-exec in two steps holds it for reading,
+		// so no fd of the worker leaks into the command half-made.
+		syscall.ForkLock.Lock()
+		pid, pidfd, ok, err := spawnC(path, argv, r.env, r.dir, files)
+		syscall.ForkLock.Unlock()
+		if ok {
+			if err != nil {
+				return spawnRes{err: err, pidfd: -1}
+			}
+			ch := make(chan unix.WaitStatus, 1)
+			w.reaper.waiters[pid] = ch
+			return spawnRes{pid: pid, pidfd: pidfd, wait: ch}
+		}
+	}
 	sys := &syscall.SysProcAttr{
 		// A new session: no controlling terminal, so no TIOCSTI
 		// injection into a terminal outside (CVE-2017-5226), and one
@@ -455,8 +486,6 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 	if r.pidfd {
 		sys.PidFD = &pidfd
 	}
-	w.reaper.mu.Lock()
-	defer w.reaper.mu.Unlock()
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   r.dir,
 		Env:   r.env,
