@@ -93,6 +93,7 @@ type worker struct {
 	execQ    []queuedExec   // execute requests waiting for cmds to end
 	pollFDs  []unix.PollFd  // reused by waitMain
 	pidfdsOK bool           // this kernel has pidfds that poll
+	chldFD   int            // readable after a SIGCHLD: the main thread reaps (see serve); -1 without
 	spawnC   bool           // cmdspawn.c starts commands (see spawn)
 
 	tools       WorkerTools
@@ -280,13 +281,6 @@ func runSteps(steps []step) (string, error) {
 // pidfds are polled with the channel), so an Exec makes no goroutine
 // hand-off on its way.
 func (w *worker) serve() int {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, unix.SIGCHLD)
-	go func() {
-		for range sig {
-			w.reaper.reap()
-		}
-	}()
 	// Best effort: without the helper, checkDir asks a goroutine.
 	startDirCheck()
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
@@ -300,8 +294,30 @@ func (w *worker) serve() int {
 		unix.Close(fd)
 		w.pidfdsOK = true
 	}
-	// After signal.Notify above: cmdspawn.c records which signals have a
-	// handler now. On failure commands start with syscall.ForkExec.
+	// PID 1 reaps every child, orphans of the sandbox included: a zombie
+	// keeps its pid, and enough of them exhaust the pids limit. With
+	// pidfds the main thread reaps (waitMain), woken by sigchld.c's
+	// eventfd; it also reaps the commands whose pidfds polled readable,
+	// so one thread waits for children and a child's end wakes no other
+	// thread. Without pidfds, or without the handler, a goroutine reaps
+	// on os/signal's notification.
+	w.chldFD = -1
+	if w.pidfdsOK {
+		if fd, err := installSigchld(); err == nil {
+			w.chldFD = fd
+		}
+	}
+	if w.chldFD < 0 {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, unix.SIGCHLD)
+		go func() {
+			for range sig {
+				w.reaper.reap()
+			}
+		}()
+	}
+	// After SIGCHLD's handler is in place: cmdspawn.c records which
+	// signals have a handler now. On failure commands start with syscall.ForkExec.
 	w.spawnC = initSpawnC() == nil
 	go func() {
 		for r := range w.spawnCh {
@@ -337,7 +353,9 @@ func (w *worker) wake() {
 // ended.
 func (w *worker) waitMain(fd int) {
 	for {
-		p := append(w.pollFDs[:0], unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(w.efd), Events: unix.POLLIN})
+		// A negative fd (no SIGCHLD eventfd) is ignored by poll(2).
+		p := append(w.pollFDs[:0], unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(w.efd), Events: unix.POLLIN},
+			unix.PollFd{Fd: int32(w.chldFD), Events: unix.POLLIN})
 		for _, c := range w.cmds {
 			if c.res.pidfd >= 0 {
 				// A pidfd polls readable once its process has exited.
@@ -351,12 +369,20 @@ func (w *worker) waitMain(fd int) {
 			}
 			return // the receive reports what is wrong
 		}
+		if p[2].Revents != 0 {
+			var buf [8]byte
+			unix.Read(w.chldFD, buf[:])
+			// Before the pidfds: a command reaped here hands its
+			// status to its waiter's buffered channel, which
+			// pidfdReady then reads without blocking.
+			w.reaper.reap()
+		}
 		if p[1].Revents != 0 {
 			var buf [8]byte
 			unix.Read(w.efd, buf[:])
 			w.drainQueues()
 		}
-		for _, pf := range p[2:] {
+		for _, pf := range p[3:] {
 			if pf.Revents != 0 {
 				w.pidfdReady(int(pf.Fd))
 			}
