@@ -71,6 +71,11 @@ static int initialized;
 static _Alignas(64) char child_stack[64 * 1024];
 static atomic_flag busy = ATOMIC_FLAG_INIT;
 
+// dircheck.c
+int nsbox_dircheck_ask(const char *path);
+int nsbox_dircheck_answer(void);
+int nsbox_dircheck_collect(void);
+
 struct spawn_args {
 	const char *path;
 	char **argv;
@@ -79,9 +84,13 @@ struct spawn_args {
 	int *fds;
 	int nfds;
 	ksigset oldmask;
+	// The working directory's openat2 check was asked of dircheck.c's
+	// helper thread: the child waits for its answer before execve.
+	int check_dir;
 	// Written by the child before it exits when a step failed: the
-	// errno of that step.
+	// errno of that step, and whether it was the directory check.
 	volatile int err;
+	volatile int bad_dir;
 };
 
 // child_fail leaves the failed step's errno (syscall(2) set it) for the
@@ -111,8 +120,16 @@ static int child(void *arg)
 	// kill on timeout.
 	if ((rc = syscall(SYS_setsid)) < 0)
 		return child_fail(a);
-	if (a->dir[0] != '\0' && (rc = syscall(SYS_chdir, a->dir)) < 0)
+	if (a->dir[0] != '\0' && (rc = syscall(SYS_chdir, a->dir)) < 0) {
+		// The check's refusal, if any, is the error to report: it
+		// names what is wrong with the directory, as before.
+		int answer = a->check_dir ? nsbox_dircheck_answer() : 0;
+		if (answer != 0) {
+			a->bad_dir = 1;
+			errno = answer;
+		}
 		return child_fail(a);
+	}
 
 	// Pass 1: a file that sits below its slot is moved above every slot
 	// and every file first, so that pass 2 cannot overwrite it.
@@ -148,6 +165,18 @@ static int child(void *arg)
 	for (int i = n; i < 3; i++)
 		syscall(SYS_close, i);
 
+	// Nothing of the command runs before the working directory passed
+	// the helper's openat2(RESOLVE_NO_MAGICLINKS): a /proc/self/fd/N
+	// path can name a directory outside the sandbox's root (CVE-2024-21626
+	// class). The helper ran meanwhile, on another CPU.
+	if (a->check_dir) {
+		int answer = nsbox_dircheck_answer();
+		if (answer != 0) {
+			a->bad_dir = 1;
+			errno = answer;
+			return child_fail(a);
+		}
+	}
 	rc = syscall(SYS_execve, a->path, a->argv, a->envp);
 	return child_fail(a);
 }
@@ -177,11 +206,15 @@ int nsbox_cmd_spawn_init(void)
 // pidfd (close-on-exec) in *pid and *pidfd. It returns an errno when the
 // clone or a step of the child failed (the child was reaped then), and -1
 // when this path is not available (not initialized, or busy): the caller
-// starts the command another way.
-int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, int nfds, int *pid, int *pidfd)
+// starts the command another way. With check_dir, dir (which must not be
+// empty) is checked by dircheck.c's helper while the child gets ready, and
+// the command runs only if it passed; *bad_dir is set when that check
+// refused it (the errno is the check's).
+int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, int nfds, int check_dir, int *pid, int *pidfd, int *bad_dir)
 {
 	if (!initialized || atomic_flag_test_and_set(&busy))
 		return -1;
+	*bad_dir = 0;
 	int ret = 0;
 	char **ptrs = malloc(sizeof(char *) * ((size_t)argc + (size_t)envc + 2));
 	if (ptrs == NULL) {
@@ -220,7 +253,15 @@ int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, i
 		.fds = fds,
 		.nfds = nfds,
 		.err = 0,
+		.bad_dir = 0,
 	};
+	if (check_dir) {
+		if (nsbox_dircheck_ask(a.dir) != 0) {
+			ret = -1; // no helper: the caller checks and starts
+			goto out;
+		}
+		a.check_dir = 1;
+	}
 	// Block every signal (the kernel's set, glibc's two included) until
 	// the child reset its handlers; see handled.
 	ksigset all = ~(ksigset)0;
@@ -233,6 +274,8 @@ int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, i
 	int child_pid = clone(child, child_stack + sizeof(child_stack), CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &a, &fd);
 	int clone_err = errno;
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &a.oldmask, NULL, sizeof(ksigset));
+	if (a.check_dir)
+		nsbox_dircheck_collect(); // the child may have failed before it waited
 	if (child_pid < 0) {
 		ret = clone_err;
 		goto out;
@@ -245,6 +288,7 @@ int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, i
 			;
 		close(fd);
 		ret = a.err;
+		*bad_dir = a.bad_dir;
 		goto out;
 	}
 	*pid = child_pid;

@@ -37,7 +37,7 @@ func viaC(t *testing.T) spawnFunc {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		syscall.ForkLock.Lock()
-		pid, pidfd, ok, err := spawnC(path, argv, env, dir, files)
+		pid, pidfd, ok, err := spawnC(path, argv, env, dir, files, false)
 		syscall.ForkLock.Unlock()
 		if !ok {
 			t.Fatal("cmdspawn.c refused: busy or not initialized")
@@ -245,5 +245,62 @@ func TestSpawnCSignalDispositions(t *testing.T) {
 	}
 	if !strings.Contains(sig[0], "SigCgt:\t0000000000000000") {
 		t.Errorf("a caught signal survived the exec:\n%s", sig[0])
+	}
+}
+
+// With the working directory's check asked of dircheck.c's helper, the
+// command runs only in a directory that passed it; a refusal (a magic link,
+// a missing directory) is a *dirError with the check's errno, and nothing
+// ran.
+func TestSpawnCChecksDir(t *testing.T) {
+	requireSpawnC(t)
+	if err := startDirCheck(); err != nil {
+		t.Fatalf("startDirCheck: %v", err)
+	}
+	dir := t.TempDir()
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	marker := filepath.Join(dir, "ran")
+	for _, c := range []struct {
+		dir  string
+		want error // nil: runs
+	}{
+		{dir, nil},
+		{"/proc/self/fd/" + strconv.Itoa(int(d.Fd())), unix.ELOOP},
+		{"/proc/self/cwd", unix.ELOOP},
+		{filepath.Join(dir, "gone"), unix.ENOENT},
+	} {
+		os.Remove(marker)
+		runtime.LockOSThread()
+		syscall.ForkLock.Lock()
+		pid, pidfd, ok, err := spawnC("/bin/sh", []string{"sh", "-c", "touch " + marker}, nil, c.dir, []uintptr{0, 1, 2}, true)
+		syscall.ForkLock.Unlock()
+		runtime.UnlockOSThread()
+		if !ok {
+			t.Fatal("cmdspawn.c refused")
+		}
+		if c.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", c.dir, err)
+				continue
+			}
+			unix.Close(pidfd)
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, 0, nil)
+			if _, err := os.Stat(marker); err != nil {
+				t.Errorf("%s: the command did not run (%v)", c.dir, err)
+			}
+			continue
+		}
+		var de *dirError
+		if !errors.As(err, &de) || !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want a *dirError %v", c.dir, err, c.want)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("%s: the command ran", c.dir)
+		}
 	}
 }

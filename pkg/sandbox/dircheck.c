@@ -146,3 +146,41 @@ int nsbox_dircheck(const char *path)
 	pthread_mutex_unlock(&dc_mu);
 	return answer;
 }
+
+// nsbox_dircheck_ask asks about path without waiting for the answer: 0, or
+// -1 when the helper is not running. The caller keeps path valid and calls
+// nsbox_dircheck_collect, on the same thread, before anything else asks.
+int nsbox_dircheck_ask(const char *path)
+{
+	pthread_mutex_lock(&dc_mu);
+	if (!dc_started) {
+		pthread_mutex_unlock(&dc_mu);
+		return -1;
+	}
+	dc_path = path;
+	atomic_store(&dc_state, ASKED);
+	dc_wake();
+	return 0;
+}
+
+// nsbox_dircheck_answer waits for the answer to the question asked and
+// returns it. It only reads the state word and waits on it with a raw
+// futex: a command's vfork child (cmdspawn.c) calls it, sharing this memory.
+int nsbox_dircheck_answer(void)
+{
+	int s;
+	while ((s = atomic_load(&dc_state)) != ANSWERED)
+		dc_wait(s);
+	return dc_answer;
+}
+
+// nsbox_dircheck_collect waits for the answer to nsbox_dircheck_ask's
+// question, returns it and lets the next question be asked.
+int nsbox_dircheck_collect(void)
+{
+	int answer = nsbox_dircheck_answer();
+	atomic_store(&dc_state, IDLE);
+	dc_path = NULL;
+	pthread_mutex_unlock(&dc_mu);
+	return answer;
+}

@@ -95,6 +95,7 @@ type worker struct {
 	pidfdsOK bool           // this kernel has pidfds that poll
 	chldFD   int            // readable after a SIGCHLD: the main thread reaps (see serve); -1 without
 	spawnC   bool           // cmdspawn.c starts commands (see spawn)
+	dirCheck bool           // dircheck.c's helper thread runs
 
 	tools       WorkerTools
 	toolCancels map[uint64]context.CancelFunc
@@ -282,7 +283,7 @@ func runSteps(steps []step) (string, error) {
 // hand-off on its way.
 func (w *worker) serve() int {
 	// Best effort: without the helper, checkDir asks a goroutine.
-	startDirCheck()
+	w.dirCheck = startDirCheck() == nil
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return 125
@@ -424,7 +425,10 @@ type spawnReq struct {
 	// pidfd asks for a pidfd of the command (spawnRes.pidfd, -1 when
 	// the kernel gives none); the caller then closes it.
 	pidfd bool
-	reply chan spawnRes
+	// checkDir: dir (absolute, without NUL) still needs checkDir's
+	// check; a refusal is a *dirError.
+	checkDir bool
+	reply    chan spawnRes
 }
 
 type spawnRes struct {
@@ -490,8 +494,17 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 		// ForkLock, as syscall.ForkExec takes it: code that creates an
 		// fd and sets close-on-exec in two steps holds it for reading,
 		// so no fd of the worker leaks into the command half-made.
+		//
+		// The working directory's check runs on dircheck.c's helper
+		// thread while the child gets ready; the child execs only
+		// once it passed.
+		if r.checkDir && !w.dirCheck {
+			if err := checkDir(r.dir); err != nil {
+				return spawnRes{err: &dirError{err}, pidfd: -1}
+			}
+		}
 		syscall.ForkLock.Lock()
-		pid, pidfd, ok, err := spawnC(path, argv, r.env, r.dir, files)
+		pid, pidfd, ok, err := spawnC(path, argv, r.env, r.dir, files, r.checkDir && w.dirCheck)
 		syscall.ForkLock.Unlock()
 		if ok {
 			if err != nil {
@@ -500,6 +513,11 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 			ch := make(chan unix.WaitStatus, 1)
 			w.reaper.waiters[pid] = ch
 			return spawnRes{pid: pid, pidfd: pidfd, wait: ch}
+		}
+	}
+	if r.checkDir {
+		if err := checkDir(r.dir); err != nil {
+			return spawnRes{err: &dirError{err}, pidfd: -1}
 		}
 	}
 	sys := &syscall.SysProcAttr{
@@ -755,18 +773,34 @@ func (w *worker) startCommand(req *ipc.Request, m *executeMsg) (spawnRes, execut
 	if dir == "" {
 		dir = "/"
 	}
-	if err := checkDir(dir); err != nil {
-		return spawnRes{}, executeReply{ExitCode: 125, StartErr: "bad_dir", Message: fmt.Sprintf("working directory %s: %v", dir, err)}
+	badDir := func(err error) executeReply {
+		return executeReply{ExitCode: 125, StartErr: "bad_dir", Message: fmt.Sprintf("working directory %s: %v", dir, err)}
+	}
+	// What checkDir refuses before it opens anything; its openat2 check
+	// runs as the command starts (spawn).
+	if !strings.HasPrefix(dir, "/") {
+		return spawnRes{}, badDir(errors.New("not an absolute path"))
+	}
+	if strings.IndexByte(dir, 0) >= 0 {
+		return spawnRes{}, badDir(unix.EINVAL) // as openat2's wrapper answers
 	}
 	path, err := lookPath(m.Argv[0], envValue(env, "PATH"))
 	if err != nil {
+		// A bad directory is named first, as it always was.
+		if derr := checkDir(dir); derr != nil {
+			return spawnRes{}, badDir(derr)
+		}
 		return spawnRes{}, startFailure(m.Argv[0], err)
 	}
 	files := make([]uintptr, len(req.FDs))
 	for i, fd := range req.FDs {
 		files[i] = uintptr(fd)
 	}
-	res := w.spawn(&spawnReq{path: path, argv: m.Argv, env: env, dir: dir, files: files, pidfd: w.pidfdsOK})
+	res := w.spawn(&spawnReq{path: path, argv: m.Argv, env: env, dir: dir, files: files, pidfd: w.pidfdsOK, checkDir: true})
+	var de *dirError
+	if errors.As(res.err, &de) {
+		return spawnRes{}, badDir(de.err)
+	}
 	if res.err != nil {
 		return spawnRes{}, startFailure(m.Argv[0], res.err)
 	}

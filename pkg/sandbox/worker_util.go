@@ -10,6 +10,12 @@ import (
 
 // Small helpers of the worker: paths and fds.
 
+// dirError is a working directory that checkDir's check refused.
+type dirError struct{ err error }
+
+func (e *dirError) Error() string { return e.err.Error() }
+func (e *dirError) Unwrap() error { return e.err }
+
 // checkDir makes sure the working directory resolves inside the sandbox
 // root without a magic link: a /proc/self/fd/N path that names a directory
 // outside the root is refused (CVE-2024-21626 class).
