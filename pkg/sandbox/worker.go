@@ -96,6 +96,8 @@ type worker struct {
 	chldFD   int            // readable after a SIGCHLD: the main thread reaps (see serve); -1 without
 	spawnC   bool           // cmdspawn.c starts commands (see spawn)
 	dirCheck bool           // dircheck.c's helper thread runs
+	// lastYield is when waitMain last went through the scheduler.
+	lastYield time.Time
 
 	tools       WorkerTools
 	toolCancels map[uint64]context.CancelFunc
@@ -344,6 +346,11 @@ func (w *worker) serve() int {
 	return 0
 }
 
+// yieldEvery is how often the main goroutine goes through the scheduler
+// (see waitMain): under the 10 ms after which the Go scheduler's monitor
+// treats a goroutine as running too long.
+const yieldEvery = 5 * time.Millisecond
+
 // wake makes the main thread look at spawnQ and doneQ.
 func (w *worker) wake() {
 	unix.Write(w.efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
@@ -353,6 +360,18 @@ func (w *worker) wake() {
 // thread, it forks the queued requests and finishes the commands that
 // ended.
 func (w *worker) waitMain(fd int) {
+	// The main goroutine never parks (it blocks in syscalls only), so to
+	// the Go scheduler it looks like one running for ever: past 10 ms its
+	// monitor (sysmon) takes its P at every syscall it finds it in and,
+	// finding work each time, wakes every 20 µs to look again, about as
+	// much CPU as the main thread itself on a busy session. Going through
+	// the scheduler once every few milliseconds, here where nothing is
+	// pending, keeps it recent: one hand-off of the locked thread per
+	// yieldEvery instead.
+	if now := time.Now(); now.Sub(w.lastYield) >= yieldEvery {
+		w.lastYield = now
+		runtime.Gosched()
+	}
 	for {
 		// A negative fd (no SIGCHLD eventfd) is ignored by poll(2).
 		p := append(w.pollFDs[:0], unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(w.efd), Events: unix.POLLIN},
