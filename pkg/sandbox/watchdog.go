@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -19,46 +20,73 @@ const workerGrace = 5 * time.Second
 // workerGrace after the command's timeout (0: none) or after ctx is done.
 // The returned stop ends the watch and reports whether it killed the
 // worker.
+//
+// Timers and context.AfterFunc, not a goroutine: a goroutine per Exec that
+// waits for the reply is two more thread wake-ups on every command (its
+// start, then its end), which measured on an Exec of /bin/true; a timer
+// costs nothing until it fires.
 func (s *Session) watchWorker(ctx context.Context, timeout time.Duration) (stop func() bool) {
-	done := make(chan struct{})
-	var fired atomic.Bool
-	var (
-		deadline <-chan time.Time
-		t        *time.Timer
-	)
+	w := &watch{s: s}
 	if timeout > 0 {
-		t = time.NewTimer(timeout + workerGrace)
-		deadline = t.C
+		w.deadline = time.AfterFunc(timeout+workerGrace, w.fire)
 	}
-	go func() {
-		if t != nil {
-			defer t.Stop()
-		}
-		select {
-		case <-done:
-			return
-		case <-deadline:
-		case <-ctx.Done():
-			g := time.NewTimer(workerGrace)
-			defer g.Stop()
-			select {
-			case <-done:
-				return
-			case <-g.C:
+	if ctx.Done() != nil {
+		w.stopCtx = context.AfterFunc(ctx, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !w.stopped {
+				w.grace = time.AfterFunc(workerGrace, w.fire)
 			}
-		case <-s.exited:
-			return
-		}
-		fired.Store(true)
-		// SIGKILL through the pidfd ends every thread of the worker, and
-		// with PID 1 the whole sandbox; the channel closes and the call
-		// returns ErrClosed.
-		s.kill()
-	}()
-	return func() bool {
-		close(done)
-		return fired.Load()
+		})
 	}
+	return w.stop
+}
+
+// watch is one execute request's watch (see watchWorker).
+type watch struct {
+	s        *Session
+	deadline *time.Timer
+	stopCtx  func() bool
+	fired    atomic.Bool
+
+	mu      sync.Mutex
+	stopped bool
+	grace   *time.Timer
+}
+
+func (w *watch) fire() {
+	w.mu.Lock()
+	stopped := w.stopped
+	w.mu.Unlock()
+	select {
+	case <-w.s.exited:
+		return // gone already: nothing to kill
+	default:
+	}
+	if stopped {
+		return
+	}
+	w.fired.Store(true)
+	// SIGKILL through the pidfd ends every thread of the worker, and with
+	// PID 1 the whole sandbox; the channel closes and the call returns
+	// ErrClosed.
+	w.s.kill()
+}
+
+func (w *watch) stop() bool {
+	w.mu.Lock()
+	w.stopped = true
+	if w.grace != nil {
+		w.grace.Stop()
+	}
+	w.mu.Unlock()
+	if w.deadline != nil {
+		w.deadline.Stop()
+	}
+	if w.stopCtx != nil {
+		w.stopCtx()
+	}
+	return w.fired.Load()
 }
 
 // customProfile is the seccomp profile file the policy names, or "" for

@@ -93,6 +93,11 @@ type worker struct {
 	execQ    []queuedExec   // execute requests waiting for cmds to end
 	pollFDs  []unix.PollFd  // reused by waitMain
 	pidfdsOK bool           // this kernel has pidfds that poll
+	chldFD   int            // readable after a SIGCHLD: the main thread reaps (see serve); -1 without
+	spawnC   bool           // cmdspawn.c starts commands (see spawn)
+	dirCheck bool           // dircheck.c's helper thread runs
+	// lastYield is when waitMain last went through the scheduler.
+	lastYield time.Time
 
 	tools       WorkerTools
 	toolCancels map[uint64]context.CancelFunc
@@ -279,13 +284,8 @@ func runSteps(steps []step) (string, error) {
 // pidfds are polled with the channel), so an Exec makes no goroutine
 // hand-off on its way.
 func (w *worker) serve() int {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, unix.SIGCHLD)
-	go func() {
-		for range sig {
-			w.reaper.reap()
-		}
-	}()
+	// Best effort: without the helper, checkDir asks a goroutine.
+	w.dirCheck = startDirCheck() == nil
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return 125
@@ -297,6 +297,31 @@ func (w *worker) serve() int {
 		unix.Close(fd)
 		w.pidfdsOK = true
 	}
+	// PID 1 reaps every child, orphans of the sandbox included: a zombie
+	// keeps its pid, and enough of them exhaust the pids limit. With
+	// pidfds the main thread reaps (waitMain), woken by sigchld.c's
+	// eventfd; it also reaps the commands whose pidfds polled readable,
+	// so one thread waits for children and a child's end wakes no other
+	// thread. Without pidfds, or without the handler, a goroutine reaps
+	// on os/signal's notification.
+	w.chldFD = -1
+	if w.pidfdsOK {
+		if fd, err := installSigchld(); err == nil {
+			w.chldFD = fd
+		}
+	}
+	if w.chldFD < 0 {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, unix.SIGCHLD)
+		go func() {
+			for range sig {
+				w.reaper.reap()
+			}
+		}()
+	}
+	// After SIGCHLD's handler is in place: cmdspawn.c records which
+	// signals have a handler now. On failure commands start with syscall.ForkExec.
+	w.spawnC = initSpawnC() == nil
 	go func() {
 		for r := range w.spawnCh {
 			w.spawnQ <- r
@@ -321,6 +346,11 @@ func (w *worker) serve() int {
 	return 0
 }
 
+// yieldEvery is how often the main goroutine goes through the scheduler
+// (see waitMain): under the 10 ms after which the Go scheduler's monitor
+// treats a goroutine as running too long.
+const yieldEvery = 5 * time.Millisecond
+
 // wake makes the main thread look at spawnQ and doneQ.
 func (w *worker) wake() {
 	unix.Write(w.efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
@@ -330,8 +360,22 @@ func (w *worker) wake() {
 // thread, it forks the queued requests and finishes the commands that
 // ended.
 func (w *worker) waitMain(fd int) {
+	// The main goroutine never parks (it blocks in syscalls only), so to
+	// the Go scheduler it looks like one running for ever: past 10 ms its
+	// monitor (sysmon) takes its P at every syscall it finds it in and,
+	// finding work each time, wakes every 20 µs to look again, about as
+	// much CPU as the main thread itself on a busy session. Going through
+	// the scheduler once every few milliseconds, here where nothing is
+	// pending, keeps it recent: one hand-off of the locked thread per
+	// yieldEvery instead.
+	if now := time.Now(); now.Sub(w.lastYield) >= yieldEvery {
+		w.lastYield = now
+		runtime.Gosched()
+	}
 	for {
-		p := append(w.pollFDs[:0], unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(w.efd), Events: unix.POLLIN})
+		// A negative fd (no SIGCHLD eventfd) is ignored by poll(2).
+		p := append(w.pollFDs[:0], unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(w.efd), Events: unix.POLLIN},
+			unix.PollFd{Fd: int32(w.chldFD), Events: unix.POLLIN})
 		for _, c := range w.cmds {
 			if c.res.pidfd >= 0 {
 				// A pidfd polls readable once its process has exited.
@@ -345,12 +389,20 @@ func (w *worker) waitMain(fd int) {
 			}
 			return // the receive reports what is wrong
 		}
+		if p[2].Revents != 0 {
+			var buf [8]byte
+			unix.Read(w.chldFD, buf[:])
+			// Before the pidfds: a command reaped here hands its
+			// status to its waiter's buffered channel, which
+			// pidfdReady then reads without blocking.
+			w.reaper.reap()
+		}
 		if p[1].Revents != 0 {
 			var buf [8]byte
 			unix.Read(w.efd, buf[:])
 			w.drainQueues()
 		}
-		for _, pf := range p[2:] {
+		for _, pf := range p[3:] {
 			if pf.Revents != 0 {
 				w.pidfdReady(int(pf.Fd))
 			}
@@ -392,7 +444,10 @@ type spawnReq struct {
 	// pidfd asks for a pidfd of the command (spawnRes.pidfd, -1 when
 	// the kernel gives none); the caller then closes it.
 	pidfd bool
-	reply chan spawnRes
+	// checkDir: dir (absolute, without NUL) still needs checkDir's
+	// check; a refusal is a *dirError.
+	checkDir bool
+	reply    chan spawnRes
 }
 
 type spawnRes struct {
@@ -445,6 +500,45 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 		// execve resolves the link before close-on-exec closes it.
 		path = "/proc/self/fd/" + strconv.Itoa(shim)
 	}
+	w.reaper.mu.Lock()
+	defer w.reaper.mu.Unlock()
+	if r.pidfd && w.spawnC {
+		// cmdspawn.c: the same start (new session, files, dir, env, a
+		// pidfd; its child sets up the session as below), without the
+		// Go runtime's costs. Only with a pidfd asked for: the C path
+		// always makes one (CLONE_PIDFD), and a request without one
+		// comes from a kernel without pidfds, where syscall.ForkExec
+		// remains. Not busy and initialized, or ok is false.
+		//
+		// ForkLock, as syscall.ForkExec takes it: code that creates an
+		// fd and sets close-on-exec in two steps holds it for reading,
+		// so no fd of the worker leaks into the command half-made.
+		//
+		// The working directory's check runs on dircheck.c's helper
+		// thread while the child gets ready; the child execs only
+		// once it passed.
+		if r.checkDir && !w.dirCheck {
+			if err := checkDir(r.dir); err != nil {
+				return spawnRes{err: &dirError{err}, pidfd: -1}
+			}
+		}
+		syscall.ForkLock.Lock()
+		pid, pidfd, ok, err := spawnC(path, argv, r.env, r.dir, files, r.checkDir && w.dirCheck)
+		syscall.ForkLock.Unlock()
+		if ok {
+			if err != nil {
+				return spawnRes{err: err, pidfd: -1}
+			}
+			ch := make(chan unix.WaitStatus, 1)
+			w.reaper.waiters[pid] = ch
+			return spawnRes{pid: pid, pidfd: pidfd, wait: ch}
+		}
+	}
+	if r.checkDir {
+		if err := checkDir(r.dir); err != nil {
+			return spawnRes{err: &dirError{err}, pidfd: -1}
+		}
+	}
 	sys := &syscall.SysProcAttr{
 		// A new session: no controlling terminal, so no TIOCSTI
 		// injection into a terminal outside (CVE-2017-5226), and one
@@ -455,8 +549,6 @@ func (w *worker) spawn(r *spawnReq) spawnRes {
 	if r.pidfd {
 		sys.PidFD = &pidfd
 	}
-	w.reaper.mu.Lock()
-	defer w.reaper.mu.Unlock()
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   r.dir,
 		Env:   r.env,
@@ -700,18 +792,34 @@ func (w *worker) startCommand(req *ipc.Request, m *executeMsg) (spawnRes, execut
 	if dir == "" {
 		dir = "/"
 	}
-	if err := checkDir(dir); err != nil {
-		return spawnRes{}, executeReply{ExitCode: 125, StartErr: "bad_dir", Message: fmt.Sprintf("working directory %s: %v", dir, err)}
+	badDir := func(err error) executeReply {
+		return executeReply{ExitCode: 125, StartErr: "bad_dir", Message: fmt.Sprintf("working directory %s: %v", dir, err)}
+	}
+	// What checkDir refuses before it opens anything; its openat2 check
+	// runs as the command starts (spawn).
+	if !strings.HasPrefix(dir, "/") {
+		return spawnRes{}, badDir(errors.New("not an absolute path"))
+	}
+	if strings.IndexByte(dir, 0) >= 0 {
+		return spawnRes{}, badDir(unix.EINVAL) // as openat2's wrapper answers
 	}
 	path, err := lookPath(m.Argv[0], envValue(env, "PATH"))
 	if err != nil {
+		// A bad directory is named first, as it always was.
+		if derr := checkDir(dir); derr != nil {
+			return spawnRes{}, badDir(derr)
+		}
 		return spawnRes{}, startFailure(m.Argv[0], err)
 	}
 	files := make([]uintptr, len(req.FDs))
 	for i, fd := range req.FDs {
 		files[i] = uintptr(fd)
 	}
-	res := w.spawn(&spawnReq{path: path, argv: m.Argv, env: env, dir: dir, files: files, pidfd: w.pidfdsOK})
+	res := w.spawn(&spawnReq{path: path, argv: m.Argv, env: env, dir: dir, files: files, pidfd: w.pidfdsOK, checkDir: true})
+	var de *dirError
+	if errors.As(res.err, &de) {
+		return spawnRes{}, badDir(de.err)
+	}
 	if res.err != nil {
 		return spawnRes{}, startFailure(m.Argv[0], res.err)
 	}

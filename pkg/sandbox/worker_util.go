@@ -10,10 +10,24 @@ import (
 
 // Small helpers of the worker: paths and fds.
 
+// dirError is a working directory that checkDir's check refused.
+type dirError struct{ err error }
+
+func (e *dirError) Error() string { return e.err.Error() }
+func (e *dirError) Unwrap() error { return e.err }
+
 // checkDir makes sure the working directory resolves inside the sandbox
 // root without a magic link: a /proc/self/fd/N path that names a directory
 // outside the root is refused (CVE-2024-21626 class).
 func checkDir(dir string) error {
+	if !strings.HasPrefix(dir, "/") {
+		return fmt.Errorf("not an absolute path")
+	}
+	// The worker's helper thread (dircheck.c), when it runs: the same
+	// openat2, without a goroutine hand-off.
+	if handled, err := checkDirHelper(dir); handled {
+		return err
+	}
 	// On another goroutine, so another thread: the main thread, which
 	// commands are forked from, has openat2 denied (the command filter).
 	// A locked thread only ever runs its own goroutine.

@@ -1,0 +1,186 @@
+// The worker's working-directory check, answered by a helper thread that is
+// not a Go thread.
+//
+// Every command's working directory is opened with openat2(2)
+// RESOLVE_NO_MAGICLINKS before the command is forked (checkDir in
+// worker_util.go). The worker's main thread, which forks every command,
+// cannot make that call: its command filter gives openat2 ENOSYS. Asking a
+// goroutine on another thread costs a Go scheduler round trip (the main
+// thread is locked to its goroutine: it parks, hands its P over, and is woken
+// back) that measured about a tenth of an Exec of /bin/true. This thread is
+// asked and answers through one futex word instead, and the main thread
+// stays in its cgo call meanwhile.
+//
+// The thread is created by a Go thread other than the main one, so it
+// carries that thread's seccomp filters (the worker's filter and the socket
+// gate's, never the command filter) and credentials: it is no more and no
+// less than the thread a goroutine would have run the check on. It blocks
+// every signal, so the kernel delivers none to it and the Go runtime never
+// runs a handler on a thread it does not know. It makes one openat2 of an
+// O_PATH descriptor and closes it; nothing else.
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_openat2
+#define SYS_openat2 437 /* the same number on every architecture */
+#endif
+
+// The state word: IDLE (no question), ASKED (path holds one), ANSWERED
+// (answer holds the errno, 0 for a directory that resolved).
+enum { IDLE, ASKED, ANSWERED };
+
+static _Atomic int dc_state;
+static const char *dc_path;
+static int dc_answer;
+// One question at a time: the main thread asks, but nothing else may
+// overwrite dc_path under it.
+static pthread_mutex_t dc_mu = PTHREAD_MUTEX_INITIALIZER;
+static int dc_started;
+
+static void dc_wait(int seen)
+{
+	// Returns at a wake-up, a signal, or at once when the word changed
+	// already: the caller re-reads it.
+	syscall(SYS_futex, &dc_state, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+static void dc_wake(void)
+{
+	// Two: whichever of the two parties waits (never both at once).
+	syscall(SYS_futex, &dc_state, FUTEX_WAKE_PRIVATE, 2, NULL, NULL, 0);
+}
+
+static int dc_open(const char *path)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		// A /proc/self/fd/N (or /proc/PID/cwd) path can name a
+		// directory outside the sandbox's root; refused, as Go's
+		// checkDirOpenat2 refuses it (CVE-2024-21626 class).
+		.resolve = RESOLVE_NO_MAGICLINKS,
+	};
+	long fd;
+	do {
+		fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return errno;
+	close((int)fd);
+	return 0;
+}
+
+static void *dc_loop(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int s = atomic_load(&dc_state);
+		if (s != ASKED) {
+			dc_wait(s);
+			continue;
+		}
+		dc_answer = dc_open(dc_path);
+		atomic_store(&dc_state, ANSWERED);
+		dc_wake();
+	}
+	return NULL;
+}
+
+// nsbox_dircheck_start starts the helper thread once; 0 or an errno. Called
+// from a goroutine that is not on the worker's main thread (see above).
+int nsbox_dircheck_start(void)
+{
+	pthread_mutex_lock(&dc_mu);
+	int err = 0;
+	if (!dc_started) {
+		sigset_t all, old;
+		sigfillset(&all);
+		// The new thread inherits the blocked mask: no signal can
+		// reach it between its start and its first instruction.
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_t attr;
+		pthread_t t;
+		err = pthread_attr_init(&attr);
+		if (err == 0) {
+			pthread_attr_setstacksize(&attr, 64 * 1024);
+			pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+			err = pthread_create(&t, &attr, dc_loop, NULL);
+			pthread_attr_destroy(&attr);
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		dc_started = err == 0;
+	}
+	pthread_mutex_unlock(&dc_mu);
+	return err;
+}
+
+// nsbox_dircheck asks the helper thread about path (NUL-terminated, valid
+// for the call) and returns its answer: 0 for a directory that resolved
+// without a magic link, else the errno; -1 when the helper is not running
+// (the caller checks another way).
+int nsbox_dircheck(const char *path)
+{
+	pthread_mutex_lock(&dc_mu);
+	if (!dc_started) {
+		pthread_mutex_unlock(&dc_mu);
+		return -1;
+	}
+	dc_path = path;
+	atomic_store(&dc_state, ASKED);
+	dc_wake();
+	int s;
+	while ((s = atomic_load(&dc_state)) != ANSWERED)
+		dc_wait(s);
+	int answer = dc_answer;
+	atomic_store(&dc_state, IDLE);
+	dc_path = NULL;
+	pthread_mutex_unlock(&dc_mu);
+	return answer;
+}
+
+// nsbox_dircheck_ask asks about path without waiting for the answer: 0, or
+// -1 when the helper is not running. The caller keeps path valid and calls
+// nsbox_dircheck_collect, on the same thread, before anything else asks.
+int nsbox_dircheck_ask(const char *path)
+{
+	pthread_mutex_lock(&dc_mu);
+	if (!dc_started) {
+		pthread_mutex_unlock(&dc_mu);
+		return -1;
+	}
+	dc_path = path;
+	atomic_store(&dc_state, ASKED);
+	dc_wake();
+	return 0;
+}
+
+// nsbox_dircheck_answer waits for the answer to the question asked and
+// returns it. It only reads the state word and waits on it with a raw
+// futex: a command's vfork child (cmdspawn.c) calls it, sharing this memory.
+int nsbox_dircheck_answer(void)
+{
+	int s;
+	while ((s = atomic_load(&dc_state)) != ANSWERED)
+		dc_wait(s);
+	return dc_answer;
+}
+
+// nsbox_dircheck_collect waits for the answer to nsbox_dircheck_ask's
+// question, returns it and lets the next question be asked.
+int nsbox_dircheck_collect(void)
+{
+	int answer = nsbox_dircheck_answer();
+	atomic_store(&dc_state, IDLE);
+	dc_path = NULL;
+	pthread_mutex_unlock(&dc_mu);
+	return answer;
+}
