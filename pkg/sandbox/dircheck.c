@@ -127,24 +127,14 @@ int nsbox_dircheck_start(void)
 // for the call) and returns its answer: 0 for a directory that resolved
 // without a magic link, else the errno; -1 when the helper is not running
 // (the caller checks another way).
+int nsbox_dircheck_ask(const char *path);
+int nsbox_dircheck_collect(void);
+
 int nsbox_dircheck(const char *path)
 {
-	pthread_mutex_lock(&dc_mu);
-	if (!dc_started) {
-		pthread_mutex_unlock(&dc_mu);
+	if (nsbox_dircheck_ask(path) != 0)
 		return -1;
-	}
-	dc_path = path;
-	atomic_store(&dc_state, ASKED);
-	dc_wake();
-	int s;
-	while ((s = atomic_load(&dc_state)) != ANSWERED)
-		dc_wait(s);
-	int answer = dc_answer;
-	atomic_store(&dc_state, IDLE);
-	dc_path = NULL;
-	pthread_mutex_unlock(&dc_mu);
-	return answer;
+	return nsbox_dircheck_collect();
 }
 
 // nsbox_dircheck_ask asks about path without waiting for the answer: 0, or
