@@ -316,6 +316,10 @@ func (w *worker) serve() int {
 		go func() {
 			for range sig {
 				w.reaper.reap()
+				// A command whose status was not ready when its
+				// pidfd polled readable is finished by the main
+				// thread (finishAwaiting).
+				w.wake()
 			}
 		}()
 	}
@@ -377,7 +381,7 @@ func (w *worker) waitMain(fd int) {
 		p := append(w.pollFDs[:0], unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(w.efd), Events: unix.POLLIN},
 			unix.PollFd{Fd: int32(w.chldFD), Events: unix.POLLIN})
 		for _, c := range w.cmds {
-			if c.res.pidfd >= 0 {
+			if c.res.pidfd >= 0 && !c.awaitingStatus {
 				// A pidfd polls readable once its process has exited.
 				p = append(p, unix.PollFd{Fd: int32(c.res.pidfd), Events: unix.POLLIN})
 			}
@@ -396,11 +400,13 @@ func (w *worker) waitMain(fd int) {
 			// status to its waiter's buffered channel, which
 			// pidfdReady then reads without blocking.
 			w.reaper.reap()
+			w.finishAwaiting()
 		}
 		if p[1].Revents != 0 {
 			var buf [8]byte
 			unix.Read(w.efd, buf[:])
 			w.drainQueues()
+			w.finishAwaiting()
 		}
 		for _, pf := range p[3:] {
 			if pf.Revents != 0 {
@@ -614,6 +620,12 @@ type command struct {
 	mu       sync.Mutex
 	exited   bool // its exit was seen: it may be reaped, no more kills
 	timedOut bool
+
+	// awaitingStatus: its pidfd polled readable but its status could not
+	// be collected yet (a tracer inside sees the zombie first); the main
+	// thread finishes it once the reaper hands the status over
+	// (finishAwaiting). Main thread only.
+	awaitingStatus bool
 }
 
 // kill kills the command's process group, unless its exit was already seen:
@@ -700,16 +712,42 @@ func (w *worker) pidfdReady(pidfd int) {
 	for _, c := range w.cmds {
 		if c.res.pidfd == pidfd {
 			c.markExited()
-			w.complete(c, w.reap(c.res))
+			if ws, ok := w.tryReap(c.res); ok {
+				w.complete(c, ws)
+			} else {
+				c.awaitingStatus = true
+			}
 			return
 		}
 	}
 }
 
-// reap collects the status of an exited command: here, unless the reaper
-// got to it first (it then sent the status before forgetting the pid).
-func (w *worker) reap(res spawnRes) unix.WaitStatus {
+// finishAwaiting completes the commands whose status the reaper has
+// handed over since their pidfds polled readable.
+func (w *worker) finishAwaiting() {
+	for i := 0; i < len(w.cmds); i++ {
+		c := w.cmds[i]
+		if !c.awaitingStatus {
+			continue
+		}
+		select {
+		case ws := <-c.res.wait:
+			w.complete(c, ws) // removes c from w.cmds
+			i--
+		default:
+		}
+	}
+}
+
+// tryReap collects the status of an exited command without blocking: here,
+// or from the reaper, which sends it before forgetting the pid. Invariant:
+// the main thread never waits for a status, since only it reaps: a zombie
+// that a tracer inside the sandbox sees first (wait4 answers 0 until the
+// tracer lets go) would otherwise wedge the worker, and every Exec and
+// every reaping of the session with it (found by review).
+func (w *worker) tryReap(res spawnRes) (unix.WaitStatus, bool) {
 	w.reaper.mu.Lock()
+	defer w.reaper.mu.Unlock()
 	if _, ok := w.reaper.waiters[res.pid]; ok {
 		var ws unix.WaitStatus
 		got, err := unix.Wait4(res.pid, &ws, unix.WNOHANG, nil)
@@ -718,12 +756,16 @@ func (w *worker) reap(res spawnRes) unix.WaitStatus {
 		}
 		if got == res.pid {
 			delete(w.reaper.waiters, res.pid)
-			w.reaper.mu.Unlock()
-			return ws
+			return ws, true
 		}
+		return 0, false
 	}
-	w.reaper.mu.Unlock()
-	return <-res.wait
+	select {
+	case ws := <-res.wait:
+		return ws, true
+	default:
+		return 0, false
+	}
 }
 
 // complete replies to the execute request of a reaped command and starts

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // How the worker starts a command and reaps what ends (pkg/sandbox
@@ -69,6 +71,25 @@ echo "zombies $z, sleep $s"; exit 1`)
 		expectCode(t, r, 0)
 		if strings.TrimSpace(r.stdout) != "reaped" {
 			t.Fatalf("stdout %q", r.stdout)
+		}
+	})
+}
+
+// TestExecTracedCommand: a command traced by another process of the
+// sandbox (possible with a profile that allows ptrace) is a zombie the
+// tracer sees first; the worker, which reaps on its main thread, finishes
+// the command once the tracer lets go instead of waiting there for a
+// status, which wedged every Exec and all reaping of the session.
+func TestExecTracedCommand(t *testing.T) {
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Skip("strace is not installed (apt-get install strace)")
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		for i := 0; i < 4; i++ {
+			r := u.sh(t, &runOpts{dir: ws, timeout: 60 * time.Second}, []string{"--seccomp", "unconfined"},
+				`strace -o /dev/null -p $$ 2>/dev/null & sleep 0.3; exit 7`)
+			expectCode(t, r, 7)
 		}
 	})
 }
