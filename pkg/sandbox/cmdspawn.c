@@ -75,6 +75,7 @@ static atomic_flag busy = ATOMIC_FLAG_INIT;
 int nsbox_dircheck_ask(const char *path);
 int nsbox_dircheck_answer(void);
 int nsbox_dircheck_collect(void);
+int nsbox_dircheck_same(void);
 
 struct spawn_args {
 	const char *path;
@@ -171,6 +172,10 @@ static int child(void *arg)
 	// class). The helper ran meanwhile, on another CPU.
 	if (a->check_dir) {
 		int answer = nsbox_dircheck_answer();
+		// And the directory the chdir above entered is the one the
+		// check opened (dircheck.c, nsbox_dircheck_same).
+		if (answer == 0)
+			answer = nsbox_dircheck_same();
 		if (answer != 0) {
 			a->bad_dir = 1;
 			errno = answer;

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <linux/openat2.h>
+#include <linux/stat.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -42,6 +43,13 @@ enum { IDLE, ASKED, ANSWERED };
 static _Atomic int dc_state;
 static const char *dc_path;
 static int dc_answer;
+// What the approved directory is (statx of the fd the check opened), for
+// nsbox_dircheck_same: its device, inode and mount.
+static struct dc_id {
+	unsigned int dev_major, dev_minor;
+	unsigned long long ino, mnt;
+	int has_mnt;
+} dc_id;
 // One question at a time: the main thread asks, but nothing else may
 // overwrite dc_path under it.
 static pthread_mutex_t dc_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -75,7 +83,38 @@ static int dc_open(const char *path)
 	} while (fd < 0 && errno == EINTR);
 	if (fd < 0)
 		return errno;
+	struct statx sx;
+	long rc = syscall(SYS_statx, (int)fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx);
+	int err = rc < 0 ? errno : 0;
 	close((int)fd);
+	if (err)
+		return err;
+	dc_id.dev_major = sx.stx_dev_major;
+	dc_id.dev_minor = sx.stx_dev_minor;
+	dc_id.ino = sx.stx_ino;
+	dc_id.has_mnt = (sx.stx_mask & STATX_MNT_ID) != 0;
+	dc_id.mnt = sx.stx_mnt_id;
+	return 0;
+}
+
+// nsbox_dircheck_same reports (0) whether the calling process's working
+// directory is the one the last check approved: same device, inode and
+// mount (a bind of the same directory elsewhere has another mount); else
+// EXDEV. A command's vfork child calls it after its chdir, with raw
+// syscalls only. Invariant: the command starts only in the directory the
+// check opened, not in whatever the path named at chdir time: a symlink
+// swapped between a real directory and /proc/self/fd/N would otherwise win
+// the race between the check and the chdir (CVE-2024-21626 class; found by
+// review).
+int nsbox_dircheck_same(void)
+{
+	struct statx sx;
+	if (syscall(SYS_statx, AT_FDCWD, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) < 0)
+		return errno ? errno : EXDEV;
+	if (sx.stx_dev_major != dc_id.dev_major || sx.stx_dev_minor != dc_id.dev_minor || sx.stx_ino != dc_id.ino)
+		return EXDEV;
+	if (dc_id.has_mnt && (!(sx.stx_mask & STATX_MNT_ID) || sx.stx_mnt_id != dc_id.mnt))
+		return EXDEV;
 	return 0;
 }
 
