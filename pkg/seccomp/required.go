@@ -97,6 +97,7 @@ var WorkerNeeds = []Need{
 	{Name: "pipe2", MustSucceed: true, Why: "command start: exec status pipe"},
 	{Name: "openat", Why: "worker and command start"},
 	{Name: "openat2", Why: "worker: confined opens"},
+	{Name: "statx", MustSucceed: true, Why: "command start: the working directory entered is the one checked (dircheck.c)"},
 	{Name: "readlinkat", Why: "limit shim"},
 	{Name: "readlink", Why: "limit shim"},
 	{Name: "prctl", Why: "limit shim: process attributes"},
