@@ -25,6 +25,7 @@ declare -A why=(
   [uidmap]="run and test: newuidmap/newgidmap give a root-less sandbox the caller's /etc/subuid range"
   [slirp4netns]="bench: the filtered network against slirp4netns in make bench"
   [passt]="bench: the filtered network against pasta in make bench"
+  [strace]="test: a command traced inside the sandbox (TestExecTracedCommand)"
 )
 
 missing=()

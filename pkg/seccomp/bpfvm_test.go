@@ -41,101 +41,11 @@ func runBPF(t testing.TB, prog []unix.SockFilter, d seccompData) uint32 {
 // runBPFSteps also returns the number of instructions executed.
 func runBPFSteps(t testing.TB, prog []unix.SockFilter, d seccompData) (verdict uint32, steps int) {
 	t.Helper()
-	data := d.bytes()
-	var a, x uint32
-	var mem [16]uint32
-	for pc := 0; pc < len(prog); pc++ {
-		steps++
-		in := prog[pc]
-		src := in.K
-		if in.Code&0x08 == unix.BPF_X {
-			src = x
-		}
-		switch in.Code & 0x07 {
-		case unix.BPF_LD, unix.BPF_LDX:
-			var v uint32
-			switch in.Code & 0xe0 {
-			case unix.BPF_ABS:
-				v = binary.NativeEndian.Uint32(data[in.K:])
-			case unix.BPF_IMM:
-				v = in.K
-			case unix.BPF_MEM:
-				v = mem[in.K]
-			case unix.BPF_LEN:
-				v = seccompDataSize
-			default:
-				t.Fatalf("pc %d: unsupported load %#x", pc, in.Code)
-			}
-			if in.Code&0x07 == unix.BPF_LD {
-				a = v
-			} else {
-				x = v
-			}
-		case unix.BPF_ST:
-			mem[in.K] = a
-		case unix.BPF_STX:
-			mem[in.K] = x
-		case unix.BPF_ALU:
-			switch in.Code & 0xf0 {
-			case unix.BPF_ADD:
-				a += src
-			case unix.BPF_SUB:
-				a -= src
-			case unix.BPF_MUL:
-				a *= src
-			case unix.BPF_DIV:
-				a /= src
-			case unix.BPF_MOD:
-				a %= src
-			case unix.BPF_AND:
-				a &= src
-			case unix.BPF_OR:
-				a |= src
-			case unix.BPF_XOR:
-				a ^= src
-			case unix.BPF_LSH:
-				a <<= src
-			case unix.BPF_RSH:
-				a >>= src
-			case unix.BPF_NEG:
-				a = -a
-			}
-		case unix.BPF_JMP:
-			if in.Code&0xf0 == unix.BPF_JA {
-				pc += int(in.K)
-				continue
-			}
-			var cond bool
-			switch in.Code & 0xf0 {
-			case unix.BPF_JEQ:
-				cond = a == src
-			case unix.BPF_JGT:
-				cond = a > src
-			case unix.BPF_JGE:
-				cond = a >= src
-			case unix.BPF_JSET:
-				cond = a&src != 0
-			}
-			if cond {
-				pc += int(in.Jt)
-			} else {
-				pc += int(in.Jf)
-			}
-		case unix.BPF_RET:
-			if in.Code&0x18 == unix.BPF_A {
-				return a, steps
-			}
-			return in.K, steps
-		case unix.BPF_MISC:
-			if in.Code&0xf8 == unix.BPF_TAX {
-				x = a
-			} else {
-				a = x
-			}
-		}
+	v, steps, ok := runProgram(prog, d.bytes())
+	if !ok {
+		t.Fatalf("program has an unsupported load or fell off the end (after %d instructions)", steps)
 	}
-	t.Fatalf("program fell off the end")
-	return 0, steps
+	return v, steps
 }
 
 const (

@@ -18,10 +18,21 @@ func (f *Filter) verdict(nr int32, arch uint32, args [6]uint64) uint32 {
 	for i, a := range args {
 		binary.NativeEndian.PutUint64(data[16+8*i:], a)
 	}
+	v, _, _ := runProgram(f.prog, data[:])
+	return v
+}
+
+// runProgram interprets a classic-BPF seccomp program on data (a struct
+// seccomp_data) and returns its verdict and the instructions it executed;
+// ok is false for what validateProgram refuses (a load of another kind, a
+// program that ends without a return). The one interpreter of the
+// package: the tests evaluate compiled filters with it too.
+func runProgram(prog []unix.SockFilter, data []byte) (verdict uint32, steps int, ok bool) {
 	var a, x uint32
 	var mem [unix.BPF_MEMWORDS]uint32
-	for pc := 0; pc < len(f.prog); pc++ {
-		in := f.prog[pc]
+	for pc := 0; pc < len(prog); pc++ {
+		steps++
+		in := prog[pc]
 		src := in.K
 		if in.Code&unix.BPF_X != 0 {
 			src = x
@@ -38,6 +49,8 @@ func (f *Filter) verdict(nr int32, arch uint32, args [6]uint64) uint32 {
 				v = mem[in.K]
 			case unix.BPF_LEN:
 				v = seccompDataSize
+			default:
+				return 0, steps, false
 			}
 			if in.Code&0x07 == unix.BPF_LD {
 				a = v
@@ -58,12 +71,12 @@ func (f *Filter) verdict(nr int32, arch uint32, args [6]uint64) uint32 {
 				a *= src
 			case unix.BPF_DIV:
 				if src == 0 { // the kernel ends the program with 0 (KILL)
-					return 0
+					return 0, steps, true
 				}
 				a /= src
 			case unix.BPF_MOD:
 				if src == 0 {
-					return 0
+					return 0, steps, true
 				}
 				a %= src
 			case unix.BPF_AND:
@@ -102,9 +115,9 @@ func (f *Filter) verdict(nr int32, arch uint32, args [6]uint64) uint32 {
 			}
 		case unix.BPF_RET:
 			if in.Code&0x18 == unix.BPF_A {
-				return a
+				return a, steps, true
 			}
-			return in.K
+			return in.K, steps, true
 		case unix.BPF_MISC:
 			if in.Code&0xf8 == unix.BPF_TAX {
 				x = a
@@ -113,5 +126,5 @@ func (f *Filter) verdict(nr int32, arch uint32, args [6]uint64) uint32 {
 			}
 		}
 	}
-	return 0 // unreachable for a validated program: it ends with a return
+	return 0, steps, false // unreachable for a validated program: it ends with a return
 }
