@@ -161,9 +161,7 @@ func silentWorker(t *testing.T, how string) {
 		cmd.Dir = "/"
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
-		if u.switchTo {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-		}
+		u.asUser(cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -245,9 +243,7 @@ func startKillable(t *testing.T, u user, args ...string) *exec.Cmd {
 	cmd := exec.Command(nsboxBin(t), args...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.home()}
 	cmd.Dir = "/"
-	if u.switchTo {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-	}
+	u.asUser(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -122,9 +122,7 @@ func hdRunOnHost(t *testing.T, u user, v any, args ...string) {
 	cmd := exec.Command(filepath.Join(hdPosture(t), "posture"), args...)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	if u.switchTo {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-	}
+	u.asUser(cmd)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -908,9 +906,7 @@ func hdRunOnHostPath(t *testing.T, u user, prog string, v any, args ...string) {
 	cmd := exec.Command(prog, args...)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	if u.switchTo {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-	}
+	u.asUser(cmd)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%s on the host: %v", prog, err)
@@ -1257,9 +1253,7 @@ func TestHardeningWorkerHoldsNoHostFDs(t *testing.T) {
 		cmd.Dir = "/"
 		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}
 		cmd.ExtraFiles = []*os.File{nil, nil, nil, nil, d} // fd 7 in nsbox
-		if u.switchTo {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-		}
+		u.asUser(cmd)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {

@@ -161,6 +161,13 @@ func (u user) runAs(t *testing.T, o *runOpts, name string, args ...string) resul
 	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
 
+// asUser makes cmd run as u (a no-op for the user the tests run as).
+func (u user) asUser(cmd *exec.Cmd) {
+	if u.switchTo {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
+	}
+}
+
 func (u user) home() string {
 	if u.uid == 0 {
 		return "/root"

@@ -46,9 +46,7 @@ func hostUIDOfSandbox(t *testing.T, u user, env []string) (uid, gid string) {
 	cmd := exec.CommandContext(ctx, nsboxBin(t), "run", "--", "/bin/sh", "-c", "echo ready; read x", marker)
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + u.home()}, env...)
 	cmd.Dir = "/"
-	if u.switchTo {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-	}
+	u.asUser(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

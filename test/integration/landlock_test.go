@@ -76,9 +76,7 @@ func TestLandlockBackendProbes(t *testing.T) {
 			host, port, _ := net.SplitHostPort(addr)
 			// A host process of the same user, for the signal probe.
 			sleeper := exec.Command("/bin/sleep", "120")
-			if u.switchTo {
-				sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-			}
+			u.asUser(sleeper)
 			if err := sleeper.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -265,9 +263,7 @@ func TestNativeScopesUnderNetHost(t *testing.T) {
 	}()
 	eachUser(t, func(t *testing.T, u user) {
 		sleeper := exec.Command("/bin/sleep", "120")
-		if u.switchTo {
-			sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-		}
+		u.asUser(sleeper)
 		if err := sleeper.Start(); err != nil {
 			t.Fatal(err)
 		}

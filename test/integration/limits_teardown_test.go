@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -40,9 +39,7 @@ func TestLimitsTeardownRemovesGroupWithStragglers(t *testing.T) {
 			"/bin/sh", "-c", "setsid sleep "+marker+" & setsid sleep "+marker+" & exit 0")
 		cmd.Dir = "/"
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.home()}
-		if u.switchTo {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-		}
+		u.asUser(cmd)
 		var out, errb strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

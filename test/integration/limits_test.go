@@ -172,9 +172,7 @@ func TestSignalsToNsboxCleanUp(t *testing.T) {
 			cmd := exec.Command(nsboxBin(t), "run", "--memory", "128M", "--", "/bin/sh", "-c", "setsid sleep "+marker+" & sleep "+marker)
 			cmd.Dir = "/"
 			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.home()}
-			if u.switchTo {
-				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-			}
+			u.asUser(cmd)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -104,9 +103,7 @@ func TestPerimeterPlaceholdersAreNotShared(t *testing.T) {
 		a.Dir = ws
 		var aErr bytes.Buffer
 		a.Stderr = &aErr
-		if u.switchTo {
-			a.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-		}
+		u.asUser(a)
 		if err := a.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -492,9 +489,7 @@ func TestPerimeterToolBudget(t *testing.T) {
 		cmd := exec.Command(nsboxBin(t), "mcp", "--allow-tool-registration", "--eager", "--memory", "64M", "--workspace", ws)
 		cmd.Dir = ws
 		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}
-		if u.switchTo {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-		}
+		u.asUser(cmd)
 		in, err := cmd.StdinPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -617,9 +612,7 @@ func killMidRun(t *testing.T, u user, ws string, env []string, args ...string) {
 	cmd := exec.Command(nsboxBin(t), args...)
 	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, env...)
 	cmd.Dir = ws
-	if u.switchTo {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-	}
+	u.asUser(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -414,9 +413,7 @@ func TestWorkspaceGitAuditAfterKill(t *testing.T) {
 		cmd := exec.Command(nsboxBin(t), "run", "--", "/bin/sh", "-c", `mkdir src/.git && echo x > src/.git/config && touch made && sleep 60`)
 		cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, env...)
 		cmd.Dir = ws
-		if u.switchTo {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-		}
+		u.asUser(cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

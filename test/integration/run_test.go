@@ -384,9 +384,7 @@ func TestInterrupt(t *testing.T) {
 			cmd := exec.Command(nsboxBin(t), "run", "--json-status", status, "--", "/bin/sleep", "60")
 			cmd.Dir = "/"
 			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.home()}
-			if u.switchTo {
-				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}}
-			}
+			u.asUser(cmd)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
