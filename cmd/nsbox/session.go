@@ -360,12 +360,22 @@ func serveSession(name string, f *sessionFlags, ready *os.File) error {
 
 // stop ends the session once: no new connection, the sandbox killed
 // (every process in it), the socket and record removed.
-func (dm *daemon) stop(why string) {
+func (dm *daemon) stop(why string) { dm.stopThen(why, nil) }
+
+// stopThen is stop, calling then (if not nil) once the session has ended
+// and before the daemon may exit: the answer to `nsbox session stop` is
+// written there, since the daemon's main goroutine returns as soon as the
+// session is stopped (answering after that raced with the exit: the client
+// read EOF, "the session's daemon may have died").
+func (dm *daemon) stopThen(why string, then func()) {
 	dm.stopOnce.Do(func() {
 		fmt.Fprintf(os.Stderr, "nsbox: session %s ends: %s\n", dm.name, why)
 		dm.l.Close()
 		dm.s.Close()
 		dm.d.Remove(dm.name)
+		if then != nil {
+			then()
+		}
 		close(dm.stopped)
 	})
 }
@@ -455,8 +465,7 @@ func (dm *daemon) serveConn(c net.Conn, info sessiond.Info) {
 	case "ping":
 		sessiond.WriteMessage(c, sessiond.Response{Info: &info})
 	case "stop":
-		dm.stop("stopped by nsbox session stop")
-		sessiond.WriteMessage(c, sessiond.Response{})
+		dm.stopThen("stopped by nsbox session stop", func() { sessiond.WriteMessage(c, sessiond.Response{}) })
 	case "call":
 		dm.mu.Lock()
 		dm.inflight++
