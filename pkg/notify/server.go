@@ -53,8 +53,11 @@ type Server struct {
 	holder atomic.Uint64
 	calls  uint64
 	wg     sync.WaitGroup // Serve's goroutines
-	ctx    context.Context
-	cancel context.CancelFunc
+	// followers counts the goroutines taking turns; Serve starts one and
+	// watch adds one per hand-off, up to MaxInFlight.
+	followers atomic.Int32
+	ctx       context.Context
+	cancel    context.CancelFunc
 
 	mu       sync.Mutex
 	inflight map[int]uint64 // supervisor socket fds being used -> the id of a connect (0: a send)
@@ -97,17 +100,23 @@ func NewServer(listener int, o Options) (*Server, error) {
 // Serve answers notifications until Close, or until no process is left
 // under the filter (the sandbox ended).
 //
-// Leader and followers: MaxInFlight goroutines take turns at the listener.
-// The one holding the turn polls, reads one notification and answers it
-// itself, so that the target waits on the very thread that read its call,
-// and keeps the turn for the next one: no other goroutine is woken on the
-// way (a hand-off per call cost more than the rest of a connect). A call
-// that blocks in the supervisor (a connect to a full backlog, a dial, a
-// lookup on a mount that hangs) must not hold the others up: when one
-// lasts longer than slowCall, watch hands the turn on for its holder, and
-// a follower answers the next calls meanwhile. So a server inside that
-// must send before it accepts is never starved by its own client, and at
-// most MaxInFlight calls are made at once.
+// Leader and followers: goroutines take turns at the listener. The one
+// holding the turn polls, reads one notification and answers it itself,
+// so that the target waits on the very thread that read its call, and
+// keeps the turn for the next one: no other goroutine is woken on the way
+// (a hand-off per call cost more than the rest of a connect). A call that
+// blocks in the supervisor (a connect to a full backlog, a dial, a lookup
+// on a mount that hangs) must not hold the others up: when one lasts
+// longer than slowCall, watch hands the turn on for its holder, and a
+// follower answers the next calls meanwhile. So a server inside that must
+// send before it accepts is never starved by its own client, and at most
+// MaxInFlight calls are made at once.
+//
+// Followers are started when needed: one at first, one more at each
+// hand-off, up to MaxInFlight. Most sandboxes never make a slow call, and
+// with AsTarget every follower is a locked OS thread that must be created
+// at the start and torn down at the end (eight of them cost a root start
+// ~1 ms).
 func (s *Server) Serve() {
 	defer close(s.done)
 	go s.reap()
@@ -116,14 +125,21 @@ func (s *Server) Serve() {
 		defer s.wg.Done()
 		s.watch()
 	}()
-	for i := 0; i < s.o.MaxInFlight; i++ {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.follow()
-		}()
-	}
+	s.addFollower()
 	s.wg.Wait()
+}
+
+// addFollower starts one more goroutine taking turns. Called from Serve,
+// watch and a retiring follower, each of them counted in wg, so wg.Wait
+// has not returned.
+func (s *Server) addFollower() {
+	s.followers.Add(1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.followers.Add(-1)
+		s.follow()
+	}()
 }
 
 // slowCall is how long the turn's holder may answer one call before the
@@ -172,11 +188,7 @@ func (s *Server) follow() {
 			if lead {
 				s.turn.Unlock()
 			}
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				s.follow()
-			}()
+			s.addFollower()
 			return
 		}
 	}
@@ -214,6 +226,10 @@ func (s *Server) watch() {
 			// will fail); a sync.Mutex may be unlocked by another
 			// goroutine than the one that locked it.
 			s.turn.Unlock()
+			// Someone must be there to take it: the holder is busy.
+			if s.followers.Load() < int32(s.o.MaxInFlight) {
+				s.addFollower()
+			}
 		}
 	}
 }
