@@ -76,4 +76,3 @@ func TestNetworkInstalledSocketKeepsFlags(t *testing.T) {
 		}
 	})
 }
-
