@@ -108,12 +108,13 @@ func (s *Session) prepareNetFilter(setup *setupMsg) error {
 // directory. On a disk file system (/tmp here) the directory, the file and
 // their removal cost up to a millisecond of each filtered start (measured
 // 0.1–0.5 ms for the mkdir alone); on tmpfs a few µs. In a sticky
-// directory no other user can rename or remove what nsbox made there.
+// directory that root owns no other user can rename or remove what nsbox
+// made there (the owner of a sticky directory could: hence the uid check).
 func resolvConfBase() string {
 	var st unix.Stat_t
 	var fs unix.Statfs_t
 	const shm = "/dev/shm"
-	if unix.Lstat(shm, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o1777 == 0o1777 &&
+	if unix.Lstat(shm, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o1777 == 0o1777 && st.Uid == 0 &&
 		unix.Statfs(shm, &fs) == nil && fs.Type == unix.TMPFS_MAGIC {
 		return shm
 	}
