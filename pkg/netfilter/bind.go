@@ -2,7 +2,6 @@ package netfilter
 
 import (
 	"fmt"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -11,7 +10,9 @@ import (
 // the calling thread's network namespace. The worker calls it during setup,
 // in the sandbox's namespace and while it still holds CAP_NET_BIND_SERVICE
 // there (port 53), and passes both to the supervisor, which serves them
-// (ServeDNS after net.FilePacketConn / net.FileListener).
+// (ServeDNS after net.FilePacketConn / net.FileListener). They are plain
+// descriptors, close-on-exec, which the caller owns (no *os.File whose
+// finalizer could close them).
 //
 // Why the worker binds and not the supervisor: entering the sandbox's
 // network namespace with setns needs CAP_SYS_ADMIN over it AND in the
@@ -23,30 +24,30 @@ import (
 // The sockets are bound before any program of the sandbox runs, without
 // SO_REUSEADDR/SO_REUSEPORT, so nothing inside can bind the address to
 // answer in nsbox's place.
-func BindResolver() (udp, tcp *os.File, err error) {
+func BindResolver() (udp, tcp int, err error) {
 	sa := &unix.SockaddrInet4{Port: int(ResolverAddr.Port()), Addr: ResolverAddr.Addr().As4()}
 	ufd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("resolver socket: %w", err)
+		return -1, -1, fmt.Errorf("resolver socket: %w", err)
 	}
 	if err := unix.Bind(ufd, sa); err != nil {
 		unix.Close(ufd)
-		return nil, nil, fmt.Errorf("bind the resolver to %s/udp: %w", ResolverAddr, err)
+		return -1, -1, fmt.Errorf("bind the resolver to %s/udp: %w", ResolverAddr, err)
 	}
 	tfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		unix.Close(ufd)
-		return nil, nil, fmt.Errorf("resolver socket: %w", err)
+		return -1, -1, fmt.Errorf("resolver socket: %w", err)
 	}
 	if err := unix.Bind(tfd, sa); err != nil {
 		unix.Close(ufd)
 		unix.Close(tfd)
-		return nil, nil, fmt.Errorf("bind the resolver to %s/tcp: %w", ResolverAddr, err)
+		return -1, -1, fmt.Errorf("bind the resolver to %s/tcp: %w", ResolverAddr, err)
 	}
 	if err := unix.Listen(tfd, 16); err != nil {
 		unix.Close(ufd)
 		unix.Close(tfd)
-		return nil, nil, fmt.Errorf("listen on %s/tcp: %w", ResolverAddr, err)
+		return -1, -1, fmt.Errorf("listen on %s/tcp: %w", ResolverAddr, err)
 	}
-	return os.NewFile(uintptr(ufd), "nsbox-resolver-udp"), os.NewFile(uintptr(tfd), "nsbox-resolver-tcp"), nil
+	return ufd, tfd, nil
 }

@@ -324,6 +324,13 @@ func (f *Filter) waitConnected(ctx context.Context, fd int) unix.Errno {
 		if err != nil {
 			return errnoOf(err)
 		}
+		if pfd[0].Revents&(unix.POLLERR|unix.POLLHUP) == 0 {
+			// Writable and no error: established (tcp_poll gives a
+			// socket still in SYN_SENT no POLLOUT). The usual case on
+			// the host's loopback, where the handshake is done before
+			// connect returns; SO_ERROR is read only on a failure.
+			return 0
+		}
 		v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
 		if err != nil {
 			return errnoOf(err)

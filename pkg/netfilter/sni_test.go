@@ -39,8 +39,12 @@ func TestSNICheck(t *testing.T) {
 			t.Fatalf("connect: %+v %v", verdict, err)
 		}
 		fd := verdict.Conn.Release()
-		fc, err := net.FileConn(os.NewFile(uintptr(fd), "installed"))
-		unix.Close(fd)
+		// Closed through its *os.File: a unix.Close here would leave
+		// the File's finalizer to close the number again later, by
+		// then another test's descriptor.
+		installed := os.NewFile(uintptr(fd), "installed")
+		fc, err := net.FileConn(installed)
+		installed.Close()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,11 +1,9 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +66,7 @@ type Server struct {
 	// opened and checked. A live thread's id is its own, so a cached pidfd
 	// whose process lives is the target's.
 	pidfds map[int]int
+	fdinfo fdinfoCache // for InstallFD's close-on-exec flag
 	done   chan struct{}
 }
 
@@ -292,6 +291,7 @@ func (s *Server) Close() {
 	}
 	s.pidfds = nil
 	s.mu.Unlock()
+	s.fdinfo.close()
 	unix.Close(s.stop)
 	unix.Close(s.slow)
 	unix.Close(s.listener)
@@ -558,10 +558,7 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 	case vInstall:
 		defer c.closeLater(v.fd)
 		// The flag the target's own fd had is kept (O_CLOEXEC).
-		cloexec := false
-		if fl, err := fdFlags(c); err == nil {
-			cloexec = fl&unix.FD_CLOEXEC != 0
-		}
+		cloexec, _ := s.fdinfo.cloexec(c)
 		if err := addFD(s.listener, c.id, v.fd, c.FD, cloexec); err != nil {
 			return 0, errnoOf(err), false
 		}
@@ -595,32 +592,6 @@ func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Er
 		return val, e
 	}
 	return op()
-}
-
-// fdFlags reads the fd flags (FD_CLOEXEC) of the target's fd from
-// /proc/PID/fdinfo: the "flags" line is octal open flags, O_CLOEXEC among
-// them when the fd table entry has it.
-func fdFlags(c *SockCall) (int, error) {
-	var buf [4096]byte // pos, flags, mnt_id, ino and a socket's few lines
-	b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/fdinfo/"+strconv.Itoa(c.FD), buf[:])
-	if err != nil {
-		return 0, err
-	}
-	for len(b) > 0 {
-		var line []byte
-		line, b, _ = bytes.Cut(b, []byte("\n"))
-		if v, ok := bytes.CutPrefix(line, []byte("flags:")); ok {
-			fl, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 64)
-			if err != nil {
-				return 0, err
-			}
-			if fl&unix.O_CLOEXEC != 0 {
-				return unix.FD_CLOEXEC, nil
-			}
-			return 0, nil
-		}
-	}
-	return 0, unix.ENOENT
 }
 
 // riov is an iovec of the target: an address there, not here.

@@ -86,12 +86,10 @@ func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict 
 	case netfilter.Continue:
 		return notify.Allow()
 	case netfilter.Install:
-		if !c.Valid() {
-			// The sandboxed thread is gone (killed while the supervisor
-			// dialled): nothing to install into.
-			v.Conn.Close()
-			return notify.Deny(unix.EINTR)
-		}
+		// No ID_VALID check first: should the sandboxed thread be gone
+		// (killed while the supervisor dialled), the ADDFD fails with
+		// ENOENT and the Server closes the socket; the kernel installs
+		// only into the task that is still waiting in this call.
 		// The Server installs the socket at the sandbox's fd number
 		// (ADDFD with SETFD) and closes this copy.
 		fd := v.Conn.Release()

@@ -13,26 +13,12 @@ func (w *worker) bindResolver() error {
 	if !w.setup.Resolver {
 		return nil
 	}
-	udp, tcp, err := netfilter.BindResolver()
+	// Plain numbers, close-on-exec: no command inherits them;
+	// closeResolver closes them.
+	u, t, err := netfilter.BindResolver()
 	if err != nil {
 		return err
 	}
-	// Kept as plain numbers: the files must not close them when
-	// collected; closeResolver does.
-	u, err := unix.Dup(int(udp.Fd()))
-	udp.Close()
-	if err != nil {
-		tcp.Close()
-		return err
-	}
-	t, err := unix.Dup(int(tcp.Fd()))
-	tcp.Close()
-	if err != nil {
-		unix.Close(u)
-		return err
-	}
-	unix.CloseOnExec(u)
-	unix.CloseOnExec(t)
 	w.resolver = resolverFDs{UDP: u, TCP: t}
 	return nil
 }
