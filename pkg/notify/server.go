@@ -48,10 +48,17 @@ type Server struct {
 	ending bool
 	// slow is a timerfd armed while the turn's holder answers a call;
 	// holder is the number of that call (0: the holder is not answering
-	// one, or handed the turn on), calls counts them.
+	// one, or handed the turn on), calls counts them, began is when the
+	// holder's call began (since epoch). armed says the timer is set: a
+	// call that finds it set leaves it (arming costs a system call, ~5 µs
+	// on a VM, more than a tenth of a connect), and watch, when it fires
+	// early for a later call, sets it again for that call's deadline.
 	slow   int
 	holder atomic.Uint64
 	calls  uint64
+	began  atomic.Int64
+	armed  atomic.Bool
+	epoch  time.Time
 	wg     sync.WaitGroup // Serve's goroutines
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -91,7 +98,7 @@ func NewServer(listener int, o Options) (*Server, error) {
 	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{listener: listener, stop: efd, slow: tfd, o: o,
-		ctx: ctx, cancel: cancel, inflight: map[int]uint64{}, pidfds: map[int]int{}, done: make(chan struct{})}, nil
+		ctx: ctx, cancel: cancel, epoch: time.Now(), inflight: map[int]uint64{}, pidfds: map[int]int{}, done: make(chan struct{})}, nil
 }
 
 // Serve answers notifications until Close, or until no process is left
@@ -155,15 +162,21 @@ func (s *Server) follow() {
 		// Still under the turn: number the call and arm the timer.
 		s.calls++
 		call := s.calls
+		s.began.Store(int64(time.Since(s.epoch)))
 		s.holder.Store(call)
-		s.setSlow(slowCall)
+		// Armed if no earlier call left it armed. The store of holder
+		// comes before this load, and watch clears armed before it
+		// loads holder: one of the two sees the other, so a call is
+		// never left unwatched.
+		if s.armed.CompareAndSwap(false, true) {
+			s.setSlow(slowCall)
+		}
 		tainted := s.handle(&n, own)
-		// The turn is still ours unless watch handed it on; then it is
-		// another goroutine's timer now, left armed.
-		// The timer is left armed: it fires slowCall after the last call
-		// began, finds no holder (or one that began since: the hand-off
-		// is then early, never missed) and does nothing; a disarm would
-		// cost every call a system call.
+		// The turn is still ours unless watch handed it on.
+		// The timer is left armed: it fires at most slowCall after this
+		// call began, finds no holder (or a later call, whose deadline it
+		// is set to again) and does nothing; a disarm would cost every
+		// call a system call.
 		lead = s.holder.CompareAndSwap(call, 0)
 		if tainted {
 			// This thread's ids are not its own: it serves no more
@@ -209,11 +222,29 @@ func (s *Server) watch() {
 		if _, err := unix.Read(s.slow, b[:]); err != nil {
 			continue // re-armed or disarmed since it fired
 		}
-		if call := s.holder.Load(); call != 0 && s.holder.CompareAndSwap(call, 0) {
-			// The holder no longer owns the turn (its CompareAndSwap
-			// will fail); a sync.Mutex may be unlocked by another
-			// goroutine than the one that locked it.
-			s.turn.Unlock()
+		call := s.holder.Load()
+		if call != 0 {
+			if left := slowCall - (time.Since(s.epoch) - time.Duration(s.began.Load())); left > 0 {
+				// A call that began after the one the timer was set
+				// for: watched until its own deadline.
+				s.setSlow(left)
+				continue
+			}
+			if s.holder.CompareAndSwap(call, 0) {
+				// The holder no longer owns the turn (its
+				// CompareAndSwap will fail); a sync.Mutex may be
+				// unlocked by another goroutine than the one that
+				// locked it.
+				s.turn.Unlock()
+			}
+		}
+		// No call is being answered, or its holder was just relieved:
+		// the timer stays unset until the next call sets it, or until a
+		// call that began before this store saw it still set: then it is
+		// set here.
+		s.armed.Store(false)
+		if s.holder.Load() != 0 && s.armed.CompareAndSwap(false, true) {
+			s.setSlow(slowCall)
 		}
 	}
 }
