@@ -55,17 +55,37 @@ func targetIDs(c *SockCall) (uid, gid uint32, groups []uint32, err error) {
 
 // status returns /proc/TID/status of the target, read once per call: the
 // gate's permission check and asTarget both need it, and a root session's
-// connect read it twice. Whoever uses it checks the call is still pending
-// afterwards (Valid), as after any open through /proc/PID.
+// connect read it twice. It is read through the call's proc (the thread's
+// own /proc/TID, never a later owner of its id), from a descriptor kept
+// open across calls: a read at offset 0 makes the kernel write the file
+// afresh (seq_file), and the open and close (~10 µs) are paid once per
+// thread.
 func (c *SockCall) status() ([]byte, error) {
-	if c.statusBuf == nil {
-		b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/status", make([]byte, 4096))
+	if c.statusBuf != nil {
+		return c.statusBuf, nil
+	}
+	if c.proc == nil || c.srv == nil {
+		return nil, unix.ESRCH
+	}
+	fd, err := c.srv.statusFD(c.proc)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Pread(fd, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		c.statusBuf = b
+		if n < len(buf) {
+			c.statusBuf = buf[:n]
+			return c.statusBuf, nil
+		}
+		buf = make([]byte, 2*len(buf)) // a long Groups line
 	}
-	return c.statusBuf, nil
 }
 
 // threadCreds are the ids a thread of the supervisor holds of its own,
@@ -131,8 +151,10 @@ func asTarget(c *SockCall, own *threadCreds, op func() (int64, unix.Errno)) (val
 	if own == nil || own.euid != 0 {
 		return 0, unix.EACCES, false // fail closed: the thread cannot take ids
 	}
+	// Read through the call's proc: the ids are the target thread's own
+	// (never those of a later owner of its id), with no ID_VALID after.
 	uid, gid, groups, err := targetIDs(c)
-	if err != nil || !c.Valid() {
+	if err != nil {
 		return 0, unix.EACCES, false // fail closed: whose call it is is unknown
 	}
 	val, errno = 0, unix.EACCES

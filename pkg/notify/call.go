@@ -58,6 +58,10 @@ type SockCall struct {
 	later    []int        // supervisor fds to close after the answer
 	// statusBuf is /proc/Pid/status once read (status).
 	statusBuf []byte
+	// proc names the calling thread (pidfd, /proc/TID), from getfd on;
+	// the Server drops its reference after the answer.
+	proc *proc
+	srv  *Server
 }
 
 func (c *SockCall) closeLater(fd int) { c.later = append(c.later, fd) }

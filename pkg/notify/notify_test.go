@@ -723,13 +723,24 @@ func TestPidfdCacheSweepDropsTheDead(t *testing.T) {
 	dead, deadFd := start()
 	dead.Process.Kill()
 	dead.Wait() // reaped: its id is free for another process
-	s := &Server{pidfds: map[int]int{live.Process.Pid: liveFd, dead.Process.Pid: deadFd}}
+	entry := func(fd int) *proc {
+		dir, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &proc{pidfd: fd, dir: dir, status: -1, refs: 1}
+	}
+	liveP := entry(liveFd)
+	s := &Server{procs: map[int]*proc{live.Process.Pid: liveP, dead.Process.Pid: entry(deadFd)}}
 	s.sweepPidfdsLocked()
-	if _, ok := s.pidfds[dead.Process.Pid]; ok {
+	if _, ok := s.procs[dead.Process.Pid]; ok {
 		t.Fatal("the pidfd of a process that ended is still cached")
 	}
-	if fd, ok := s.pidfds[live.Process.Pid]; !ok || fd != liveFd {
+	if p, ok := s.procs[live.Process.Pid]; !ok || p != liveP {
 		t.Fatal("the pidfd of a live process was dropped")
 	}
-	unix.Close(liveFd)
+	if _, err := unix.FcntlInt(uintptr(deadFd), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Fatal("the dropped entry's pidfd is still open")
+	}
+	liveP.close()
 }

@@ -66,13 +66,10 @@ type Server struct {
 	mu       sync.Mutex
 	inflight map[int]uint64 // supervisor socket fds being used -> the id of a connect (0: a send)
 	closed   bool
-	// pidfds caches a pidfd per thread id (at most maxPidfds). A pidfd
-	// names one process, never a later one that reused its id: when the
-	// cached one is dead, pidfd_getfd fails with ESRCH and a new pidfd is
-	// opened and checked. A live thread's id is its own, so a cached pidfd
-	// whose process lives is the target's.
-	pidfds map[int]int
-	done   chan struct{}
+	// procs caches, per thread id, descriptors that name the thread
+	// itself (at most maxPidfds; see proc).
+	procs map[int]*proc
+	done  chan struct{}
 }
 
 // NewServer takes ownership of listener (closed by Close).
@@ -98,7 +95,7 @@ func NewServer(listener int, o Options) (*Server, error) {
 	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{listener: listener, stop: efd, slow: tfd, o: o,
-		ctx: ctx, cancel: cancel, epoch: time.Now(), inflight: map[int]uint64{}, pidfds: map[int]int{}, done: make(chan struct{})}, nil
+		ctx: ctx, cancel: cancel, epoch: time.Now(), inflight: map[int]uint64{}, procs: map[int]*proc{}, done: make(chan struct{})}, nil
 }
 
 // Serve answers notifications until Close, or until no process is left
@@ -302,10 +299,11 @@ func (s *Server) Close() {
 	unix.Write(s.stop, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	<-s.done
 	s.mu.Lock()
-	for _, fd := range s.pidfds {
-		unix.Close(fd)
+	for pid, p := range s.procs {
+		delete(s.procs, pid)
+		s.putLocked(p)
 	}
-	s.pidfds = nil
+	s.procs = nil
 	s.mu.Unlock()
 	unix.Close(s.stop)
 	unix.Close(s.slow)
@@ -314,76 +312,180 @@ func (s *Server) Close() {
 
 const maxPidfds = 128
 
-// getfd duplicates the target thread's fd (pidfd_getfd), through a cached
-// pidfd when there is one.
-func (s *Server) getfd(c *SockCall, fd int) (int, unix.Errno) {
-	s.mu.Lock()
-	pidfd, ok := s.pidfds[c.Pid]
-	s.mu.Unlock()
-	if ok {
-		got, err := unix.PidfdGetfd(pidfd, fd, 0)
-		if err != unix.ESRCH {
-			if err != nil {
-				return -1, errnoOf(err)
-			}
-			return got, 0
-		}
-		// A dead process's pidfd: its id now names the target.
-		s.mu.Lock()
-		if s.pidfds[c.Pid] == pidfd {
-			delete(s.pidfds, c.Pid)
-			unix.Close(pidfd)
-		}
-		s.mu.Unlock()
+// proc holds descriptors of one thread that made calls, each naming the
+// thread itself rather than its id: a pidfd (pidfd_getfd) and an O_PATH
+// descriptor of its /proc/TID directory (its root, cwd and status are
+// opened from there). A thread id can be reused once its thread died; a
+// pidfd and a /proc/TID directory cannot: they hold the kernel's struct
+// pid, which is never given another id, and once its thread is gone
+// every use fails (ESRCH, ENOENT) instead of reaching the thread that
+// took the id next. So what a cached proc reaches, if anything, is the
+// thread whose call is being answered (a live thread's id is its own),
+// and the /proc reads through dir need no ID_VALID check after them.
+// The check is made once, when the entry is opened.
+//
+// refs counts the map's reference and each call's, under Server.mu: the
+// descriptors are closed when the last goes, never while a call uses them
+// (a number closed and reused under a call would name another file).
+type proc struct {
+	pidfd, dir int
+	status     int // /proc/TID/status, read with pread; -1 until needed
+	refs       int
+}
+
+func (p *proc) close() {
+	unix.Close(p.pidfd)
+	unix.Close(p.dir)
+	if p.status >= 0 {
+		unix.Close(p.status)
 	}
+}
+
+// putLocked drops one reference of p (under mu).
+func (s *Server) putLocked(p *proc) {
+	p.refs--
+	if p.refs == 0 {
+		p.close()
+	}
+}
+
+// put drops a call's reference of p.
+func (s *Server) put(p *proc) {
+	if p == nil {
+		return
+	}
+	s.mu.Lock()
+	s.putLocked(p)
+	s.mu.Unlock()
+}
+
+// cachedProc returns the cached entry of tid with a reference, or nil.
+func (s *Server) cachedProc(tid int) *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.procs[tid]
+	if p != nil {
+		p.refs++
+	}
+	return p
+}
+
+// forget removes p from the cache: its thread is gone.
+func (s *Server) forget(tid int, p *proc) {
+	s.mu.Lock()
+	if s.procs[tid] == p {
+		delete(s.procs, tid)
+		s.putLocked(p)
+	}
+	s.mu.Unlock()
+}
+
+// openProc opens a new entry for the call's thread, checked: the call
+// still pending after the opens means its id named it during them. The
+// entry is cached when there is room, and returned with a reference.
+func (s *Server) openProc(c *SockCall) (*proc, unix.Errno) {
 	pidfd, err := openPidfd(c.Pid)
 	if err != nil {
-		return -1, unix.ESRCH
+		return nil, unix.ESRCH
 	}
-	if !c.Valid() { // the pidfd may name a process that reused the id
+	dir, err := unix.Open("/proc/"+strconv.Itoa(c.Pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
 		unix.Close(pidfd)
-		return -1, unix.ESRCH
+		return nil, unix.ESRCH
 	}
-	got, err := unix.PidfdGetfd(pidfd, fd, 0)
+	p := &proc{pidfd: pidfd, dir: dir, status: -1, refs: 1}
+	if !c.Valid() { // the id may have named a process that reused it
+		p.close()
+		return nil, unix.ESRCH
+	}
 	s.mu.Lock()
-	if s.pidfds != nil && len(s.pidfds) >= maxPidfds {
+	if s.procs != nil && len(s.procs) >= maxPidfds {
 		s.sweepPidfdsLocked()
 	}
-	if s.pidfds != nil && len(s.pidfds) < maxPidfds {
-		if _, dup := s.pidfds[c.Pid]; !dup {
-			s.pidfds[c.Pid] = pidfd
-			pidfd = -1
+	if s.procs != nil && len(s.procs) < maxPidfds {
+		if old := s.procs[c.Pid]; old != nil {
+			s.putLocked(old) // dead: this thread has its id now
 		}
+		s.procs[c.Pid] = p
+		p.refs++
 	}
 	s.mu.Unlock()
-	if pidfd >= 0 {
-		unix.Close(pidfd)
+	return p, 0
+}
+
+// statusFD returns p's /proc/TID/status descriptor, opened on first use.
+func (s *Server) statusFD(p *proc) (int, error) {
+	s.mu.Lock()
+	fd := p.status
+	s.mu.Unlock()
+	if fd >= 0 {
+		return fd, nil
 	}
+	fd, err := unix.Openat(p.dir, "status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	s.mu.Lock()
+	if p.status < 0 {
+		p.status = fd
+	} else {
+		unix.Close(fd)
+		fd = p.status
+	}
+	s.mu.Unlock()
+	return fd, nil
+}
+
+// getfd duplicates the target thread's fd (pidfd_getfd), through the
+// call's proc, opened on first use.
+func (s *Server) getfd(c *SockCall, fd int) (int, unix.Errno) {
+	if c.proc == nil {
+		if c.proc = s.cachedProc(c.Pid); c.proc != nil {
+			got, err := unix.PidfdGetfd(c.proc.pidfd, fd, 0)
+			if err != unix.ESRCH {
+				if err != nil {
+					return -1, errnoOf(err)
+				}
+				return got, 0
+			}
+			// A dead thread's entry: its id now names the target.
+			s.forget(c.Pid, c.proc)
+			s.put(c.proc)
+			c.proc = nil
+		}
+		var e unix.Errno
+		if c.proc, e = s.openProc(c); e != 0 {
+			return -1, e
+		}
+	}
+	got, err := unix.PidfdGetfd(c.proc.pidfd, fd, 0)
 	if err != nil {
 		return -1, errnoOf(err)
 	}
 	return got, 0
 }
 
-// sweepPidfdsLocked drops the cached pidfds of threads that ended, with
+// sweepPidfdsLocked drops the cached entries of threads that ended, with
 // one poll: a pidfd is readable once its thread (PIDFD_THREAD) or process
 // has exited (pidfd_open(2)). Without it a sandbox that runs many short
 // processes (a build) fills the cache with the dead and every later
-// process opens a pidfd per call. Called under mu when the cache is full.
+// process opens its entry per call. Called under mu when the cache is
+// full.
 func (s *Server) sweepPidfdsLocked() {
-	pids := make([]int, 0, len(s.pidfds))
-	p := make([]unix.PollFd, 0, len(s.pidfds))
-	for pid, fd := range s.pidfds {
+	pids := make([]int, 0, len(s.procs))
+	p := make([]unix.PollFd, 0, len(s.procs))
+	for pid, e := range s.procs {
 		pids = append(pids, pid)
-		p = append(p, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		p = append(p, unix.PollFd{Fd: int32(e.pidfd), Events: unix.POLLIN})
 	}
 	if _, err := unix.Poll(p, 0); err != nil {
 		return
 	}
 	for i := range p {
 		if p[i].Revents != 0 {
-			unix.Close(int(p[i].Fd))
-			delete(s.pidfds, pids[i])
+			e := s.procs[pids[i]]
+			delete(s.procs, pids[i])
+			s.putLocked(e)
 		}
 	}
 }
@@ -444,7 +546,7 @@ func (s *Server) untrack(c *SockCall, fd int) {
 // left without an answer would wait until the sandbox ends.
 // It reports whether the thread was left tainted (asTarget).
 func (s *Server) handle(n *seccompNotif, own *threadCreds) (tainted bool) {
-	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, own: own}
+	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, own: own, srv: s}
 	val, errno, installed := s.decide(n, c)
 	if !installed {
 		respond(s.listener, n.ID, val, errno)
@@ -455,6 +557,7 @@ func (s *Server) handle(n *seccompNotif, own *threadCreds) (tainted bool) {
 	for _, fd := range c.later {
 		unix.Close(fd)
 	}
+	s.put(c.proc)
 	return c.tainted
 }
 
@@ -617,10 +720,21 @@ func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Er
 // them when the fd table entry has it.
 func fdFlags(c *SockCall) (int, error) {
 	var buf [4096]byte // pos, flags, mnt_id, ino and a socket's few lines
-	b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/fdinfo/"+strconv.Itoa(c.FD), buf[:])
+	if c.proc == nil {
+		return 0, unix.ESRCH
+	}
+	// Through the thread's own /proc/TID: its fd table, whoever has its
+	// id by now.
+	fd, err := unix.Openat(c.proc.dir, "fdinfo/"+strconv.Itoa(c.FD), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil {
+		return 0, err
+	}
+	b := buf[:n]
 	for len(b) > 0 {
 		var line []byte
 		line, b, _ = bytes.Cut(b, []byte("\n"))

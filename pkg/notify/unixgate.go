@@ -154,10 +154,15 @@ func (g *UnixGate) refuse(p string) Verdict {
 }
 
 func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
-	proc := "/proc/" + strconv.Itoa(c.Pid)
+	if c.proc == nil {
+		return Deny(unix.ESRCH)
+	}
 	// The target's own root: a process that chrooted inside (with
 	// --allow-privileged) resolves from there, and so does the gate.
-	root, err := unix.Open(proc+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	// Opened from the thread's own /proc/TID (c.proc.dir): the root of
+	// the target, or nothing once it is gone, never the root of a
+	// process that took its id; so no ID_VALID check is needed here.
+	root, err := unix.Openat(c.proc.dir, "root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return Deny(unix.ESRCH)
 	}
@@ -169,14 +174,11 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 		// below inside the target's root, and the inode found there is
 		// the one checked and the one connected: a lying text can only
 		// make the connect miss, never leave the root.
-		cwd, err := os.Readlink(proc + "/cwd")
+		cwd, err := readlinkat(c.proc.dir, "cwd")
 		if err != nil || !strings.HasPrefix(cwd, "/") {
 			return g.refuse(p)
 		}
 		p = strings.TrimSuffix(cwd, "/") + "/" + p
-	}
-	if !c.Valid() { // the /proc/PID opens above named the target
-		return Deny(unix.EINTR)
 	}
 	pin, err := openInRoot(root, p)
 	if err != nil {
@@ -223,6 +225,23 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 	addr = append(addr, 0)
 	keep = true
 	return PerformAt(addr, pin)
+}
+
+// readlinkat reads the symbolic link name beneath dir.
+func readlinkat(dir int, name string) (string, error) {
+	for n := 256; ; n *= 2 {
+		b := make([]byte, n)
+		k, err := unix.Readlinkat(dir, name, b)
+		if err != nil {
+			return "", err
+		}
+		if k < n {
+			return string(b[:k]), nil
+		}
+		if n >= 1<<16 {
+			return "", unix.ENAMETOOLONG
+		}
+	}
 }
 
 // allowed says whether st is one of the sockets the policy lets through.
