@@ -40,7 +40,10 @@ type SockCall struct {
 	// FD is the socket's number in the target.
 	FD int
 	// Domain and Type are the socket's own (SO_DOMAIN, SO_TYPE), read
-	// from the file the call names at the time of the check.
+	// from the file the call names at the time of the check. Type is
+	// read for AF_INET and AF_INET6 sockets only (0 on an AF_UNIX
+	// socket: the unix gate decides by the address, and a system call
+	// fewer is a few µs of every connect).
 	Domain, Type int
 	// Addr is the raw sockaddr (nil: none, a send to the connected peer).
 	Addr []byte

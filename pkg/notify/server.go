@@ -330,14 +330,17 @@ const maxPidfds = 128
 type proc struct {
 	pidfd, dir int
 	status     int // /proc/TID/status, read with pread; -1 until needed
+	root       int // the thread's root (O_PATH); -1 until needed
 	refs       int
 }
 
 func (p *proc) close() {
 	unix.Close(p.pidfd)
 	unix.Close(p.dir)
-	if p.status >= 0 {
-		unix.Close(p.status)
+	for _, fd := range []int{p.status, p.root} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 	}
 }
 
@@ -393,7 +396,7 @@ func (s *Server) openProc(c *SockCall) (*proc, unix.Errno) {
 		unix.Close(pidfd)
 		return nil, unix.ESRCH
 	}
-	p := &proc{pidfd: pidfd, dir: dir, status: -1, refs: 1}
+	p := &proc{pidfd: pidfd, dir: dir, status: -1, root: -1, refs: 1}
 	if !c.Valid() { // the id may have named a process that reused it
 		p.close()
 		return nil, unix.ESRCH
@@ -415,22 +418,45 @@ func (s *Server) openProc(c *SockCall) (*proc, unix.Errno) {
 
 // statusFD returns p's /proc/TID/status descriptor, opened on first use.
 func (s *Server) statusFD(p *proc) (int, error) {
+	return s.procFD(p, &p.status, "status", unix.O_RDONLY)
+}
+
+// rootFD returns the root directory of p's thread, opened on first use
+// (/proc/TID/root, followed through p.dir: the thread's own, or an error
+// once it is gone). It is kept for the thread's life: a thread's root
+// changes only by chroot(2), pivot_root(2) or setns(2) into another
+// mount namespace, which every seccomp profile nsbox ships refuses
+// (pkg/seccomp's dangerous set), and unshare(CLONE_NEWNS), refused with
+// the other CLONE_NEW* flags. Under a custom profile that lets a thread
+// change its root after its first gated call, its later paths are
+// resolved from the root it had: a connect may then miss, or reach
+// another socket the gate allows, but the gate decides on the inode it
+// finds and connects to that inode, so no choice of root lets through a
+// socket it would refuse.
+func (s *Server) rootFD(p *proc) (int, error) {
+	return s.procFD(p, &p.root, "root", unix.O_PATH|unix.O_DIRECTORY)
+}
+
+// procFD opens name beneath p.dir into *slot once; under mu, so that
+// the descriptor is published to the calls that follow (a thread's next
+// call may be answered on another goroutine).
+func (s *Server) procFD(p *proc, slot *int, name string, flags int) (int, error) {
 	s.mu.Lock()
-	fd := p.status
+	fd := *slot
 	s.mu.Unlock()
 	if fd >= 0 {
 		return fd, nil
 	}
-	fd, err := unix.Openat(p.dir, "status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(p.dir, name, flags|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
 	s.mu.Lock()
-	if p.status < 0 {
-		p.status = fd
+	if *slot < 0 {
+		*slot = fd
 	} else {
 		unix.Close(fd)
-		fd = p.status
+		fd = *slot
 	}
 	s.mu.Unlock()
 	return fd, nil
@@ -606,8 +632,12 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 	if c.Domain, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil {
 		return 0, errnoOf(err), false // ENOTSOCK, as the call would fail
 	}
-	if c.Type, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_TYPE); err != nil {
-		return 0, errnoOf(err), false
+	if c.Domain != unix.AF_UNIX {
+		// The unix gate decides without the type; a send reads it
+		// (sockType) to tell a datagram from a stream.
+		if c.Type, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_TYPE); err != nil {
+			return 0, errnoOf(err), false
+		}
 	}
 	a := n.Data.Args
 	switch c.Syscall {
@@ -790,6 +820,13 @@ func (s *Server) readData(c *SockCall, iovs []riov) ([]byte, unix.Errno) {
 		}
 	}
 	if total > uint64(s.o.MaxData) {
+		if c.Type == 0 {
+			t, err := unix.GetsockoptInt(c.Sock, unix.SOL_SOCKET, unix.SO_TYPE)
+			if err != nil {
+				return nil, errnoOf(err)
+			}
+			c.Type = t
+		}
 		if c.Type != unix.SOCK_STREAM {
 			// A datagram is sent whole or not at all.
 			return nil, unix.EMSGSIZE

@@ -154,19 +154,19 @@ func (g *UnixGate) refuse(p string) Verdict {
 }
 
 func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
-	if c.proc == nil {
+	if c.proc == nil || c.srv == nil {
 		return Deny(unix.ESRCH)
 	}
-	// The target's own root: a process that chrooted inside (with
-	// --allow-privileged) resolves from there, and so does the gate.
-	// Opened from the thread's own /proc/TID (c.proc.dir): the root of
-	// the target, or nothing once it is gone, never the root of a
-	// process that took its id; so no ID_VALID check is needed here.
-	root, err := unix.Openat(c.proc.dir, "root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	// The target thread's own root, kept from its first gated call
+	// (Server.rootFD says why that is the root it has, and why a root
+	// changed since cannot widen what is reached). Opened through the
+	// thread's own /proc/TID (c.proc.dir): the root of the target, or
+	// nothing once it is gone, never the root of a process that took
+	// its id; so no ID_VALID check is needed here.
+	root, err := c.srv.rootFD(c.proc)
 	if err != nil {
 		return Deny(unix.ESRCH)
 	}
-	defer unix.Close(root)
 	if !strings.HasPrefix(p, "/") {
 		// A relative path starts at the target thread's working
 		// directory. The link's text is the directory's path in the
