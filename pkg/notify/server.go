@@ -143,7 +143,7 @@ func (s *Server) follow() {
 		// call and back. Never unlocked, so a thread whose ids could
 		// not be given back ends with this goroutine.
 		runtime.LockOSThread()
-		if t, err := readThreadCreds(); err == nil {
+		if t, err := ownThreadCreds(); err == nil {
 			own = &t
 		}
 	}

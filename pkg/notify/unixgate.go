@@ -305,36 +305,21 @@ func writableByStatus(c *SockCall, st *unix.Statx_t) bool {
 	if err != nil {
 		return false
 	}
-	var fsuid, fsgid = -1, -1
-	var groups []string
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		f := strings.Fields(v)
-		switch k {
-		case "Uid":
-			if len(f) == 4 {
-				fsuid, _ = strconv.Atoi(f[3])
-			}
-		case "Gid":
-			if len(f) == 4 {
-				fsgid, _ = strconv.Atoi(f[3])
-			}
-		case "Groups":
-			groups = f
-		case "CapEff":
-			if caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && caps&(1<<unix.CAP_DAC_OVERRIDE) != 0 {
-				return true
-			}
-		}
+	ps, err := parseStatus(b)
+	if err != nil {
+		return false
+	}
+	if ps.capEff&(1<<unix.CAP_DAC_OVERRIDE) != 0 {
+		return true
 	}
 	switch {
-	case fsuid >= 0 && uint32(fsuid) == st.Uid:
+	case ps.uid[3] == st.Uid: // the file system uid
 		return st.Mode&0o200 != 0
-	case fsgid >= 0 && uint32(fsgid) == st.Gid:
+	case ps.gid[3] == st.Gid:
 		return st.Mode&0o020 != 0
 	}
-	for _, g := range groups {
-		if n, err := strconv.Atoi(g); err == nil && uint32(n) == st.Gid {
+	for _, g := range ps.groups {
+		if g == st.Gid {
 			return st.Mode&0o020 != 0
 		}
 	}
