@@ -718,9 +718,12 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 		if v.fd >= 0 {
 			defer c.closeLater(v.fd)
 		}
-		if !c.Valid() {
-			return 0, unix.EINTR, false
-		}
+		// No ID_VALID here: everything the verdict rests on was read
+		// from the target thread itself (its pidfd, its /proc/TID) or
+		// checked after the read (the address); a target killed since
+		// gets no answer, and a connect made for it meanwhile is what
+		// it asked for, on its own socket (the reaper stops one that
+		// blocks).
 		val, e := s.run(c, func() (int64, unix.Errno) { return op(v.addr) })
 		return val, e, false
 	}
