@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -215,13 +216,14 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 		// supervisor is never a confused deputy.
 		return Deny(unix.EACCES)
 	}
-	// Connect through the pin: the kernel follows /proc/self/fd/N to the
+	// Connect through the pin: the kernel follows /proc/PID/fd/N to the
 	// inode checked above, so no rename or symlink swap in the sandbox
 	// between the check and the connect can change what is reached.
-	// "/proc/self/fd/" plus an int is far below sun_path's 108 bytes.
-	addr := make([]byte, 2, 2+32)
+	// "/proc/PID/fd/" plus two ints is far below sun_path's 108 bytes.
+	addr := make([]byte, 2, 2+40)
 	addr[0], addr[1] = byte(unix.AF_UNIX), byte(unix.AF_UNIX>>8)
-	addr = append(addr, "/proc/self/fd/"+strconv.Itoa(pin)...)
+	addr = append(addr, selfFDDir()...)
+	addr = strconv.AppendInt(addr, int64(pin), 10)
 	addr = append(addr, 0)
 	keep = true
 	return PerformAt(addr, pin)
@@ -243,6 +245,20 @@ func readlinkat(dir int, name string) (string, error) {
 		}
 	}
 }
+
+// selfFDDir is "/proc/PID/fd/" of this process where /proc shows it under
+// its own id, else "/proc/self/fd/". The kernel then follows no "self"
+// link at each connect (~0.7 µs of the path walk). /proc/self names this
+// process in the /proc mounted here; when its text is this process's own
+// id, /proc/ID is this process in that same /proc, whatever namespaces
+// the supervisor runs in.
+var selfFDDir = sync.OnceValue(func() string {
+	pid := strconv.Itoa(os.Getpid())
+	if link, err := os.Readlink("/proc/self"); err == nil && link == pid {
+		return "/proc/" + pid + "/fd/"
+	}
+	return "/proc/self/fd/"
+})
 
 // allowed says whether st is one of the sockets the policy lets through.
 func (g *UnixGate) allowed(root int, st *unix.Statx_t) bool {
