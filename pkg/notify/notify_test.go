@@ -730,7 +730,7 @@ func TestPidfdCacheSweepDropsTheDead(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Skip(err)
 		}
-		fd, err := openPidfd(cmd.Process.Pid)
+		fd, _, err := openPidfd(cmd.Process.Pid)
 		if err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
@@ -799,4 +799,39 @@ func TestParseStatus(t *testing.T) {
 			t.Errorf("%q: accepted", bad)
 		}
 	}
+}
+
+// TestProcEntryOutlivesForget: an entry dropped from the cache (its
+// thread ended) keeps its descriptors open while a call still holds it,
+// and closes them with the last reference: a descriptor closed under a
+// call could be reused by another open and name another file.
+func TestProcEntryOutlivesForget(t *testing.T) {
+	open := func() int {
+		fd, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	isOpen := func(fd int) bool {
+		_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		return err == nil
+	}
+	p := &proc{pidfd: open(), dir: open(), status: -1, root: open(), refs: 1}
+	s := &Server{procs: map[int]*proc{42: p}}
+	if got := s.cachedProc(42); got != p || p.refs != 2 {
+		t.Fatalf("cachedProc: %p refs %d", got, p.refs)
+	}
+	s.forget(42, p)
+	if _, ok := s.procs[42]; ok {
+		t.Fatal("forget left the entry cached")
+	}
+	if !isOpen(p.pidfd) || !isOpen(p.dir) || !isOpen(p.root) {
+		t.Fatal("a descriptor was closed while a call held the entry")
+	}
+	s.put(p)
+	if isOpen(p.pidfd) || isOpen(p.dir) || isOpen(p.root) {
+		t.Fatal("the last reference left descriptors open")
+	}
+	s.forget(42, p) // a second forget of an entry no longer cached does nothing
 }

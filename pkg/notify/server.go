@@ -310,7 +310,8 @@ func (s *Server) Close() {
 	unix.Close(s.listener)
 }
 
-const maxPidfds = 128
+// maxPidfds bounds the cached entries: up to four descriptors each.
+const maxPidfds = 64
 
 // proc holds descriptors of one thread that made calls, each naming the
 // thread itself rather than its id: a pidfd (pidfd_getfd) and an O_PATH
@@ -385,9 +386,13 @@ func (s *Server) forget(tid int, p *proc) {
 
 // openProc opens a new entry for the call's thread, checked: the call
 // still pending after the opens means its id named it during them. The
-// entry is cached when there is room, and returned with a reference.
+// entry is cached when there is room, and returned with a reference. A
+// pidfd of the thread's group rather than of the thread (a kernel before
+// 6.9, a thread that is not the leader) is never cached: it would go on
+// working after the thread ended, on the fd table of a process whose
+// thread id the kernel may give to a thread of another process next.
 func (s *Server) openProc(c *SockCall) (*proc, unix.Errno) {
-	pidfd, err := openPidfd(c.Pid)
+	pidfd, exact, err := openPidfd(c.Pid)
 	if err != nil {
 		return nil, unix.ESRCH
 	}
@@ -405,7 +410,7 @@ func (s *Server) openProc(c *SockCall) (*proc, unix.Errno) {
 	if s.procs != nil && len(s.procs) >= maxPidfds {
 		s.sweepPidfdsLocked()
 	}
-	if s.procs != nil && len(s.procs) < maxPidfds {
+	if exact && s.procs != nil && len(s.procs) < maxPidfds {
 		if old := s.procs[c.Pid]; old != nil {
 			s.putLocked(old) // dead: this thread has its id now
 		}
