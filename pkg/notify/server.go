@@ -758,21 +758,10 @@ func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Er
 // them when the fd table entry has it.
 func fdFlags(c *SockCall) (int, error) {
 	var buf [4096]byte // pos, flags, mnt_id, ino and a socket's few lines
-	if c.proc == nil {
-		return 0, unix.ESRCH
-	}
-	// Through the thread's own /proc/TID: its fd table, whoever has its
-	// id by now.
-	fd, err := unix.Openat(c.proc.dir, "fdinfo/"+strconv.Itoa(c.FD), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/fdinfo/"+strconv.Itoa(c.FD), buf[:])
 	if err != nil {
 		return 0, err
 	}
-	n, err := unix.Read(fd, buf[:])
-	unix.Close(fd)
-	if err != nil {
-		return 0, err
-	}
-	b := buf[:n]
 	for len(b) > 0 {
 		var line []byte
 		line, b, _ = bytes.Cut(b, []byte("\n"))
