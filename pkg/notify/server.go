@@ -108,9 +108,8 @@ func NewServer(listener int, o Options) (*Server, error) {
 // way (a hand-off per call cost more than the rest of a connect). A call
 // that blocks in the supervisor (a connect to a full backlog, a dial, a
 // lookup on a mount that hangs) must not hold the others up: when one
-// lasts longer than slowCall, watch hands the turn on for its holder (at
-// most slowCheck after the call began), and a follower answers the next
-// calls meanwhile. So a server inside that
+// lasts longer than slowCall, watch hands the turn on for its holder, and
+// a follower answers the next calls meanwhile. So a server inside that
 // must send before it accepts is never starved by its own client, and at
 // most MaxInFlight calls are made at once.
 func (s *Server) Serve() {
