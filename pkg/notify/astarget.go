@@ -1,8 +1,8 @@
 package notify
 
 import (
-	"strconv"
-	"strings"
+	"bytes"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -16,56 +16,139 @@ func targetIDs(c *SockCall) (uid, gid uint32, groups []uint32, err error) {
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	var haveU, haveG bool
-	for _, l := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(l, ":")
+	st, err := parseStatus(b)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return st.uid[1], st.gid[1], st.groups, nil
+}
+
+// procStatus is what the gate reads of /proc/TID/status: the uids and
+// gids (real, effective, saved, file system), the supplementary groups
+// and the effective capabilities.
+type procStatus struct {
+	uid, gid [4]uint32
+	groups   []uint32
+	capEff   uint64
+}
+
+// parseStatus reads the lines of /proc/TID/status that procStatus needs,
+// without a string per line or field (the first version's Split and
+// Fields cost more than the read). Uid, Gid and CapEff must all be there.
+func parseStatus(b []byte) (procStatus, error) {
+	var st procStatus
+	var have int
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		k, v, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			continue
 		}
-		f := strings.Fields(v)
-		switch k {
+		switch string(k) { // no allocation: the compiler compares in place
 		case "Uid", "Gid":
-			if len(f) < 2 {
-				return 0, 0, nil, unix.EINVAL
+			ids := &st.uid
+			if k[0] == 'G' {
+				ids = &st.gid
 			}
-			n, err := strconv.ParseUint(f[1], 10, 32) // effective
-			if err != nil {
-				return 0, 0, nil, err
+			n := 0
+			for f := range bytes.FieldsSeq(v) {
+				id, ok := parseUint(f, 10, 32)
+				if n == 4 || !ok {
+					return st, unix.EINVAL
+				}
+				ids[n] = uint32(id)
+				n++
 			}
-			if k == "Uid" {
-				uid, haveU = uint32(n), true
+			if n != 4 {
+				return st, unix.EINVAL
+			}
+			if k[0] == 'U' {
+				have |= 1
 			} else {
-				gid, haveG = uint32(n), true
+				have |= 2
 			}
 		case "Groups":
-			for _, g := range f {
-				n, err := strconv.ParseUint(g, 10, 32)
-				if err != nil {
-					return 0, 0, nil, err
+			for f := range bytes.FieldsSeq(v) {
+				id, ok := parseUint(f, 10, 32)
+				if !ok {
+					return st, unix.EINVAL
 				}
-				groups = append(groups, uint32(n))
+				st.groups = append(st.groups, uint32(id))
 			}
+		case "CapEff":
+			caps, ok := parseUint(bytes.TrimSpace(v), 16, 64)
+			if !ok {
+				return st, unix.EINVAL
+			}
+			st.capEff = caps
+			have |= 4
 		}
 	}
-	if !haveU || !haveG {
-		return 0, 0, nil, unix.EINVAL
+	if have != 7 {
+		return st, unix.EINVAL
 	}
-	return uid, gid, groups, nil
+	return st, nil
+}
+
+// parseUint parses b, digits of base 10 or 16 (lower case, as /proc
+// writes them) that fit in bits, without a string.
+func parseUint(b []byte, base, bits uint) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, ch := range b {
+		var d uint64
+		switch {
+		case ch >= '0' && ch <= '9':
+			d = uint64(ch - '0')
+		case base == 16 && ch >= 'a' && ch <= 'f':
+			d = uint64(ch-'a') + 10
+		default:
+			return 0, false
+		}
+		if n > (1<<bits-1-d)/uint64(base) {
+			return 0, false // overflow
+		}
+		n = n*uint64(base) + d
+	}
+	return n, true
 }
 
 // status returns /proc/TID/status of the target, read once per call: the
 // gate's permission check and asTarget both need it, and a root session's
-// connect read it twice. Whoever uses it checks the call is still pending
-// afterwards (Valid), as after any open through /proc/PID.
+// connect read it twice. It is read through the call's proc (the thread's
+// own /proc/TID, never a later owner of its id), from a descriptor kept
+// open across calls: a read at offset 0 makes the kernel write the file
+// afresh (seq_file), and the open and close (~10 µs) are paid once per
+// thread.
 func (c *SockCall) status() ([]byte, error) {
-	if c.statusBuf == nil {
-		b, err := readProc("/proc/"+strconv.Itoa(c.Pid)+"/status", make([]byte, 4096))
+	if c.statusBuf != nil {
+		return c.statusBuf, nil
+	}
+	if c.proc == nil || c.srv == nil {
+		return nil, unix.ESRCH
+	}
+	fd, err := c.srv.statusFD(c.proc)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Pread(fd, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		c.statusBuf = b
+		if n < len(buf) {
+			c.statusBuf = buf[:n]
+			return c.statusBuf, nil
+		}
+		buf = make([]byte, 2*len(buf)) // a long Groups line
 	}
-	return c.statusBuf, nil
 }
 
 // threadCreds are the ids a thread of the supervisor holds of its own,
@@ -131,12 +214,19 @@ func asTarget(c *SockCall, own *threadCreds, op func() (int64, unix.Errno)) (val
 	if own == nil || own.euid != 0 {
 		return 0, unix.EACCES, false // fail closed: the thread cannot take ids
 	}
+	// Read through the call's proc: the ids are the target thread's own
+	// (never those of a later owner of its id), with no ID_VALID after.
 	uid, gid, groups, err := targetIDs(c)
-	if err != nil || !c.Valid() {
+	if err != nil {
 		return 0, unix.EACCES, false // fail closed: whose call it is is unknown
 	}
 	val, errno = 0, unix.EACCES
-	if setGroups(groups) == 0 {
+	// The groups are set only when they differ from the thread's own,
+	// which it cleared when it began serving (ownThreadCreds): a target
+	// with none, as the worker leaves every command (SetIdentity), costs
+	// no setgroups (~3 µs each way).
+	sameGroups := slices.Equal(groups, own.groups)
+	if sameGroups || setGroups(groups) == 0 {
 		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(own.egid)); e == 0 {
 			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(own.euid)); e == 0 {
 				val, errno = op()
@@ -151,8 +241,18 @@ func asTarget(c *SockCall, own *threadCreds, op func() (int64, unix.Errno)) (val
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(own.rgid), uintptr(own.egid), uintptr(own.sgid)); e != 0 {
 		return val, errno, true
 	}
-	if setGroups(own.groups) != 0 {
+	if !sameGroups && setGroups(own.groups) != 0 {
 		return val, errno, true
 	}
 	return val, errno, false
+}
+
+// ownThreadCreds clears the supplementary groups of this thread (a raw
+// setgroups: this thread only) and reads the ids it then holds, which
+// asTarget gives back after each call. A root thread loses nothing it
+// needs with them: it reads /proc and takes descriptors by its
+// capabilities, not by a group.
+func ownThreadCreds() (threadCreds, error) {
+	setGroups(nil) // if refused, they are kept: what is read below is restored
+	return readThreadCreds()
 }

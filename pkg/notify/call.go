@@ -40,7 +40,10 @@ type SockCall struct {
 	// FD is the socket's number in the target.
 	FD int
 	// Domain and Type are the socket's own (SO_DOMAIN, SO_TYPE), read
-	// from the file the call names at the time of the check.
+	// from the file the call names at the time of the check. Type is
+	// read for AF_INET and AF_INET6 sockets only (0 on an AF_UNIX
+	// socket: the unix gate decides by the address, and a system call
+	// fewer is a few µs of every connect).
 	Domain, Type int
 	// Addr is the raw sockaddr (nil: none, a send to the connected peer).
 	Addr []byte
@@ -58,6 +61,10 @@ type SockCall struct {
 	later    []int        // supervisor fds to close after the answer
 	// statusBuf is /proc/Pid/status once read (status).
 	statusBuf []byte
+	// proc names the calling thread (pidfd, /proc/TID), from getfd on;
+	// the Server drops its reference after the answer.
+	proc *proc
+	srv  *Server
 }
 
 func (c *SockCall) closeLater(fd int) { c.later = append(c.later, fd) }

@@ -137,25 +137,29 @@ const pidfdThread = unix.O_EXCL
 
 // openPidfd returns a pidfd through which the fd table of thread tid can
 // be read: of the thread itself where the kernel allows it (6.9), else of
-// its thread group leader.
-func openPidfd(tid int) (int, error) {
-	fd, err := unix.PidfdOpen(tid, pidfdThread)
+// its thread group leader. exact says the pidfd names thread tid itself
+// (PIDFD_THREAD, or tid is the leader), not only its thread group: only
+// such a pidfd stops working when thread tid ends (a leader's id stays
+// taken while its group lives).
+func openPidfd(tid int) (fd int, exact bool, err error) {
+	fd, err = unix.PidfdOpen(tid, pidfdThread)
 	if err == nil {
-		return fd, nil
+		return fd, true, nil
 	}
 	if err != unix.EINVAL {
-		return -1, err
+		return -1, false, err
 	}
 	fd, err = unix.PidfdOpen(tid, 0)
 	if err != unix.EINVAL && err != unix.ENOENT {
-		return fd, err
+		return fd, err == nil, err
 	}
 	// Not a thread group leader, on a kernel without PIDFD_THREAD.
 	tgid, terr := readTgid(tid)
 	if terr != nil {
-		return -1, err
+		return -1, false, err
 	}
-	return unix.PidfdOpen(tgid, 0)
+	fd, err = unix.PidfdOpen(tgid, 0)
+	return fd, false, err
 }
 
 // readProc reads a small /proc file whole into buf with three system

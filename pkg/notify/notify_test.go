@@ -3,6 +3,7 @@ package notify
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -609,7 +611,11 @@ func TestAsTargetPeerSeesTargetIDs(t *testing.T) {
 	}
 	defer l.Close()
 	os.Chmod(p, 0o777)
-	peers := make(chan unix.Ucred, 8)
+	type peer struct {
+		u      unix.Ucred
+		groups string
+	}
+	peers := make(chan peer, 8)
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -619,7 +625,17 @@ func TestAsTargetPeerSeesTargetIDs(t *testing.T) {
 			raw, _ := c.(*net.UnixConn).SyscallConn()
 			raw.Control(func(fd uintptr) {
 				if u, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-					peers <- *u
+					// SO_PEERGROUPS: the supplementary groups, as
+					// 32-bit ids.
+					b := make([]byte, 4*64)
+					n := uint32(len(b))
+					var gs []string
+					if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_PEERGROUPS, uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&n)), 0); e == 0 {
+						for i := 0; i+4 <= int(n); i += 4 {
+							gs = append(gs, strconv.Itoa(int(binary.NativeEndian.Uint32(b[i:]))))
+						}
+					}
+					peers <- peer{*u, strings.Join(gs, ",")}
 				}
 			})
 			c.Close()
@@ -628,7 +644,8 @@ func TestAsTargetPeerSeesTargetIDs(t *testing.T) {
 	const calls = 3
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=connect", "NSBOX_NOTIFY_TEST_ARGS="+strings.TrimSpace(strings.Repeat(p+" ", calls)))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	// A supplementary group too: the thread takes it for the call.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{4242}}}
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -678,9 +695,12 @@ func TestAsTargetPeerSeesTargetIDs(t *testing.T) {
 		if line != p+" ok" {
 			t.Fatalf("%q", lines)
 		}
-		u := <-peers
-		if u.Uid != nobody || u.Gid != nobody {
+		pr := <-peers
+		if u := pr.u; u.Uid != nobody || u.Gid != nobody {
 			t.Fatalf("connect %d: the peer is uid %d gid %d, not the target's %d", i, u.Uid, u.Gid, nobody)
+		}
+		if pr.groups != "4242" {
+			t.Fatalf("connect %d: the peer's groups are %q, not the target's 4242", i, pr.groups)
 		}
 	}
 	// Every thread of this process (the Server's among them, still
@@ -710,7 +730,7 @@ func TestPidfdCacheSweepDropsTheDead(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Skip(err)
 		}
-		fd, err := openPidfd(cmd.Process.Pid)
+		fd, _, err := openPidfd(cmd.Process.Pid)
 		if err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
@@ -723,13 +743,95 @@ func TestPidfdCacheSweepDropsTheDead(t *testing.T) {
 	dead, deadFd := start()
 	dead.Process.Kill()
 	dead.Wait() // reaped: its id is free for another process
-	s := &Server{pidfds: map[int]int{live.Process.Pid: liveFd, dead.Process.Pid: deadFd}}
+	entry := func(fd int) *proc {
+		dir, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &proc{pidfd: fd, dir: dir, status: -1, refs: 1}
+	}
+	liveP := entry(liveFd)
+	s := &Server{procs: map[int]*proc{live.Process.Pid: liveP, dead.Process.Pid: entry(deadFd)}}
 	s.sweepPidfdsLocked()
-	if _, ok := s.pidfds[dead.Process.Pid]; ok {
+	if _, ok := s.procs[dead.Process.Pid]; ok {
 		t.Fatal("the pidfd of a process that ended is still cached")
 	}
-	if fd, ok := s.pidfds[live.Process.Pid]; !ok || fd != liveFd {
+	if p, ok := s.procs[live.Process.Pid]; !ok || p != liveP {
 		t.Fatal("the pidfd of a live process was dropped")
 	}
-	unix.Close(liveFd)
+	if _, err := unix.FcntlInt(uintptr(deadFd), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Fatal("the dropped entry's pidfd is still open")
+	}
+	liveP.close()
+}
+
+// TestParseStatus: the ids, groups and capabilities of this process's own
+// /proc/self/status, as the kernel writes them, and malformed files
+// refused (the gate then fails closed).
+func TestParseStatus(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	st, err := parseStatus(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.uid[1] != uint32(os.Geteuid()) || st.gid[1] != uint32(os.Getegid()) {
+		t.Fatalf("uid %v gid %v", st.uid, st.gid)
+	}
+	groups, _ := os.Getgroups()
+	if len(groups) != len(st.groups) {
+		t.Fatalf("groups %v, want %v", st.groups, groups)
+	}
+	st, err = parseStatus([]byte("Name:\tx\nUid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\nGroups:\t9 10 \nCapEff:\t0000000000000002\n"))
+	if err != nil || st.uid != [4]uint32{1, 2, 3, 4} || st.gid != [4]uint32{5, 6, 7, 8} || len(st.groups) != 2 || st.groups[1] != 10 || st.capEff != 2 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	for _, bad := range []string{
+		"Uid:\t1\t2\t3\t4\nCapEff:\t0\n",                            // no Gid
+		"Uid:\t1\t2\t3\nGid:\t5\t6\t7\t8\nCapEff:\t0\n",             // three uids
+		"Uid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\n",                      // no CapEff
+		"Uid:\t1\t2\t3\t4294967296\nGid:\t5\t6\t7\t8\nCapEff:\t0\n", // past 32 bits
+		"Uid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\nGroups:\t-1\nCapEff:\t0\n",
+	} {
+		if _, err := parseStatus([]byte(bad)); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}
+
+// TestProcEntryOutlivesForget: an entry dropped from the cache (its
+// thread ended) keeps its descriptors open while a call still holds it,
+// and closes them with the last reference: a descriptor closed under a
+// call could be reused by another open and name another file.
+func TestProcEntryOutlivesForget(t *testing.T) {
+	open := func() int {
+		fd, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	isOpen := func(fd int) bool {
+		_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		return err == nil
+	}
+	p := &proc{pidfd: open(), dir: open(), status: -1, root: open(), refs: 1}
+	s := &Server{procs: map[int]*proc{42: p}}
+	if got := s.cachedProc(42); got != p || p.refs != 2 {
+		t.Fatalf("cachedProc: %p refs %d", got, p.refs)
+	}
+	s.forget(42, p)
+	if _, ok := s.procs[42]; ok {
+		t.Fatal("forget left the entry cached")
+	}
+	if !isOpen(p.pidfd) || !isOpen(p.dir) || !isOpen(p.root) {
+		t.Fatal("a descriptor was closed while a call held the entry")
+	}
+	s.put(p)
+	if isOpen(p.pidfd) || isOpen(p.dir) || isOpen(p.root) {
+		t.Fatal("the last reference left descriptors open")
+	}
+	s.forget(42, p) // a second forget of an entry no longer cached does nothing
 }
