@@ -65,6 +65,10 @@ type SockCall struct {
 	// the Server drops its reference after the answer.
 	proc *proc
 	srv  *Server
+	// mem is the thread's /proc/TID/mem once opened for a write back
+	// (Server.writeMem, when hasMem).
+	mem    int
+	hasMem bool
 }
 
 func (c *SockCall) closeLater(fd int) { c.later = append(c.later, fd) }

@@ -113,24 +113,6 @@ func readMem(pid int, addr uint64, buf []byte) error {
 	return nil
 }
 
-// writeMem copies buf to addr of process pid (sendmmsg's msg_len fields).
-func writeMem(pid int, addr uint64, buf []byte) error {
-	if addr == 0 {
-		return unix.EFAULT
-	}
-	local := []unix.Iovec{{Base: &buf[0]}}
-	local[0].SetLen(len(buf))
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}
-	n, err := unix.ProcessVMWritev(pid, local, remote, 0)
-	if err != nil {
-		return err
-	}
-	if n != len(buf) {
-		return unix.EFAULT
-	}
-	return nil
-}
-
 // pidfdThread is PIDFD_THREAD (Linux 6.9): a pidfd of one thread, not of
 // its thread group.
 const pidfdThread = unix.O_EXCL

@@ -989,6 +989,39 @@ func perPacketOption(level, typ int) bool {
 	return false
 }
 
+// writeMem copies buf to addr in the calling thread's memory (sendmmsg's
+// msg_len fields), through /proc/TID/mem opened beneath the thread's own
+// /proc directory (c.proc.dir, checked to name the target when opened).
+// Never by pid number (process_vm_writev): a send may block in the
+// supervisor for as long as the receiver likes, the sandbox may kill the
+// caller meanwhile, and its host pid may then be another process's, in
+// which a write by number would land (an attacker-chosen word at an
+// attacker-chosen address of a host process: found by review). The file
+// names the thread's memory for good: opened once the thread is gone it
+// fails, and a write into an address space nobody uses any more writes
+// nothing (proc(5), /proc/pid/mem; mm_access in fs/proc/base.c).
+func (s *Server) writeMem(c *SockCall, addr uint64, buf []byte) error {
+	if c.proc == nil || addr == 0 || addr >= 1<<63 {
+		return unix.EFAULT
+	}
+	if !c.hasMem {
+		fd, err := unix.Openat(c.proc.dir, "mem", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		c.mem, c.hasMem = fd, true
+		c.closeLater(fd)
+	}
+	n, err := unix.Pwrite(c.mem, buf, int64(addr))
+	if err != nil {
+		return err
+	}
+	if n != len(buf) {
+		return unix.EFAULT
+	}
+	return nil
+}
+
 // sendmmsg handles each message as a sendmsg, in order, and writes each
 // msg_len back as the kernel does. It stops at the first failure: the
 // count sent so far is the result, or the error when nothing was sent.
@@ -1009,7 +1042,7 @@ func (s *Server) sendmmsg(c *SockCall, vec uint64, vlen uint32, flags int) (int6
 			if errno == 0 {
 				var l [4]byte
 				binary.LittleEndian.PutUint32(l[:], uint32(val))
-				if writeMem(c.Pid, at+sizeofMsghdr, l[:]) != nil {
+				if s.writeMem(c, at+sizeofMsghdr, l[:]) != nil {
 					errno = unix.EFAULT
 				}
 			}
