@@ -359,7 +359,22 @@ type proc struct {
 	pidfd, dir int
 	status     int // /proc/TID/status, read with pread; -1 until needed
 	root       int // the thread's root (O_PATH); -1 until needed
+	rootID     rootID
 	refs       int
+}
+
+// rootID names a root directory: its inode and the mount it is seen on.
+type rootID struct {
+	major, minor uint32
+	ino, mnt     uint64
+}
+
+func statRoot(dir int, name string, flags int) (rootID, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(dir, name, flags, unix.STATX_INO|unix.STATX_MNT_ID, &st); err != nil {
+		return rootID{}, err
+	}
+	return rootID{st.Dev_major, st.Dev_minor, st.Ino, st.Mnt_id}, nil
 }
 
 func (p *proc) close() {
@@ -453,20 +468,46 @@ func (s *Server) statusFD(p *proc) (int, error) {
 	return s.procFD(p, &p.status, "status", unix.O_RDONLY)
 }
 
-// rootFD returns the root directory of p's thread, opened on first use
-// (/proc/TID/root, followed through p.dir: the thread's own, or an error
-// once it is gone). It is kept for the thread's life: a thread's root
-// changes only by chroot(2), pivot_root(2) or setns(2) into another
-// mount namespace, which every seccomp profile nsbox ships refuses
-// (pkg/seccomp's dangerous set), and unshare(CLONE_NEWNS), refused with
-// the other CLONE_NEW* flags. Under a custom profile that lets a thread
-// change its root after its first gated call, its later paths are
-// resolved from the root it had: a connect may then miss, or reach
-// another socket the gate allows, but the gate decides on the inode it
-// finds and connects to that inode, so no choice of root lets through a
-// socket it would refuse.
+// rootFD returns the root directory of p's thread (/proc/TID/root,
+// followed through p.dir: the thread's own, or an error once it is gone).
+// The descriptor is kept and checked at each call with one statx of the
+// link: a thread that changed its root since (chroot(2), pivot_root(2),
+// setns(2), which the shipped seccomp profiles refuse but a custom one
+// may allow) gets its new root, so a program inside that confines itself
+// with chroot stays confined (found by review: the kept root let it
+// reach sockets outside its chroot). A call is answered for one thread at
+// a time (the thread waits in it), so no other call of p uses the
+// descriptor being replaced.
 func (s *Server) rootFD(p *proc) (int, error) {
-	return s.procFD(p, &p.root, "root", unix.O_PATH|unix.O_DIRECTORY)
+	now, err := statRoot(p.dir, "root", 0)
+	if err != nil {
+		return -1, err
+	}
+	s.mu.Lock()
+	if p.root >= 0 && p.rootID == now {
+		fd := p.root
+		s.mu.Unlock()
+		return fd, nil
+	}
+	s.mu.Unlock()
+	fd, err := unix.Openat(p.dir, "root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	// The identity of the directory opened, which may be newer than now.
+	id, err := statRoot(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	s.mu.Lock()
+	old := p.root
+	p.root, p.rootID = fd, id
+	s.mu.Unlock()
+	if old >= 0 {
+		unix.Close(old)
+	}
+	return fd, nil
 }
 
 // procFD opens name beneath p.dir into *slot once; under mu, so that

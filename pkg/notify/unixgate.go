@@ -21,8 +21,10 @@ type GateConfig struct {
 	// names: its mount id is compared, not its path.
 	Writable []string
 	// Allow lists socket paths inside the sandbox let through wherever
-	// they are (--allow-socket): compared by device and inode, looked up
-	// again at each connect (a restarted server makes a new inode).
+	// they are (--allow-socket): looked up once, by NewUnixGate, before
+	// any command runs; a connect is let through to the very sockets
+	// found then (device and inode). A server restarted during the
+	// session makes a new inode, which is refused: start a new session.
 	Allow []string
 	// OnRefuse is called, on a Server goroutine, with the path (inside
 	// the sandbox) of each refused connect or send.
@@ -35,7 +37,9 @@ type GateConfig struct {
 type UnixGate struct {
 	writable map[uint64]bool
 	mntMask  int
-	allow    []string
+	// allow holds the sockets GateConfig.Allow named when the gate
+	// started: never their paths, which the sandbox may change (below).
+	allow    map[fileID]bool
 	onRefuse func(string)
 	// skipDAC: the sandbox holds one id, the supervisor's own, and the
 	// supervisor is not root: a target has the supervisor's rights on
@@ -67,7 +71,7 @@ func NewUnixGate(cfg GateConfig) (*UnixGate, error) {
 		return nil, err
 	}
 	defer unix.Close(root)
-	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: cfg.Allow, onRefuse: cfg.OnRefuse, onlyUID: -1}
+	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: map[fileID]bool{}, onRefuse: cfg.OnRefuse, onlyUID: -1}
 	g.readIDMap(cfg.RootPid)
 	for _, p := range cfg.Writable {
 		fd, err := openInRoot(root, p)
@@ -81,7 +85,36 @@ func NewUnixGate(cfg GateConfig) (*UnixGate, error) {
 			g.writable[st.Mnt_id] = true
 		}
 	}
+	// The allowed sockets are pinned here, before the sandbox has run
+	// anything, and never looked up by path again: a path looked up at
+	// each connect was the sandbox's to change. The directories above a
+	// host socket bound into the private /tmp or /run are the sandbox's
+	// tmpfs: it renamed them and put a symlink to another host socket
+	// (visible read-only) at the allowed path, and the gate let that one
+	// through (found by review).
+	for _, p := range cfg.Allow {
+		fd, err := openInRoot(root, p)
+		if err != nil {
+			continue // not there at the start: nothing to let through
+		}
+		var st unix.Statx_t
+		err = unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_INO, &st)
+		unix.Close(fd)
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+			g.allow[idOf(&st)] = true
+		}
+	}
 	return g, nil
+}
+
+// fileID names an inode: its device and number.
+type fileID struct {
+	major, minor uint32
+	ino          uint64
+}
+
+func idOf(st *unix.Statx_t) fileID {
+	return fileID{st.Dev_major, st.Dev_minor, st.Ino}
 }
 
 // Mechanism names what enforces the gate, for `nsbox status`.
@@ -201,7 +234,7 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 	// is the host's, read-only, where a socket is a host service.
 	ok := st.Mask&uint32(g.mntMask) != 0 && g.writable[st.Mnt_id]
 	if !ok {
-		ok = g.allowed(root, &st)
+		ok = g.allowed(&st)
 	}
 	if !ok {
 		return g.refuse(p)
@@ -261,21 +294,7 @@ var selfFDDir = sync.OnceValue(func() string {
 })
 
 // allowed says whether st is one of the sockets the policy lets through.
-func (g *UnixGate) allowed(root int, st *unix.Statx_t) bool {
-	for _, a := range g.allow {
-		fd, err := openInRoot(root, a)
-		if err != nil {
-			continue
-		}
-		var ast unix.Statx_t
-		err = unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_INO, &ast)
-		unix.Close(fd)
-		if err == nil && ast.Ino == st.Ino && ast.Dev_major == st.Dev_major && ast.Dev_minor == st.Dev_minor {
-			return true
-		}
-	}
-	return false
-}
+func (g *UnixGate) allowed(st *unix.Statx_t) bool { return g.allow[idOf(st)] }
 
 // readIDMap reads the sandbox's uid map (of RootPid) for writableBy.
 func (g *UnixGate) readIDMap(pid int) {
