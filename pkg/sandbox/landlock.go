@@ -266,9 +266,9 @@ func (s *Session) startLandlockWorker(workerEnd *os.File) error {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	s.pid, s.proc = proc.Pid, proc
+	s.holdWorker()
 	go func() {
-		s.waitErr = waitError(proc.Wait())
-		close(s.exited)
+		s.reaped(proc.Wait())
 	}()
 	return nil
 }

@@ -207,24 +207,15 @@ func (n *netSession) removeResolvConf() {
 // one pidfd; the supervisor, owner of the sandbox's user namespace, passes
 // the ptrace check).
 func (s *Session) takeWorkerFDs(a, b int) (*os.File, *os.File, error) {
-	pidfd, err := unix.PidfdOpen(s.pid, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pidfd_open: %w", err)
-	}
-	defer unix.Close(pidfd)
-	select {
-	case <-s.exited:
-		// The pid may name another process now: the pidfd is not
-		// trusted to be the worker's.
-		return nil, nil, errors.New("the worker exited")
-	default:
-	}
 	var files [2]*os.File
 	for i, n := range []int{a, b} {
-		fd, err := unix.PidfdGetfd(pidfd, n, 0)
+		fd, err := s.workerFD(n)
 		if err != nil {
 			if files[0] != nil {
 				files[0].Close()
+			}
+			if errors.Is(err, errWorkerGone) {
+				return nil, nil, err
 			}
 			return nil, nil, fmt.Errorf("take the resolver's socket (pidfd_getfd): %w; kernel.yama.ptrace_scope above 1 forbids it", err)
 		}

@@ -129,13 +129,13 @@ func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
 		return w
 	}
 	w.s.pid, w.s.proc = pid, proc
+	w.s.holdWorker()
 	maps := startMaps(pid, nil)
 	w.s.maps = maps
 	go func() {
 		// Not reaped while newuidmap may still write to /proc/PID.
 		maps.wait()
-		w.s.waitErr = waitError(proc.Wait())
-		close(w.s.exited)
+		w.s.reaped(proc.Wait())
 	}()
 	return w
 }

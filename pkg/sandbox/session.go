@@ -15,6 +15,7 @@ import (
 	"github.com/nsbox/nsbox/pkg/ipc"
 	"github.com/nsbox/nsbox/pkg/mounts"
 	"github.com/nsbox/nsbox/pkg/namespaces"
+	"golang.org/x/sys/unix"
 )
 
 // SelfPath is where the nsbox binary is visible, read-only, inside a
@@ -24,11 +25,17 @@ const SelfPath = "/run/nsbox/bin/nsbox"
 // Session is one running sandbox: a PID-1 worker in its own namespaces that
 // runs commands one after another until Close.
 type Session struct {
-	policy    Policy
-	peer      *ipc.Peer
-	pid       int
-	proc      *os.Process // the worker, held by pidfd: signals never reach a reused pid
-	hostCalls *hostCallServer
+	policy Policy
+	peer   *ipc.Peer
+	pid    int
+	proc   *os.Process // the worker, held by pidfd: signals never reach a reused pid
+	// workerPidfd is a pidfd of the worker taken while it was our
+	// unreaped child, for pidfd_getfd (workerFD), while hasPidfd: until
+	// the worker is reaped.
+	pidfdMu     sync.Mutex
+	workerPidfd int
+	hasPidfd    bool
+	hostCalls   *hostCallServer
 	// workspaceErr: WorkspaceErr, set by the handshake.
 	workspaceErr error
 
@@ -413,6 +420,7 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 			return
 		}
 		s.pid, s.proc = proc.Pid, proc
+		s.holdWorker()
 		// The maps from the clone on: the identity chosen already (Start),
 		// or the default one (a prestarted worker; see startMaps).
 		maps := startMaps(proc.Pid, s.identity)
@@ -421,8 +429,7 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 		// Not reaped while newuidmap may still write to /proc/PID: the
 		// pid could be another process's by then.
 		maps.wait()
-		s.waitErr = waitError(proc.Wait())
-		close(s.exited)
+		s.reaped(proc.Wait())
 	}()
 	if err := <-started; err != nil {
 		return describeStartError(err)
@@ -677,4 +684,47 @@ type Result struct {
 	// Truncated is set when captured output went past MaxOutput.
 	Truncated bool
 	Duration  time.Duration
+}
+
+// holdWorker takes a pidfd of the worker, s.pid, which must still be the
+// caller's unreaped child (so that the pid is the worker's, whatever
+// happened to it: a zombie keeps its pid). Nothing takes the worker's fds
+// by its pid number after that: a worker that died during setup and was
+// reaped leaves a pid the kernel may give to any process, whose fds
+// pidfd_getfd would then hand the supervisor (found by review: a pidfd
+// opened from the number, then a check that the worker had not been
+// reaped, left a window between the reap and the check).
+func (s *Session) holdWorker() {
+	s.pidfdMu.Lock()
+	defer s.pidfdMu.Unlock()
+	if fd, err := unix.PidfdOpen(s.pid, 0); err == nil {
+		s.workerPidfd, s.hasPidfd = fd, true
+	}
+}
+
+// reaped records the worker's end: its pidfd is closed (under pidfdMu, so
+// never while workerFD uses it), then s.exited.
+func (s *Session) reaped(st *os.ProcessState, err error) {
+	s.pidfdMu.Lock()
+	if s.hasPidfd {
+		unix.Close(s.workerPidfd)
+		s.hasPidfd = false
+	}
+	s.pidfdMu.Unlock()
+	s.waitErr = waitError(st, err)
+	close(s.exited)
+}
+
+// errWorkerGone: the worker exited before its fd could be taken.
+var errWorkerGone = errors.New("the worker exited")
+
+// workerFD copies the worker's fd n (pidfd_getfd), through the pidfd
+// taken when it was spawned.
+func (s *Session) workerFD(n int) (int, error) {
+	s.pidfdMu.Lock()
+	defer s.pidfdMu.Unlock()
+	if !s.hasPidfd {
+		return -1, errWorkerGone
+	}
+	return unix.PidfdGetfd(s.workerPidfd, n, 0)
 }

@@ -163,19 +163,10 @@ func (s *Session) startSocketGate(workerFD int) error {
 	if workerFD <= 0 {
 		return &SetupError{Step: "socket gate", Err: errNoListener}
 	}
-	pidfd, err := unix.PidfdOpen(s.pid, 0)
-	if err != nil {
-		return &SetupError{Step: "socket gate", Err: fmt.Errorf("pidfd_open: %w", err)}
+	listener, err := s.workerFD(workerFD)
+	if errors.Is(err, errWorkerGone) {
+		return &SetupError{Step: "socket gate", Err: err}
 	}
-	select {
-	case <-s.exited:
-		// The pid may be another process's by now.
-		unix.Close(pidfd)
-		return &SetupError{Step: "socket gate", Err: errors.New("the worker exited")}
-	default:
-	}
-	listener, err := unix.PidfdGetfd(pidfd, workerFD, 0)
-	unix.Close(pidfd)
 	if err != nil {
 		// Yama's ptrace_scope 2 or 3 forbids it: without the listener
 		// every connect inside would wait forever, so the sandbox does
