@@ -325,6 +325,10 @@ func (w *worker) serve() int {
 	}
 	// After SIGCHLD's handler is in place: cmdspawn.c records which
 	// signals have a handler now. On failure commands start with syscall.ForkExec.
+	if os.Getpid() == 1 {
+		// Best effort: a handler left costs one syscall per command.
+		dropSignalHandlers()
+	}
 	w.spawnC = initSpawnC() == nil
 	go func() {
 		for r := range w.spawnCh {
