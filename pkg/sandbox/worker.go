@@ -778,9 +778,6 @@ func (w *worker) complete(c *command, ws unix.WaitStatus) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	if c.res.pidfd >= 0 {
-		unix.Close(c.res.pidfd)
-	}
 	for i, x := range w.cmds {
 		if x == c {
 			w.cmds = append(w.cmds[:i], w.cmds[i+1:]...)
@@ -801,6 +798,11 @@ func (w *worker) complete(c *command, ws unix.WaitStatus) {
 		reply.ExitCode = 128 + int(ws.Signal())
 	}
 	w.peer.Reply(c.id, reply.encode(), nil)
+	// After the reply, which the caller waits for: the pidfd is no
+	// longer polled (c left w.cmds above) and its process is reaped.
+	if c.res.pidfd >= 0 {
+		unix.Close(c.res.pidfd)
+	}
 	w.startQueued()
 }
 
