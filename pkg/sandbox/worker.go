@@ -98,6 +98,8 @@ type worker struct {
 	dirCheck bool           // dircheck.c's helper thread runs
 	// lastYield is when waitMain last went through the scheduler.
 	lastYield time.Time
+	// served: a message came after the handshake (see idleRelease).
+	served bool
 
 	tools       WorkerTools
 	toolCancels map[uint64]context.CancelFunc
@@ -346,6 +348,10 @@ func (w *worker) serve() int {
 	w.peer.Handle(ipc.TypeUnregisterTool, w.unregisterTool)
 	// Returns when the supervisor is gone or closed the session: PID 1
 	// exits and the kernel kills every process of the namespace.
+	// A worker still waiting for its first request once idleRelease has
+	// passed unmaps the binary's pages its start touched (worker_idle.go):
+	// a pooled session waits idle. Best effort.
+	startIdleRelease()
 	w.peer.Serve()
 	if w.setup.Landlock {
 		// No PID namespace: the worker kills what it started itself.
@@ -418,6 +424,10 @@ func (w *worker) waitMain(fd int) {
 			}
 		}
 		if p[0].Revents != 0 {
+			if !w.served {
+				w.served = true
+				markServed()
+			}
 			w.closeResolver()
 			if w.notifyFD >= 0 {
 				// The supervisor takes the listener before it sends
