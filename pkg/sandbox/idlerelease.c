@@ -151,8 +151,16 @@ static int ir_release(void)
 	if (cur >= 0 && cur_anon)
 		n--;
 	close(fd);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
+		// MADV_RANDOM first: a fault in these mappings then maps the
+		// pages around it (64 kB), not the whole large folio the page
+		// cache holds them in (up to a megabyte here): the worker's
+		// first command after the release maps back what it runs, and
+		// costs ~0.1 ms more, not ~0.5 ms (measured on Pool.Exec). It
+		// only changes how these mappings are faulted and read ahead.
+		madvise((void *)ir_regions[i].start, ir_regions[i].end - ir_regions[i].start, MADV_RANDOM);
 		madvise((void *)ir_regions[i].start, ir_regions[i].end - ir_regions[i].start, MADV_DONTNEED);
+	}
 	_Static_assert(sizeof(ir_mem) % 4096 == 0, "ir_mem is whole pages");
 	madvise(&ir_mem, sizeof(ir_mem), MADV_DONTNEED);
 	return n;
