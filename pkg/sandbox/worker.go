@@ -346,12 +346,12 @@ func (w *worker) serve() int {
 	w.peer.Handle(ipc.TypeListSessionDefinitions, w.listDefinitions)
 	w.peer.Handle(ipc.TypeRegisterTool, w.registerTool)
 	w.peer.Handle(ipc.TypeUnregisterTool, w.unregisterTool)
-	// Returns when the supervisor is gone or closed the session: PID 1
-	// exits and the kernel kills every process of the namespace.
 	// A worker still waiting for its first request once idleRelease has
 	// passed unmaps the binary's pages its start touched (worker_idle.go):
 	// a pooled session waits idle. Best effort.
 	startIdleRelease()
+	// Returns when the supervisor is gone or closed the session: PID 1
+	// exits and the kernel kills every process of the namespace.
 	w.peer.Serve()
 	if w.setup.Landlock {
 		// No PID namespace: the worker kills what it started itself.
