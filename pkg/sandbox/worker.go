@@ -98,8 +98,9 @@ type worker struct {
 	dirCheck bool           // dircheck.c's helper thread runs
 	// lastYield is when waitMain last went through the scheduler.
 	lastYield time.Time
-	// served: a message came after the handshake (see idleRelease).
-	served bool
+	// served: an execute came; releasing: the idle release thread was
+	// started (see idleRelease). Main thread only.
+	served, releasing bool
 
 	tools       WorkerTools
 	toolCancels map[uint64]context.CancelFunc
@@ -327,11 +328,9 @@ func (w *worker) serve() int {
 	}
 	// After SIGCHLD's handler is in place: cmdspawn.c records which
 	// signals have a handler now. On failure commands start with syscall.ForkExec.
-	if os.Getpid() == 1 {
-		// Best effort: a handler left costs one syscall per command.
-		dropSignalHandlers()
-	}
-	w.spawnC = initSpawnC() == nil
+	// As PID 1, the handlers the worker does not need go back to the
+	// default first (cmdspawn.c).
+	w.spawnC = initSpawnC(os.Getpid() == 1) == nil
 	go func() {
 		for r := range w.spawnCh {
 			w.spawnQ <- r
@@ -346,10 +345,8 @@ func (w *worker) serve() int {
 	w.peer.Handle(ipc.TypeListSessionDefinitions, w.listDefinitions)
 	w.peer.Handle(ipc.TypeRegisterTool, w.registerTool)
 	w.peer.Handle(ipc.TypeUnregisterTool, w.unregisterTool)
-	// A worker still waiting for its first request once idleRelease has
-	// passed unmaps the binary's pages its start touched (worker_idle.go):
-	// a pooled session waits idle. Best effort.
-	startIdleRelease()
+	// A pooled session left idle is told so (worker_idle.go).
+	w.peer.HandleDirect(typeIdle, w.idle)
 	// Returns when the supervisor is gone or closed the session: PID 1
 	// exits and the kernel kills every process of the namespace.
 	w.peer.Serve()
@@ -424,10 +421,6 @@ func (w *worker) waitMain(fd int) {
 			}
 		}
 		if p[0].Revents != 0 {
-			if !w.served {
-				w.served = true
-				markServed()
-			}
 			w.closeResolver()
 			if w.notifyFD >= 0 {
 				// The supervisor takes the listener before it sends
@@ -665,6 +658,10 @@ func (c *command) markExited() {
 // the main thread sees the command end. Commands run one at a time: a
 // request that arrives while one runs waits for it.
 func (w *worker) execute(ctx context.Context, req *ipc.Request) (any, error) {
+	if !w.served {
+		w.served = true
+		markServed() // an idle release not begun yet does not begin
+	}
 	m, err := parseExecute(req)
 	if err != nil {
 		closeInts(req.FDs)

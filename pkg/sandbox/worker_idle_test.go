@@ -105,10 +105,12 @@ func TestIdleReleaseKeepsPrivateData(t *testing.T) {
 	}
 }
 
-// TestIdleReleaseThenExec: a worker left idle past idleRelease unmaps its
-// binary's pages (its RssFile falls), and then serves commands as before.
+// TestIdleReleaseThenExec: a worker told it waits unused (typeIdle, what a
+// Pool sends) unmaps its binary's pages (its RssFile falls), and then
+// serves commands as before.
 func TestIdleReleaseThenExec(t *testing.T) {
 	s := startFakeWorkerSession(t)
+	s.notifyIdle()
 	rssFile := func() int {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(s.Pid()) + "/status")
 		if err != nil {
