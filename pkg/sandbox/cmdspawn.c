@@ -186,14 +186,59 @@ static int child(void *arg)
 	return child_fail(a);
 }
 
-// nsbox_cmd_spawn_init records which signals have a handler. 0, or an errno.
-int nsbox_cmd_spawn_init(void)
+// The signals whose handler the worker keeps when it is PID 1 (see
+// nsbox_cmd_spawn_init): the ones the Go runtime itself needs, the glibc
+// two, and sigchld.c's.
+static int kept_handler(int sig)
 {
+	switch (sig) {
+	case SIGILL:
+	case SIGTRAP:
+	case SIGABRT:
+	case SIGBUS:
+	case SIGFPE:
+	case SIGSEGV: // faults become panics, which the worker recovers
+	case SIGSYS:
+	case SIGPIPE: // the runtime's rule: fatal on fds 1 and 2 only
+	case SIGURG:  // the scheduler's preemption
+	case SIGCHLD: // sigchld.c: the reaper's wake-up
+	case 32:
+	case 33: // glibc: thread cancellation, set*id on every thread
+		return 1;
+	}
+	return 0;
+}
+
+// nsbox_cmd_spawn_init records which signals have a handler. 0, or an errno.
+//
+// With drop, it first sets every signal but the kept ones back to SIG_DFL,
+// in the worker, once: each handler left is one more rt_sigaction in every
+// command's start, and the Go runtime installs one for nearly all 64 (for
+// os/signal, which the serving worker does not use: signal.Notify would see
+// nothing of these from then on). One call per signal either way (set and
+// read the old action at once), as many as without drop. Only for PID 1 of
+// a PID namespace (the caller checks), where the kernel drops a signal
+// whose action is SIG_DFL unless it is SIGKILL or SIGSTOP from an ancestor
+// namespace (kernel/signal.c, sig_task_ignored; pid_namespaces(7)): a
+// command's `kill -TERM 1`, which the runtime's handler answered by exiting,
+// and ended the session, is ignored now, as is any such signal from the
+// host.
+int nsbox_cmd_spawn_init(int drop)
+{
+	struct ksigaction dfl = {.handler = SIG_DFL};
 	ksigset h = 0;
 	for (int sig = 1; sig <= KSIG_MAX; sig++) {
 		if (sig == SIGKILL || sig == SIGSTOP)
 			continue;
 		struct ksigaction old;
+		if (drop && !kept_handler(sig)) {
+			if (syscall(SYS_rt_sigaction, sig, &dfl, &old, sizeof(ksigset)) < 0)
+				return errno;
+			// Ignored stays ignored, as for a command.
+			if (old.handler == SIG_IGN && syscall(SYS_rt_sigaction, sig, &old, NULL, sizeof(ksigset)) < 0)
+				return errno;
+			continue;
+		}
 		if (syscall(SYS_rt_sigaction, sig, NULL, &old, sizeof(ksigset)) < 0)
 			return errno;
 		if (old.handler != SIG_DFL && old.handler != SIG_IGN)

@@ -1,7 +1,7 @@
 package sandbox
 
 // #include <stdlib.h>
-// int nsbox_cmd_spawn_init(void);
+// int nsbox_cmd_spawn_init(int drop);
 // int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, int nfds, int check_dir, int *pid, int *pidfd, int *bad_dir);
 import "C"
 
@@ -15,9 +15,17 @@ import (
 
 // initSpawnC readies cmdspawn.c's command start (it records which signals have
 // a handler, which its child resets). It is called once, on the main thread,
-// after the serve loop registered its signals.
-func initSpawnC() error {
-	if rc := C.nsbox_cmd_spawn_init(); rc != 0 {
+// after the serve loop registered its signals. With dropHandlers (a worker
+// that is PID 1 of its PID namespace, where the kernel ignores a
+// default-action signal sent to it) it first sets the signals the Go runtime
+// does not need back to SIG_DFL, so that a command's start resets a dozen
+// handlers, not sixty (cmdspawn.c, nsbox_cmd_spawn_init).
+func initSpawnC(dropHandlers bool) error {
+	drop := C.int(0)
+	if dropHandlers {
+		drop = 1
+	}
+	if rc := C.nsbox_cmd_spawn_init(drop); rc != 0 {
 		return unix.Errno(rc)
 	}
 	return nil

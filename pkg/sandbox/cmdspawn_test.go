@@ -25,7 +25,7 @@ func requireSpawnC(t *testing.T) {
 	} else {
 		unix.Close(fd)
 	}
-	if err := initSpawnC(); err != nil {
+	if err := initSpawnC(false); err != nil {
 		t.Fatalf("initSpawnC: %v", err)
 	}
 }

@@ -41,6 +41,9 @@ type Pool struct {
 	// sandbox of the pool outlives Close (its caller releases what the
 	// sandboxes relied on, such as a policy hold).
 	inUse map[*Session]struct{}
+	// idle are the ready sessions whose worker has not yet been told it
+	// waits unused (notifyIdle, idleRelease): each one's timer.
+	idle map[*Session]*time.Timer
 	// ctx bounds refills: Close cancels it, so a refill that is still
 	// starting when the pool closes ends instead of adding a session.
 	ctx    context.Context
@@ -76,7 +79,7 @@ func NewPool(p Policy, size int, opts ...Option) (*Pool, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pl := &Pool{policy: p, opts: opts, size: size, ready: make(chan *Session, size), inUse: map[*Session]struct{}{}, ctx: ctx, cancel: cancel}
+	pl := &Pool{policy: p, opts: opts, size: size, ready: make(chan *Session, size), inUse: map[*Session]struct{}{}, idle: map[*Session]*time.Timer{}, ctx: ctx, cancel: cancel}
 	pl.mu.Lock()
 	pl.refillLocked()
 	pl.mu.Unlock()
@@ -113,6 +116,17 @@ func (pl *Pool) refillOne() {
 	// Never blocks: ready has room for size sessions and ready+starting
 	// never exceeds size under mu.
 	pl.ready <- s
+	// Still unused after idleRelease, its worker gives back the
+	// mappings of the binary's pages (worker_idle.go).
+	pl.idle[s] = time.AfterFunc(idleRelease, func() {
+		pl.mu.Lock()
+		_, waiting := pl.idle[s]
+		delete(pl.idle, s)
+		pl.mu.Unlock()
+		if waiting {
+			s.notifyIdle()
+		}
+	})
 }
 
 // take returns an idle session that is still alive, or starts one.
@@ -137,6 +151,10 @@ func (pl *Pool) take(ctx context.Context, later bool) (*Session, error) {
 		}
 		if s != nil {
 			pl.stats.Taken++
+			if t, ok := pl.idle[s]; ok {
+				t.Stop()
+				delete(pl.idle, s)
+			}
 		}
 		if !later || s == nil || len(pl.ready) == 0 {
 			pl.refillLocked()
@@ -280,6 +298,10 @@ func (pl *Pool) Close() error {
 	}
 	pl.closed = true
 	pl.cancel()
+	for s, t := range pl.idle {
+		t.Stop()
+		delete(pl.idle, s)
+	}
 	lent := make([]*Session, 0, len(pl.inUse))
 	for s := range pl.inUse {
 		lent = append(lent, s)

@@ -220,3 +220,7 @@ type cancelMsg struct {
 }
 
 const hostCallFDEnv = "NSBOX_HOSTCALL_FD"
+
+// typeIdle is the notification a Pool sends the worker of a session that
+// has waited unused in it for idleRelease (worker_idle.go). No payload.
+const typeIdle = "idle"

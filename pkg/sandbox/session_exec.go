@@ -226,6 +226,11 @@ type execCancel struct {
 // cancel that overtook its execute on the way (ctx ended while the request
 // was being written) found nothing to kill.
 func (s *Session) cancelOnDone(ctx context.Context, seq int64) *execCancel {
+	if ctx.Done() == nil {
+		// A context that never ends (context.Background): nothing to
+		// watch, and no AfterFunc to set up and stop on every Exec.
+		return &execCancel{stopFunc: func() bool { return true }}
+	}
 	c := &execCancel{replied: make(chan struct{}), stopped: make(chan struct{})}
 	c.stopFunc = context.AfterFunc(ctx, func() {
 		defer close(c.stopped)

@@ -98,6 +98,9 @@ type worker struct {
 	dirCheck bool           // dircheck.c's helper thread runs
 	// lastYield is when waitMain last went through the scheduler.
 	lastYield time.Time
+	// served: an execute came; releasing: the idle release thread was
+	// started (see idleRelease). Main thread only.
+	served, releasing bool
 
 	tools       WorkerTools
 	toolCancels map[uint64]context.CancelFunc
@@ -325,7 +328,9 @@ func (w *worker) serve() int {
 	}
 	// After SIGCHLD's handler is in place: cmdspawn.c records which
 	// signals have a handler now. On failure commands start with syscall.ForkExec.
-	w.spawnC = initSpawnC() == nil
+	// As PID 1, the handlers the worker does not need go back to the
+	// default first (cmdspawn.c).
+	w.spawnC = initSpawnC(os.Getpid() == 1) == nil
 	go func() {
 		for r := range w.spawnCh {
 			w.spawnQ <- r
@@ -340,6 +345,8 @@ func (w *worker) serve() int {
 	w.peer.Handle(ipc.TypeListSessionDefinitions, w.listDefinitions)
 	w.peer.Handle(ipc.TypeRegisterTool, w.registerTool)
 	w.peer.Handle(ipc.TypeUnregisterTool, w.unregisterTool)
+	// A pooled session left idle is told so (worker_idle.go).
+	w.peer.HandleDirect(typeIdle, w.idle)
 	// Returns when the supervisor is gone or closed the session: PID 1
 	// exits and the kernel kills every process of the namespace.
 	w.peer.Serve()
@@ -651,6 +658,10 @@ func (c *command) markExited() {
 // the main thread sees the command end. Commands run one at a time: a
 // request that arrives while one runs waits for it.
 func (w *worker) execute(ctx context.Context, req *ipc.Request) (any, error) {
+	if !w.served {
+		w.served = true
+		markServed() // an idle release not begun yet does not begin
+	}
 	m, err := parseExecute(req)
 	if err != nil {
 		closeInts(req.FDs)
@@ -774,9 +785,6 @@ func (w *worker) complete(c *command, ws unix.WaitStatus) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	if c.res.pidfd >= 0 {
-		unix.Close(c.res.pidfd)
-	}
 	for i, x := range w.cmds {
 		if x == c {
 			w.cmds = append(w.cmds[:i], w.cmds[i+1:]...)
@@ -797,6 +805,11 @@ func (w *worker) complete(c *command, ws unix.WaitStatus) {
 		reply.ExitCode = 128 + int(ws.Signal())
 	}
 	w.peer.Reply(c.id, reply.encode(), nil)
+	// After the reply, which the caller waits for: the pidfd is no
+	// longer polled (c left w.cmds above) and its process is reaped.
+	if c.res.pidfd >= 0 {
+		unix.Close(c.res.pidfd)
+	}
 	w.startQueued()
 }
 
