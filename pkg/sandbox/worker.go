@@ -331,6 +331,13 @@ func (w *worker) serve() int {
 	// As PID 1, the handlers the worker does not need go back to the
 	// default first (cmdspawn.c).
 	w.spawnC = initSpawnC(os.Getpid() == 1) == nil
+	if os.Getpid() == 1 {
+		// A command's kill or sigqueue of SIGSEGV (or another fault
+		// signal) to PID 1 is dropped, not taken for a fault of the
+		// worker (faultsig.c). Without it such a signal ends the
+		// session, which is the sandbox's own loss only.
+		filterFaultSignals()
+	}
 	go func() {
 		for r := range w.spawnCh {
 			w.spawnQ <- r
