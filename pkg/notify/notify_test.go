@@ -469,8 +469,9 @@ func TestGateAllowIsPinnedAtStart(t *testing.T) {
 	}
 }
 
-// TestGateFollowsChroot: a thread that changes its root after a gated
-// call is resolved from its new root (a program inside that confines
+// TestGateFollowsChroot: where the profile lets a thread change its root
+// (RootMayChange), a thread that changes it after a gated call is
+// resolved from its new root (a program inside that confines
 // itself with chroot stays confined: found by review, when the root of a
 // thread's first call was kept for good).
 func TestGateFollowsChroot(t *testing.T) {
@@ -484,7 +485,7 @@ func TestGateFollowsChroot(t *testing.T) {
 	}
 	outer := filepath.Join(rw, "outer.sock")
 	outerN, innerN := hostServer(t, outer), hostServer(t, filepath.Join(jail, "inner.sock"))
-	res, lines := runChild(t, "chroot", []string{outer, jail, "/inner.sock"}, GateConfig{Writable: []string{rw}})
+	res, lines := runChild(t, "chroot", []string{outer, jail, "/inner.sock"}, GateConfig{Writable: []string{rw}, RootMayChange: true})
 	t.Log(lines)
 	if res["before"] != "ok" || res["after"] != "ENOENT" || res["inner"] != "ok" {
 		t.Fatalf("before the chroot %q (want ok), the outer socket after it %q (want ENOENT), the jail's %q (want ok)", res["before"], res["after"], res["inner"])

@@ -470,21 +470,27 @@ func (s *Server) statusFD(p *proc) (int, error) {
 
 // rootFD returns the root directory of p's thread (/proc/TID/root,
 // followed through p.dir: the thread's own, or an error once it is gone).
-// The descriptor is kept and checked at each call with one statx of the
-// link: a thread that changed its root since (chroot(2), pivot_root(2),
-// setns(2), which the shipped seccomp profiles refuse but a custom one
-// may allow) gets its new root, so a program inside that confines itself
-// with chroot stays confined (found by review: the kept root let it
-// reach sockets outside its chroot). A call is answered for one thread at
+// The descriptor is kept for the thread's next calls. When the root may
+// change (check: chroot(2), pivot_root(2), setns(2) or unshare(2) of the
+// mount namespace allowed, which no shipped seccomp profile does), one
+// statx of the link at each call compares it with the kept one, and a
+// changed root is opened again, so that a program inside that confines
+// itself with chroot stays confined (found by review: the kept root let
+// it reach sockets outside its chroot). Either way the gate decides on
+// the inode it finds (by mount and allowed inode), so no root lets
+// through a socket it would refuse. A call is answered for one thread at
 // a time (the thread waits in it), so no other call of p uses the
 // descriptor being replaced.
-func (s *Server) rootFD(p *proc) (int, error) {
-	now, err := statRoot(p.dir, "root", 0)
-	if err != nil {
-		return -1, err
+func (s *Server) rootFD(p *proc, check bool) (int, error) {
+	var now rootID
+	if check {
+		var err error
+		if now, err = statRoot(p.dir, "root", 0); err != nil {
+			return -1, err
+		}
 	}
 	s.mu.Lock()
-	if p.root >= 0 && p.rootID == now {
+	if p.root >= 0 && (!check || p.rootID == now) {
 		fd := p.root
 		s.mu.Unlock()
 		return fd, nil

@@ -29,6 +29,14 @@ type GateConfig struct {
 	// OnRefuse is called, on a Server goroutine, with the path (inside
 	// the sandbox) of each refused connect or send.
 	OnRefuse func(path string)
+	// RootMayChange says that a process inside may change its root
+	// directory or mount namespace (chroot, pivot_root, setns or
+	// unshare(CLONE_NEWNS) allowed by its seccomp profile and
+	// capabilities): the gate then checks the root of each caller at
+	// every call. No shipped profile allows that (pkg/seccomp's
+	// dangerous set), and the check costs every connect a statx of a
+	// /proc link (~10 µs here).
+	RootMayChange bool
 }
 
 // UnixGate is the Handler for AF_UNIX sockets: it refuses connects and
@@ -41,6 +49,8 @@ type UnixGate struct {
 	// started: never their paths, which the sandbox may change (below).
 	allow    map[fileID]bool
 	onRefuse func(string)
+	// rootMayChange: GateConfig.RootMayChange.
+	rootMayChange bool
 	// skipDAC: the sandbox holds one id, the supervisor's own, and the
 	// supervisor is not root: a target has the supervisor's rights on
 	// every file, so the supervisor's connect is the target's.
@@ -71,7 +81,7 @@ func NewUnixGate(cfg GateConfig) (*UnixGate, error) {
 		return nil, err
 	}
 	defer unix.Close(root)
-	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: map[fileID]bool{}, onRefuse: cfg.OnRefuse, onlyUID: -1}
+	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: map[fileID]bool{}, onRefuse: cfg.OnRefuse, rootMayChange: cfg.RootMayChange, onlyUID: -1}
 	g.readIDMap(cfg.RootPid)
 	for _, p := range cfg.Writable {
 		fd, err := openInRoot(root, p)
@@ -197,7 +207,7 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 	// thread's own /proc/TID (c.proc.dir): the root of the target, or
 	// nothing once it is gone, never the root of a process that took
 	// its id; so no ID_VALID check is needed here.
-	root, err := c.srv.rootFD(c.proc)
+	root, err := c.srv.rootFD(c.proc, g.rootMayChange)
 	if err != nil {
 		return Deny(unix.ESRCH)
 	}

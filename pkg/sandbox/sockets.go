@@ -190,6 +190,9 @@ func (s *Session) startSocketGate(workerFD int) error {
 		Writable: writablePlaces(&s.policy),
 		Allow:    s.policy.UnixSockets.Allow,
 		OnRefuse: onRefuse,
+		// The shipped profiles refuse chroot, pivot_root and setns, and
+		// unshare(CLONE_NEWNS) unless nested user namespaces are allowed.
+		RootMayChange: (s.policy.Seccomp != "" && s.policy.Seccomp != "default") || s.policy.AllowUserns || s.policy.AllowPrivileged,
 	})
 	if err != nil {
 		unix.Close(listener)
