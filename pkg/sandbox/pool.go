@@ -79,6 +79,7 @@ func NewPool(p Policy, size int, opts ...Option) (*Pool, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	opts = append(opts[:len(opts):len(opts)], withPooled())
 	pl := &Pool{policy: p, opts: opts, size: size, ready: make(chan *Session, size), inUse: map[*Session]struct{}{}, idle: map[*Session]*time.Timer{}, ctx: ctx, cancel: cancel}
 	pl.mu.Lock()
 	pl.refillLocked()

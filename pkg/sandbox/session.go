@@ -403,6 +403,11 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 		Env:   []string{initEnv + "=1"},
 		Extra: workerEnd,
 	}
+	if s.opts.pooled {
+		// One processor (withPooled). The worker's commands never see
+		// this: their environment is the policy's.
+		args.Env = append(args.Env, "GOMAXPROCS=1")
+	}
 	if os.Getenv("NSBOX_DEBUG_WORKER") != "" {
 		args.Stderr = os.Stderr
 	}

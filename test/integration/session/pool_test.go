@@ -234,3 +234,25 @@ func brokenPool(t *testing.T) (*sandbox.Pool, string) {
 	t.Cleanup(func() { p.Close() })
 	return p, missing
 }
+
+// TestPoolWorkerSettingsStayOut: a pooled worker runs its Go code on one
+// processor (GOMAXPROCS=1 in its own environment); the commands it starts
+// get the policy's environment, never the worker's.
+func TestPoolWorkerSettingsStayOut(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		p, err := sandbox.NewPool(sandbox.Policy{}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		waitReady(t, p, 1)
+		res, err := p.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sh", "-c", "env; echo done"}})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("Pool.Exec: %v, exit %d, stderr %q", err, res.ExitCode, res.Stderr)
+		}
+		out := string(res.Stdout)
+		if !strings.Contains(out, "done") || strings.Contains(out, "GOMAXPROCS") || strings.Contains(out, "_NSBOX_INIT") {
+			t.Fatalf("the command's environment: %q", out)
+		}
+	})
+}
