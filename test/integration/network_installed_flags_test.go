@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -51,11 +49,7 @@ for i in range(12):
 func TestNetworkInstalledSocketKeepsFlags(t *testing.T) {
 	requirePython(t)
 	eachUser(t, func(t *testing.T, u user) {
-		srv := newTestServer(t)
-		up := newFakeUpstream(t)
-		ws := u.tempDir(t)
-		prof := netProfile(t, u, filepath.Dir(ws), up)
-		port := strconv.Itoa(srv.port)
+		_, _, ws, prof, port := filteredRig(t, u)
 		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
 			"--allow-host", "good.test:"+port, "--add-host", "good.test:127.0.0.1", "--",
 			"/usr/bin/python3", "-c", installedFlagsPy, port)

@@ -237,14 +237,22 @@ func netResults(out string) map[string]string {
 	return m
 }
 
+// filteredRig makes what a filtered-network test runs against: a test
+// server, a fake upstream resolver, a workspace, a profile that points
+// the filter at that resolver, and the server's port as text.
+func filteredRig(t *testing.T, u user) (srv *testServer, up *fakeUpstream, ws, prof, port string) {
+	t.Helper()
+	srv = newTestServer(t)
+	up = newFakeUpstream(t)
+	ws = u.tempDir(t)
+	prof = netProfile(t, u, filepath.Dir(ws), up)
+	return srv, up, ws, prof, strconv.Itoa(srv.port)
+}
+
 func TestNetworkFiltered(t *testing.T) {
 	requirePython(t)
 	eachUser(t, func(t *testing.T, u user) {
-		srv := newTestServer(t)
-		up := newFakeUpstream(t)
-		ws := u.tempDir(t)
-		prof := netProfile(t, u, filepath.Dir(ws), up)
-		port := strconv.Itoa(srv.port)
+		srv, up, ws, prof, port := filteredRig(t, u)
 		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof, "--json-status", "fd:2",
 			"--allow-host", "good.test:"+port, "--add-host", "good.test:127.0.0.1", "--",
 			"/usr/bin/python3", "-c", netPy, port)
@@ -305,11 +313,7 @@ func TestNetworkFiltered(t *testing.T) {
 func TestNetworkUpstreamOnlyForAllowed(t *testing.T) {
 	requirePython(t)
 	eachUser(t, func(t *testing.T, u user) {
-		srv := newTestServer(t)
-		up := newFakeUpstream(t)
-		ws := u.tempDir(t)
-		prof := netProfile(t, u, filepath.Dir(ws), up)
-		port := strconv.Itoa(srv.port)
+		_, up, ws, prof, port := filteredRig(t, u)
 		script := `import socket, sys, urllib.request
 for n in ("a.up.test", "b.other.test", "x.a.up.test"):
     try:
@@ -345,11 +349,7 @@ func TestNetworkPipDownload(t *testing.T) {
 		t.Skipf("pip is not installed for /usr/bin/python3: %v", err)
 	}
 	eachUser(t, func(t *testing.T, u user) {
-		srv := newTestServer(t)
-		up := newFakeUpstream(t)
-		ws := u.tempDir(t)
-		prof := netProfile(t, u, filepath.Dir(ws), up)
-		port := strconv.Itoa(srv.port)
+		_, _, ws, prof, port := filteredRig(t, u)
 		r := u.run(t, &runOpts{dir: ws, timeout: 5 * time.Minute}, "run", "--profile", prof,
 			"--allow-host", "pypi.test:"+port, "--add-host", "pypi.test:127.0.0.1", "--",
 			"/usr/bin/python3", "-m", "pip", "download", "--isolated", "--no-cache-dir", "--disable-pip-version-check",
@@ -366,11 +366,7 @@ func TestNetworkPipDownload(t *testing.T) {
 func TestNetworkConnectionsEndWithSession(t *testing.T) {
 	requirePython(t)
 	eachUser(t, func(t *testing.T, u user) {
-		srv := newTestServer(t)
-		up := newFakeUpstream(t)
-		ws := u.tempDir(t)
-		prof := netProfile(t, u, filepath.Dir(ws), up)
-		port := strconv.Itoa(srv.port)
+		srv, _, ws, prof, port := filteredRig(t, u)
 		// The background process opens a connection, says so, and sleeps
 		// holding it; the command itself exits at once.
 		script := `python3 -c '
@@ -500,11 +496,7 @@ func TestNetworkNodeClient(t *testing.T) {
 		t.Skip("node is not installed")
 	}
 	eachUser(t, func(t *testing.T, u user) {
-		srv := newTestServer(t)
-		up := newFakeUpstream(t)
-		ws := u.tempDir(t)
-		prof := netProfile(t, u, filepath.Dir(ws), up)
-		port := strconv.Itoa(srv.port)
+		_, _, ws, prof, port := filteredRig(t, u)
 		js := `require("http").get("http://registry.test:` + port + `/simple/nsboxdemo/", r => { let b = ""; r.on("data", d => b += d); r.on("end", () => console.log(r.statusCode, b.includes("nsboxdemo-1.0"))) }).on("error", e => { console.log("error", e.code); process.exit(1) })`
 		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof, "--allow-host", "registry.test:"+port, "--add-host", "registry.test:127.0.0.1", "--", "node", "-e", js)
 		if r.code != 0 || strings.TrimSpace(r.stdout) != "200 true" {

@@ -17,12 +17,7 @@ import (
 // test/integration/mcp, with the real tools).
 func TestPoolCallToolFreshSandbox(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
-		p, err := sandbox.NewPool(sandbox.Policy{}, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		waitReady(t, p, 2)
+		p := readyPool(t, 2)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for i := 0; i < 3; i++ {
@@ -66,12 +61,7 @@ func TestPoolCallToolNoSandbox(t *testing.T) {
 // (whose caller may then release what the sandboxes relied on).
 func TestPoolCloseEndsCallsInFlight(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
-		p, err := sandbox.NewPool(sandbox.Policy{}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		waitReady(t, p, 1)
+		p := readyPool(t, 1)
 		marker := strconv.Itoa(400000 + os.Getpid()%100000)
 		done := make(chan error, 1)
 		go func() {

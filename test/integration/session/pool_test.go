@@ -18,6 +18,20 @@ import (
 
 // waitReady waits until the pool has n idle sessions (a deadlock guard, not
 // a timing assertion: refills run in the background).
+// readyPool starts a Pool of n sandboxes of the default policy, closed
+// when the test ends (Close again is harmless), and waits until all are
+// ready.
+func readyPool(t *testing.T, n int) *sandbox.Pool {
+	t.Helper()
+	p, err := sandbox.NewPool(sandbox.Policy{}, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	waitReady(t, p, n)
+	return p
+}
+
 func waitReady(t *testing.T, p *sandbox.Pool, n int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -37,12 +51,7 @@ func waitReady(t *testing.T, p *sandbox.Pool, n int) {
 // one call are gone for the next.
 func TestPoolNoStateCrossesCalls(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
-		p, err := sandbox.NewPool(sandbox.Policy{}, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		waitReady(t, p, 2)
+		p := readyPool(t, 2)
 		marker := strconv.Itoa(500000 + os.Getpid()%100000)
 		ctx := context.Background()
 		run := func(script string) sandbox.Result {
@@ -240,12 +249,7 @@ func brokenPool(t *testing.T) (*sandbox.Pool, string) {
 // get the policy's environment, never the worker's.
 func TestPoolWorkerSettingsStayOut(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
-		p, err := sandbox.NewPool(sandbox.Policy{}, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		waitReady(t, p, 1)
+		p := readyPool(t, 1)
 		res, err := p.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sh", "-c", "env; echo done"}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("Pool.Exec: %v, exit %d, stderr %q", err, res.ExitCode, res.Stderr)
