@@ -29,8 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "holder.h"
 #include "spawn.h"
 
 #ifndef __GLIBC__
@@ -41,11 +43,15 @@
 // package alone succeeds; the binary's final link always binds it.
 extern int nsbox_spawn(struct nsbox_spawn *a) __attribute__((weak));
 extern uint64_t nsbox_worker_caps(void) __attribute__((weak));
+extern int nsbox_holder_path(char *buf, size_t n) __attribute__((weak));
+extern int nsbox_holder_connect(const char *path, int *holder_pid) __attribute__((weak));
 
 // Read once by takePrespawned (prespawn.go), after nsbox_prespawn_wait.
 int nsbox_prespawn_pid = 0; // > 0: a worker waits on nsbox_prespawn_fd
 int nsbox_prespawn_fd = -1;
 int nsbox_prespawn_hostnet = 0;
+int nsbox_prespawn_stage_pid = 0; // > 0: the worker's stage, its socket on
+int nsbox_prespawn_stage_fd = -1; // this fd (its report already read)
 
 // prespawn_wanted says whether argv is a `run` that will start a worker,
 // and whether it asks for the host's network.
@@ -78,9 +84,11 @@ int nsbox_prespawn_wanted(int argc, char **argv, int *hostnet) {
 // worker execs (~1 ms). Everything the helper reads is prepared here,
 // before any other thread exists.
 static struct {
-	char *argv[2], *envp[2];
+	char *argv[2], *envp[3];
+	char stage_env[64];
 	struct nsbox_spawn a;
 	int sup_fd;
+	int stage_fd; // >= 0: the worker is made by a stage (holder.c)
 	int hostnet;
 } ps;
 
@@ -90,13 +98,34 @@ static int ps_pending; // the helper has not published its result yet
 
 static void *prespawn_thread(void *arg) {
 	(void)arg;
-	int pid = nsbox_spawn(&ps.a);
+	int pid = nsbox_spawn(&ps.a), stage = 0;
 	close(ps.a.fds[3]);
+	if (ps.stage_fd >= 0) {
+		close(ps.a.fds[4]);
+		close(ps.a.fds[5]);
+		// The stage reports the worker's pid (or its failure) as soon as
+		// it has cloned it; on failure Go starts the worker itself.
+		struct nsbox_stage_report r = {0};
+		stage = pid;
+		if (pid > 0 && (recv(ps.stage_fd, &r, sizeof r, 0) != sizeof r || r.step != 0 || r.pid <= 0)) {
+			close(ps.stage_fd);
+			waitpid(pid, NULL, __WALL);
+			pid = 0;
+		} else if (pid > 0) {
+			pid = r.pid;
+		} else {
+			close(ps.stage_fd);
+		}
+	}
 	pthread_mutex_lock(&ps_mu);
 	if (pid > 0) {
 		nsbox_prespawn_pid = pid;
 		nsbox_prespawn_fd = ps.sup_fd;
 		nsbox_prespawn_hostnet = ps.hostnet;
+		if (ps.stage_fd >= 0) {
+			nsbox_prespawn_stage_pid = stage;
+			nsbox_prespawn_stage_fd = ps.stage_fd;
+		}
 	} else {
 		close(ps.sup_fd);
 	}
@@ -153,6 +182,36 @@ int nsbox_fd_open_at_start(int fd) {
 	return (nsbox_fds_at_start[fd / 64] >> (fd % 64)) & 1;
 }
 
+// stage_setup turns the spawn into a stage's (holder.c) when the caller
+// is not root and its identity holder answers: the worker is then made in
+// the holder's user namespace and its maps written without newuidmap.
+// Whether that namespace suits the identity the policy gets is checked in
+// Go before any map is written (namespaces.Stage.WriteMaps); a worker
+// made in one that does not is discarded like any wrong guess.
+static void stage_setup(void) {
+	char path[108];
+	int holder_pid, sv[2];
+	const char *off = getenv("NSBOX_IDHOLDER");
+	if (geteuid() == 0 || (off && strcmp(off, "off") == 0) || !nsbox_holder_path || !nsbox_holder_connect ||
+	    nsbox_holder_path(path, sizeof path) != 0)
+		return;
+	int ns = nsbox_holder_connect(path, &holder_pid);
+	if (ns < 0)
+		return;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		close(ns);
+		return;
+	}
+	snprintf(ps.stage_env, sizeof ps.stage_env, "%s%x:%llx", NSBOX_STAGE_ENV, (unsigned)ps.a.flags,
+	         (unsigned long long)ps.a.ambient);
+	ps.envp[1] = ps.stage_env;
+	ps.a.flags = 0;
+	ps.a.ambient = 0;
+	ps.a.fds[4] = ns;
+	ps.a.fds[5] = sv[1];
+	ps.stage_fd = sv[0];
+}
+
 __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, char **envp) {
 	(void)envp;
 	record_fds(argc, argv);
@@ -177,7 +236,7 @@ __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, c
 		.argv = ps.argv,
 		.envp = ps.envp,
 		.flags = NSBOX_CLONE_FLAGS | (ps.hostnet ? 0 : CLONE_NEWNET),
-		.fds = {-1, -1, debug && *debug ? 2 : -1, sv[1]},
+		.fds = {-1, -1, debug && *debug ? 2 : -1, sv[1], -1, -1},
 		// The worker execs unmapped, root caller or not: its id maps
 		// are written once the policy is resolved and the identity
 		// chosen (sandbox.Start's "write id maps"), so the guess made
@@ -191,6 +250,8 @@ __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, c
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ps.stage_fd = -1;
+	stage_setup();
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 64 * 1024);
@@ -201,6 +262,11 @@ __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, c
 		ps_pending = 0;
 		close(sv[0]);
 		close(sv[1]);
+		if (ps.stage_fd >= 0) {
+			close(ps.stage_fd);
+			close(ps.a.fds[4]);
+			close(ps.a.fds[5]);
+		}
 	}
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -4,7 +4,7 @@ package main
 #cgo CFLAGS: -I${SRCDIR}/../../pkg/namespaces
 #include <stdlib.h>
 
-extern int nsbox_prespawn_pid, nsbox_prespawn_fd, nsbox_prespawn_hostnet;
+extern int nsbox_prespawn_pid, nsbox_prespawn_fd, nsbox_prespawn_hostnet, nsbox_prespawn_stage_pid, nsbox_prespawn_stage_fd;
 int nsbox_fd_open_at_start(int fd);
 int nsbox_prespawn_wanted(int argc, char **argv, int *hostnet);
 int nsbox_prespawn_wait(void);
@@ -35,7 +35,11 @@ func takePrespawned() *sandbox.Prestarted {
 	}
 	C.nsbox_prespawn_pid = 0
 	ch := os.NewFile(uintptr(C.nsbox_prespawn_fd), "nsbox-ipc")
-	return sandbox.AdoptWorker(pid, ch, sandbox.PrestartHint{HostNetwork: C.nsbox_prespawn_hostnet != 0})
+	h := sandbox.PrestartHint{HostNetwork: C.nsbox_prespawn_hostnet != 0}
+	if stage := int(C.nsbox_prespawn_stage_pid); stage > 0 {
+		return sandbox.AdoptStagedWorker(pid, ch, h, stage, os.NewFile(uintptr(C.nsbox_prespawn_stage_fd), "stage"))
+	}
+	return sandbox.AdoptWorker(pid, ch, h)
 }
 
 // prespawnWanted is prespawn.c's reading of an argv, for tests.

@@ -36,6 +36,9 @@ func identityChecks() []backend.Check {
 		}
 	}
 	checks := []backend.Check{c}
+	if h := sandbox.IdentityHolder(); h.State != "unused" {
+		checks = append(checks, holderCheck(h))
+	}
 	if os.Geteuid() == 0 {
 		m := backend.Check{Name: "idmapped mounts", OK: true, Value: "supported"}
 		dir, _ := os.Getwd()
@@ -53,4 +56,23 @@ func identityChecks() []backend.Check {
 		checks = append(checks, m)
 	}
 	return checks
+}
+
+// holderCheck is the status row of the identity holder (a root-less full
+// range's): whether starts are made in its user namespace, without
+// newuidmap and newgidmap.
+func holderCheck(h sandbox.HolderStatus) backend.Check {
+	c := backend.Check{Name: "identity holder", OK: true, Value: h.State}
+	idle := fmt.Sprintf("it leaves after %s without a start (%s=SECONDS)", h.Idle, sandbox.EnvIDHolderIdle)
+	switch h.State {
+	case "running":
+		c.Detail = fmt.Sprintf("pid %d, socket %s: sandboxes are made in its user namespace, their maps written without newuidmap/newgidmap; %s; %s=off turns it off", h.Pid, h.Path, idle, sandbox.EnvIDHolder)
+	case "none":
+		c.Detail = fmt.Sprintf("the next start runs newuidmap/newgidmap and starts one at %s for the starts after it; %s; %s=off turns it off", h.Path, idle, sandbox.EnvIDHolder)
+	case "unsuitable":
+		c.Detail = fmt.Sprintf("pid %d maps other ids (%s): starts run newuidmap/newgidmap and the next one replaces it", h.Pid, h.Why)
+	case "off":
+		c.Detail = fmt.Sprintf("%s=off: every start runs newuidmap and newgidmap (two set-uid programs, ~3 ms here)", sandbox.EnvIDHolder)
+	}
+	return c
 }

@@ -111,28 +111,31 @@ static int child(void *arg) {
 				fail(a, NSBOX_STEP_CAPS);
 	}
 
-	// Only fds 0 to 3 cross the exec. The sources are first moved above 3
-	// so that placing one cannot overwrite another.
-	int src[4];
-	for (int i = 0; i < 4; i++) {
+	// Only fds 0 to 3 cross the exec (and a stage's 4 and 5). The sources
+	// are first moved above 5 so that placing one cannot overwrite another.
+	int src[6], last = -1;
+	for (int i = 0; i < 6; i++) {
 		src[i] = -1;
-		if (a->fds[i] >= 0 && (src[i] = fcntl(a->fds[i], F_DUPFD_CLOEXEC, 4)) < 0)
-			fail(a, NSBOX_STEP_FDS);
+		if (a->fds[i] >= 0) {
+			if ((src[i] = fcntl(a->fds[i], F_DUPFD_CLOEXEC, 6)) < 0)
+				fail(a, NSBOX_STEP_FDS);
+			last = i;
+		}
 	}
 	int null = -1;
 	for (int i = 0; i < 3; i++)
 		if (src[i] < 0) {
 			if (null < 0) {
-				// Above 3 too: opened onto a free slot below it, dup2 to
+				// Above 5 too: opened onto a free slot below it, dup2 to
 				// the same number would keep O_CLOEXEC and lose the fd.
 				int n = open("/dev/null", O_RDWR | O_CLOEXEC);
-				if (n < 0 || (null = fcntl(n, F_DUPFD_CLOEXEC, 4)) < 0)
+				if (n < 0 || (null = fcntl(n, F_DUPFD_CLOEXEC, 6)) < 0)
 					fail(a, NSBOX_STEP_FDS);
 				close(n);
 			}
 			src[i] = null;
 		}
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		if (src[i] >= 0 && dup2(src[i], i) < 0) // dup2 clears O_CLOEXEC
 			fail(a, NSBOX_STEP_FDS);
 	// And fds the supervisor inherited without O_CLOEXEC from whoever
@@ -140,7 +143,7 @@ static int child(void *arg) {
 	// sandbox's first instruction; fd 3 too when it is not the channel.
 	// close_range(2) is Linux 5.9; nsbox needs 5.12 (mount_setattr)
 	// anyway, so any failure is one.
-	if (syscall(SYS_close_range, a->fds[3] >= 0 ? 4 : 3, ~0U, 0) < 0)
+	if (syscall(SYS_close_range, last < 3 ? 3 : last + 1, ~0U, 0) < 0)
 		fail(a, NSBOX_STEP_FDS);
 
 	// Every disposition is the default now: unblocking cannot run a handler.

@@ -4,6 +4,7 @@ package namespaces
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include "spawn.h"
+#include "holder.h"
 */
 import "C"
 
@@ -60,6 +61,18 @@ var spawnSteps = map[C.int]string{
 // the goroutine to its thread and keep it for the child's life. Spawn
 // returns once the child has exec'd; the child is the caller's to reap.
 func Spawn(o Options, a SpawnArgs) (*os.Process, error) {
+	pid, err := spawn(o, a, nil)
+	if err != nil {
+		return nil, err
+	}
+	// Our own unreaped child: FindProcess gets a pidfd for it, race-free.
+	return os.FindProcess(pid)
+}
+
+// spawn is Spawn's C call; with st, the clone takes no namespaces and the
+// program execs as a stage (holder.c): st gives fds 4 and 5 and the
+// environment entry that tells the stage the namespaces and capabilities.
+func spawn(o Options, a SpawnArgs, st *stageArgs) (int, error) {
 	var c C.struct_nsbox_spawn
 	var frees []unsafe.Pointer
 	defer func() {
@@ -86,27 +99,36 @@ func Spawn(o Options, a SpawnArgs) (*os.Process, error) {
 	}
 	c.path = cstr(a.Path)
 	c.argv = cvec(a.Argv)
-	c.envp = cvec(a.Env)
+	env := a.Env
+	files := []*os.File{a.Stdin, a.Stdout, a.Stderr, a.Extra, nil, nil}
 	c.flags = C.int(CloneFlags(o))
-	for i, f := range []*os.File{a.Stdin, a.Stdout, a.Stderr, a.Extra} {
+	c.ambient = C.uint64_t(ambientCaps(o))
+	if st != nil {
+		// The stage clones the namespaces and sets the capabilities (it
+		// joins H first); its own clone and exec need neither.
+		env = append(env[:len(env):len(env)], fmt.Sprintf("%s%x:%x", C.NSBOX_STAGE_ENV, uint64(c.flags), uint64(c.ambient)))
+		files[4], files[5] = st.userns, st.conn
+		c.flags, c.ambient = 0, 0
+	}
+	c.envp = cvec(env)
+	for i, f := range files {
 		c.fds[i] = -1
 		if f != nil {
 			c.fds[i] = C.int(f.Fd())
 		}
 	}
-	c.ambient = C.uint64_t(ambientCaps(o))
 	pid := C.nsbox_spawn(&c)
 	// The fds were read by the child; keep their files open until here.
 	runtime.KeepAlive(a)
+	runtime.KeepAlive(st)
 	if pid < 0 {
 		step, ok := spawnSteps[c.fail_step]
 		if !ok {
 			step = fmt.Sprintf("step %d", int(c.fail_step))
 		}
-		return nil, &SpawnError{Step: step, Err: syscall.Errno(c.fail_errno)}
+		return 0, &SpawnError{Step: step, Err: syscall.Errno(c.fail_errno)}
 	}
-	// Our own unreaped child: FindProcess gets a pidfd for it, race-free.
-	return os.FindProcess(int(pid))
+	return int(pid), nil
 }
 
 // workerCaps is NSBOX_WORKER_CAPS (spawn.h), the one list of the

@@ -46,7 +46,8 @@ struct nsbox_spawn {
 	char *const *argv;
 	char *const *envp;
 	int flags;                 /* CLONE_NEW* */
-	int fds[4];                /* become 0..3; -1: /dev/null (0..2), nothing (3) */
+	int fds[6];                /* become 0..5; -1: /dev/null (0..2), nothing (3..5);
+	                            * 4 and 5 only for a stage (holder.c) */
 	uint64_t ambient;          /* capabilities raised as ambient (bit n: cap n) */
 	/* Out: written by the child when a step fails, before it exits. */
 	volatile int fail_step;

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -303,12 +304,17 @@ func ancestors(p string) []string {
 // that needs the maps ("write id maps"). A root-less full range execs
 // newuidmap and newgidmap (set-uid helpers of ~2 ms of CPU each on a
 // 2-CPU VM); begun when a prestarted worker starts, they run while the
-// caller still resolves its policy instead of after it.
+// caller still resolves its policy instead of after it. A worker made in
+// the identity holder's namespace has its maps written by its stage
+// instead (namespaces.SpawnInHolder), without either helper.
 type idMaps struct {
 	chosen chan struct{} // closed once id is set
 	id     *namespaces.Identity
 	done   chan struct{} // closed once the write is over; err is its outcome
 	err    error
+	// staged: a stage writes them; unsuitable: the holder it joined does
+	// not map id (nothing was written: the worker is not to be used).
+	staged, unsuitable bool
 }
 
 // startMaps begins writing the maps of pid, a just-started worker, with
@@ -317,26 +323,88 @@ type idMaps struct {
 // then writes nothing here: its choice depends on the policy's binds
 // (AllowSingleID) and its maps are two writes, nothing to hide. A failed
 // choice writes nothing either; Start makes it again and reports it.
-// It returns nil when nothing is to be written.
-func startMaps(pid int, id *namespaces.Identity) *idMaps {
-	if id == nil && os.Geteuid() == 0 {
+// With st, the worker's stage writes them. With newHolder, once the maps
+// are written through newuidmap, an identity holder is started for the
+// starts to come (holderIdle). It returns nil when nothing is to be
+// written.
+func startMaps(pid int, id *namespaces.Identity, st *namespaces.Stage, newHolder bool) *idMaps {
+	if id == nil && os.Geteuid() == 0 && st == nil {
 		return nil
 	}
-	m := &idMaps{chosen: make(chan struct{}), done: make(chan struct{})}
+	m := &idMaps{chosen: make(chan struct{}), done: make(chan struct{}), staged: st != nil}
 	go func() {
 		defer close(m.done)
 		if id == nil {
 			var err error
 			if id, err = chooseIdentity(false); err != nil {
+				if st != nil {
+					st.Close()
+				}
 				close(m.chosen)
 				return
 			}
 		}
 		m.id = id
 		close(m.chosen)
+		if st != nil {
+			m.err = st.WriteMaps(id)
+			m.unsuitable = errors.Is(m.err, namespaces.ErrHolderUnsuitable)
+			return
+		}
 		m.err = namespaces.WriteMaps(pid, id)
+		if m.err == nil && newHolder && id.Helper {
+			// For the next starts; this one goes on without waiting.
+			// A holder that cannot start leaves them as this one was.
+			go func() {
+				if h, err := namespaces.StartHolder(id, holderIdle()); err == nil {
+					h.Close()
+				}
+			}()
+		}
 	}()
 	return m
+}
+
+// EnvIDHolder set to "off" keeps nsbox from starting or using an identity
+// holder; EnvIDHolderIdle is its idle time in seconds (DefaultHolderIdle).
+const (
+	EnvIDHolder       = "NSBOX_IDHOLDER"
+	EnvIDHolderIdle   = "NSBOX_IDHOLDER_IDLE"
+	DefaultHolderIdle = 2 * time.Minute
+)
+
+// holderIdle is how long a holder this process starts waits for a start.
+func holderIdle() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv(EnvIDHolderIdle)); err == nil && v > 0 {
+		return time.Duration(v) * time.Second
+	}
+	return DefaultHolderIdle
+}
+
+// holderFor returns the running identity holder in which a worker with id
+// (nil: the identity a prestarted worker gets) may be made, and whether a
+// holder should be started after this start because none suits. Only a
+// root-less full range has one: root writes any map itself, and the
+// single-id map is one write without helpers.
+func holderFor(id *namespaces.Identity) (h *namespaces.Holder, start bool) {
+	if os.Geteuid() == 0 || os.Getenv(EnvIDHolder) == "off" {
+		return nil, false
+	}
+	if id == nil {
+		var err error
+		if id, err = chooseIdentity(false); err != nil {
+			return nil, false
+		}
+	}
+	if !id.Helper {
+		return nil, false
+	}
+	h = namespaces.ConnectHolder()
+	if h != nil && h.Suits(id) != nil {
+		h.Close()
+		h = nil
+	}
+	return h, h == nil
 }
 
 // identity is the identity the maps are written with, once chosen; nil
@@ -362,8 +430,54 @@ func (m *idMaps) wait() error {
 // suits says whether a worker with these maps may serve a policy: the
 // kernel takes a user namespace's maps once, so a worker given the full
 // range ahead of its policy cannot serve one that asks for the single-id
-// map.
+// map; nor can one made in a holder that does not map its identity.
 func (m *idMaps) suits(singleID bool) bool {
 	id := m.identity()
+	if m != nil && m.staged {
+		if singleID {
+			return false // made for the full range's holder
+		}
+		if m.wait(); m.unsuitable {
+			return false
+		}
+	}
 	return !singleID || id == nil || id.Mode == namespaces.ModeSingle
+}
+
+// HolderStatus is the state of the caller's identity holder, for status.
+type HolderStatus struct {
+	// State: "unused" (root, or no full range: no holder is needed),
+	// "off" (EnvIDHolder), "none" (the next start makes one), "running",
+	// or "unsuitable" (it maps other ids: the next start replaces it).
+	State string
+	Pid   int
+	Path  string
+	Idle  time.Duration // what a holder started now waits
+	Why   string        // for "unsuitable"
+}
+
+// IdentityHolder says whether starts here use an identity holder.
+func IdentityHolder() HolderStatus {
+	st := HolderStatus{State: "unused", Idle: holderIdle()}
+	st.Path, _ = namespaces.HolderPath()
+	id, err := chooseIdentity(false)
+	if os.Geteuid() == 0 || err != nil || !id.Helper {
+		return st
+	}
+	if os.Getenv(EnvIDHolder) == "off" {
+		st.State = "off"
+		return st
+	}
+	h := namespaces.ConnectHolder()
+	if h == nil {
+		st.State = "none"
+		return st
+	}
+	defer h.Close()
+	st.Pid = h.Pid
+	st.State = "running"
+	if err := h.Suits(id); err != nil {
+		st.State, st.Why = "unsuitable", err.Error()
+	}
+	return st
 }

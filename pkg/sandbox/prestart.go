@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nsbox/nsbox/pkg/ipc"
+	"github.com/nsbox/nsbox/pkg/namespaces"
 )
 
 // Prestarted is a worker process started before its policy is known. Most
@@ -109,6 +110,19 @@ func (w *Prestarted) started() error {
 // socketpair whose other end is the worker's fd 3.
 // Its parent death signal belongs to the thread that spawned it.
 func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
+	return adoptWorker(pid, channel, h, nil)
+}
+
+// AdoptStagedWorker is AdoptWorker for a worker made inside the identity
+// holder's user namespace by a stage (namespaces.SpawnInHolder's C half:
+// the stage stagePid, the caller's child too, whose first report, the
+// worker's pid, has been read from stageConn). The stage writes the
+// worker's maps; AdoptStagedWorker owns it and stageConn whatever happens.
+func AdoptStagedWorker(pid int, channel *os.File, h PrestartHint, stagePid int, stageConn *os.File) *Prestarted {
+	return adoptWorker(pid, channel, h, namespaces.AdoptStage(stagePid, stageConn))
+}
+
+func adoptWorker(pid int, channel *os.File, h PrestartHint, st *namespaces.Stage) *Prestarted {
 	w := &Prestarted{
 		hint:   h,
 		ready:  make(chan struct{}),
@@ -119,6 +133,9 @@ func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
 	// Our own unreaped child: FindProcess holds it by pidfd.
 	proc, err := os.FindProcess(pid)
 	if err != nil {
+		if st != nil {
+			st.Close()
+		}
 		// Still our unreaped child: its pid cannot be anyone else's yet.
 		unix.Kill(pid, unix.SIGKILL)
 		var ws unix.WaitStatus
@@ -130,7 +147,9 @@ func AdoptWorker(pid int, channel *os.File, h PrestartHint) *Prestarted {
 	}
 	w.s.pid, w.s.proc = pid, proc
 	w.s.holdWorker()
-	maps := startMaps(pid, nil)
+	// A root-less full range without a holder yet starts one for the
+	// starts to come (prespawn.c found none, or it would have staged).
+	maps := startMaps(pid, nil, st, st == nil && os.Geteuid() != 0 && os.Getenv(EnvIDHolder) != "off")
 	w.s.maps = maps
 	go func() {
 		// Not reaped while newuidmap may still write to /proc/PID.

@@ -176,7 +176,7 @@ func start(ctx context.Context, p Policy, opts []Option) (s *Session, err error)
 	// (startMaps), a fresh worker's since its clone (startWorker).
 	writeMaps := func() {
 		if s.maps.identity() == nil && s.pid > 0 && s.identity != nil {
-			s.maps = startMaps(s.pid, s.identity)
+			s.maps = startMaps(s.pid, s.identity, nil, false)
 		}
 	}
 	steps := []step{
@@ -411,6 +411,10 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 	if os.Getenv("NSBOX_DEBUG_WORKER") != "" {
 		args.Stderr = os.Stderr
 	}
+	// A root-less full range's worker is made inside the identity
+	// holder's user namespace when one runs (holder.c): its maps are
+	// then written without newuidmap and newgidmap.
+	holder, newHolder := holderFor(s.identity)
 	started := make(chan error, 1)
 	go func() {
 		// PR_SET_PDEATHSIG fires when the *thread* that cloned the worker
@@ -418,7 +422,17 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 		// life (it never unlocks, so the thread ends with it), which ties
 		// the sandbox's life to the supervisor process.
 		runtime.LockOSThread()
-		proc, err := namespaces.Spawn(opts, args)
+		var (
+			proc  *os.Process
+			stage *namespaces.Stage
+			err   error
+		)
+		if holder != nil {
+			proc, stage, err = namespaces.SpawnInHolder(opts, args, holder)
+			holder.Close()
+		} else {
+			proc, err = namespaces.Spawn(opts, args)
+		}
 		if err != nil {
 			started <- err
 			close(s.exited)
@@ -428,7 +442,7 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 		s.holdWorker()
 		// The maps from the clone on: the identity chosen already (Start),
 		// or the default one (a prestarted worker; see startMaps).
-		maps := startMaps(proc.Pid, s.identity)
+		maps := startMaps(proc.Pid, s.identity, stage, newHolder)
 		s.maps = maps
 		started <- nil
 		// Not reaped while newuidmap may still write to /proc/PID: the

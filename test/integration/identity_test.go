@@ -365,30 +365,8 @@ func TestIdentityRootlessFullRange(t *testing.T) {
 	}
 	u := users()[1]
 	requireSandbox(t, u)
-	restore := func(path string) {
-		old, err := os.ReadFile(path)
-		if err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-		existed := err == nil
-		st, _ := os.Stat(path)
-		t.Cleanup(func() {
-			if !existed {
-				os.Remove(path)
-				return
-			}
-			os.WriteFile(path, old, st.Mode().Perm())
-		})
-		entry := "65534:1000000:65536\n"
-		if len(old) > 0 && !bytes.HasSuffix(old, []byte("\n")) {
-			entry = "\n" + entry
-		}
-		if err := os.WriteFile(path, append(append([]byte{}, old...), entry...), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	restore("/etc/subuid")
-	restore("/etc/subgid")
+	addSubIDEntry(t, "65534:1000000:65536")
+	t.Cleanup(func() { killHolders(t) }) // the first full-range start leaves one
 	if !fullRange(t, u) {
 		t.Fatalf("nsbox status does not report a full range for uid 65534 with an entry:\n%s", u.run(t, nil, "status").stdout)
 	}
@@ -402,6 +380,33 @@ python3 -c 'import os; os.setgroups([7]); os.chown("own", 65534, 7); print("ok")
 	st, _ := os.Stat(filepath.Join(ws, "own"))
 	if s := st.Sys().(*syscall.Stat_t); s.Uid != 65534 || s.Gid != 1000007 {
 		t.Errorf("own is %d:%d on the host, want 65534:1000007 (gid 7 of the range)", s.Uid, s.Gid)
+	}
+}
+
+// addSubIDEntry adds entry to /etc/subuid and /etc/subgid for the test
+// and restores both files byte for byte afterwards.
+func addSubIDEntry(t *testing.T, entry string) {
+	for _, path := range []string{"/etc/subuid", "/etc/subgid"} {
+		old, err := os.ReadFile(path)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		existed := err == nil
+		st, _ := os.Stat(path)
+		t.Cleanup(func() {
+			if !existed {
+				os.Remove(path)
+				return
+			}
+			os.WriteFile(path, old, st.Mode().Perm())
+		})
+		line := entry + "\n"
+		if len(old) > 0 && !bytes.HasSuffix(old, []byte("\n")) {
+			line = "\n" + line
+		}
+		if err := os.WriteFile(path, append(append([]byte{}, old...), line...), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -1,0 +1,364 @@
+// The identity holder and the stage: a root-less full id range without
+// newuidmap and newgidmap at every start.
+//
+// A root-less sandbox with a full range needs its maps written by the
+// set-uid helpers newuidmap and newgidmap, two execs that cost ~3 ms of a
+// ~20 ms start here (each loads five shared libraries). The kernel lets a
+// process write any map over ids it holds CAP_SETUID/CAP_SETGID for in
+// the *parent* user namespace (user_namespaces(7), "Defining user and
+// group ID mappings"). So, as rootless podman keeps a pause process:
+//
+//   - the holder ("nsbox-idholder") unshares a user namespace H once; the
+//     supervisor has newuidmap/newgidmap map it with the very host ids a
+//     sandbox's maps use, each to itself (so a map written from H means
+//     what the same lines mean from the host). It then only listens on a
+//     socket of the caller's own (mode 0700, SO_PEERCRED-checked) and hands
+//     out an fd of H, and exits after an idle time;
+//   - the worker's exec becomes a stage: in its ELF constructor, before
+//     any Go runtime starts and so single-threaded (setns(2) refuses a
+//     user namespace to a multithreaded process), it joins H, where it
+//     holds every capability (setns(2): the owner of a namespace may join
+//     it), clones the real worker with the sandbox's namespaces and
+//     CLONE_PARENT (so the worker is the supervisor thread's child, as it
+//     would be without the stage: same reaping, same parent death signal),
+//     and writes the worker's maps itself once the supervisor sends them.
+//     The worker then execs this binary again, inside its namespaces
+//     (one exec instead of the two helpers': see stage() for why it
+//     cannot go on from the fork).
+//
+// The sandbox is one user namespace deeper, and nothing else changes: its
+// ids mean the same host ids, its capabilities are the same list (set
+// below), and no process of it can reach H (joining H needs CAP_SYS_ADMIN
+// in H, which only H's own members and the host owner have).
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/nsfs.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "holder.h"
+
+#ifndef __GLIBC__
+#error "holder.c needs glibc, which passes (argc, argv, envp) to ELF constructors"
+#endif
+
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+// nsbox_holder_path is where the caller's holder listens: in
+// $XDG_RUNTIME_DIR when that is a directory of the caller's alone, else
+// /tmp/nsbox-idholder-UID.sock (sticky /tmp: no other user can remove or
+// replace a socket of ours there; one who takes the name first only costs
+// us the holder, since connect checks the listener's uid).
+int nsbox_holder_path(char *buf, size_t n) {
+	const char *rt = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	int r;
+	if (rt && rt[0] == '/' && stat(rt, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	    (st.st_mode & 077) == 0)
+		r = snprintf(buf, n, "%s/nsbox-idholder.sock", rt);
+	else
+		r = snprintf(buf, n, "/tmp/nsbox-idholder-%u.sock", (unsigned)geteuid());
+	return r > 0 && (size_t)r < n && (size_t)r < sizeof(((struct sockaddr_un *)0)->sun_path) ? 0 : -1;
+}
+
+// nsbox_holder_connect asks the holder at path for an fd of its user
+// namespace: -1 when there is none, or it is not ours. *holder_pid is the
+// holder's pid as the kernel tells it (SO_PEERCRED).
+int nsbox_holder_connect(const char *path, int *holder_pid) {
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof sa.sun_path)
+		return -1;
+	strcpy(sa.sun_path, path);
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	int fd = -1;
+	if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0)
+		goto out;
+	// Only a listener of our own uid: another user who bound the name
+	// first would hand us a namespace of theirs.
+	struct ucred cr;
+	socklen_t len = sizeof cr;
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid())
+		goto out;
+	char b;
+	struct iovec iov = {.iov_base = &b, .iov_len = 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	if (recvmsg(s, &m, MSG_CMSG_CLOEXEC) != 1 || (m.msg_flags & MSG_CTRUNC))
+		goto out;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+		goto out;
+	memcpy(&fd, CMSG_DATA(c), sizeof fd);
+	// A user namespace whose owner is us, nothing else (NS_GET_NSTYPE
+	// and NS_GET_OWNER_UID, ioctl_ns(2)): joining it needs that anyway,
+	// and its maps are checked by the supervisor before any are written
+	// from it (holder.go).
+	uid_t owner;
+	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWUSER || ioctl(fd, NS_GET_OWNER_UID, &owner) < 0 || owner != geteuid()) {
+		close(fd);
+		fd = -1;
+		goto out;
+	}
+	*holder_pid = cr.pid;
+out:
+	close(s);
+	return fd;
+}
+
+// ---- the holder ----
+
+static void drop_caps(void) {
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {{0}};
+	syscall(SYS_capset, &h, d);
+}
+
+// holder_main: fd 3 is the supervisor that started it (holder.go
+// StartHolder), which writes the maps between 'u' and 'g'.
+static void holder_main(const char *path, int idle_s) {
+	char c = 'u';
+	// Nothing of the host is held: "/" as the working directory (no
+	// mount kept busy), fds 0 to 2 are /dev/null (StartHolder), and no
+	// fd its starter inherited without O_CLOEXEC stays open for its life.
+	syscall(SYS_close_range, 4, ~0U, 0);
+	if (unshare(CLONE_NEWUSER) < 0 || write(3, &c, 1) != 1)
+		_exit(1);
+	if (read(3, &c, 1) != 1 || c != 'g')
+		_exit(1); // the supervisor could not map it
+	int ns = open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+	int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s.%d", path, (int)getpid());
+	if (ns < 0 || l < 0 || n <= 0 || (size_t)n >= sizeof sa.sun_path)
+		_exit(1);
+	// 0700: no other user may even connect (unix(7): connecting needs
+	// write permission on the socket file).
+	umask(077);
+	unlink(sa.sun_path);
+	if (bind(l, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(l, 64) < 0)
+		_exit(1);
+	// Bound under a name of its own, then put in place at once: a client
+	// never finds a socket that does not answer yet, and a holder that
+	// replaces a stale one (other maps) does so in one step. rename(2) in
+	// sticky /tmp fails on another user's file: then no holder.
+	if (rename(sa.sun_path, path) < 0) {
+		unlink(sa.sun_path);
+		_exit(1);
+	}
+	struct stat mine;
+	if (stat(path, &mine) < 0)
+		_exit(1);
+	// The holder needs no capability in H: it only hands out an fd.
+	drop_caps();
+	c = 'k';
+	if (write(3, &c, 1) != 1)
+		_exit(1);
+	close(3);
+	signal(SIGPIPE, SIG_IGN);
+	for (;;) {
+		struct pollfd p = {.fd = l, .events = POLLIN};
+		int r = poll(&p, 1, idle_s * 1000);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			// Idle: leave, and take the name along only if it is still
+			// ours (a newer holder may have replaced it). The race with
+			// a rename in between costs the next start a new holder.
+			struct stat now;
+			if (stat(path, &now) == 0 && now.st_ino == mine.st_ino && now.st_dev == mine.st_dev)
+				unlink(path);
+			_exit(0);
+		}
+		int a = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		if (a < 0)
+			continue;
+		struct ucred cr;
+		socklen_t len = sizeof cr;
+		if (getsockopt(a, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && cr.uid == getuid()) {
+			char b = 'n';
+			struct iovec iov = {.iov_base = &b, .iov_len = 1};
+			union {
+				struct cmsghdr h;
+				char buf[CMSG_SPACE(sizeof(int))];
+			} u;
+			memset(&u, 0, sizeof u);
+			struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+			struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &ns, sizeof ns);
+			sendmsg(a, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		}
+		close(a);
+	}
+}
+
+// ---- the stage ----
+
+static void stage_report(int32_t pid, int32_t step, int32_t err) {
+	struct nsbox_stage_report r = {.pid = pid, .step = step, .err = err};
+	send(NSBOX_STAGE_FD, &r, sizeof r, MSG_NOSIGNAL);
+}
+
+static int write_proc(int pid, const char *file, const char *buf, size_t len) {
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, buf, len);
+	int err = errno;
+	close(fd);
+	errno = err;
+	return n == (ssize_t)len ? 0 : -1;
+}
+
+// stage_maps writes the worker's maps as the supervisor asks, from H, and
+// answers. The request comes from the supervisor that spawned this
+// process (its own socketpair): it is the supervisor's choice, checked by
+// the kernel against H's own maps.
+static void stage_maps(int pid) {
+	char buf[8192];
+	ssize_t n = recv(NSBOX_STAGE_FD, buf, sizeof buf, 0);
+	if (n <= 0)
+		_exit(0); // the worker was not kept: nothing to write
+	struct nsbox_stage_maps q;
+	if ((size_t)n < sizeof q) {
+		stage_report(0, 4, EINVAL);
+		_exit(1);
+	}
+	memcpy(&q, buf, sizeof q);
+	if (q.ulen <= 0 || q.glen <= 0 || sizeof q + (size_t)q.ulen + (size_t)q.glen != (size_t)n) {
+		stage_report(0, 4, EINVAL);
+		_exit(1);
+	}
+	const char *u = buf + sizeof q, *g = u + q.ulen;
+	// setgroups "deny" before the gid map, as WriteMaps does for the
+	// single-id map (CVE-2014-8989).
+	if (q.deny_setgroups && write_proc(pid, "setgroups", "deny", 4) < 0) {
+		stage_report(0, 1, errno);
+		_exit(1);
+	}
+	if (write_proc(pid, "uid_map", u, q.ulen) < 0) {
+		stage_report(0, 2, errno);
+		_exit(1);
+	}
+	if (write_proc(pid, "gid_map", g, q.glen) < 0) {
+		stage_report(0, 3, errno);
+		_exit(1);
+	}
+	stage_report(0, 0, 0);
+	_exit(0);
+}
+
+// stage runs in the worker's exec (fds 0 to 3 the worker's, 4 H, 5 the
+// supervisor's stage socket); it never returns: the worker it makes execs
+// this binary again.
+static void stage(const char *spec, char **argv, char **envp) {
+	unsigned long flags;
+	unsigned long long ambient;
+	if (sscanf(spec, "%lx:%llx", &flags, &ambient) != 2) {
+		stage_report(0, NSBOX_STAGE_CLONE, EINVAL);
+		_exit(127);
+	}
+	if (setns(NSBOX_STAGE_USERNS_FD, CLONE_NEWUSER) < 0) {
+		stage_report(0, NSBOX_STAGE_JOIN, errno);
+		_exit(127);
+	}
+	close(NSBOX_STAGE_USERNS_FD);
+	// A fork (no CLONE_VM, no new stack) with the sandbox's namespaces;
+	// CLONE_PARENT makes the worker the supervisor thread's child, and its
+	// exit signal is this process's, SIGCHLD (clone(2)).
+	long pid = syscall(SYS_clone, (unsigned long)CLONE_PARENT | flags, 0UL, 0UL, 0UL, 0UL);
+	if (pid < 0) {
+		stage_report(0, NSBOX_STAGE_CLONE, errno);
+		_exit(127);
+	}
+	if (pid == 0) {
+		// The worker. A parent death signal does not cross a fork: set
+		// it again (it names the supervisor thread, CLONE_PARENT). A
+		// supervisor gone before this line leaves the worker a channel
+		// that reads EOF at once: it exits, as spawn.c says.
+		close(NSBOX_STAGE_FD);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+			_exit(127);
+		// Its own session, as spawn.c gives a worker (no controlling
+		// terminal: CVE-2017-5226).
+		setsid();
+		// As root of its new namespace it holds every capability there;
+		// keep only the worker's list, as an exec'd worker has it
+		// (spawn.h NSBOX_WORKER_CAPS: permitted, effective, inheritable
+		// and ambient).
+		struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+		struct __user_cap_data_struct d[2];
+		d[0].permitted = d[0].effective = d[0].inheritable = (uint32_t)ambient;
+		d[1].permitted = d[1].effective = d[1].inheritable = (uint32_t)(ambient >> 32);
+		if (syscall(SYS_capset, &h, d) < 0)
+			_exit(127);
+		for (int c = 0; c < 64; c++)
+			if (((ambient >> c) & 1) && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) < 0)
+				_exit(127);
+		// And an exec of its own, inside its namespace: the kernel ties a
+		// process's memory to the user namespace it was exec'd in
+		// (mm->user_ns), and checks ptrace access to a non-dumpable
+		// process against that namespace. A worker that kept the stage's
+		// memory would be tied to the host's namespace, and the
+		// supervisor, which owns the sandbox's namespace but holds no
+		// capability on the host, could not take its fds (pidfd_getfd)
+		// or read its /proc files. The stage's entry stays behind.
+		char *env[64];
+		int n = 0;
+		for (char **e = envp; *e && n < 63; e++)
+			if (strncmp(*e, NSBOX_STAGE_ENV, sizeof NSBOX_STAGE_ENV - 1) != 0)
+				env[n++] = *e;
+		env[n] = NULL;
+		execve("/proc/self/exe", argv, env);
+		_exit(127);
+	}
+	// The stage keeps only its socket: fds 0 to 3 are the worker's.
+	for (int fd = 0; fd < NSBOX_STAGE_USERNS_FD; fd++)
+		close(fd);
+	syscall(SYS_close_range, NSBOX_STAGE_FD + 1, ~0U, 0);
+	stage_report((int32_t)pid, 0, 0);
+	stage_maps((int)pid);
+}
+
+__attribute__((constructor)) static void nsbox_holder_init(int argc, char **argv, char **envp) {
+	if (argc < 1 || !argv[0])
+		return;
+	if (argc == 3 && strcmp(argv[0], "nsbox-idholder") == 0) {
+		for (char **e = envp; *e; e++)
+			if (strcmp(*e, "_NSBOX_IDHOLDER=1") == 0)
+				holder_main(argv[1], atoi(argv[2]) > 0 ? atoi(argv[2]) : 1);
+		return;
+	}
+	if (strcmp(argv[0], "nsbox-init") != 0)
+		return;
+	for (char **e = envp; *e; e++)
+		if (strncmp(*e, NSBOX_STAGE_ENV, sizeof NSBOX_STAGE_ENV - 1) == 0) {
+			stage(*e + sizeof NSBOX_STAGE_ENV - 1, argv, envp);
+			return;
+		}
+}
