@@ -47,6 +47,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -89,7 +90,12 @@ int nsbox_holder_connect(const char *path, int *holder_pid) {
 	if (s < 0)
 		return -1;
 	int fd = -1;
-	if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0)
+	// A holder that is stopped or stuck costs a start at most this long
+	// (the connect waits by the send timeout on unix sockets, unix(7)),
+	// after which the start goes on without it.
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 250 * 1000};
+	if (setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0 || setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+	    connect(s, (struct sockaddr *)&sa, sizeof sa) < 0)
 		goto out;
 	// Only a listener of our own uid: another user who bound the name
 	// first would hand us a namespace of theirs.

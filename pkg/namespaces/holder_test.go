@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -199,4 +200,24 @@ func TestHolderLeavesWhenIdle(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s still there 10 s after an idle time of 1 s", h.Path)
+}
+
+// A stopped holder (SIGSTOP, or stuck) does not hold a start up: the
+// connect gives up after its timeout and the start goes on without it.
+func TestHolderStoppedIsPassedBy(t *testing.T) {
+	h := startTestHolder(t, holderID(450000), 30*time.Second)
+	if err := syscall.Kill(h.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(h.Pid, syscall.SIGCONT)
+	if got := ConnectHolder(); got != nil {
+		got.Close()
+		t.Fatal("a stopped holder answered")
+	}
+	syscall.Kill(h.Pid, syscall.SIGCONT)
+	got := ConnectHolder()
+	if got == nil || got.Pid != h.Pid {
+		t.Fatalf("the holder, running again: %v", got)
+	}
+	got.Close()
 }
