@@ -8,12 +8,15 @@
 // if nsbox had failed (found by review).
 //
 // nsbox_filter_fault_signals puts a filter in front of each of those
-// handlers: a signal sent by another process (si_code <= 0: SI_USER,
-// SI_QUEUE, SI_TKILL...; only the kernel sets a positive code, and
-// rt_sigqueueinfo(2) refuses one from another process) is dropped; a real
-// fault, and a signal the worker sends itself (abort(3), the runtime's own
-// crash path), goes to the runtime's handler, called with the same
-// arguments on the same signal stack, as the kernel would have called it.
+// handlers. Only two kinds go on to the runtime's handler, called with the
+// same arguments on the same signal stack, as the kernel would have called
+// it: a real fault (si_code > 0, which only the kernel sets: rt_sigqueueinfo
+// (2) refuses si_code >= 0 from another process), and a signal the worker
+// sent itself with kill or tgkill (abort(3), the runtime's own crash path:
+// SI_USER or SI_TKILL, whose si_pid the kernel fills in and
+// rt_sigqueueinfo refuses to forge from another process). Everything else
+// is dropped, SI_QUEUE above all: its sender writes si_pid itself, so a
+// command could claim to be PID 1 (found by review).
 
 #define _GNU_SOURCE
 #include <errno.h>
@@ -36,8 +39,9 @@ static fs_handler runtime_handler[65];
 
 static void fault_filter(int sig, siginfo_t *info, void *uc)
 {
-	if (info != NULL && info->si_code <= 0 && info->si_pid != (pid_t)syscall(SYS_getpid))
-		return; // sent by another process: not a fault of this one
+	if (info != NULL && info->si_code <= 0 &&
+	    !((info->si_code == SI_USER || info->si_code == SI_TKILL) && info->si_pid == (pid_t)syscall(SYS_getpid)))
+		return; // sent by another process, or with a sender it wrote itself
 	runtime_handler[sig](sig, info, uc);
 }
 

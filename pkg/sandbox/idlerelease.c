@@ -9,7 +9,9 @@
 // of an idle worker sleeps.
 //
 // The thread is created by the worker's main thread: it has that thread's
-// seccomp filters and empty capability sets. It blocks every signal, so the
+// seccomp filters and capability sets (empty with the single-id map; with
+// a full range, the commands' list, in the sandbox's namespace only). It
+// blocks every signal, so the
 // Go runtime never runs a handler on a thread it does not know. It opens
 // /proc/self/smaps, reads it, closes it, and calls madvise; nothing else.
 
