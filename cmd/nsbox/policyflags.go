@@ -85,7 +85,7 @@ func (f *policyFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.allowPrivileged, "allow-privileged", false, "keep capabilities inside the sandbox's user namespace (loosens the sandbox)")
 	fl.BoolVar(&f.allowSingleID, "allow-single-id", false, "as root, when a writable bind's filesystem cannot be idmapped, run with the single-id map (as host root) and a warning instead of failing (loosens the sandbox)")
 	fl.StringArrayVar(&f.hostAPI, "host-api", nil, "allow the host API method `API.METHOD` (or API.*; repeatable)")
-	fl.StringArrayVar(&f.allowSocket, "allow-socket", nil, "let commands connect to the host unix socket at `PATH`, as found when the sandbox starts (variables expanded, e.g. '$SSH_AUTH_SOCK'; repeatable)")
+	fl.StringArrayVar(&f.allowSocket, "allow-socket", nil, "let commands connect to the host unix socket at `PATH`, as found when the sandbox starts (variables expanded, e.g. '$SSH_AUTH_SOCK'; repeatable; a path through a symlink in a writable place is refused)")
 	fl.BoolVar(&f.allowToolRegistration, "allow-tool-registration", false, "let programs inside define tools")
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -452,7 +453,10 @@ func TestGateAllowIsPinnedAtStart(t *testing.T) {
 	if err := os.Symlink(allowed, link); err != nil {
 		t.Fatal(err)
 	}
-	res, lines := runChild(t, "relink", []string{link, secret, link, allowed}, GateConfig{Writable: []string{rw}, Allow: []string{link}})
+	// Allowed by its own path: a symlink in a writable place is refused
+	// as an allow entry (TestGateRefusesAllowThroughWritableLink), and
+	// re-pointing one at another host socket gets nothing through.
+	res, lines := runChild(t, "relink", []string{link, secret, link, allowed}, GateConfig{Writable: []string{rw}, Allow: []string{allowed}})
 	t.Log(lines)
 	if res[link] != "EACCES" || res[allowed] != "ok" {
 		t.Fatalf("through the re-pointed allowed path %q (want EACCES), to the allowed socket %q (want ok)", res[link], res[allowed])
@@ -466,6 +470,39 @@ func TestGateAllowIsPinnedAtStart(t *testing.T) {
 	}
 	if secretN.Load() != 0 || allowedN.Load() != 1 {
 		t.Fatalf("the other host socket saw %d connections (want 0), the allowed one %d (want 1)", secretN.Load(), allowedN.Load())
+	}
+}
+
+// TestGateRefusesAllowThroughWritableLink: an allowed socket's path that
+// goes through a symlink on a writable place's mount (which an earlier run
+// in the same workspace may have planted, pointing at any host socket it
+// can see) stops the gate with ErrAllowedThroughLink; the socket's own
+// path, and a symlink outside the writable places, are pinned.
+func TestGateRefusesAllowThroughWritableLink(t *testing.T) {
+	rw, host := places(t)
+	allowed := filepath.Join(host, "allowed.sock")
+	hostServer(t, allowed)
+	for _, l := range [][2]string{{allowed, filepath.Join(rw, "agent.sock")}, {host, filepath.Join(rw, "hostdir")}, {allowed, filepath.Join(host, "link.sock")}} {
+		if err := os.Symlink(l[0], l[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{filepath.Join(rw, "agent.sock"), filepath.Join(rw, "hostdir", "allowed.sock")} {
+		g, err := NewUnixGate(GateConfig{RootPid: os.Getpid(), Writable: []string{rw}, Allow: []string{p}})
+		if !errors.Is(err, ErrAllowedThroughLink) {
+			if g != nil {
+				g.Close()
+			}
+			t.Errorf("allow %s: err = %v, want ErrAllowedThroughLink", p, err)
+		}
+	}
+	g, err := NewUnixGate(GateConfig{RootPid: os.Getpid(), Writable: []string{rw}, Allow: []string{allowed, filepath.Join(host, "link.sock")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if len(g.allow) != 1 || len(g.pins) != 2 {
+		t.Errorf("the socket by its own path and through a host symlink: %d inodes allowed (want 1), %d pins (want 2)", len(g.allow), len(g.pins))
 	}
 }
 

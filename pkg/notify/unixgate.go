@@ -2,6 +2,8 @@ package notify
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -23,8 +25,11 @@ type GateConfig struct {
 	// Allow lists socket paths inside the sandbox let through wherever
 	// they are (--allow-socket): looked up once, by NewUnixGate, before
 	// any command runs; a connect is let through to the very sockets
-	// found then (device and inode). A server restarted during the
-	// session makes a new inode, which is refused: start a new session.
+	// found then, which the gate holds open until Close (so their inode
+	// numbers are not reused). A server restarted during the session makes
+	// a new inode, which is refused: start a new session. A path that
+	// goes through a symlink on a writable place's mount is an error
+	// (ErrAllowedThroughLink).
 	Allow []string
 	// OnRefuse is called, on a Server goroutine, with the path (inside
 	// the sandbox) of each refused connect or send.
@@ -48,6 +53,11 @@ type UnixGate struct {
 	// allow holds the sockets GateConfig.Allow named when the gate
 	// started: never their paths, which the sandbox may change (below).
 	allow    map[fileID]bool
+	// pins are O_PATH fds of the allowed sockets, held for the gate's
+	// life: a socket file removed while its inode is held keeps its
+	// number, which the filesystem would otherwise give the next file it
+	// makes (another host socket, in another directory: found by review).
+	pins     []int
 	onRefuse func(string)
 	// rootMayChange: GateConfig.RootMayChange.
 	rootMayChange bool
@@ -95,26 +105,130 @@ func NewUnixGate(cfg GateConfig) (*UnixGate, error) {
 			g.writable[st.Mnt_id] = true
 		}
 	}
-	// The allowed sockets are pinned here, before the sandbox has run
+	// The allowed sockets are pinned here, before this sandbox has run
 	// anything, and never looked up by path again: a path looked up at
 	// each connect was the sandbox's to change. The directories above a
 	// host socket bound into the private /tmp or /run are the sandbox's
 	// tmpfs: it renamed them and put a symlink to another host socket
 	// (visible read-only) at the allowed path, and the gate let that one
-	// through (found by review).
+	// through (found by review). "Before it has run anything" is not
+	// enough for the writable places bound from the host: an earlier run
+	// in the same workspace may have left a symlink there (ws/dev.sock ->
+	// a host socket), so pinAllowed refuses a path through one.
 	for _, p := range cfg.Allow {
-		fd, err := openInRoot(root, p)
+		fd, err := g.pinAllowed(root, p)
+		if errors.Is(err, ErrAllowedThroughLink) {
+			g.Close()
+			return nil, err
+		}
 		if err != nil {
 			continue // not there at the start: nothing to let through
 		}
 		var st unix.Statx_t
 		err = unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_INO, &st)
-		unix.Close(fd)
 		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
 			g.allow[idOf(&st)] = true
+			g.pins = append(g.pins, fd)
+			continue
 		}
+		unix.Close(fd)
 	}
 	return g, nil
+}
+
+// Close drops the pins of the allowed sockets.
+func (g *UnixGate) Close() {
+	for _, fd := range g.pins {
+		unix.Close(fd)
+	}
+	g.pins = nil
+}
+
+// ErrAllowedThroughLink is wrapped when an allowed socket's path goes
+// through a symlink on one of the sandbox's writable places.
+var ErrAllowedThroughLink = errors.New("the path goes through a symlink in a writable place, which a sandbox may have written")
+
+// pinAllowed opens p beneath root as openInRoot does, one component at a
+// time so that it sees each symlink on the way, and refuses (with
+// ErrAllowedThroughLink) a path that goes through one on a writable
+// place's mount: such a link may be a sandbox's work, left by an earlier
+// run in the same workspace, and would point the allow entry at any host
+// socket the sandbox can see (found by review). The kernel's own
+// resolution (openInRoot: RESOLVE_IN_ROOT, no magic links) must then find
+// the same inode, or the entry is dropped.
+func (g *UnixGate) pinAllowed(root int, p string) (int, error) {
+	stack := []int{root} // the directories walked; root is the caller's
+	defer func() {
+		for _, fd := range stack[1:] {
+			unix.Close(fd)
+		}
+	}()
+	parts := strings.Split(p, "/")
+	walked, links := "", 0
+	for len(parts) > 0 {
+		c := parts[0]
+		parts = parts[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) > 1 { // never above root, as RESOLVE_IN_ROOT
+				unix.Close(stack[len(stack)-1])
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		cur := stack[len(stack)-1]
+		walked += "/" + c
+		var st unix.Statx_t
+		if err := unix.Statx(cur, c, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE|g.mntMask, &st); err != nil {
+			return -1, err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if g.writable[st.Mnt_id] {
+				return -1, fmt.Errorf("allowed socket %s: %w (%s); allow the socket by its own path", p, ErrAllowedThroughLink, walked)
+			}
+			if links++; links > 40 {
+				return -1, unix.ELOOP
+			}
+			buf := make([]byte, unix.PathMax)
+			n, err := unix.Readlinkat(cur, c, buf)
+			if err != nil {
+				return -1, err
+			}
+			t := string(buf[:n])
+			if strings.HasPrefix(t, "/") {
+				for _, fd := range stack[1:] {
+					unix.Close(fd)
+				}
+				stack = stack[:1]
+			}
+			parts = append(strings.Split(t, "/"), parts...)
+			continue
+		}
+		fd, err := unix.Openat(cur, c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		stack = append(stack, fd)
+	}
+	if len(stack) == 1 {
+		return -1, unix.EISDIR // p names the root itself
+	}
+	fd := stack[len(stack)-1]
+	stack = stack[:len(stack)-1]
+	kfd, err := openInRoot(root, p)
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	defer unix.Close(kfd)
+	var a, b unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO, &a) != nil || unix.Statx(kfd, "", unix.AT_EMPTY_PATH, unix.STATX_INO, &b) != nil || idOf(&a) != idOf(&b) {
+		unix.Close(fd)
+		return -1, unix.ENOENT // the two resolutions differ: a rename raced, or a magic link
+	}
+	return fd, nil
 }
 
 // fileID names an inode: its device and number.

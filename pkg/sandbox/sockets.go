@@ -75,7 +75,8 @@ func (s *Session) wantSocketGate() bool {
 
 // socketGate is a session's notification server and what it refused.
 type socketGate struct {
-	srv *notify.Server
+	srv  *notify.Server
+	gate *notify.UnixGate // holds the allowed sockets' pins
 
 	mu      sync.Mutex
 	refused int64    // refusals since the start
@@ -95,6 +96,10 @@ func (g *socketGate) close() {
 	if g.srv != nil {
 		g.srv.Close()
 		g.srv = nil
+	}
+	if g.gate != nil {
+		g.gate.Close()
+		g.gate = nil
 	}
 }
 
@@ -209,9 +214,10 @@ func (s *Session) startSocketGate(workerFD int) error {
 	srv, err := notify.NewServer(listener, o)
 	if err != nil {
 		unix.Close(listener)
+		gate.Close()
 		return &SetupError{Step: "socket gate", Err: err}
 	}
-	s.sockets.srv = srv
+	s.sockets.srv, s.sockets.gate = srv, gate
 	go srv.Serve()
 	return nil
 }

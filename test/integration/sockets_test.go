@@ -344,3 +344,73 @@ func TestSocketsPeerIsTheSandbox(t *testing.T) {
 		}
 	})
 }
+
+// connectOnePy connects to argv[1] and prints "ok" or the errno name.
+const connectOnePy = `
+import errno, socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1]); print("ok")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+`
+
+// TestSocketsAllowRefusesPlantedSymlink: a workspace outlives its
+// sandbox, so a first run can plant a symlink at the path a later run
+// allows (--allow-socket), pointing at any host socket it can see. The
+// later run's gate refuses an allowed path that goes through a symlink on
+// a writable place: the run does not start, and says why. Found by
+// review: the gate pinned, and let through, the host socket. The control
+// is the first run itself: the same connect is refused there.
+func TestSocketsAllowRefusesPlantedSymlink(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		// Both outside /tmp, /run and /dev/shm, which are private inside.
+		base, err := os.MkdirTemp("/var/tmp", "nsbox-review-")
+		if err != nil {
+			t.Skip(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(base) })
+		os.Chmod(base, 0o755)
+		hostDir, ws := filepath.Join(base, "host"), filepath.Join(base, "ws")
+		if err := os.Mkdir(hostDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(ws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if os.Getuid() == 0 {
+			os.Chown(ws, u.uid, u.gid)
+		}
+		secret := filepath.Join(hostDir, "secret.sock")
+		l, err := net.Listen("unix", secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		os.Chmod(secret, 0o777) // the sandbox's own ids may write it: only the gate stands between
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		planted := filepath.Join(ws, "dev.sock")
+		r := u.run(t, &runOpts{dir: ws}, "run", "--workspace", ws, "--", "/bin/sh", "-c",
+			`ln -s "$1" "$2" && python3 -c "$3" "$1"`, "sh", secret, planted, connectOnePy)
+		expectCode(t, r, 0)
+		if strings.TrimSpace(r.stdout) != "EACCES" {
+			t.Fatalf("control: the host socket from the first run: %q, want EACCES (the gate)", r.stdout)
+		}
+		r = u.run(t, &runOpts{dir: ws}, "run", "--workspace", ws, "--allow-socket", planted, "--",
+			"python3", "-c", connectOnePy, secret)
+		if r.code == 0 || strings.Contains(r.stdout, "ok") || !strings.Contains(r.stderr, "symlink in a writable place") {
+			t.Fatalf("the next run, allowing %s (a symlink the first run planted): exit %d, stdout %q, stderr %q; want a refused start naming the symlink", planted, r.code, r.stdout, r.stderr)
+		}
+	})
+}
