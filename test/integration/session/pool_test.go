@@ -258,5 +258,49 @@ func TestPoolWorkerSettingsStayOut(t *testing.T) {
 		if !strings.Contains(out, "done") || strings.Contains(out, "GOMAXPROCS") || strings.Contains(out, "_NSBOX_INIT") {
 			t.Fatalf("the command's environment: %q", out)
 		}
+		// And the workers did get it: the pool's refill is a worker of
+		// this process's, whose environment (non-dumpable: root reads
+		// it) holds GOMAXPROCS=1.
+		if os.Geteuid() != 0 {
+			t.Log("a root-less worker is non-dumpable: its environment is not readable here; the root run checks it")
+			return
+		}
+		for i := 0; i < 500; i++ { // a deadlock guard while the refill starts
+			for _, env := range pooledWorkerEnvs(t) {
+				if !strings.Contains("\x00"+env+"\x00", "\x00GOMAXPROCS=1\x00") {
+					t.Fatalf("a pooled worker's environment lacks GOMAXPROCS=1: %q", env)
+				}
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatal("no pooled worker of this process found")
 	})
+}
+
+// pooledWorkerEnvs returns the environments of this process's workers
+// (children whose argv[0] is nsbox-init).
+func pooledWorkerEnvs(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if !strings.HasPrefix(string(cmd), "nsbox-init\x00") || len(st) == 0 {
+			continue
+		}
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil {
+			out = append(out, string(env))
+		}
+	}
+	return out
 }
