@@ -634,6 +634,7 @@ type command struct {
 	mu       sync.Mutex
 	exited   bool // its exit was seen: it may be reaped, no more kills
 	timedOut bool
+	reaper   *reaper // the worker's: kill asks it whether the pid is reaped
 
 	// awaitingStatus: its pidfd polled readable but its status could not
 	// be collected yet (a tracer inside sees the zombie first); the main
@@ -648,10 +649,21 @@ type command struct {
 func (c *command) kill(byTimeout bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.exited {
+	if c.exited {
+		return
+	}
+	// Without a pidfd the exit is seen only after the reaper has reaped
+	// the pid (a goroutine hands the status over): in between, the number
+	// is free for another process of the sandbox. The reaper reaps and
+	// forgets a pid under its lock, so a pid still among its waiters,
+	// checked under that lock, is still the command's (or its zombie's).
+	c.reaper.mu.Lock()
+	_, waiting := c.reaper.waiters[c.res.pid]
+	if waiting {
 		killGroup(c.res.pid)
 		c.timedOut = c.timedOut || byTimeout
 	}
+	c.reaper.mu.Unlock()
 }
 
 func (c *command) markExited() {
@@ -696,7 +708,7 @@ func (w *worker) startExecute(req *ipc.Request, m *executeMsg) {
 		w.startQueued()
 		return
 	}
-	c := &command{id: req.ID, seq: m.Seq, res: res}
+	c := &command{id: req.ID, seq: m.Seq, res: res, reaper: &w.reaper}
 	if m.TimeoutMs > 0 {
 		c.timer = time.AfterFunc(time.Duration(m.TimeoutMs)*time.Millisecond, func() { c.kill(true) })
 	}
