@@ -71,6 +71,8 @@ func holderCheck(h sandbox.HolderStatus) backend.Check {
 		c.Detail = fmt.Sprintf("the next start runs newuidmap/newgidmap and starts one at %s for the starts after it; %s; %s=off turns it off", h.Path, idle, sandbox.EnvIDHolder)
 	case "unsuitable":
 		c.Detail = fmt.Sprintf("pid %d maps other ids (%s): starts run newuidmap/newgidmap and the next one replaces it", h.Pid, h.Why)
+	case "blocked":
+		c.Detail = fmt.Sprintf("%s: every start runs newuidmap/newgidmap; remove it, or set XDG_RUNTIME_DIR to a directory of yours (mode 0700)", h.Why)
 	case "off":
 		c.Detail = fmt.Sprintf("%s=off: every start runs newuidmap and newgidmap (two set-uid programs, ~3 ms here)", sandbox.EnvIDHolder)
 	}

@@ -61,21 +61,42 @@
 #define SYS_close_range 436
 #endif
 
-// nsbox_holder_path is where the caller's holder listens: in
-// $XDG_RUNTIME_DIR when that is a directory of the caller's alone, else
-// /tmp/nsbox-idholder-UID.sock (sticky /tmp: no other user can remove or
-// replace a socket of ours there; one who takes the name first only costs
-// us the holder, since connect checks the listener's uid).
-int nsbox_holder_path(char *buf, size_t n) {
+// nsbox_holder_dir is the directory of the caller's holder: $XDG_RUNTIME_DIR
+// when that is a directory of the caller's alone, else /tmp/nsbox-UID
+// (made by StartHolder, mode 0700). Either way a directory no other user
+// may write, so no other user can take the socket's name, its temporary
+// bind name or the lock (holder.go) before us; one who makes /tmp/nsbox-UID
+// first only costs us the holder (nsbox_holder_dir_ok refuses it).
+int nsbox_holder_dir(char *buf, size_t n) {
 	const char *rt = getenv("XDG_RUNTIME_DIR");
-	struct stat st;
 	int r;
-	if (rt && rt[0] == '/' && stat(rt, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-	    (st.st_mode & 077) == 0)
-		r = snprintf(buf, n, "%s/nsbox-idholder.sock", rt);
+	if (rt && rt[0] == '/' && nsbox_holder_dir_ok(rt))
+		r = snprintf(buf, n, "%s", rt);
 	else
-		r = snprintf(buf, n, "/tmp/nsbox-idholder-%u.sock", (unsigned)geteuid());
-	return r > 0 && (size_t)r < n && (size_t)r < sizeof(((struct sockaddr_un *)0)->sun_path) ? 0 : -1;
+		r = snprintf(buf, n, "/tmp/nsbox-%u", (unsigned)geteuid());
+	// Room for "/nsbox-idholder.sock.PID" in a sun_path.
+	return r > 0 && (size_t)r < n && (size_t)r + 32 < sizeof(((struct sockaddr_un *)0)->sun_path) ? 0 : -1;
+}
+
+// nsbox_holder_dir_ok: dir is a directory (not a symlink to one) of the
+// caller's, that no one else may write or search.
+int nsbox_holder_dir_ok(const char *dir) {
+	struct stat st;
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
+}
+
+int nsbox_holder_path(char *buf, size_t n) {
+	char dir[108];
+	if (nsbox_holder_dir(dir, sizeof dir) != 0)
+		return -1;
+	int r = snprintf(buf, n, "%s/nsbox-idholder.sock", dir);
+	return r > 0 && (size_t)r < n ? 0 : -1;
+}
+
+// same_ns: fd and /proc/self/ns/user name one namespace.
+static int same_userns(int fd) {
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && stat("/proc/self/ns/user", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 // nsbox_holder_connect asks the holder at path for an fd of its user
@@ -86,19 +107,33 @@ int nsbox_holder_connect(const char *path, int *holder_pid) {
 	if (strlen(path) >= sizeof sa.sun_path)
 		return -1;
 	strcpy(sa.sun_path, path);
-	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	// Only in our own directory, and only a socket of ours: nothing of
+	// another user's is ever connected to (a squatter's full backlog
+	// would hold every start up; found by review).
+	char dir[sizeof sa.sun_path];
+	struct stat st;
+	const char *slash = strrchr(path, '/');
+	if (!slash || slash == path || (size_t)(slash - path) >= sizeof dir)
+		return -1;
+	memcpy(dir, path, slash - path);
+	dir[slash - path] = 0;
+	if (!nsbox_holder_dir_ok(dir) || lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
+		return -1;
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0)
 		return -1;
-	int fd = -1;
-	// A holder that is stopped or stuck costs a start at most this long
-	// (the connect waits by the send timeout on unix sockets, unix(7)),
-	// after which the start goes on without it.
+	int fd = -1, r;
+	// Non-blocking: a holder whose backlog is full (stopped, or stuck)
+	// fails the connect at once. Then a holder that does not answer
+	// within this long is passed by, and the start goes on without it.
+	// With a timeout set, a signal (the Go runtime's, on this thread)
+	// fails a call with EINTR instead of restarting it (signal(7)).
 	struct timeval tv = {.tv_sec = 0, .tv_usec = 250 * 1000};
-	if (setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0 || setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
-	    connect(s, (struct sockaddr *)&sa, sizeof sa) < 0)
+	while ((r = connect(s, (struct sockaddr *)&sa, sizeof sa)) < 0 && errno == EINTR)
+		;
+	if (r < 0 || fcntl(s, F_SETFL, 0) < 0 || setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
 		goto out;
-	// Only a listener of our own uid: another user who bound the name
-	// first would hand us a namespace of theirs.
+	// Only a listener of our own uid.
 	struct ucred cr;
 	socklen_t len = sizeof cr;
 	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid())
@@ -110,22 +145,34 @@ int nsbox_holder_connect(const char *path, int *holder_pid) {
 		char buf[CMSG_SPACE(sizeof(int))];
 	} u;
 	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-	if (recvmsg(s, &m, MSG_CMSG_CLOEXEC) != 1 || (m.msg_flags & MSG_CTRUNC))
+	ssize_t n;
+	while ((n = recvmsg(s, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (n != 1 || (m.msg_flags & MSG_CTRUNC))
 		goto out;
 	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
 		goto out;
 	memcpy(&fd, CMSG_DATA(c), sizeof fd);
-	// A user namespace whose owner is us, nothing else (NS_GET_NSTYPE
-	// and NS_GET_OWNER_UID, ioctl_ns(2)): joining it needs that anyway,
-	// and its maps are checked by the supervisor before any are written
-	// from it (holder.go).
+	// A user namespace (NS_GET_NSTYPE) that we own (NS_GET_OWNER_UID) and
+	// that is a child of our own (NS_GET_PARENT, ioctl_ns(2)). The last
+	// is what keeps a sandbox out: its processes run as our uid, so with
+	// /tmp writable one could listen here and hand out a namespace of
+	// its making whose maps look right from the host; sandboxes made in
+	// it would be below the attacker's (found by review). A sandbox lives
+	// in a namespace below ours, so any it makes is at least two levels
+	// down, never a child of ours.
 	uid_t owner;
-	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWUSER || ioctl(fd, NS_GET_OWNER_UID, &owner) < 0 || owner != geteuid()) {
+	int parent = -1;
+	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWUSER || ioctl(fd, NS_GET_OWNER_UID, &owner) < 0 || owner != geteuid() ||
+	    (parent = ioctl(fd, NS_GET_PARENT)) < 0 || !same_userns(parent)) {
+		if (parent >= 0)
+			close(parent);
 		close(fd);
 		fd = -1;
 		goto out;
 	}
+	close(parent);
 	*holder_pid = cr.pid;
 out:
 	close(s);
@@ -351,13 +398,20 @@ static void stage(const char *spec, char **argv, char **envp) {
 	stage_maps((int)pid);
 }
 
+// idle_seconds: at least 1, at most a day (poll(2) takes milliseconds in
+// an int).
+static int idle_seconds(const char *a) {
+	long v = strtol(a, NULL, 10);
+	return v < 1 ? 1 : v > 86400 ? 86400 : (int)v;
+}
+
 __attribute__((constructor)) static void nsbox_holder_init(int argc, char **argv, char **envp) {
 	if (argc < 1 || !argv[0])
 		return;
 	if (argc == 3 && strcmp(argv[0], "nsbox-idholder") == 0) {
 		for (char **e = envp; *e; e++)
 			if (strcmp(*e, "_NSBOX_IDHOLDER=1") == 0)
-				holder_main(argv[1], atoi(argv[2]) > 0 ? atoi(argv[2]) : 1);
+				holder_main(argv[1], idle_seconds(argv[2]));
 		return;
 	}
 	if (strcmp(argv[0], "nsbox-init") != 0)

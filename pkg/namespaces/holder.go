@@ -33,7 +33,7 @@ var ErrHolderUnsuitable = errors.New("the identity holder's user namespace does 
 
 // HolderPath is where the caller's holder listens (holder.c
 // nsbox_holder_path: in $XDG_RUNTIME_DIR when that is the caller's alone,
-// else /tmp/nsbox-idholder-UID.sock).
+// else in /tmp/nsbox-UID, a directory of mode 0700).
 func HolderPath() (string, error) {
 	var buf [108]C.char
 	if C.nsbox_holder_path(&buf[0], C.size_t(len(buf))) != 0 {
@@ -41,6 +41,47 @@ func HolderPath() (string, error) {
 	}
 	return C.GoString(&buf[0]), nil
 }
+
+// holderDir makes (when it is /tmp/nsbox-UID) and checks the holder's
+// directory: the caller's, not a symlink, no access for anyone else.
+func holderDir() (string, error) {
+	var buf [108]C.char
+	if C.nsbox_holder_dir(&buf[0], C.size_t(len(buf))) != 0 {
+		return "", errors.New("the identity holder's directory path is too long")
+	}
+	dir := C.GoString(&buf[0])
+	if err := unix.Mkdir(dir, 0o700); err != nil && err != unix.EEXIST {
+		return "", fmt.Errorf("make %s: %w", dir, err)
+	}
+	cdir := C.CString(dir)
+	defer C.free(unsafe.Pointer(cdir))
+	if C.nsbox_holder_dir_ok(cdir) == 0 {
+		return "", fmt.Errorf("%s is not a directory of uid %d's alone (mode 0700): no identity holder", dir, os.Geteuid())
+	}
+	return dir, nil
+}
+
+// HolderDirProblem says why no holder can be started here (nil: one can,
+// or its directory is still to be made).
+func HolderDirProblem() error {
+	var buf [108]C.char
+	if C.nsbox_holder_dir(&buf[0], C.size_t(len(buf))) != 0 {
+		return errors.New("the identity holder's directory path is too long")
+	}
+	dir := C.GoString(&buf[0])
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		return nil
+	}
+	cdir := C.CString(dir)
+	defer C.free(unsafe.Pointer(cdir))
+	if C.nsbox_holder_dir_ok(cdir) == 0 {
+		return fmt.Errorf("%s is not a directory of uid %d's alone (mode 0700): no identity holder", dir, os.Geteuid())
+	}
+	return nil
+}
+
+// ErrHolderBusy: another start is starting a holder right now.
+var ErrHolderBusy = errors.New("another start is starting the identity holder")
 
 // Holder is a running holder: an fd of its user namespace and its pid.
 type Holder struct {
@@ -182,15 +223,31 @@ func parseMap(b []byte) ([]IDRange, error) {
 // path (one made for other ids), which goes on serving its connections
 // until it is idle itself.
 func StartHolder(id *Identity, idle time.Duration) (*Holder, error) {
+	dir, err := holderDir()
+	if err != nil {
+		return nil, fmt.Errorf("start the identity holder: %w", err)
+	}
 	path, err := HolderPath()
 	if err != nil {
 		return nil, err
 	}
-	// Another user's file at our name (squatted in /tmp): the holder
-	// could not take its place, so none is started at all.
-	var lst unix.Stat_t
-	if err := unix.Lstat(path, &lst); err == nil && int(lst.Uid) != os.Geteuid() {
-		return nil, fmt.Errorf("start the identity holder: %s belongs to uid %d", path, lst.Uid)
+	// One start at a time makes a holder: concurrent first starts would
+	// each run the helpers again and leave the extra holders idling
+	// (found by review). The lock is released when this returns; a start
+	// that finds it taken goes on without a holder.
+	lock, err := unix.Open(dir+"/nsbox-idholder.lock", unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("start the identity holder: %w", err)
+	}
+	defer unix.Close(lock)
+	if err := unix.Flock(lock, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil, ErrHolderBusy
+	}
+	if h := ConnectHolder(); h != nil {
+		if h.Suits(id) == nil {
+			return h, nil // made by the start that held the lock before
+		}
+		h.Close()
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

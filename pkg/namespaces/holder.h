@@ -30,6 +30,8 @@ struct nsbox_stage_maps {
 	int32_t deny_setgroups, ulen, glen;
 };
 
+int nsbox_holder_dir(char *buf, size_t n);
+int nsbox_holder_dir_ok(const char *dir);
 int nsbox_holder_path(char *buf, size_t n);
 int nsbox_holder_connect(const char *path, int *holder_pid);
 

@@ -366,7 +366,8 @@ func startMaps(pid int, id *namespaces.Identity, st *namespaces.Stage, newHolder
 }
 
 // EnvIDHolder set to "off" keeps nsbox from starting or using an identity
-// holder; EnvIDHolderIdle is its idle time in seconds (DefaultHolderIdle).
+// holder; EnvIDHolderIdle is its idle time in seconds (DefaultHolderIdle;
+// at most a day).
 const (
 	EnvIDHolder       = "NSBOX_IDHOLDER"
 	EnvIDHolderIdle   = "NSBOX_IDHOLDER_IDLE"
@@ -376,7 +377,7 @@ const (
 // holderIdle is how long a holder this process starts waits for a start.
 func holderIdle() time.Duration {
 	if v, err := strconv.Atoi(os.Getenv(EnvIDHolderIdle)); err == nil && v > 0 {
-		return time.Duration(v) * time.Second
+		return time.Duration(min(v, 86400)) * time.Second // at most a day
 	}
 	return DefaultHolderIdle
 }
@@ -448,12 +449,13 @@ func (m *idMaps) suits(singleID bool) bool {
 type HolderStatus struct {
 	// State: "unused" (root, or no full range: no holder is needed),
 	// "off" (EnvIDHolder), "none" (the next start makes one), "running",
-	// or "unsuitable" (it maps other ids: the next start replaces it).
+	// "unsuitable" (it maps other ids: the next start replaces it), or
+	// "blocked" (its directory is not the caller's alone: Why).
 	State string
 	Pid   int
 	Path  string
 	Idle  time.Duration // what a holder started now waits
-	Why   string        // for "unsuitable"
+	Why   string        // for "unsuitable" and "blocked"
 }
 
 // IdentityHolder says whether starts here use an identity holder.
@@ -471,6 +473,9 @@ func IdentityHolder() HolderStatus {
 	h := namespaces.ConnectHolder()
 	if h == nil {
 		st.State = "none"
+		if err := namespaces.HolderDirProblem(); err != nil {
+			st.State, st.Why = "blocked", err.Error()
+		}
 		return st
 	}
 	defer h.Close()

@@ -430,7 +430,13 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 		if holder != nil {
 			proc, stage, err = namespaces.SpawnInHolder(opts, args, holder)
 			holder.Close()
-		} else {
+			if err != nil {
+				// The holder failed this start: make the worker as
+				// without one, and a new holder for the next starts.
+				newHolder = true
+			}
+		}
+		if proc == nil {
 			proc, err = namespaces.Spawn(opts, args)
 		}
 		if err != nil {

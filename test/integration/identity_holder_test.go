@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,7 +24,7 @@ import (
 // run only as root (which edits the files and restores them) and drive
 // nsbox as uid 65534.
 
-const holderSock = "/tmp/nsbox-idholder-65534.sock"
+const holderSock = "/tmp/nsbox-65534/nsbox-idholder.sock"
 
 // holderPids lists the running holders of uid 65534.
 func holderPids(t *testing.T) []int {
@@ -94,7 +97,7 @@ func requireHolderTest(t *testing.T) user {
 	u := users()[1]
 	requireSandbox(t, u)
 	killHolders(t)
-	t.Cleanup(func() { killHolders(t) })
+	t.Cleanup(func() { killHolders(t); os.RemoveAll(filepath.Dir(holderSock)) })
 	return u
 }
 
@@ -300,4 +303,228 @@ func TestIdentityHolderLeavesWhenIdle(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("the holder is still running 10 s after an idle time of 1 s")
+}
+
+// userNSChain is pid's user namespace and its ancestors, as inode numbers,
+// up to the initial namespace (ioctl_ns(2) NS_GET_PARENT).
+func userNSChain(t *testing.T, pid int) []uint64 {
+	t.Helper()
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, st.Ino)
+		p, err := unix.IoctlRetInt(fd, unix.NS_GET_PARENT)
+		unix.Close(fd)
+		if err != nil {
+			return out // EPERM: the initial namespace has no parent
+		}
+		fd = p
+	}
+}
+
+// buildHolderSpoof builds testdata/holderspoof into a directory under /tmp
+// that uid 65534 may run from.
+func buildHolderSpoof(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "nsbox-holderspoof-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(dir, "holderspoof")
+	cmd := exec.Command(goTool, "build", "-o", bin, "./testdata/holderspoof")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building testdata/holderspoof: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// A sandbox whose /tmp is writable runs as the caller's own host uid
+// (its default uid 65534 maps to host 65534), so it may remove the
+// holder's socket and listen there itself. With --allow-userns and
+// --allow-privileged it hands out a nested user namespace N of its own
+// whose maps compose to "each host id to itself": SO_PEERCRED (uid
+// 65534), NS_GET_OWNER_UID (65534), Holder.Suits and checkHolderMaps all
+// accept it, and the next sandbox of the caller is made inside N, i.e.
+// below the attacker's own namespace, which then holds every capability
+// over the victim's user namespace and every namespace it owns (ptrace,
+// setns, pidfd_getfd access across sandboxes). The real holder's
+// namespace is a child of the initial one; a namespace any sandboxed
+// process makes is at least two levels below it, so nsbox_holder_connect
+// requires NS_GET_PARENT of the fd to be the caller's own user namespace
+// (found by review: the next sandbox was made inside the attacker's).
+func TestIdentityHolderSpoofedBySandboxIsRefused(t *testing.T) {
+	u := requireHolderTest(t)
+	addSubIDEntry(t, "65534:1000000:65536")
+	env := []string{"NSBOX_IDHOLDER_IDLE=30"}
+	waitHolder(t, u, env)
+	spoof := buildHolderSpoof(t)
+
+	att := exec.Command(nsboxBin(t), "run", "--allow-privileged", "--allow-userns", "--rw", "/tmp", "--", spoof, holderSock, "60")
+	att.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, env...)
+	att.Dir = "/"
+	u.asUser(att)
+	out, err := att.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	att.Stderr = &stderr
+	if err := att.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { att.Process.Kill(); att.Wait() })
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "listening\n" {
+		att.Process.Kill()
+		att.Wait()
+		t.Skipf("the spoofing sandbox did not start (%q): %s", line, stderr.String())
+	}
+
+	sleep, stop := sandboxedSleep(t, u, env)
+	chain := userNSChain(t, sleep)
+	stop()
+	// Expected: [sandbox, initial] (no holder used) or [sandbox, holder,
+	// initial]. Anything deeper means the sandbox was made below a
+	// namespace another sandbox made (its own is at least one level down,
+	// one it nests two).
+	if len(chain) > 3 {
+		t.Errorf("a sandbox started while another sandbox held the holder's socket has its user namespace %d levels below the initial one (chain %v): it was made inside a namespace of the other sandbox's making", len(chain)-1, chain)
+	}
+}
+
+// Another local user who makes the holder's directory first in /tmp, with
+// a socket in it that anyone may connect to (its backlog left full, every
+// root-less start would wait out the connect timeout), is never connected
+// to: the directory must be the caller's, mode 0700, and the socket the
+// caller's (found by review: a squatter's socket was connected at every
+// start, and no holder could ever start).
+func TestIdentityHolderSquatterIsNotConnected(t *testing.T) {
+	u := requireHolderTest(t)
+	addSubIDEntry(t, "65534:1000000:65536")
+	dir := filepath.Dir(holderSock)
+	os.RemoveAll(dir)
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chown(dir, 65533, 65533); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o777)
+	l, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(l)
+	if err := unix.Bind(l, &unix.SockaddrUnix{Name: holderSock}); err != nil {
+		t.Fatal(err)
+	}
+	// Another user's socket that anyone may connect to.
+	if err := os.Chown(holderSock, 65533, 65533); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(holderSock, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(l, 16); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		r := u.run(t, nil, "run", "--", "/bin/sh", "-c", "cat /proc/self/uid_map")
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stdout, "1000000") {
+			t.Fatalf("the full range without a holder: %q", r.stdout)
+		}
+	}
+	n := 0
+	for {
+		a, _, err := unix.Accept4(l, unix.SOCK_CLOEXEC)
+		if err != nil {
+			break
+		}
+		unix.Close(a)
+		n++
+	}
+	if n != 0 {
+		t.Errorf("root-less runs connected %d time(s) to %s, a socket of uid 65533 in a directory of its", n, holderSock)
+	}
+	if ps := holderPids(t); len(ps) != 0 {
+		t.Errorf("a holder was started in another user's directory: %v", ps)
+	}
+	if st := u.run(t, nil, "status").stdout; !strings.Contains(st, "not a directory of uid 65534's alone") {
+		t.Errorf("status does not say why there is no holder:\n%s", st)
+	}
+}
+
+// What the spoof above buys, end to end: a sandbox run with --seccomp
+// unconfined --allow-privileged --rw /tmp holds the holder's socket; a
+// later default sandbox of the same user (with --rw /tmp) listens on a
+// unix socket there and keeps a file of its private /dev/shm open. The
+// spoofer connects, takes a pidfd of the listener (SO_PEERPIDFD) and,
+// from its nested namespace N (an ancestor of the victim's: every
+// capability there), copies the victim's descriptors with pidfd_getfd.
+// Without the holder (NSBOX_IDHOLDER=off) the kernel refuses it (EPERM:
+// the victim's namespace is not below the spoofer's). The Landlock scopes
+// step (Linux 6.12, ABI 6) happens to refuse it too, as any Landlock
+// domain does ptrace access outside itself; the test turns it off with
+// the bench knob, as on the older kernels nsbox supports (5.12 on), where
+// that step is skipped.
+func TestIdentityHolderSpoofCannotReachLaterSandbox(t *testing.T) {
+	u := requireHolderTest(t)
+	addSubIDEntry(t, "65534:1000000:65536")
+	env := []string{"NSBOX_IDHOLDER_IDLE=30", "_NSBOX_BENCH_NO_SCOPES=1"}
+	waitHolder(t, u, env)
+	spoof := buildHolderSpoof(t)
+	victimSock := filepath.Join(filepath.Dir(spoof), "victim.sock")
+
+	att := exec.Command(nsboxBin(t), "run", "--seccomp", "unconfined", "--allow-privileged", "--rw", "/tmp", "--", spoof, holderSock, "60", victimSock)
+	att.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, env...)
+	att.Dir = "/"
+	u.asUser(att)
+	out, err := att.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := att.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { att.Process.Kill(); att.Wait() })
+	rd := bufio.NewReader(out)
+	if line, _ := rd.ReadString('\n'); line != "listening\n" {
+		t.Skipf("the spoofing sandbox did not start: %q", line)
+	}
+	os.Chmod(filepath.Dir(spoof), 0o777)
+
+	victim := `import os, socket
+open("/dev/shm/secret", "w").write("VICTIM-SECRET-4711\n")
+f = open("/dev/shm/secret")
+s = socket.socket(socket.AF_UNIX)
+s.bind("` + victimSock + `"); s.listen(1); s.settimeout(20)
+c, _ = s.accept()
+c.recv(1)
+print("victim done")
+`
+	r := u.run(t, &runOpts{env: env, dir: "/"}, "run", "--rw", "/tmp", "--", "/usr/bin/python3", "-c", victim)
+	expectCode(t, r, 0)
+	att.Process.Kill()
+	rest, _ := io.ReadAll(rd)
+	if strings.Contains(string(rest), "VICTIM-SECRET-4711") {
+		t.Errorf("a sandbox holding the holder's socket read a file another sandbox had open:\n%s", rest)
+	}
 }
