@@ -52,7 +52,7 @@ type UnixGate struct {
 	mntMask  int
 	// allow holds the sockets GateConfig.Allow named when the gate
 	// started: never their paths, which the sandbox may change (below).
-	allow    map[fileID]bool
+	allow map[fileID]bool
 	// pins are O_PATH fds of the allowed sockets, held for the gate's
 	// life: a socket file removed while its inode is held keeps its
 	// number, which the filesystem would otherwise give the next file it
