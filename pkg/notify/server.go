@@ -160,11 +160,14 @@ func (s *Server) follow() {
 	p := []unix.PollFd{{Fd: int32(s.listener), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
 	var n seccompNotif
 	var own *threadCreds
+	// Locked for good, and so ended with this goroutine: the thread
+	// carries a scheduling attribute of its own (shortSlice; Go makes
+	// no new thread from a locked one, so it is not inherited), and with
+	// AsTarget, asTarget changes its ids for a call and back (a thread
+	// whose ids could not be given back must serve nothing else).
+	runtime.LockOSThread()
+	shortSlice()
 	if s.o.AsTarget {
-		// Locked for good: asTarget changes this thread's ids for a
-		// call and back. Never unlocked, so a thread whose ids could
-		// not be given back ends with this goroutine.
-		runtime.LockOSThread()
 		if t, err := ownThreadCreds(); err == nil {
 			own = &t
 		}
