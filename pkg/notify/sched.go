@@ -49,7 +49,9 @@ func shortSlice() {
 		return
 	}
 	a.Size = uint32(unsafe.Sizeof(a))
-	a.Flags = 0
+	// Reset on fork: a process started from this thread (os/exec forks
+	// from the calling thread) gets the default slice, not this one.
+	a.Flags = unix.SCHED_FLAG_RESET_ON_FORK
 	a.Runtime = serveSlice
 	unix.Syscall(unix.SYS_SCHED_SETATTR, 0, uintptr(unsafe.Pointer(&a)), 0)
 }
