@@ -134,7 +134,10 @@ func (c *SockCall) status() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 4096)
+	buf := c.scratch
+	if len(buf) == 0 {
+		buf = make([]byte, statusBufSize)
+	}
 	for {
 		n, err := unix.Pread(fd, buf, 0)
 		if err == unix.EINTR {
@@ -150,6 +153,10 @@ func (c *SockCall) status() ([]byte, error) {
 		buf = make([]byte, 2*len(buf)) // a long Groups line
 	}
 }
+
+// statusBufSize holds a /proc/TID/status with a short Groups line (~1.5
+// KiB here); a longer one is read into a larger buffer made for it.
+const statusBufSize = 4096
 
 // threadCreds are the ids a thread of the supervisor holds of its own,
 // read on that thread (raw syscalls: this thread's, not the process's).

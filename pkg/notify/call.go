@@ -59,8 +59,10 @@ type SockCall struct {
 	own      *threadCreds // the serving thread's own ids (AsTarget)
 	tainted  bool         // that thread's ids could not be given back
 	later    []int        // supervisor fds to close after the answer
-	// statusBuf is /proc/Pid/status once read (status).
+	// statusBuf is /proc/Pid/status once read (status), in scratch (the
+	// serving goroutine's buffer, valid during the call) when it fits.
 	statusBuf []byte
+	scratch   []byte
 	// proc names the calling thread (pidfd, /proc/TID), from getfd on;
 	// the Server drops its reference after the answer.
 	proc *proc

@@ -160,11 +160,20 @@ func (s *Server) follow() {
 	p := []unix.PollFd{{Fd: int32(s.listener), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
 	var n seccompNotif
 	var own *threadCreds
+	// This goroutine's buffer for /proc/TID/status, which a call reads at
+	// most once (SockCall.status): one call at a time is answered here,
+	// and a 4 KiB buffer made per call was, with a root supervisor, most
+	// of the allocation and garbage collection on the path of a connect
+	// (pprof: the status read's make and the GC assists it caused).
+	scratch := make([]byte, statusBufSize)
+	// Locked for good, and so ended with this goroutine: the thread
+	// carries a scheduling attribute of its own (shortSlice; Go makes
+	// no new thread from a locked one, so it is not inherited), and with
+	// AsTarget, asTarget changes its ids for a call and back (a thread
+	// whose ids could not be given back must serve nothing else).
+	runtime.LockOSThread()
+	shortSlice()
 	if s.o.AsTarget {
-		// Locked for good: asTarget changes this thread's ids for a
-		// call and back. Never unlocked, so a thread whose ids could
-		// not be given back ends with this goroutine.
-		runtime.LockOSThread()
 		if t, err := ownThreadCreds(); err == nil {
 			own = &t
 		}
@@ -190,7 +199,7 @@ func (s *Server) follow() {
 		if s.armed.CompareAndSwap(false, true) {
 			s.setSlow(slowCall)
 		}
-		tainted := s.handle(&n, own)
+		tainted := s.handle(&n, own, scratch)
 		// The turn is still ours unless watch handed it on.
 		// The timer is left armed: it fires at most slowCall after this
 		// call began, finds no holder (or a later call, for which it is
@@ -391,8 +400,8 @@ func (s *Server) untrack(c *SockCall, fd int) {
 // handle answers one notification. Every exit path answers it: a target
 // left without an answer would wait until the sandbox ends.
 // It reports whether the thread was left tainted (asTarget).
-func (s *Server) handle(n *seccompNotif, own *threadCreds) (tainted bool) {
-	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, own: own, srv: s}
+func (s *Server) handle(n *seccompNotif, own *threadCreds, scratch []byte) (tainted bool) {
+	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, own: own, srv: s, scratch: scratch}
 	val, errno, installed := s.decide(n, c)
 	if !installed {
 		respond(s.listener, n.ID, val, errno)
