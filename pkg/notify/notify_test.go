@@ -271,10 +271,36 @@ func runChild(t *testing.T, mode string, args []string, cfg GateConfig) (map[str
 
 func runChildWith(t *testing.T, mode string, args []string, cfg GateConfig, inet Handler) (map[string]string, []string) {
 	t.Helper()
+	return runChildAttr(t, mode, args, cfg, inet, nil)
+}
+
+// runChildAttr is runChildWith with the child started with attr (a user
+// namespace of its own, say), from a copy of the test binary that any
+// user may run.
+func runChildAttr(t *testing.T, mode string, args []string, cfg GateConfig, inet Handler, attr *syscall.SysProcAttr) (map[string]string, []string) {
+	t.Helper()
 	if err := Supported(); err != nil {
 		t.Skip(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	bin := os.Args[0]
+	if attr != nil {
+		dir, err := os.MkdirTemp("", "nsbox-notify-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		os.Chmod(dir, 0o755)
+		b, err := os.ReadFile(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin = filepath.Join(dir, "notify.test")
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.SysProcAttr = attr
 	cmd.Env = append(os.Environ(), childEnv+"="+mode, "NSBOX_NOTIFY_TEST_ARGS="+strings.Join(args, " "))
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -470,6 +496,51 @@ func TestGateAllowIsPinnedAtStart(t *testing.T) {
 	}
 	if secretN.Load() != 0 || allowedN.Load() != 1 {
 		t.Fatalf("the other host socket saw %d connections (want 0), the allowed one %d (want 1)", secretN.Load(), allowedN.Load())
+	}
+}
+
+// TestGateDACOverrideOnlyOnMappedOwners: a target's CAP_DAC_OVERRIDE
+// counts only for a socket whose owner and group its user namespace maps,
+// as the kernel decides for the target itself. A root-less supervisor
+// connecting on its own credentials (its host groups among them, which
+// the sandbox does not hold) would otherwise reach a socket the sandbox may
+// not (found by review). The child is root of a namespace mapping 100000
+// to 165535; one socket belongs to 100005 (mapped), one to 4242 (not), both
+// mode 0600 in a writable place.
+func TestGateDACOverrideOnlyOnMappedOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making sockets of other owners and a mapped child needs root")
+	}
+	rw, _ := places(t)
+	os.Chmod(rw, 0o755) // the child, host uid 100000, searches it
+	mine, other := filepath.Join(rw, "mapped.sock"), filepath.Join(rw, "unmapped.sock")
+	mineN, otherN := hostServer(t, mine), hostServer(t, other)
+	for _, f := range []struct {
+		p  string
+		id int
+	}{{mine, 100005}, {other, 4242}} {
+		if err := os.Chown(f.p, f.id, f.id); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(f.p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 100000, Size: 65536}}
+	res, lines := runChildAttr(t, "connect", []string{mine, other}, GateConfig{Writable: []string{rw}}, nil,
+		// Credential: uid 0 of the new namespace (host 100000), root
+		// there with every capability; without it the child keeps host
+		// uid 0, unmapped inside, and no capability.
+		&syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, UidMappings: m, GidMappings: m, Credential: &syscall.Credential{Uid: 0, Gid: 0}})
+	t.Log(lines)
+	if res[mine] != "ok" || res[other] != "EACCES" {
+		t.Fatalf("the mapped owner's socket %q (want ok), the unmapped owner's %q (want EACCES)", res[mine], res[other])
+	}
+	for deadline := time.Now().Add(time.Minute); mineN.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // a guard for the accept loop, not a speed assertion
+	}
+	if mineN.Load() != 1 || otherN.Load() != 0 {
+		t.Fatalf("mapped socket saw %d connections (want 1), unmapped %d (want 0)", mineN.Load(), otherN.Load())
 	}
 }
 

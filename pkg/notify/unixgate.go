@@ -68,6 +68,8 @@ type UnixGate struct {
 	// onlyUID is the one host uid the sandbox maps (-1: several): every
 	// process inside has it.
 	onlyUID int64
+	// uids and gids are the host ids the sandbox's maps name.
+	uids, gids []hostRange
 }
 
 // mntIDMask is STATX_MNT_ID_UNIQUE (6.8: never reused) where the kernel
@@ -420,25 +422,51 @@ var selfFDDir = sync.OnceValue(func() string {
 // allowed says whether st is one of the sockets the policy lets through.
 func (g *UnixGate) allowed(st *unix.Statx_t) bool { return g.allow[idOf(st)] }
 
-// readIDMap reads the sandbox's uid map (of RootPid) for writableBy.
+// readIDMap reads the sandbox's uid and gid maps (of RootPid) for
+// writableBy: the host ids they map (as this process sees them: the kernel
+// writes a map's outer ids as the opener's namespace has them).
 func (g *UnixGate) readIDMap(pid int) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/uid_map")
-	if err != nil {
-		return
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	for _, line := range lines {
-		f := strings.Fields(line)
-		if len(f) != 3 {
+	for _, f := range []struct {
+		file string
+		out  *[]hostRange
+	}{{"uid_map", &g.uids}, {"gid_map", &g.gids}} {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + f.file)
+		if err != nil {
 			continue
 		}
-		out, _ := strconv.ParseInt(f[1], 10, 64)
-		n, _ := strconv.ParseInt(f[2], 10, 64)
-		if len(lines) == 1 && n == 1 {
-			g.onlyUID = out
-			g.skipDAC = out == int64(os.Geteuid()) && os.Geteuid() != 0
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for _, line := range lines {
+			fs := strings.Fields(line)
+			if len(fs) != 3 {
+				continue
+			}
+			out, err1 := strconv.ParseUint(fs[1], 10, 32)
+			n, err2 := strconv.ParseUint(fs[2], 10, 33)
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			*f.out = append(*f.out, hostRange{uint32(out), n})
+			if f.file == "uid_map" && len(lines) == 1 && n == 1 {
+				g.onlyUID = int64(out)
+				g.skipDAC = int64(out) == int64(os.Geteuid()) && os.Geteuid() != 0
+			}
 		}
 	}
+}
+
+// hostRange is count host ids from start that a sandbox's map names.
+type hostRange struct {
+	start uint32
+	count uint64
+}
+
+func mapped(rs []hostRange, id uint32) bool {
+	for _, r := range rs {
+		if id >= r.start && uint64(id-r.start) < r.count {
+			return true
+		}
+	}
+	return false
 }
 
 // writableBy checks the socket's write permission (what connect(2) asks
@@ -456,10 +484,10 @@ func (g *UnixGate) writableBy(c *SockCall, st *unix.Statx_t) bool {
 	if g.onlyUID >= 0 && int64(st.Uid) == g.onlyUID && st.Mode&0o200 != 0 {
 		return true
 	}
-	return writableByStatus(c, st)
+	return g.writableByStatus(c, st)
 }
 
-func writableByStatus(c *SockCall, st *unix.Statx_t) bool {
+func (g *UnixGate) writableByStatus(c *SockCall, st *unix.Statx_t) bool {
 	b, err := c.status()
 	if err != nil {
 		return false
@@ -468,7 +496,12 @@ func writableByStatus(c *SockCall, st *unix.Statx_t) bool {
 	if err != nil {
 		return false
 	}
-	if ps.capEff&(1<<unix.CAP_DAC_OVERRIDE) != 0 {
+	// CAP_DAC_OVERRIDE of the sandbox's namespace counts only on an inode
+	// whose owner and group that namespace maps (capabilities(7),
+	// capable_wrt_inode_uidgid): the kernel would refuse the target on any
+	// other, while the supervisor's own connect could pass on its host
+	// groups, which the sandbox does not hold (found by review).
+	if ps.capEff&(1<<unix.CAP_DAC_OVERRIDE) != 0 && mapped(g.uids, st.Uid) && mapped(g.gids, st.Gid) {
 		return true
 	}
 	switch {
