@@ -50,7 +50,16 @@ func (fc *fdinfoCache) cloexec(c *SockCall) (bool, error) {
 	}
 	fc.mu.Unlock()
 
-	f, err := unix.Open("/proc/"+strconv.Itoa(c.Pid)+"/fdinfo/"+strconv.Itoa(c.FD), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	// Beneath the thread's own /proc/TID (c.proc, held since the socket
+	// was taken): by number, a thread gone meanwhile could be another
+	// process that took its id (found by review).
+	var f int
+	var err error
+	if c.proc != nil {
+		f, err = unix.Openat(c.proc.dir, "fdinfo/"+strconv.Itoa(c.FD), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	} else {
+		f, err = unix.Open("/proc/"+strconv.Itoa(c.Pid)+"/fdinfo/"+strconv.Itoa(c.FD), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return false, err
 	}

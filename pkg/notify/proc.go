@@ -32,7 +32,10 @@ type proc struct {
 	status     int // /proc/TID/status, read with pread; -1 until needed
 	root       int // the thread's root (O_PATH); -1 until needed
 	rootID     rootID
-	refs       int
+	// oldRoots are roots replaced by a newer one (rootFD), kept open
+	// until the entry goes: a call still in flight may use one.
+	oldRoots []int
+	refs     int
 }
 
 // rootID names a root directory: its inode and the mount it is seen on.
@@ -52,7 +55,7 @@ func statRoot(dir int, name string, flags int) (rootID, error) {
 func (p *proc) close() {
 	unix.Close(p.pidfd)
 	unix.Close(p.dir)
-	for _, fd := range []int{p.status, p.root} {
+	for _, fd := range append([]int{p.status, p.root}, p.oldRoots...) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
@@ -150,9 +153,11 @@ func (s *Server) statusFD(p *proc) (int, error) {
 // itself with chroot stays confined (found by review: the kept root let
 // it reach sockets outside its chroot). Either way the gate decides on
 // the inode it finds (by mount and allowed inode), so no root lets
-// through a socket it would refuse. A call is answered for one thread at
-// a time (the thread waits in it), so no other call of p uses the
-// descriptor being replaced.
+// through a socket it would refuse. The replaced descriptor stays open
+// until the entry goes (p.oldRoots): a thread waits in its call, but when
+// another thread of its group execs, the leader's number, and with it
+// this entry, moves to the exec'ing thread while the old leader's call
+// may still be answered (found by review).
 func (s *Server) rootFD(p *proc, check bool) (int, error) {
 	var now rootID
 	if check {
@@ -179,14 +184,22 @@ func (s *Server) rootFD(p *proc, check bool) (int, error) {
 		return -1, err
 	}
 	s.mu.Lock()
-	old := p.root
+	if p.root >= 0 {
+		if len(p.oldRoots) == maxOldRoots { // bounded: a program that
+			unix.Close(p.oldRoots[0]) // chroots in a loop
+			p.oldRoots = p.oldRoots[1:]
+		}
+		p.oldRoots = append(p.oldRoots, p.root)
+	}
 	p.root, p.rootID = fd, id
 	s.mu.Unlock()
-	if old >= 0 {
-		unix.Close(old)
-	}
 	return fd, nil
 }
+
+// maxOldRoots bounds the replaced roots an entry keeps; a call in flight
+// uses one for microseconds, while 16 replacements take a program 16
+// chroots between its calls.
+const maxOldRoots = 16
 
 // procFD opens name beneath p.dir into *slot once; under mu, so that
 // the descriptor is published to the calls that follow (a thread's next
@@ -277,7 +290,11 @@ func (s *Server) sweepPidfdsLocked() {
 // attacker-chosen address of a host process: found by review). The file
 // names the thread's memory for good: opened once the thread is gone it
 // fails, and a write into an address space nobody uses any more writes
-// nothing (proc(5), /proc/pid/mem; mm_access in fs/proc/base.c).
+// nothing (proc(5), /proc/pid/mem; mm_access in fs/proc/base.c). One
+// exception stays inside the sandbox: when another thread of the caller's
+// group execs, the leader's number and /proc entry move to it, and a file
+// opened after that writes into the new image: a process of the same
+// sandbox, never the host.
 func (s *Server) writeMem(c *SockCall, addr uint64, buf []byte) error {
 	if c.proc == nil || addr == 0 || addr >= 1<<63 {
 		return unix.EFAULT
