@@ -41,14 +41,27 @@ func (u user) mkdirs(t *testing.T, dirs ...string) {
 			t.Fatal(err)
 		}
 		if os.Getuid() == 0 {
-			for p := d; p != "/" && p != "/var/tmp"; p = filepath.Dir(p) {
+			// Up to, never including, a shared temporary directory: the
+			// walk once reached /tmp itself (for a directory made by
+			// tempDir) and gave the host's /tmp to uid 65534.
+			for p := d; !sharedDir(p); p = filepath.Dir(p) {
 				os.Lchown(p, u.uid, u.gid)
-				if filepath.Dir(p) == "/var/tmp" {
+				if sharedDir(filepath.Dir(p)) {
 					break
 				}
 			}
 		}
 	}
+}
+
+// sharedDir: a directory of the host's that tests make theirs below and
+// never change.
+func sharedDir(p string) bool {
+	switch filepath.Clean(p) {
+	case "/", "/tmp", "/var/tmp", "/dev/shm", filepath.Clean(os.TempDir()):
+		return true
+	}
+	return false
 }
 
 func oneLine(t *testing.T, r result) {
