@@ -132,11 +132,14 @@ func nsInode(t *testing.T, pid int) uint64 {
 	return st.Ino
 }
 
-// sandboxedSleep starts `nsbox run -- sleep` as u and returns the host pid
-// of the sleep and a function that ends the run.
-func sandboxedSleep(t *testing.T, u user, env []string) (int, func()) {
+// startRun starts `nsbox ARGS...` as u in the background, with env, and
+// waits for the first line of its output, which must be want: it returns
+// the command and the rest of its output. The run is killed at the end of
+// the test. A first line other than want fails the test, or with orSkip
+// skips it (what was to run could not start here), saying what came.
+func startRun(t *testing.T, u user, env []string, want string, orSkip bool, args ...string) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
-	cmd := exec.Command(nsboxBin(t), "run", "--", "/bin/sh", "-c", "echo started; exec sleep 60")
+	cmd := exec.Command(nsboxBin(t), args...)
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, env...)
 	cmd.Dir = "/"
 	u.asUser(cmd)
@@ -144,15 +147,30 @@ func sandboxedSleep(t *testing.T, u user, env []string) (int, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stop := func() { cmd.Process.Kill(); cmd.Wait() }
-	b := make([]byte, 8)
-	if n, _ := out.Read(b); string(b[:n]) != "started\n" {
-		stop()
-		t.Fatalf("the sandboxed command did not start: %q", b[:n])
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	rd := bufio.NewReader(out)
+	if line, _ := rd.ReadString('\n'); line != want {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if orSkip {
+			t.Skipf("nsbox %v did not start (%q): %s", args, line, stderr.String())
+		}
+		t.Fatalf("nsbox %v did not start (%q): %s", args, line, stderr.String())
 	}
+	return cmd, rd
+}
+
+// sandboxedSleep starts `nsbox run -- sleep` as u and returns the host pid
+// of the sleep and a function that ends the run.
+func sandboxedSleep(t *testing.T, u user, env []string) (int, func()) {
+	t.Helper()
+	cmd, _ := startRun(t, u, env, "started\n", false, "run", "--", "/bin/sh", "-c", "echo started; exec sleep 60")
+	stop := func() { cmd.Process.Kill(); cmd.Wait() }
 	// The sleep, below this run's supervisor, once the shell has exec'd it.
 	for i := 0; i < 500; i++ {
 		for _, e := range mustReadDir(t, "/proc") {
@@ -375,26 +393,7 @@ func TestIdentityHolderSpoofedBySandboxIsRefused(t *testing.T) {
 	waitHolder(t, u, env)
 	spoof := buildHolderSpoof(t)
 
-	att := exec.Command(nsboxBin(t), "run", "--allow-privileged", "--allow-userns", "--rw", "/tmp", "--", spoof, holderSock, "60")
-	att.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, env...)
-	att.Dir = "/"
-	u.asUser(att)
-	out, err := att.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	att.Stderr = &stderr
-	if err := att.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { att.Process.Kill(); att.Wait() })
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	if line != "listening\n" {
-		att.Process.Kill()
-		att.Wait()
-		t.Skipf("the spoofing sandbox did not start (%q): %s", line, stderr.String())
-	}
+	startRun(t, u, env, "listening\n", true, "run", "--allow-privileged", "--allow-userns", "--rw", "/tmp", "--", spoof, holderSock, "60")
 
 	sleep, stop := sandboxedSleep(t, u, env)
 	chain := userNSChain(t, sleep)
@@ -493,22 +492,7 @@ func TestIdentityHolderSpoofCannotReachLaterSandbox(t *testing.T) {
 	spoof := buildHolderSpoof(t)
 	victimSock := filepath.Join(filepath.Dir(spoof), "victim.sock")
 
-	att := exec.Command(nsboxBin(t), "run", "--seccomp", "unconfined", "--allow-privileged", "--rw", "/tmp", "--", spoof, holderSock, "60", victimSock)
-	att.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, env...)
-	att.Dir = "/"
-	u.asUser(att)
-	out, err := att.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := att.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { att.Process.Kill(); att.Wait() })
-	rd := bufio.NewReader(out)
-	if line, _ := rd.ReadString('\n'); line != "listening\n" {
-		t.Skipf("the spoofing sandbox did not start: %q", line)
-	}
+	att, rd := startRun(t, u, env, "listening\n", true, "run", "--seccomp", "unconfined", "--allow-privileged", "--rw", "/tmp", "--", spoof, holderSock, "60", victimSock)
 	os.Chmod(filepath.Dir(spoof), 0o777)
 
 	victim := `import os, socket

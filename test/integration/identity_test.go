@@ -355,18 +355,8 @@ EOF`)
 // and restores the file byte for byte afterwards; it runs only as root
 // and only where newuidmap is installed.
 func TestIdentityRootlessFullRange(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("adding an /etc/subuid entry for the root-less user needs root")
-	}
-	for _, h := range []string{"/usr/bin/newuidmap", "/usr/bin/newgidmap"} {
-		if _, err := os.Stat(h); err != nil {
-			t.Skipf("%s is not installed (package uidmap): the root-less full range cannot be tested here", h)
-		}
-	}
-	u := users()[1]
-	requireSandbox(t, u)
+	u := requireHolderTest(t) // root, newuidmap; the first start leaves a holder, ended after
 	addSubIDEntry(t, "65534:1000000:65536")
-	t.Cleanup(func() { killHolders(t) }) // the first full-range start leaves one
 	if !fullRange(t, u) {
 		t.Fatalf("nsbox status does not report a full range for uid 65534 with an entry:\n%s", u.run(t, nil, "status").stdout)
 	}
