@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -57,6 +58,13 @@ func child(mode string) int {
 	unix.Close(fd) // the supervisor holds it now
 	args := strings.Fields(os.Getenv("NSBOX_NOTIFY_TEST_ARGS"))
 	switch mode {
+	case "later":
+		// A connect once told to ("now"): the test changes the host
+		// between the gate's start and the connect.
+		if line, _ := in.ReadString('\n'); line != "now\n" {
+			return 1
+		}
+		fmt.Println("connect", connectResult(args[0]))
 	case "connect":
 		for _, p := range args {
 			fmt.Println(p, connectResult(p))
@@ -302,14 +310,34 @@ func runChildAttr(t *testing.T, mode string, args []string, cfg GateConfig, inet
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.SysProcAttr = attr
 	cmd.Env = append(os.Environ(), childEnv+"="+mode, "NSBOX_NOTIFY_TEST_ARGS="+strings.Join(args, " "))
+	stdin, out := startGateChild(t, cmd, cfg, inet)
+	stdin.Write([]byte("go\n"))
+	res := map[string]string{}
+	var lines []string
+	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // deadlock guard only
+	defer deadline.Stop()
+	for out.Scan() {
+		lines = append(lines, out.Text())
+		k, v, _ := strings.Cut(out.Text(), " ")
+		res[k] = v
+	}
+	return res, lines
+}
+
+// startGateChild starts cmd, a child that installs the notification filter
+// and prints "fd N" (its listener), takes the listener and serves it with
+// a gate of cfg (RootPid set to the child) until the test ends. It returns
+// the child's stdin and the rest of its output; the child is killed and
+// reaped at the end of the test.
+func startGateChild(t *testing.T, cmd *exec.Cmd, cfg GateConfig, inet Handler) (io.Writer, *bufio.Scanner) {
+	t.Helper()
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	out := bufio.NewScanner(stdout)
 	if !out.Scan() {
 		t.Fatal("child said nothing")
@@ -332,23 +360,14 @@ func runChildAttr(t *testing.T, mode string, args []string, cfg GateConfig, inet
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(gate.Close)
 	srv, err := NewServer(listener, Options{Unix: gate, Inet: inet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve()
-	defer srv.Close()
-	stdin.Write([]byte("go\n"))
-	res := map[string]string{}
-	var lines []string
-	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // deadlock guard only
-	defer deadline.Stop()
-	for out.Scan() {
-		lines = append(lines, out.Text())
-		k, v, _ := strings.Cut(out.Text(), " ")
-		res[k] = v
-	}
-	return res, lines
+	t.Cleanup(srv.Close)
+	return stdin, out
 }
 
 // hostServer listens on a path socket in the test process and counts the

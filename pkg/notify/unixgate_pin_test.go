@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -13,41 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// pinChildEnv runs this test binary as pinInodeChild: under the
-// filter, it connects to its argument once told to (a second stdin line),
-// so that the test can change the host between the gate's start and the
-// connect.
-const pinChildEnv = "NSBOX_NOTIFY_PIN_CHILD"
-
-func init() {
-	if p := os.Getenv(pinChildEnv); p != "" {
-		os.Exit(pinInodeChild(p))
-	}
-}
-
-func pinInodeChild(p string) int {
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		fmt.Println("error", err)
-		return 1
-	}
-	fd, err := Install()
-	if err != nil {
-		fmt.Println("error", err)
-		return 1
-	}
-	fmt.Printf("fd %d\n", fd)
-	in := bufio.NewReader(os.Stdin)
-	if line, _ := in.ReadString('\n'); line != "go\n" {
-		return 1
-	}
-	unix.Close(fd)
-	if line, _ := in.ReadString('\n'); line != "now\n" {
-		return 1
-	}
-	fmt.Println("connect", connectResult(p))
-	return 0
-}
 
 // TestUnixGateAllowPinOutlivesItsInode: the gate holds each allowed
 // socket's inode (an O_PATH pin for its life), not only its device and
@@ -82,44 +46,12 @@ func TestUnixGateAllowPinOutlivesItsInode(t *testing.T) {
 	// The child connects to other: the socket of elsewhere that gets the
 	// freed number is given that name.
 	other := filepath.Join(elsewhere, "other.sock")
+	// The child (child's "later" mode) connects to other once told to by
+	// a second line, so that the host can change between the gate's start
+	// and the connect.
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), pinChildEnv+"="+other)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	out := bufio.NewScanner(stdout)
-	if !out.Scan() {
-		t.Fatal("child said nothing")
-	}
-	var n int
-	if _, err := fmt.Sscanf(out.Text(), "fd %d", &n); err != nil {
-		t.Fatalf("child: %s", out.Text())
-	}
-	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listener, err := unix.PidfdGetfd(pidfd, n, 0)
-	unix.Close(pidfd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, err := NewUnixGate(GateConfig{RootPid: cmd.Process.Pid, Allow: []string{allowed}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gate.Close()
-	srv, err := NewServer(listener, Options{Unix: gate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	defer srv.Close()
+	cmd.Env = append(os.Environ(), childEnv+"=later", "NSBOX_NOTIFY_TEST_ARGS="+other)
+	stdin, out := startGateChild(t, cmd, GateConfig{Allow: []string{allowed}}, nil)
 	stdin.Write([]byte("go\n"))
 
 	// The allowed server goes away (Close unlinks its socket).
