@@ -12,8 +12,11 @@
 //     supervisor has newuidmap/newgidmap map it with the very host ids a
 //     sandbox's maps use, each to itself (so a map written from H means
 //     what the same lines mean from the host). It then only listens on a
-//     socket of the caller's own (mode 0700, SO_PEERCRED-checked) and hands
-//     out an fd of H, and exits after an idle time;
+//     socket of mode 0700 in a directory of the caller's alone, answers
+//     only the caller's uid (SO_PEERCRED) with an fd of H, and exits after
+//     an idle time. A client keeps that fd only if H is owned by it and a
+//     child of its own namespace (nsbox_holder_connect): never one a
+//     sandbox made;
 //   - the worker's exec becomes a stage: in its ELF constructor, before
 //     any Go runtime starts and so single-threaded (setns(2) refuses a
 //     user namespace to a multithreaded process), it joins H, where it
@@ -213,8 +216,9 @@ static void holder_main(const char *path, int idle_s) {
 		_exit(1);
 	// Bound under a name of its own, then put in place at once: a client
 	// never finds a socket that does not answer yet, and a holder that
-	// replaces a stale one (other maps) does so in one step. rename(2) in
-	// sticky /tmp fails on another user's file: then no holder.
+	// replaces a stale one (other maps) does so in one step. Both names are
+	// in the caller's own directory (nsbox_holder_dir), where no other
+	// user can put anything.
 	if (rename(sa.sun_path, path) < 0) {
 		unlink(sa.sun_path);
 		_exit(1);
