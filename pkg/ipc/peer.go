@@ -248,12 +248,15 @@ func (p *Peer) Handle(typ string, h Handler) { p.handlers[typ] = handler{h: h} }
 
 // HandleInline is Handle for a handler that may run on the reading
 // goroutine: when its request arrives while no other request is being
-// handled and nothing more waits on the socket (a caller that waits for
-// each reply), it runs where it was read, without the hand-off to a handler
-// goroutine. If it has not returned within InlineBudget, another goroutine
-// takes over reading, so a slow one holds the messages behind it back for
-// about that long at most. h must not wait for a reply over this same peer
-// (the reply would wait for the takeover).
+// handled by a handler goroutine, it runs where it was read, without the
+// hand-off to a handler goroutine, also when more requests wait on the
+// socket (a caller that keeps several in flight is served one request
+// after the other, which for handlers that return at once is faster than
+// waking a goroutine per request). If it has not returned within
+// InlineBudget, another goroutine takes over reading, so a slow one holds
+// the messages behind it back for about that long at most; while it runs,
+// the requests read after it go to handler goroutines. h must not wait for
+// a reply over this same peer (the reply would wait for the takeover).
 func (p *Peer) HandleInline(typ string, h Handler) {
 	p.handlers[typ] = handler{h: h, inline: true}
 }
@@ -353,7 +356,10 @@ func (p *Peer) readLoop() error {
 			buf = p.serveRequest(j, buf)
 			continue
 		}
-		if ok && j.inline && p.inFlight.Load() == 1 && !p.conn.pending() {
+		// Inline while no handler goroutine holds a request (this one is
+		// the only one in flight), whatever waits behind it: see
+		// HandleInline.
+		if ok && j.inline && p.inFlight.Load() == 1 {
 			var done bool
 			if buf, done = p.runInline(j, buf); !done {
 				return errTakenOver

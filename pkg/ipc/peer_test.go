@@ -446,6 +446,23 @@ func TestInlineSlowHandlerIsTakenOver(t *testing.T) {
 	}
 }
 
+// TestPipelinedRequestsRunInline: a caller that keeps several requests in
+// flight is served on the reading goroutine too, one request after the
+// other, while the handlers return at once: no handler goroutine is
+// started (a hand-off per request costs a goroutine wake-up each).
+func TestPipelinedRequestsRunInline(t *testing.T) {
+	a, b := pair(t)
+	pb := NewPeer(b, Options{InlineBudget: time.Hour, MaxInFlight: 8})
+	pb.HandleInline("echo", func(ctx context.Context, r *Request) (any, error) { return r.Payload, nil })
+	served := servePeer(pb)
+	keepInFlight(t, a, 8, 2000, "")
+	pb.Close()
+	<-served
+	if pb.workers != 0 {
+		t.Fatalf("%d handler goroutines started for fast pipelined requests", pb.workers)
+	}
+}
+
 // TestTakeoversAreBounded: at most MaxInFlight goroutines may be taken over
 // while their inline request is not done (each may be stuck writing a
 // reply the other side never reads); past that, reading waits.
@@ -480,8 +497,8 @@ func TestTakeoversAreBounded(t *testing.T) {
 }
 
 // TestInlineWithRequestsInFlight: callers that keep several requests in
-// flight are served by handler goroutines, correctly and without busy
-// replies, on a peer that runs lone requests inline.
+// flight are served correctly and without busy replies on a peer that runs
+// requests inline.
 func TestInlineWithRequestsInFlight(t *testing.T) {
 	a, b := pair(t)
 	pb := NewPeer(b, Options{InlineBudget: time.Millisecond, MaxInFlight: 8})

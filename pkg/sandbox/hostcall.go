@@ -212,11 +212,12 @@ func (s *hostCallServer) serve(host *os.File, counted bool) error {
 	// send at most 4 MiB in one message per connection, and all the
 	// session's connections together share s.budget.
 	peer := ipc.NewPeer(conn, ipc.Options{MaxInFlight: 64, MaxMessage: 4 << 20, InlineBudget: hostCallInline, Budget: s.budget})
-	// A lone call runs on the reading goroutine (no hand-off: the common
-	// case of a program waiting for each reply); one whose handler takes
+	// Calls run on the reading goroutine, one after the other, while no
+	// handler goroutine holds one (no hand-off per call, also for a
+	// program that keeps several in flight); one whose handler takes
 	// longer than hostCallInline lets the next calls on this socket be
-	// read by another goroutine. Neither handler calls back over the
-	// socket.
+	// read by another goroutine, and those go to handler goroutines
+	// while it runs. Neither handler calls back over the socket.
 	peer.HandleInline(ipc.TypeHostCall, s.serveCall)
 	// connect hands us the end of a fresh private socketpair: a process
 	// inside gets a connection of its own instead of sharing replies.
