@@ -359,6 +359,57 @@ func FuzzValueEncoding(f *testing.F) {
 	})
 }
 
+// FuzzPlainPayload: a payload made of what encoding/json decodes into an
+// any (maps, lists, strings, numbers, bools, nulls), as a caller builds
+// one, is encoded to the text json.Marshal gives; one that json.Marshal
+// refuses is refused.
+func FuzzPlainPayload(f *testing.F) {
+	f.Add([]byte(`{"api":"bench","method":"echo","args":"0123456789abcdefghij"}`))
+	f.Add([]byte(`[1,2.5,-0,1e21,1e-7,"<&>",true,null,{"b":{},"a":[]}]`))
+	f.Add([]byte(`"\u2028\ud800x\u00e9"`))
+	f.Add([]byte(`{"z":1,"a":{"\u00ff":[[[[]]]],"A":"x"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v any
+		if json.Unmarshal(data, &v) != nil {
+			return
+		}
+		for _, p := range []any{v, map[string]any{"wrapped": v, "n": 7, "xs": []any{v, nil}}} {
+			want, werr := json.Marshal(p)
+			got, gerr := appendPayload(nil, p)
+			if (werr == nil) != (gerr == nil) || string(got) != string(want) {
+				t.Fatalf("payload %s\n got %s %v\nwant %s %v", data, got, gerr, want, werr)
+			}
+		}
+	})
+}
+
+// TestPlainPayloadFallsBack: values of other types inside a map go to
+// json.Marshal, and come out as it writes them; a non-finite number is
+// refused as it refuses it.
+func TestPlainPayloadFallsBack(t *testing.T) {
+	type item struct {
+		Name string `json:"name"`
+	}
+	deep := any("x")
+	for i := 0; i < maxDepth+5; i++ {
+		deep = []any{deep}
+	}
+	for _, p := range []any{
+		map[string]any{"s": item{"a<b"}, "r": json.RawMessage(` {"x": 1} `), "u": uint8(3), "f32": float32(0.1)},
+		[]any{map[string]any(nil), []any(nil), int(-5), 3.0},
+		deep,
+	} {
+		want, _ := json.Marshal(p)
+		got, err := appendPayload(nil, p)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("payload %#v\n got %s %v\nwant %s", p, got, err, want)
+		}
+	}
+	if _, err := appendPayload(nil, map[string]any{"x": math.Inf(1)}); err == nil {
+		t.Fatal("an infinite number encoded")
+	}
+}
+
 // TestInlineRequestsUseNoHandlerGoroutine: with InlineBudget, a caller that
 // waits for each reply is served on the reading goroutine alone.
 func TestInlineRequestsUseNoHandlerGoroutine(t *testing.T) {
