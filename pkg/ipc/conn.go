@@ -205,20 +205,6 @@ func (c *Conn) WriteMessage(msg []byte, fds []int) error {
 	return nil
 }
 
-// pending reports whether data (a message, or part of one) waits to be
-// read. When it cannot tell, it says yes.
-func (c *Conn) pending() bool {
-	if !c.use() {
-		return true
-	}
-	defer c.release()
-	if c.closed.Load() {
-		return true
-	}
-	n, err := unix.IoctlGetInt(c.fd, unix.SIOCINQ)
-	return err != nil || n > 0
-}
-
 func (c *Conn) send(frame, oob []byte) error {
 	for {
 		var err error
