@@ -46,7 +46,8 @@ var (
 // socket in a child), and so that a reader can wait on its own thread (see
 // SetWait). docs/benchmarks.md measured the netpoller: faster than a
 // blocking read only when a goroutine hand-off follows each read, which
-// Peer avoids for lone requests (HandleInline, HandleDirect).
+// Peer avoids for the requests it runs where it reads them (HandleInline,
+// HandleDirect).
 type Conn struct {
 	fd         int
 	maxMessage int
