@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -62,10 +63,19 @@ func startTestHolder(t *testing.T, id *Identity, idle time.Duration) *Holder {
 	if os.Geteuid() != 0 {
 		t.Skip("the holder's maps are written directly by root here; root-less through newuidmap is tested in test/integration (identity_holder_test.go)")
 	}
-	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	// A directory of the test's alone, 0700 as the holder wants it (the
+	// testing package makes 0755 ones): never the real /tmp/nsbox-UID.
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_RUNTIME_DIR", dir)
 	h, err := StartHolder(id, idle)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if filepath.Dir(h.Path) != dir {
+		t.Fatalf("the holder listens on %s, not in the test's directory %s", h.Path, dir)
 	}
 	t.Cleanup(h.Close)
 	return h
