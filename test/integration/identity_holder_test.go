@@ -267,6 +267,15 @@ func TestIdentityHolderOff(t *testing.T) {
 	if ps := holderPids(t); len(ps) != 0 {
 		t.Errorf("NSBOX_IDHOLDER=off started holders %v", ps)
 	}
+	// Even with a holder running, a start with the holder off is made
+	// directly: its user namespace is a child of the host's.
+	waitHolder(t, u, []string{"NSBOX_IDHOLDER_IDLE=30"})
+	sleep, stop := sandboxedSleep(t, u, env)
+	chain := userNSChain(t, sleep)
+	stop()
+	if len(chain) != 2 {
+		t.Errorf("with NSBOX_IDHOLDER=off and a holder running, the sandbox's user namespace is %d levels below the host's (chain %v), want 1", len(chain)-1, chain)
+	}
 	if st := u.run(t, &runOpts{env: env}, "status").stdout; !strings.Contains(st, "identity holder     ok  off") {
 		t.Errorf("status with NSBOX_IDHOLDER=off:\n%s", st)
 	}
