@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -789,24 +788,12 @@ func appendPlain(buf []byte, v any, depth int) (_ []byte, ok bool) {
 		if x == nil {
 			return append(buf, "null"...), true
 		}
-		var small [8]string
-		keys := small[:0]
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		buf = append(buf, '{')
-		for i, k := range keys {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			buf = appendJSONString(buf, k)
-			buf = append(buf, ':')
-			if buf, ok = appendPlain(buf, x[k], depth+1); !ok {
-				return buf, false
-			}
-		}
-		return append(buf, '}'), true
+		ok = true
+		buf = appendObject(buf, x, func(buf []byte, e any) ([]byte, bool) {
+			buf, ok = appendPlain(buf, e, depth+1)
+			return buf, ok
+		})
+		return buf, ok
 	}
 	return buf, false
 }

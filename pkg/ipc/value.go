@@ -136,23 +136,16 @@ func appendValue(buf []byte, v Value, depth int) ([]byte, error) {
 		}
 		buf = append(buf, ']')
 	case Map:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		buf = append(buf, '{')
-		for i, k := range keys {
-			if i > 0 {
-				buf = append(buf, ',')
+		ok := true
+		buf = appendObject(buf, x, func(buf []byte, e Value) ([]byte, bool) {
+			if buf, err = appendValue(buf, e, depth+1); err != nil {
+				ok = false
 			}
-			buf = appendJSONString(buf, k)
-			buf = append(buf, ':')
-			if buf, err = appendValue(buf, x[k], depth+1); err != nil {
-				return nil, err
-			}
+			return buf, ok
+		})
+		if !ok {
+			return nil, err
 		}
-		buf = append(buf, '}')
 	default:
 		// Unreachable for code outside this package: Value is sealed.
 		return nil, fmt.Errorf("unsupported value type %T", v)
@@ -237,4 +230,29 @@ func appendJSONString(buf []byte, s string) []byte {
 	}
 	buf = append(buf, s[done:]...)
 	return append(buf, '"')
+}
+
+// appendObject appends m as a JSON object, its keys sorted as
+// encoding/json sorts them, each value written by elem; it stops at the
+// first value elem refuses (false), returning what was written so far.
+func appendObject[V any](buf []byte, m map[string]V, elem func([]byte, V) ([]byte, bool)) []byte {
+	var small [8]string
+	keys := small[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	buf = append(buf, '{')
+	for i, k := range keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJSONString(buf, k)
+		buf = append(buf, ':')
+		var ok bool
+		if buf, ok = elem(buf, m[k]); !ok {
+			return buf
+		}
+	}
+	return append(buf, '}')
 }
