@@ -369,6 +369,14 @@ func startGateChild(t *testing.T, cmd *exec.Cmd, cfg GateConfig, inet Handler) (
 	return stdin, out
 }
 
+// waitAccepted waits until n counts a connection: a guard for the
+// accept loop of hostServer, not a speed assertion (a minute at most).
+func waitAccepted(n *atomic.Int64) {
+	for deadline := time.Now().Add(time.Minute); n.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // hostServer listens on a path socket in the test process and counts the
 // connections it accepts.
 func hostServer(t *testing.T, p string) *atomic.Int64 {

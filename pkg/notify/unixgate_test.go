@@ -116,9 +116,7 @@ func TestGateAllowIsPinnedAtStart(t *testing.T) {
 	// speed assertion); a connect to the other server would have been
 	// made before the child's returned, so it is in that server's queue
 	// by now (the EACCES above is the main check).
-	for deadline := time.Now().Add(time.Minute); allowedN.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	waitAccepted(allowedN)
 	if secretN.Load() != 0 || allowedN.Load() != 1 {
 		t.Fatalf("the other host socket saw %d connections (want 0), the allowed one %d (want 1)", secretN.Load(), allowedN.Load())
 	}
@@ -161,9 +159,7 @@ func TestGateDACOverrideOnlyOnMappedOwners(t *testing.T) {
 	if res[mine] != "ok" || res[other] != "EACCES" {
 		t.Fatalf("the mapped owner's socket %q (want ok), the unmapped owner's %q (want EACCES)", res[mine], res[other])
 	}
-	for deadline := time.Now().Add(time.Minute); mineN.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond) // a guard for the accept loop, not a speed assertion
-	}
+	waitAccepted(mineN)
 	if mineN.Load() != 1 || otherN.Load() != 0 {
 		t.Fatalf("mapped socket saw %d connections (want 1), unmapped %d (want 0)", mineN.Load(), otherN.Load())
 	}
@@ -223,9 +219,7 @@ func TestGateFollowsChroot(t *testing.T) {
 	if res["before"] != "ok" || res["after"] != "ENOENT" || res["inner"] != "ok" {
 		t.Fatalf("before the chroot %q (want ok), the outer socket after it %q (want ENOENT), the jail's %q (want ok)", res["before"], res["after"], res["inner"])
 	}
-	for deadline := time.Now().Add(time.Minute); innerN.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond) // a guard for the accept loop, not a speed assertion
-	}
+	waitAccepted(innerN)
 	if outerN.Load() != 1 || innerN.Load() != 1 {
 		t.Fatalf("outer server saw %d connections (want 1), the jail's %d (want 1)", outerN.Load(), innerN.Load())
 	}
