@@ -387,25 +387,30 @@ func holderIdle() time.Duration {
 // holder should be started after this start because none suits. Only a
 // root-less full range has one: root writes any map itself, and the
 // single-id map is one write without helpers.
-func holderFor(id *namespaces.Identity) (h *namespaces.Holder, start bool) {
+//
+// It also returns the identity it decided on (id, or the prestarted
+// worker's default it chose; nil when it chose none), for startMaps to
+// take instead of choosing again: the choice reads the sub-id files and
+// the user database, on every start's path.
+func holderFor(id *namespaces.Identity) (h *namespaces.Holder, start bool, chosen *namespaces.Identity) {
 	if os.Geteuid() == 0 || os.Getenv(EnvIDHolder) == "off" {
-		return nil, false
+		return nil, false, id
 	}
 	if id == nil {
 		var err error
 		if id, err = chooseIdentity(false); err != nil {
-			return nil, false
+			return nil, false, nil
 		}
 	}
 	if !id.Helper {
-		return nil, false
+		return nil, false, id
 	}
 	h = namespaces.ConnectHolder()
 	if h != nil && h.Suits(id) != nil {
 		h.Close()
 		h = nil
 	}
-	return h, h == nil
+	return h, h == nil, id
 }
 
 // identity is the identity the maps are written with, once chosen; nil

@@ -414,7 +414,7 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 	// A root-less full range's worker is made inside the identity
 	// holder's user namespace when one runs (holder.c): its maps are
 	// then written without newuidmap and newgidmap.
-	holder, newHolder := holderFor(s.identity)
+	holder, newHolder, chosen := holderFor(s.identity)
 	started := make(chan error, 1)
 	go func() {
 		// PR_SET_PDEATHSIG fires when the *thread* that cloned the worker
@@ -448,7 +448,7 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 		s.holdWorker()
 		// The maps from the clone on: the identity chosen already (Start),
 		// or the default one (a prestarted worker; see startMaps).
-		maps := startMaps(proc.Pid, s.identity, stage, newHolder)
+		maps := startMaps(proc.Pid, chosen, stage, newHolder)
 		s.maps = maps
 		started <- nil
 		// Not reaped while newuidmap may still write to /proc/PID: the
