@@ -45,6 +45,7 @@ extern int nsbox_spawn(struct nsbox_spawn *a) __attribute__((weak));
 extern uint64_t nsbox_worker_caps(void) __attribute__((weak));
 extern int nsbox_holder_path(char *buf, size_t n) __attribute__((weak));
 extern int nsbox_holder_connect(const char *path, int *holder_pid) __attribute__((weak));
+extern int nsbox_stage_env(char *buf, size_t n, unsigned flags, uint64_t ambient) __attribute__((weak));
 
 // Read once by takePrespawned (prespawn.go), after nsbox_prespawn_wait.
 int nsbox_prespawn_pid = 0; // > 0: a worker waits on nsbox_prespawn_fd
@@ -192,7 +193,7 @@ static void stage_setup(void) {
 	char path[108];
 	int holder_pid, sv[2];
 	const char *off = getenv("NSBOX_IDHOLDER");
-	if (geteuid() == 0 || (off && strcmp(off, "off") == 0) || !nsbox_holder_path || !nsbox_holder_connect ||
+	if (geteuid() == 0 || (off && strcmp(off, "off") == 0) || !nsbox_holder_path || !nsbox_holder_connect || !nsbox_stage_env ||
 	    nsbox_holder_path(path, sizeof path) != 0)
 		return;
 	int ns = nsbox_holder_connect(path, &holder_pid);
@@ -202,8 +203,12 @@ static void stage_setup(void) {
 		close(ns);
 		return;
 	}
-	snprintf(ps.stage_env, sizeof ps.stage_env, "%s%x:%llx", NSBOX_STAGE_ENV, (unsigned)ps.a.flags,
-	         (unsigned long long)ps.a.ambient);
+	if (nsbox_stage_env(ps.stage_env, sizeof ps.stage_env, (unsigned)ps.a.flags, ps.a.ambient) != 0) {
+		close(ns);
+		close(sv[0]);
+		close(sv[1]);
+		return;
+	}
 	ps.envp[1] = ps.stage_env;
 	ps.a.flags = 0;
 	ps.a.ambient = 0;

@@ -182,6 +182,14 @@ out:
 	return fd;
 }
 
+// nsbox_stage_env writes the environment entry that makes a worker's exec
+// a stage (read back by stage()): the one place its format is made, for
+// prespawn.c and spawn.go alike.
+int nsbox_stage_env(char *buf, size_t n, unsigned flags, uint64_t ambient) {
+	int r = snprintf(buf, n, "%s%x:%llx", NSBOX_STAGE_ENV, flags, (unsigned long long)ambient);
+	return r > 0 && (size_t)r < n ? 0 : -1;
+}
+
 // ---- the holder ----
 
 static void drop_caps(void) {

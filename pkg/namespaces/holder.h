@@ -30,6 +30,7 @@ struct nsbox_stage_maps {
 	int32_t deny_setgroups, ulen, glen;
 };
 
+int nsbox_stage_env(char *buf, size_t n, unsigned flags, uint64_t ambient);
 int nsbox_holder_dir(char *buf, size_t n);
 int nsbox_holder_dir_ok(const char *dir);
 int nsbox_holder_path(char *buf, size_t n);

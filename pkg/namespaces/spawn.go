@@ -106,7 +106,11 @@ func spawn(o Options, a SpawnArgs, st *stageArgs) (int, error) {
 	if st != nil {
 		// The stage clones the namespaces and sets the capabilities (it
 		// joins H first); its own clone and exec need neither.
-		env = append(env[:len(env):len(env)], fmt.Sprintf("%s%x:%x", C.NSBOX_STAGE_ENV, uint64(c.flags), uint64(c.ambient)))
+		var e [64]C.char
+		if C.nsbox_stage_env(&e[0], C.size_t(len(e)), C.unsigned(c.flags), c.ambient) != 0 {
+			return 0, &SpawnError{Step: "stage", Err: syscall.EINVAL}
+		}
+		env = append(env[:len(env):len(env)], C.GoString(&e[0]))
 		files[4], files[5] = st.userns, st.conn
 		c.flags, c.ambient = 0, 0
 	}
