@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The test binary links holder.c, so it can be a holder and a stage
@@ -76,6 +78,11 @@ func startTestHolder(t *testing.T, id *Identity, idle time.Duration) *Holder {
 	}
 	if filepath.Dir(h.Path) != dir {
 		t.Fatalf("the holder listens on %s, not in the test's directory %s", h.Path, dir)
+	}
+	// Ended with the test, by pidfd (its number could be another
+	// process's once it left on its own).
+	if pfd, err := unix.PidfdOpen(h.Pid, 0); err == nil {
+		t.Cleanup(func() { unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0); unix.Close(pfd) })
 	}
 	t.Cleanup(h.Close)
 	return h
