@@ -1,0 +1,200 @@
+package notify
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A root supervisor's calls made as the target (astarget.go).
+
+// TestAsTargetPeerSeesTargetIDs: a root supervisor with AsTarget makes
+// the call with the target's host ids (the listener's SO_PEERCRED names
+// the sandbox's uid, not root), call after call, and its threads hold
+// their own ids again once each call is made.
+func TestAsTargetPeerSeesTargetIDs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("AsTarget is a root supervisor's: run as root")
+	}
+	if err := Supported(); err != nil {
+		t.Skip(err)
+	}
+	const nobody = 65534
+	// The test binary, where uid 65534 may run it.
+	bin := filepath.Join(t.TempDir(), "notify.test")
+	// t.TempDir's folders (and the one above them) are 0700.
+	os.Chmod(filepath.Dir(bin), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755)
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	p := filepath.Join(dir, "s.sock")
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	os.Chmod(p, 0o777)
+	type peer struct {
+		u      unix.Ucred
+		groups string
+	}
+	peers := make(chan peer, 8)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			raw, _ := c.(*net.UnixConn).SyscallConn()
+			raw.Control(func(fd uintptr) {
+				if u, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+					// SO_PEERGROUPS: the supplementary groups, as
+					// 32-bit ids.
+					b := make([]byte, 4*64)
+					n := uint32(len(b))
+					var gs []string
+					if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_PEERGROUPS, uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&n)), 0); e == 0 {
+						for i := 0; i+4 <= int(n); i += 4 {
+							gs = append(gs, strconv.Itoa(int(binary.NativeEndian.Uint32(b[i:]))))
+						}
+					}
+					peers <- peer{*u, strings.Join(gs, ",")}
+				}
+			})
+			c.Close()
+		}
+	}()
+	const calls = 3
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=connect", "NSBOX_NOTIFY_TEST_ARGS="+strings.TrimSpace(strings.Repeat(p+" ", calls)))
+	// A supplementary group too: the thread takes it for the call.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{4242}}}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	out := bufio.NewScanner(stdout)
+	var n int
+	if !out.Scan() {
+		t.Fatal("child said nothing")
+	}
+	if _, err := fmt.Sscanf(out.Text(), "fd %d", &n); err != nil {
+		t.Fatalf("child: %s", out.Text())
+	}
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := unix.PidfdGetfd(pidfd, n, 0)
+	unix.Close(pidfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, err := NewUnixGate(GateConfig{RootPid: cmd.Process.Pid, Writable: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(listener, Options{Unix: gate, AsTarget: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	stdin.Write([]byte("go\n"))
+	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // deadlock guard only
+	defer deadline.Stop()
+	var lines []string
+	for out.Scan() {
+		lines = append(lines, out.Text())
+	}
+	if len(lines) != calls {
+		t.Fatalf("%q", lines)
+	}
+	for i, line := range lines {
+		if line != p+" ok" {
+			t.Fatalf("%q", lines)
+		}
+		pr := <-peers
+		if u := pr.u; u.Uid != nobody || u.Gid != nobody {
+			t.Fatalf("connect %d: the peer is uid %d gid %d, not the target's %d", i, u.Uid, u.Gid, nobody)
+		}
+		if pr.groups != "4242" {
+			t.Fatalf("connect %d: the peer's groups are %q, not the target's 4242", i, pr.groups)
+		}
+	}
+	// Every thread of this process (the Server's among them, still
+	// running) holds root's ids again.
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/status")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, _ := strings.Cut(line, ":"); k == "Uid" || k == "Gid" {
+				if f := strings.Fields(v); len(f) != 4 || f[0] != "0" || f[1] != "0" || f[2] != "0" || f[3] != "0" {
+					t.Fatalf("thread %s: %s", task.Name(), line)
+				}
+			}
+		}
+	}
+}
+
+// TestParseStatus: the ids, groups and capabilities of this process's own
+// /proc/self/status, as the kernel writes them, and malformed files
+// refused (the gate then fails closed).
+func TestParseStatus(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	st, err := parseStatus(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.uid[1] != uint32(os.Geteuid()) || st.gid[1] != uint32(os.Getegid()) {
+		t.Fatalf("uid %v gid %v", st.uid, st.gid)
+	}
+	groups, _ := os.Getgroups()
+	if len(groups) != len(st.groups) {
+		t.Fatalf("groups %v, want %v", st.groups, groups)
+	}
+	st, err = parseStatus([]byte("Name:\tx\nUid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\nGroups:\t9 10 \nCapEff:\t0000000000000002\n"))
+	if err != nil || st.uid != [4]uint32{1, 2, 3, 4} || st.gid != [4]uint32{5, 6, 7, 8} || len(st.groups) != 2 || st.groups[1] != 10 || st.capEff != 2 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	for _, bad := range []string{
+		"Uid:\t1\t2\t3\t4\nCapEff:\t0\n",                            // no Gid
+		"Uid:\t1\t2\t3\nGid:\t5\t6\t7\t8\nCapEff:\t0\n",             // three uids
+		"Uid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\n",                      // no CapEff
+		"Uid:\t1\t2\t3\t4294967296\nGid:\t5\t6\t7\t8\nCapEff:\t0\n", // past 32 bits
+		"Uid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\nGroups:\t-1\nCapEff:\t0\n",
+	} {
+		if _, err := parseStatus([]byte(bad)); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}
