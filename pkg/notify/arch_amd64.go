@@ -14,6 +14,14 @@ var foreignSocketCalls = []archCalls{
 	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{102 /* socketcall */, 345 /* sendmmsg */, 362 /* connect */, 369 /* sendto */, 370 /* sendmsg */}},
 }
 
+// setgroupsCalls are setgroups(2) in each ABI: native, x32 (native arch),
+// and i386's 16- and 32-bit forms. They notify, so that the Server knows
+// when a thread's supplementary groups may have changed (creds).
+var setgroupsCalls = []archCalls{
+	{arch: auditArch, nrs: []uint32{unix.SYS_SETGROUPS, x32 | 116}},
+	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{81 /* setgroups */, 206 /* setgroups32 */}},
+}
+
 // nativeForeignCalls are x32's, which come with the native audit arch.
 var nativeForeignCalls = []uint32{x32 | 42 /* connect */, x32 | 44 /* sendto */, x32 | 518 /* sendmsg */, x32 | 538 /* sendmmsg */}
 

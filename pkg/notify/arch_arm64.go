@@ -10,4 +10,11 @@ var foreignSocketCalls = []archCalls{
 	{arch: unix.AUDIT_ARCH_ARM, nrs: []uint32{102 /* socketcall */, 283 /* connect */, 290 /* sendto */, 296 /* sendmsg */, 374 /* sendmmsg */}},
 }
 
+// setgroupsCalls: setgroups(2) natively and in the 32-bit ARM ABI (its
+// 16- and 32-bit forms; see arch_amd64.go).
+var setgroupsCalls = []archCalls{
+	{arch: auditArch, nrs: []uint32{unix.SYS_SETGROUPS}},
+	{arch: unix.AUDIT_ARCH_ARM, nrs: []uint32{81 /* setgroups */, 206 /* setgroups32 */}},
+}
+
 var nativeForeignCalls []uint32

@@ -8,4 +8,5 @@ const auditArch = 0
 var (
 	foreignSocketCalls []archCalls
 	nativeForeignCalls []uint32
+	setgroupsCalls     []archCalls
 )

@@ -8,21 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// targetIDs reads the host ids of the calling task: effective uid and gid
-// and the supplementary groups, from /proc/TID/status (ids there are shown
-// in the reader's user namespace: the supervisor's, the host's).
-func targetIDs(c *SockCall) (uid, gid uint32, groups []uint32, err error) {
-	b, err := c.status()
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	st, err := parseStatus(b)
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	return st.uid[1], st.gid[1], st.groups, nil
-}
-
 // procStatus is what the gate reads of /proc/TID/status: the uids and
 // gids (real, effective, saved, file system), the supplementary groups
 // and the effective capabilities.
@@ -116,9 +101,92 @@ func parseUint(b []byte, base, bits uint) (uint64, bool) {
 	return n, true
 }
 
-// status returns /proc/TID/status of the target, read once per call: the
-// gate's permission check and asTarget both need it, and a root session's
-// connect read it twice. It is read through the call's proc (the thread's
+// creds returns the calling thread's credentials, read once per call: the
+// gate's permission check and asTarget both need them. A thread's first
+// call reads its /proc/TID/status (8-20 µs here, most of a root
+// session's added connect cost: the kernel prints the whole file); its
+// later calls take the ids from PIDFD_GET_INFO and the capabilities from
+// capget(2) (~1 µs together), and the supplementary groups, which
+// neither gives, from that first read (proc.groups).
+//
+// Keeping the groups is sound because only setgroups(2) changes a task's
+// groups, and only its own (credentials are per task, changed by the
+// task itself; exec and clone keep or copy them; credentials(7)). Every
+// setgroups under the filter notifies, and the first one, in any thread,
+// ends the keeping for the Server's life (groupsMoved, set before the
+// call goes on). A per-thread mark would not do: when a thread that is
+// not the leader execs, it takes over the leader's id and struct pid
+// (de_thread), and with it the leader's entry and kept groups. Until any
+// setgroups, the threads of one process all hold the groups the process
+// had when the filter was installed, so that entry's groups are right.
+// The worker clears the groups before it installs the filter
+// (SetIdentity), so a session that never calls setgroups keeps them.
+func (c *SockCall) creds() (*procStatus, error) {
+	if c.cred != nil {
+		return c.cred, nil
+	}
+	if st, ok := c.fastCreds(); ok {
+		c.cred = st
+		return st, nil
+	}
+	b, err := c.status()
+	if err != nil {
+		return nil, err
+	}
+	st, err := parseStatus(b)
+	if err != nil {
+		return nil, err
+	}
+	if p := c.proc; p != nil && p.exact {
+		c.srv.mu.Lock()
+		p.groups, p.hasGroups = st.groups, true
+		c.srv.mu.Unlock()
+	}
+	c.cred = &st
+	return c.cred, nil
+}
+
+// fastCreds is creds without the status read, when the thread's groups
+// are kept and the kernel has PIDFD_GET_INFO (6.13).
+func (c *SockCall) fastCreds() (*procStatus, bool) {
+	p, s := c.proc, c.srv
+	if p == nil || s == nil || !p.exact || s.groupsMoved.Load() || s.noPidfdInfo.Load() {
+		return nil, false
+	}
+	s.mu.Lock()
+	groups, ok := p.groups, p.hasGroups
+	s.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	// capget names the thread by its id, which is the thread's while it
+	// lives: the pidfd read that follows fails once the thread is gone,
+	// so a success there shows the id named this thread at the capget
+	// too (an id is reused only after its thread is gone).
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3, Pid: int32(c.Pid)}
+	var data [2]unix.CapUserData
+	if _, _, e := unix.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return nil, false
+	}
+	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CREDS}
+	if err := unix.IoctlPidfdInfo(p.pidfd, &info); err != nil {
+		if err == unix.ENOTTY || err == unix.EINVAL {
+			s.noPidfdInfo.Store(true)
+		}
+		return nil, false
+	}
+	if info.Mask&unix.PIDFD_INFO_CREDS == 0 {
+		return nil, false
+	}
+	return &procStatus{
+		uid:    [4]uint32{info.Ruid, info.Euid, info.Suid, info.Fsuid},
+		gid:    [4]uint32{info.Rgid, info.Egid, info.Sgid, info.Fsgid},
+		groups: groups, // shared with the entry: read, never written
+		capEff: uint64(data[1].Effective)<<32 | uint64(data[0].Effective),
+	}, true
+}
+
+// status returns /proc/TID/status of the target (creds). It is read through the call's proc (the thread's
 // own /proc/TID, never a later owner of its id), from a descriptor kept
 // open across calls: a read at offset 0 makes the kernel write the file
 // afresh (seq_file), and the open and close (~10 µs) are paid once per
@@ -223,10 +291,11 @@ func asTarget(c *SockCall, own *threadCreds, op func() (int64, unix.Errno)) (val
 	}
 	// Read through the call's proc: the ids are the target thread's own
 	// (never those of a later owner of its id), with no ID_VALID after.
-	uid, gid, groups, err := targetIDs(c)
+	cr, err := c.creds()
 	if err != nil {
 		return 0, unix.EACCES, false // fail closed: whose call it is is unknown
 	}
+	uid, gid, groups := cr.uid[1], cr.gid[1], cr.groups
 	val, errno = 0, unix.EACCES
 	// The groups are set only when they differ from the thread's own,
 	// which it cleared when it began serving (ownThreadCreds): a target

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,25 +27,7 @@ import (
 // the sandbox's uid, not root), call after call, and its threads hold
 // their own ids again once each call is made.
 func TestAsTargetPeerSeesTargetIDs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("AsTarget is a root supervisor's: run as root")
-	}
-	if err := Supported(); err != nil {
-		t.Skip(err)
-	}
-	const nobody = 65534
-	// The test binary, where uid 65534 may run it.
-	bin := filepath.Join(t.TempDir(), "notify.test")
-	// t.TempDir's folders (and the one above them) are 0700.
-	os.Chmod(filepath.Dir(bin), 0o755)
-	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755)
-	data, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	requireAsTarget(t)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
 	p := filepath.Join(dir, "s.sock")
@@ -84,52 +68,9 @@ func TestAsTargetPeerSeesTargetIDs(t *testing.T) {
 		}
 	}()
 	const calls = 3
-	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=connect", "NSBOX_NOTIFY_TEST_ARGS="+strings.TrimSpace(strings.Repeat(p+" ", calls)))
 	// A supplementary group too: the thread takes it for the call.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{4242}}}
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	out := bufio.NewScanner(stdout)
-	var n int
-	if !out.Scan() {
-		t.Fatal("child said nothing")
-	}
-	if _, err := fmt.Sscanf(out.Text(), "fd %d", &n); err != nil {
-		t.Fatalf("child: %s", out.Text())
-	}
-	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listener, err := unix.PidfdGetfd(pidfd, n, 0)
-	unix.Close(pidfd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, err := NewUnixGate(GateConfig{RootPid: cmd.Process.Pid, Writable: []string{dir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(listener, Options{Unix: gate, AsTarget: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	defer srv.Close()
-	stdin.Write([]byte("go\n"))
-	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // deadlock guard only
-	defer deadline.Stop()
-	var lines []string
-	for out.Scan() {
-		lines = append(lines, out.Text())
-	}
+	lines := runAsTargetChild(t, "connect", strings.Fields(strings.Repeat(p+" ", calls)), dir,
+		&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{4242}}})
 	if len(lines) != calls {
 		t.Fatalf("%q", lines)
 	}
@@ -196,5 +137,172 @@ func TestParseStatus(t *testing.T) {
 		if _, err := parseStatus([]byte(bad)); err == nil {
 			t.Errorf("%q: accepted", bad)
 		}
+	}
+}
+
+const nobody = 65534
+
+func requireAsTarget(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("AsTarget is a root supervisor's: run as root")
+	}
+	if err := Supported(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// runAsTargetChild runs the child scenario mode with attr (as another
+// user: from a copy of the test binary that user may run), serves it with
+// a root Server with AsTarget and a gate whose writable place is dir, and
+// returns the child's lines.
+func runAsTargetChild(t *testing.T, mode string, args []string, dir string, attr *syscall.SysProcAttr) []string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "notify.test")
+	// t.TempDir's folders (and the one above them) are 0700.
+	os.Chmod(filepath.Dir(bin), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755)
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, "NSBOX_NOTIFY_TEST_ARGS="+strings.Join(args, " "))
+	cmd.SysProcAttr = attr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	out := bufio.NewScanner(stdout)
+	var n int
+	if !out.Scan() {
+		t.Fatal("child said nothing")
+	}
+	if _, err := fmt.Sscanf(out.Text(), "fd %d", &n); err != nil {
+		t.Fatalf("child: %s", out.Text())
+	}
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := unix.PidfdGetfd(pidfd, n, 0)
+	unix.Close(pidfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, err := NewUnixGate(GateConfig{RootPid: cmd.Process.Pid, Writable: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(listener, Options{Unix: gate, AsTarget: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	stdin.Write([]byte("go\n"))
+	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // deadlock guard only
+	defer deadline.Stop()
+	var lines []string
+	for out.Scan() {
+		lines = append(lines, out.Text())
+	}
+	return lines
+}
+
+// TestAsTargetGroupsFollowSetgroups: the groups the Server keeps of a
+// thread between its calls (creds) are dropped when the thread calls
+// setgroups: a thread that gave up the one group that may write the
+// socket is refused, and allowed again once it takes the group back.
+func TestAsTargetGroupsFollowSetgroups(t *testing.T) {
+	requireAsTarget(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	p := filepath.Join(dir, "s.sock")
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	// Only group 4242 may write it.
+	if err := os.Chown(p, 0, 4242); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, 0o720)
+	// CAP_SETGID as an ambient capability: the child changes its own
+	// groups, as uid 65534.
+	lines := runAsTargetChild(t, "groups", []string{p}, dir, &syscall.SysProcAttr{
+		Credential:  &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{4242}},
+		AmbientCaps: []uintptr{unix.CAP_SETGID},
+	})
+	want := []string{"with ok", "without EACCES", "again ok"}
+	if strings.Join(lines, "|") != strings.Join(want, "|") {
+		t.Fatalf("got %q, want %q", lines, want)
+	}
+}
+
+// TestFastCredsMatchStatus: a thread's credentials from PIDFD_GET_INFO,
+// capget and its kept groups (fastCreds) are those its status shows; the
+// first call reads the status, later ones do not, and none do once a
+// setgroups was seen.
+func TestFastCredsMatchStatus(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	pidfd, exact, err := openPidfd(tid)
+	if err != nil {
+		t.Skip(err)
+	}
+	if !exact {
+		t.Skip("no PIDFD_THREAD (Linux 6.9): thread entries are not kept")
+	}
+	dir, err := unix.Open("/proc/"+strconv.Itoa(tid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{pidfd: pidfd, dir: dir, status: -1, root: -1, refs: 1, exact: true}
+	defer p.close()
+	srv := &Server{}
+	call := func() (*procStatus, bool) {
+		c := &SockCall{Pid: tid, proc: p, srv: srv}
+		st, err := c.creds()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, c.statusBuf != nil
+	}
+	first, read := call()
+	if !read {
+		t.Fatal("the first call did not read the status")
+	}
+	second, read := call()
+	if read {
+		if srv.noPidfdInfo.Load() {
+			t.Skip("no PIDFD_GET_INFO (Linux 6.13)")
+		}
+		t.Fatal("a later call read the status again")
+	}
+	if !reflect.DeepEqual(first, second) {
+		t.Fatalf("status %+v, fast %+v", first, second)
+	}
+	srv.groupsMoved.Store(true)
+	if _, read := call(); !read {
+		t.Fatal("after a setgroups, the status was not read")
 	}
 }

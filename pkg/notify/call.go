@@ -63,6 +63,7 @@ type SockCall struct {
 	// serving goroutine's buffer, valid during the call) when it fits.
 	statusBuf []byte
 	scratch   []byte
+	cred      *procStatus // the thread's credentials once read (creds)
 	// proc names the calling thread (pidfd, /proc/TID), from getfd on;
 	// the Server drops its reference after the answer.
 	proc *proc

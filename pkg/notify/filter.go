@@ -69,7 +69,10 @@ func (a *asm) done() []unix.SockFilter {
 
 // Program returns the notification filter: connect, sendmsg and sendmmsg
 // always notify; sendto notifies only when its address argument is not
-// NULL (send(2) to a connected socket costs nothing). The same calls of a
+// NULL (send(2) to a connected socket costs nothing). setgroups(2), in
+// every ABI, notifies too, and is let through unchanged (Server.handle):
+// it tells the Server that the groups it keeps of a thread may be stale
+// (creds). The same socket calls of a
 // foreign ABI (i386, x32, 32-bit ARM: foreignSocketCalls) fail with
 // EACCES: the supervisor reads native arguments only, and the main filter
 // normally kills those ABIs anyway. Everything else is allowed here: this
@@ -94,6 +97,9 @@ func Program() []unix.SockFilter {
 	a.jeq(uint32(unix.SYS_SENDMSG), "notify", "")
 	a.jeq(uint32(unix.SYS_SENDMMSG), "notify", "")
 	a.jeq(uint32(unix.SYS_SENDTO), "sendto", "")
+	for _, nr := range setgroupsOf(auditArch) {
+		a.jeq(nr, "notify", "")
+	}
 	for _, nr := range nativeForeignCalls {
 		a.jeq(nr, "deny", "")
 	}
@@ -114,6 +120,9 @@ func Program() []unix.SockFilter {
 	for i, fc := range foreignSocketCalls {
 		a.label("foreign" + string(rune('0'+i)))
 		a.stmt(ld, offNr)
+		for _, nr := range setgroupsOf(fc.arch) {
+			a.jeq(nr, "notify", "")
+		}
 		for _, nr := range fc.nrs {
 			a.jeq(nr, "deny", "")
 		}
@@ -128,6 +137,26 @@ func Program() []unix.SockFilter {
 	a.label("notify")
 	a.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
 	return a.done()
+}
+
+// setgroupsOf returns the numbers of setgroups(2) of audit arch arch.
+func setgroupsOf(arch uint32) []uint32 {
+	for _, c := range setgroupsCalls {
+		if c.arch == arch {
+			return c.nrs
+		}
+	}
+	return nil
+}
+
+// isSetgroups reports whether a notification is a setgroups(2) call.
+func isSetgroups(arch uint32, nr int32) bool {
+	for _, n := range setgroupsOf(arch) {
+		if uint32(nr) == n {
+			return true
+		}
+	}
+	return false
 }
 
 // Supported reports whether this kernel and architecture can run the

@@ -80,6 +80,14 @@ func respond(listener int, id uint64, val int64, errno unix.Errno) error {
 	return ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&r))
 }
 
+// respondContinue lets the notified call run as the target made it
+// (SECCOMP_USER_NOTIF_FLAG_CONTINUE, Linux 5.5); used only for calls
+// nothing is decided on (Server.handle).
+func respondContinue(listener int, id uint64) error {
+	r := seccompNotifResp{ID: id, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+	return ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&r))
+}
+
 // addFD installs src (a supervisor fd) at number dst of the target,
 // replacing what is there (SECCOMP_ADDFD_FLAG_SETFD), close-on-exec as
 // flags say.

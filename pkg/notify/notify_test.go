@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,22 @@ func child(mode string) int {
 		for _, p := range args {
 			fmt.Println(p, connectResult(p))
 		}
+	case "groups":
+		// One thread connects, drops its groups, connects, takes them
+		// back, connects (the supervisor keeps a thread's groups between
+		// its calls: creds).
+		runtime.LockOSThread()
+		fmt.Println("with", connectResult(args[0]))
+		if err := syscall.Setgroups(nil); err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		fmt.Println("without", connectResult(args[0]))
+		if err := syscall.Setgroups([]int{4242}); err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		fmt.Println("again", connectResult(args[0]))
 	case "sendto":
 		for _, p := range args {
 			fmt.Println(p, sendtoResult(p))

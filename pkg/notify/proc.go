@@ -36,6 +36,12 @@ type proc struct {
 	// until the entry goes: a call still in flight may use one.
 	oldRoots []int
 	refs     int
+	// exact: pidfd names this thread, not its thread group (openPidfd).
+	exact bool
+	// groups are the thread's supplementary groups as last read from its
+	// status (hasGroups), kept under Server.mu for credsOf.
+	groups    []uint32
+	hasGroups bool
 }
 
 // rootID names a root directory: its inode and the mount it is seen on.
@@ -118,7 +124,7 @@ func (s *Server) openProc(c *SockCall) (*proc, unix.Errno) {
 		unix.Close(pidfd)
 		return nil, unix.ESRCH
 	}
-	p := &proc{pidfd: pidfd, dir: dir, status: -1, root: -1, refs: 1}
+	p := &proc{pidfd: pidfd, dir: dir, status: -1, root: -1, refs: 1, exact: exact}
 	if !c.Valid() { // the id may have named a process that reused it
 		p.close()
 		return nil, unix.ESRCH

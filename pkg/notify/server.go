@@ -72,6 +72,11 @@ type Server struct {
 	procs  map[int]*proc
 	fdinfo fdinfoCache // for InstallFD's close-on-exec flag
 	done   chan struct{}
+	// groupsMoved is set, for good, at the first setgroups(2) of any
+	// thread under the filter: from then on the groups kept per thread
+	// (proc.groups) are not used (creds). noPidfdInfo is set when the
+	// kernel has no PIDFD_GET_INFO (before 6.13).
+	groupsMoved, noPidfdInfo atomic.Bool
 }
 
 // NewServer takes ownership of listener (closed by Close).
@@ -401,6 +406,16 @@ func (s *Server) untrack(c *SockCall, fd int) {
 // left without an answer would wait until the sandbox ends.
 // It reports whether the thread was left tainted (asTarget).
 func (s *Server) handle(n *seccompNotif, own *threadCreds, scratch []byte) (tainted bool) {
+	if isSetgroups(n.Data.Arch, n.Data.Nr) {
+		// The flag is set before the call goes on, so every later
+		// call reads the groups afresh (creds). CONTINUE is safe
+		// here, unlike for a socket call (see the package doc): nothing
+		// is decided on the arguments, and the kernel makes its own
+		// permission check when it runs the call.
+		s.groupsMoved.Store(true)
+		respondContinue(s.listener, n.ID)
+		return false
+	}
 	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, own: own, srv: s, scratch: scratch}
 	val, errno, installed := s.decide(n, c)
 	if !installed {

@@ -474,8 +474,8 @@ func mapped(rs []hostRange, id uint32) bool {
 // its own credentials, and must not be a confused deputy that reaches a
 // socket the target itself may not. A world-writable socket, or one owned
 // with the owner's write bit by the one uid a single-id sandbox has,
-// passes at once; everything else is decided on /proc/PID/status
-// (filesystem ids, groups, CAP_DAC_OVERRIDE: a privileged sandbox is left
+// passes at once; everything else is decided on the thread's credentials
+// (creds: filesystem ids, groups, CAP_DAC_OVERRIDE: a privileged sandbox is left
 // to the kernel's own check).
 func (g *UnixGate) writableBy(c *SockCall, st *unix.Statx_t) bool {
 	if g.skipDAC || st.Mode&0o002 != 0 {
@@ -488,11 +488,7 @@ func (g *UnixGate) writableBy(c *SockCall, st *unix.Statx_t) bool {
 }
 
 func (g *UnixGate) writableByStatus(c *SockCall, st *unix.Statx_t) bool {
-	b, err := c.status()
-	if err != nil {
-		return false
-	}
-	ps, err := parseStatus(b)
+	ps, err := c.creds()
 	if err != nil {
 		return false
 	}
