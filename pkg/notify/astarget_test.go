@@ -1,12 +1,9 @@
 package notify
 
 import (
-	"bufio"
 	"encoding/binary"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -14,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -152,68 +148,12 @@ func requireAsTarget(t *testing.T) {
 	}
 }
 
-// runAsTargetChild runs the child scenario mode with attr (as another
-// user: from a copy of the test binary that user may run), serves it with
-// a root Server with AsTarget and a gate whose writable place is dir, and
-// returns the child's lines.
+// runAsTargetChild runs the child scenario mode with attr (another user),
+// served by a root Server with AsTarget and a gate whose writable place is
+// dir, and returns the child's lines.
 func runAsTargetChild(t *testing.T, mode string, args []string, dir string, attr *syscall.SysProcAttr) []string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "notify.test")
-	// t.TempDir's folders (and the one above them) are 0700.
-	os.Chmod(filepath.Dir(bin), 0o755)
-	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755)
-	data, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+mode, "NSBOX_NOTIFY_TEST_ARGS="+strings.Join(args, " "))
-	cmd.SysProcAttr = attr
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	out := bufio.NewScanner(stdout)
-	var n int
-	if !out.Scan() {
-		t.Fatal("child said nothing")
-	}
-	if _, err := fmt.Sscanf(out.Text(), "fd %d", &n); err != nil {
-		t.Fatalf("child: %s", out.Text())
-	}
-	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listener, err := unix.PidfdGetfd(pidfd, n, 0)
-	unix.Close(pidfd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, err := NewUnixGate(GateConfig{RootPid: cmd.Process.Pid, Writable: []string{dir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(listener, Options{Unix: gate, AsTarget: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	defer srv.Close()
-	stdin.Write([]byte("go\n"))
-	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // deadlock guard only
-	defer deadline.Stop()
-	var lines []string
-	for out.Scan() {
-		lines = append(lines, out.Text())
-	}
+	_, lines := runChildAttr(t, mode, args, GateConfig{Writable: []string{dir}}, Options{AsTarget: true}, attr)
 	return lines
 }
 
@@ -226,20 +166,7 @@ func TestAsTargetGroupsFollowSetgroups(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
 	p := filepath.Join(dir, "s.sock")
-	l, err := net.Listen("unix", p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	hostServer(t, p)
 	// Only group 4242 may write it.
 	if err := os.Chown(p, 0, 4242); err != nil {
 		t.Fatal(err)

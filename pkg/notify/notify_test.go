@@ -294,13 +294,14 @@ func runChild(t *testing.T, mode string, args []string, cfg GateConfig) (map[str
 
 func runChildWith(t *testing.T, mode string, args []string, cfg GateConfig, inet Handler) (map[string]string, []string) {
 	t.Helper()
-	return runChildAttr(t, mode, args, cfg, inet, nil)
+	return runChildAttr(t, mode, args, cfg, Options{Inet: inet}, nil)
 }
 
-// runChildAttr is runChildWith with the child started with attr (a user
-// namespace of its own, say), from a copy of the test binary that any
-// user may run.
-func runChildAttr(t *testing.T, mode string, args []string, cfg GateConfig, inet Handler, attr *syscall.SysProcAttr) (map[string]string, []string) {
+// runChildAttr is runChildWith with the Server's options o (its Unix
+// handler is the gate) and the child started with attr (a user namespace
+// of its own, another user), from a copy of the test binary that any user
+// may run.
+func runChildAttr(t *testing.T, mode string, args []string, cfg GateConfig, o Options, attr *syscall.SysProcAttr) (map[string]string, []string) {
 	t.Helper()
 	if err := Supported(); err != nil {
 		t.Skip(err)
@@ -325,7 +326,7 @@ func runChildAttr(t *testing.T, mode string, args []string, cfg GateConfig, inet
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.SysProcAttr = attr
 	cmd.Env = append(os.Environ(), childEnv+"="+mode, "NSBOX_NOTIFY_TEST_ARGS="+strings.Join(args, " "))
-	stdin, out := startGateChild(t, cmd, cfg, inet)
+	stdin, out := startGateChild(t, cmd, cfg, o)
 	stdin.Write([]byte("go\n"))
 	res := map[string]string{}
 	var lines []string
@@ -341,10 +342,11 @@ func runChildAttr(t *testing.T, mode string, args []string, cfg GateConfig, inet
 
 // startGateChild starts cmd, a child that installs the notification filter
 // and prints "fd N" (its listener), takes the listener and serves it with
-// a gate of cfg (RootPid set to the child) until the test ends. It returns
+// a gate of cfg (RootPid set to the child) and the options o until the
+// test ends. It returns
 // the child's stdin and the rest of its output; the child is killed and
 // reaped at the end of the test.
-func startGateChild(t *testing.T, cmd *exec.Cmd, cfg GateConfig, inet Handler) (io.Writer, *bufio.Scanner) {
+func startGateChild(t *testing.T, cmd *exec.Cmd, cfg GateConfig, o Options) (io.Writer, *bufio.Scanner) {
 	t.Helper()
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -376,7 +378,8 @@ func startGateChild(t *testing.T, cmd *exec.Cmd, cfg GateConfig, inet Handler) (
 		t.Fatal(err)
 	}
 	t.Cleanup(gate.Close)
-	srv, err := NewServer(listener, Options{Unix: gate, Inet: inet})
+	o.Unix = gate
+	srv, err := NewServer(listener, o)
 	if err != nil {
 		t.Fatal(err)
 	}

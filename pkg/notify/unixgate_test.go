@@ -150,7 +150,7 @@ func TestGateDACOverrideOnlyOnMappedOwners(t *testing.T) {
 		}
 	}
 	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 100000, Size: 65536}}
-	res, lines := runChildAttr(t, "connect", []string{mine, other}, GateConfig{Writable: []string{rw}}, nil,
+	res, lines := runChildAttr(t, "connect", []string{mine, other}, GateConfig{Writable: []string{rw}}, Options{},
 		// Credential: uid 0 of the new namespace (host 100000), root
 		// there with every capability; without it the child keeps host
 		// uid 0, unmapped inside, and no capability.
@@ -306,7 +306,7 @@ func TestUnixGateAllowPinOutlivesItsInode(t *testing.T) {
 	// and the connect.
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=later", "NSBOX_NOTIFY_TEST_ARGS="+other)
-	stdin, out := startGateChild(t, cmd, GateConfig{Allow: []string{allowed}}, nil)
+	stdin, out := startGateChild(t, cmd, GateConfig{Allow: []string{allowed}}, Options{})
 	stdin.Write([]byte("go\n"))
 
 	// The allowed server goes away (Close unlinks its socket).
