@@ -208,8 +208,11 @@ func (pl *Pool) Exec(ctx context.Context, c Command) (Result, error) {
 // pool only serves the tools a session starts with.
 //
 // A pool that cannot hand out a sandbox (no idle one, and a fresh start
-// failed, as the refills did) returns a *PoolStartError naming the cause;
-// it does not wait for a refill that may never come.
+// failed) returns a *PoolStartError naming the cause; it does not wait for
+// a refill that may never come. A refill already under way then is not
+// waited for either: begun earlier, on a host where the start could still
+// succeed (a bound directory not yet removed), it may land and serve a
+// later call, so a call that failed can be followed by one that is served.
 func (pl *Pool) CallTool(ctx context.Context, name string, args json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
 	s, err := pl.take(ctx, true)
 	if err == nil {
