@@ -233,3 +233,95 @@ func TestFastCredsMatchStatus(t *testing.T) {
 		t.Fatal("after a setgroups, the status was not read")
 	}
 }
+
+// TestFastCredsAreTheThreadsNotTheLeaders: a thread that is not its
+// group's leader and holds ids and groups of its own (raw setresuid and
+// setgroups change one thread): its PIDFD_GET_INFO ids and capget
+// capabilities are its own, not the leader's, and equal its status.
+func TestFastCredsAreTheThreadsNotTheLeaders(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a thread takes other ids: run as root")
+	}
+	type ready struct {
+		tid int
+		err error
+	}
+	got := make(chan ready)
+	done := make(chan struct{})
+	var thread func()
+	thread = func() {
+		// Locked and never unlocked: Go ends this thread with the
+		// goroutine, so its ids reach no other goroutine.
+		runtime.LockOSThread()
+		tid := unix.Gettid()
+		if tid == unix.Getpid() {
+			// The leader: kept locked here until the test ends, so
+			// that the next goroutine runs on another thread.
+			go thread()
+			<-done
+			return
+		}
+		g := []uint32{4242, 4343}
+		if e := setGroups(g); e != 0 {
+			got <- ready{err: e}
+			return
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, 1234, 1235, 0); e != 0 {
+			got <- ready{err: e}
+			return
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, 2345, 2346, 0); e != 0 {
+			got <- ready{err: e}
+			return
+		}
+		got <- ready{tid: tid}
+		<-done
+	}
+	go thread()
+	r := <-got
+	defer close(done)
+	if r.err != nil {
+		t.Skip(r.err)
+	}
+	pidfd, exact, err := openPidfd(r.tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !exact {
+		unix.Close(pidfd)
+		t.Skip("no PIDFD_THREAD (Linux 6.9)")
+	}
+	dir, err := unix.Open("/proc/"+strconv.Itoa(r.tid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(pidfd)
+		t.Fatal(err)
+	}
+	p := &proc{pidfd: pidfd, dir: dir, status: -1, root: -1, refs: 1, exact: true}
+	defer p.close()
+	srv := &Server{}
+	call := func() (*procStatus, bool) {
+		c := &SockCall{Pid: r.tid, proc: p, srv: srv}
+		st, err := c.creds()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, c.statusBuf != nil
+	}
+	first, read := call()
+	if !read {
+		t.Fatal("the first call did not read the status")
+	}
+	second, read := call()
+	if read {
+		t.Skip("no PIDFD_GET_INFO (Linux 6.13)")
+	}
+	if first.uid != [4]uint32{2345, 2346, 0, 2346} || first.gid != [4]uint32{1234, 1235, 0, 1235} {
+		t.Fatalf("status: uid %v gid %v", first.uid, first.gid)
+	}
+	if !reflect.DeepEqual(first.groups, []uint32{4242, 4343}) {
+		t.Fatalf("status: groups %v", first.groups)
+	}
+	if !reflect.DeepEqual(first, second) {
+		t.Fatalf("status %+v, fast %+v", first, second)
+	}
+}

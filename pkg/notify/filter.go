@@ -76,7 +76,12 @@ func (a *asm) done() []unix.SockFilter {
 // foreign ABI (i386, x32, 32-bit ARM: foreignSocketCalls) fail with
 // EACCES: the supervisor reads native arguments only, and the main filter
 // normally kills those ABIs anyway. Everything else is allowed here: this
-// filter only decides who answers, the main filter what is denied.
+// filter decides who answers, the main filter what is denied. The kernel
+// keeps the stronger of the two results (seccomp(2): kill, trap, errno,
+// then this filter's notification, then trace, log, allow), so a main
+// filter denies a call here only with an errno or stronger: nsbox's
+// profiles compile SCMP_ACT_TRACE to ENOSYS for that reason
+// (pkg/seccomp).
 func Program() []unix.SockFilter {
 	const (
 		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS

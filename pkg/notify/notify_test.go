@@ -68,6 +68,8 @@ func child(mode string) int {
 		for _, p := range args {
 			fmt.Println(p, connectResult(p))
 		}
+	case "nested":
+		return nestedChild()
 	case "groups":
 		// One thread connects, drops its groups, connects, takes them
 		// back, connects (the supervisor keeps a thread's groups between
@@ -450,40 +452,7 @@ func TestSendmsgRights(t *testing.T) {
 // socket calls are refused.
 func TestProgram(t *testing.T) {
 	p := Program()
-	run := func(arch uint32, nr uint32, args [6]uint64) uint32 {
-		var a uint32
-		for pc := 0; pc < len(p); pc++ {
-			ins := p[pc]
-			switch ins.Code {
-			case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
-				switch {
-				case ins.K == offNr:
-					a = nr
-				case ins.K == offArch:
-					a = arch
-				case ins.K >= offArgs:
-					i := (ins.K - offArgs) / 8
-					if (ins.K-offArgs)%8 == 0 {
-						a = uint32(args[i])
-					} else {
-						a = uint32(args[i] >> 32)
-					}
-				}
-			case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
-				if a == ins.K {
-					pc += int(ins.Jt)
-				} else {
-					pc += int(ins.Jf)
-				}
-			case unix.BPF_RET | unix.BPF_K:
-				return ins.K
-			default:
-				t.Fatalf("unexpected instruction %#x", ins.Code)
-			}
-		}
-		t.Fatal("the program fell off its end")
-		return 0
-	}
+	run := func(arch, nr uint32, args [6]uint64) uint32 { return runProgram(t, p, arch, nr, args) }
 	notif, allow := uint32(unix.SECCOMP_RET_USER_NOTIF), uint32(unix.SECCOMP_RET_ALLOW)
 	deny := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
 	cases := []struct {
@@ -533,6 +502,89 @@ func TestProgram(t *testing.T) {
 	for _, c := range cases {
 		if got := run(c.arch, c.nr, c.args); got != c.want {
 			t.Errorf("%s: %#x, want %#x", c.name, got, c.want)
+		}
+	}
+}
+
+// runProgram runs the classic BPF program p (the instructions Program
+// uses) over one call's seccomp_data in a small interpreter.
+func runProgram(t *testing.T, p []unix.SockFilter, arch, nr uint32, args [6]uint64) uint32 {
+	t.Helper()
+	var a uint32
+	for pc := 0; pc < len(p); pc++ {
+		ins := p[pc]
+		switch ins.Code {
+		case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
+			switch {
+			case ins.K == offNr:
+				a = nr
+			case ins.K == offArch:
+				a = arch
+			case ins.K >= offArgs:
+				i := (ins.K - offArgs) / 8
+				if (ins.K-offArgs)%8 == 0 {
+					a = uint32(args[i])
+				} else {
+					a = uint32(args[i] >> 32)
+				}
+			}
+		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
+			if a == ins.K {
+				pc += int(ins.Jt)
+			} else {
+				pc += int(ins.Jf)
+			}
+		case unix.BPF_RET | unix.BPF_K:
+			return ins.K
+		default:
+			t.Fatalf("unexpected instruction %#x", ins.Code)
+		}
+	}
+	t.Fatal("the program fell off its end")
+	return 0
+}
+
+// TestProgramNotifiesEverySetgroups: setgroups notifies in each ABI the
+// kernel runs (native, x32, i386 or 32-bit ARM in both the 16- and 32-bit
+// forms): a form that did not would change a thread's groups unseen, and
+// the groups the Server keeps would be stale (creds). Its neighbours
+// (setgid, getgroups) stay allowed.
+func TestProgramNotifiesEverySetgroups(t *testing.T) {
+	p := Program()
+	notif, allow := uint32(unix.SECCOMP_RET_USER_NOTIF), uint32(unix.SECCOMP_RET_ALLOW)
+	type tc struct {
+		name     string
+		arch, nr uint32
+		want     uint32
+	}
+	var cases []tc
+	switch runtime.GOARCH {
+	case "amd64":
+		cases = []tc{
+			{"setgroups", unix.AUDIT_ARCH_X86_64, 116, notif},
+			{"x32 setgroups", unix.AUDIT_ARCH_X86_64, 0x40000000 | 116, notif},
+			{"i386 setgroups16", unix.AUDIT_ARCH_I386, 81, notif},
+			{"i386 setgroups32", unix.AUDIT_ARCH_I386, 206, notif},
+			{"getgroups", unix.AUDIT_ARCH_X86_64, 115, allow},
+			{"setgid", unix.AUDIT_ARCH_X86_64, 106, allow},
+			{"i386 getgroups32", unix.AUDIT_ARCH_I386, 205, allow},
+		}
+	case "arm64":
+		cases = []tc{
+			{"setgroups", unix.AUDIT_ARCH_AARCH64, 159, notif},
+			{"arm setgroups16", unix.AUDIT_ARCH_ARM, 81, notif},
+			{"arm setgroups32", unix.AUDIT_ARCH_ARM, 206, notif},
+			{"getgroups", unix.AUDIT_ARCH_AARCH64, 158, allow},
+		}
+	default:
+		t.Skip("the gate's filter is built for amd64 and arm64 only")
+	}
+	for _, c := range cases {
+		if got := runProgram(t, p, c.arch, c.nr, [6]uint64{}); got != c.want {
+			t.Errorf("%s: %#x, want %#x", c.name, got, c.want)
+		}
+		if c.want == notif && !isSetgroups(c.arch, int32(c.nr)) {
+			t.Errorf("%s notifies but the Server would not take it for setgroups", c.name)
 		}
 	}
 }

@@ -70,6 +70,9 @@ type UnixGate struct {
 	onlyUID int64
 	// uids and gids are the host ids the sandbox's maps name.
 	uids, gids []hostRange
+	// userns is the sandbox's user namespace (its nsfs inode; zero when
+	// it could not be read, which matches no thread's).
+	userns fileID
 }
 
 // mntIDMask is STATX_MNT_ID_UNIQUE (6.8: never reused) where the kernel
@@ -95,6 +98,10 @@ func NewUnixGate(cfg GateConfig) (*UnixGate, error) {
 	defer unix.Close(root)
 	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: map[fileID]bool{}, onRefuse: cfg.OnRefuse, rootMayChange: cfg.RootMayChange, onlyUID: -1}
 	g.readIDMap(cfg.RootPid)
+	var ns unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, "/proc/"+strconv.Itoa(cfg.RootPid)+"/ns/user", 0, unix.STATX_INO, &ns) == nil {
+		g.userns = idOf(&ns)
+	}
 	for _, p := range cfg.Writable {
 		fd, err := openInRoot(root, p)
 		if err != nil {
@@ -454,6 +461,20 @@ func (g *UnixGate) readIDMap(pid int) {
 	}
 }
 
+// inSandboxUserns reports whether the calling thread is in the sandbox's
+// own user namespace (read through its /proc/TID: the thread's own, and
+// it cannot change namespaces while it waits in the call).
+func (g *UnixGate) inSandboxUserns(c *SockCall) bool {
+	if c.proc == nil || g.userns == (fileID{}) {
+		return false
+	}
+	var st unix.Statx_t
+	if unix.Statx(c.proc.dir, "ns/user", 0, unix.STATX_INO, &st) != nil {
+		return false
+	}
+	return idOf(&st) == g.userns
+}
+
 // hostRange is count host ids from start that a sandbox's map names.
 type hostRange struct {
 	start uint32
@@ -497,7 +518,11 @@ func (g *UnixGate) writableByStatus(c *SockCall, st *unix.Statx_t) bool {
 	// capable_wrt_inode_uidgid): the kernel would refuse the target on any
 	// other, while the supervisor's own connect could pass on its host
 	// groups, which the sandbox does not hold (found by review).
-	if ps.capEff&(1<<unix.CAP_DAC_OVERRIDE) != 0 && mapped(g.uids, st.Uid) && mapped(g.gids, st.Gid) {
+	// And only in that namespace: a thread in a user namespace of its
+	// own (unshare -r, with --allow-userns) holds every capability there,
+	// which the kernel honours only on inodes that namespace maps (found
+	// by review: such a thread reached the sandbox's 0600 sockets).
+	if ps.capEff&(1<<unix.CAP_DAC_OVERRIDE) != 0 && mapped(g.uids, st.Uid) && mapped(g.gids, st.Gid) && g.inSandboxUserns(c) {
 		return true
 	}
 	switch {

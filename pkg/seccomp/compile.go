@@ -312,8 +312,21 @@ func scmpAction(e effect) libseccomp.ScmpAction {
 	case ActErrno:
 		return libseccomp.ActErrno.SetReturnCode(int16(e.data))
 	case ActTrace:
-		return libseccomp.ActTrace.SetReturnCode(int16(e.data))
+		// What the kernel does with a traced call when no tracer is
+		// attached (seccomp(2)): fail it with ENOSYS. nsbox attaches
+		// none, and a trace result is weaker than the socket gate's
+		// notification (SECCOMP_RET_USER_NOTIF outranks
+		// SECCOMP_RET_TRACE when filters disagree): the gate would
+		// perform, or let run, a call the profile meant to fail (a
+		// traced connect or setgroups; found by review). An errno
+		// outranks the notification, so the call fails as it would
+		// without the gate. A tracer inside the sandbox is not told of
+		// these calls.
+		return libseccomp.ActErrno.SetReturnCode(int16(unix.ENOSYS))
 	case ActLog:
+		// Allowed and logged by the kernel, except a call the socket
+		// gate takes (its notification outranks SECCOMP_RET_LOG): that
+		// one is decided and reported by the gate, not logged here.
 		return libseccomp.ActLog
 	case ActNotify:
 		return libseccomp.ActNotify

@@ -550,3 +550,28 @@ func TestCompileConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceIsENOSYS: SCMP_ACT_TRACE compiles to what the kernel does with
+// a traced call when no tracer is attached, ERRNO(ENOSYS), so that a
+// profile's traced call also fails under the socket gate's filter, whose
+// notification outranks a trace result (TestProfileTraceOnSetgroupsHolds
+// in test/integration). SCMP_ACT_LOG stays a logged allow.
+func TestTraceIsENOSYS(t *testing.T) {
+	p, err := Parse([]byte(`{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+		{"names": ["setgroups"], "action": "SCMP_ACT_TRACE"},
+		{"names": ["connect"], "action": "SCMP_ACT_TRACE", "errnoRet": 7},
+		{"names": ["getpid"], "action": "SCMP_ACT_LOG"}]}`), "trace.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Compile(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enosys := unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	for name, want := range map[string]uint32{"setgroups": enosys, "connect": enosys, "getpid": unix.SECCOMP_RET_LOG, "read": retAllow} {
+		if v := verdict(t, f, name); v != want {
+			t.Errorf("%s -> %s, want %s", name, verdictString(v), verdictString(want))
+		}
+	}
+}
