@@ -39,7 +39,7 @@ type proc struct {
 	// exact: pidfd names this thread, not its thread group (openPidfd).
 	exact bool
 	// groups are the thread's supplementary groups as last read from its
-	// status (hasGroups), kept under Server.mu for credsOf.
+	// status (hasGroups), kept under Server.mu for creds.
 	groups    []uint32
 	hasGroups bool
 }
