@@ -83,6 +83,9 @@ func (b *Budget) give(n int64) {
 	}
 }
 
+// Give returns n bytes a caller was charged (ParseValueBudget).
+func (b *Budget) Give(n int64) { b.give(n) }
+
 // takeGoroutine reserves one goroutine; false when none is left.
 func (b *Budget) takeGoroutine() bool {
 	if b == nil {

@@ -291,3 +291,34 @@ func TestBudgetChargesRequestsUntilAnswered(t *testing.T) {
 	<-servedA
 	<-servedB
 }
+
+// TestParseValueBudget: the values a parse makes are charged to the budget
+// as they are made; a parse that does not fit fails and keeps nothing
+// charged; what a successful one charged is given back by its caller.
+func TestParseValueBudget(t *testing.T) {
+	b := NewBudget(1<<20, 0)
+	v, n, err := ParseValueBudget([]byte(`{"a":[1,2,3],"b":"x"}`), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n <= 0 || b.Bytes() != n {
+		t.Fatalf("charged %d, budget holds %d", n, b.Bytes())
+	}
+	if got, _ := MarshalValue(v); string(got) != `{"a":[1,2,3],"b":"x"}` {
+		t.Fatalf("parsed %s", got)
+	}
+	b.Give(n)
+	// 20,000 small values: ~1.2 MiB at valueCost each, more than the
+	// budget, from 60 KB of text.
+	big := []byte("[" + strings.Repeat("{},", 20000) + "0]")
+	if _, n, err := ParseValueBudget(big, b); err == nil || n != 0 {
+		t.Fatalf("a parse past the budget: charged %d, err %v", n, err)
+	}
+	if b.Bytes() != 0 {
+		t.Fatalf("a failed parse left %d bytes charged", b.Bytes())
+	}
+	// Without a budget, the same text parses, and nothing is charged.
+	if _, n, err := ParseValueBudget(big, nil); err != nil || n != 0 {
+		t.Fatalf("no budget: charged %d, err %v", n, err)
+	}
+}

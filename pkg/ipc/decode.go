@@ -31,6 +31,11 @@ type scanner struct {
 	pos  int
 	// spaced is set once whitespace was skipped.
 	spaced bool
+	// budget, when set, is charged for the values parseValue makes
+	// (charged holds what was taken; see ParseValueBudget).
+	budget  *Budget
+	values  int
+	charged int64
 }
 
 func (s *scanner) skipSpace() {
@@ -733,6 +738,16 @@ func scalarInto(raw []byte, f *Field) error {
 func (s *scanner) parseValue(depth int) (Value, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("value nested deeper than %d levels", maxDepth)
+	}
+	if s.budget != nil {
+		// Charged before the values are made, a block at a time.
+		if s.values%valueBlock == 0 {
+			if !s.budget.take(valueBlock * valueCost) {
+				return nil, errValuesOverBudget
+			}
+			s.charged += valueBlock * valueCost
+		}
+		s.values++
 	}
 	switch c := s.peek(); c {
 	case '{':

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Payload encoding: a message's payload as JSON text, the common shapes
@@ -78,6 +79,12 @@ func appendPlain(buf []byte, v any, depth int) (_ []byte, ok bool) {
 			}
 		}
 		return append(buf, ']'), true
+	case Value:
+		b, err := appendValue(buf, x, depth)
+		if err != nil {
+			return buf, false
+		}
+		return b, true
 	case map[string]any:
 		if x == nil {
 			return append(buf, "null"...), true
@@ -90,4 +97,19 @@ func appendPlain(buf []byte, v any, depth int) (_ []byte, ok bool) {
 		return buf, ok
 	}
 	return buf, false
+}
+
+// Clip returns s cut to at most n bytes, at a rune boundary, with "…"
+// after a cut: for an error message that quotes what a peer sent, which
+// may be megabytes (a 4 MiB message type, quoted and escaped, made a
+// reply larger than any message, which was then dropped unanswered:
+// found by review).
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -414,9 +414,31 @@ func (p *Peer) runInline(j job, buf []byte) ([]byte, bool) {
 // run for InlineBudget: that goroutine becomes the reader if the request
 // still runs.
 func (p *Peer) inlineExpired() {
-	if p.takeOver(p.armed.Load()) {
+	p.tryTakeOver(p.armed.Load(), p.inlineBudget)
+}
+
+// maxTakeoverWait bounds the wait between two tries of a refused takeover.
+const maxTakeoverWait = 50 * time.Millisecond
+
+// tryTakeOver makes this goroutine the reader in place of the inline
+// request running, if it still runs and a goroutine is to be had. A
+// takeover refused for want of one (the group's Budget, or MaxInFlight,
+// held by other requests for now) is tried again, at doubling intervals,
+// for as long as the request runs: otherwise a connection whose inline
+// request outlasted a busy moment of its group stayed unread until that
+// request returned, whenever goroutines came free (found by review). One
+// chain of tries per request, on its own timer: the reading goroutine
+// alone arms inlineTimer.
+func (p *Peer) tryTakeOver(running uint64, wait time.Duration) {
+	if p.takeOver(running) {
 		p.readLoop()
+		return
 	}
+	if running == 0 || p.inline.Load() != running {
+		return // the request ended: its goroutine reads on
+	}
+	wait = min(2*wait, maxTakeoverWait)
+	time.AfterFunc(wait, func() { p.tryTakeOver(running, wait) })
 }
 
 // takeOver decides whether the goroutine calling it becomes the reader in
@@ -495,7 +517,7 @@ func (p *Peer) dispatch(env *Envelope, fds []int) (job, bool) {
 	if !ok {
 		closeFDs(fds)
 		if env.ID != 0 {
-			p.sendError(env.ID, CodeUnknownType, fmt.Sprintf("unknown message type %q", env.Type))
+			p.sendError(env.ID, CodeUnknownType, fmt.Sprintf("unknown message type %q", Clip(env.Type, 64)))
 		}
 		return job{}, false
 	}

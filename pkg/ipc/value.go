@@ -3,6 +3,7 @@ package ipc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -35,6 +36,13 @@ type (
 	Map map[string]Value
 )
 
+// MarshalJSON methods give encoding/json the text MarshalValue gives, also
+// for a Value inside other data (a map[string]any payload, ToValue):
+// without them Null{} was {} and a nil Map or List null (found by review).
+func (Null) MarshalJSON() ([]byte, error)   { return []byte("null"), nil }
+func (m Map) MarshalJSON() ([]byte, error)  { return MarshalValue(m) }
+func (l List) MarshalJSON() ([]byte, error) { return MarshalValue(l) }
+
 func (Null) isValue()   {}
 func (Bool) isValue()   {}
 func (Number) isValue() {}
@@ -51,6 +59,11 @@ const maxDepth = 64
 // them, numbers must fit a float64, and nesting is bounded.
 func ParseValue(data []byte) (Value, error) {
 	s := scanner{data: data}
+	return s.parse()
+}
+
+// parse is ParseValue on s.
+func (s *scanner) parse() (Value, error) {
 	v, err := s.parseValue(0)
 	if err == nil && !s.atEnd() {
 		err = fmt.Errorf("trailing data after the value")
@@ -58,10 +71,41 @@ func ParseValue(data []byte) (Value, error) {
 	if err == errSyntax {
 		return nil, fmt.Errorf("invalid JSON at byte %d", s.pos)
 	}
+	if err == errValuesOverBudget {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
 	return v, nil
+}
+
+// valueCost is about what one parsed value holds in memory (a Map's
+// header, a List's slice, the interface that holds either in its parent's
+// list or map, a boxed number), and valueBlock how many are charged at a
+// time. A hostile message of small values ("[{},{},...]") holds about 21
+// times its own size once parsed: 4 MiB became 86 MiB (found by review).
+const (
+	valueCost  = 64
+	valueBlock = 256
+)
+
+// errValuesOverBudget ends a parse whose values do not fit in the budget.
+var errValuesOverBudget = errors.New("the parsed values exceed what the connection's group (the sandbox session) may hold")
+
+// ParseValueBudget is ParseValue for data from a peer of budget's group:
+// the values it makes are charged to the budget (valueCost each) as they
+// are made, and the parse fails once they do not fit. It returns what it
+// charged, which the caller gives back (Budget.Give) when it no longer
+// holds the value; nothing stays charged after an error.
+func ParseValueBudget(data []byte, budget *Budget) (Value, int64, error) {
+	s := scanner{data: data, budget: budget}
+	v, err := s.parse()
+	if err != nil {
+		budget.give(s.charged)
+		return nil, 0, err
+	}
+	return v, s.charged, nil
 }
 
 // ToValue converts a Go value made only of JSON-compatible data (as produced

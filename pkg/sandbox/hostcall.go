@@ -308,7 +308,10 @@ func (s *hostCallServer) serveCall(ctx context.Context, req *ipc.Request) (any, 
 	if s.audit.enabled() {
 		start = time.Now()
 	}
-	out, args, errMsg := s.dispatch(ctx, &call, api, method)
+	out, args, charged, errMsg := s.dispatch(ctx, &call, api, method)
+	// The parsed arguments are charged to the session's budget while the
+	// handler and the audit hold them (ipc.ParseValueBudget).
+	defer s.budget.Give(charged)
 	var result json.RawMessage
 	if errMsg == "" {
 		// {"ok":true,"result":...}, the text json.Marshal gives for a
@@ -363,9 +366,10 @@ func rawString(name string, raw json.RawMessage) ([]byte, error) {
 
 // dispatch checks the call (api.method) against the policy and runs its
 // handler; it fills call.API and call.Method. It returns the handler's
-// result, the parsed arguments (nil when they were not parsed) and, for a
-// failed call, the message the caller gets.
-func (s *hostCallServer) dispatch(ctx context.Context, call *hostCallRequest, api, method []byte) (out, args ipc.Value, errMsg string) {
+// result, the parsed arguments (nil when they were not parsed), the bytes
+// of the session's budget they are charged (given back by the caller)
+// and, for a failed call, the message the caller gets.
+func (s *hostCallServer) dispatch(ctx context.Context, call *hostCallRequest, api, method []byte) (out, args ipc.Value, charged int64, errMsg string) {
 	// "api.method" without allocating: map lookups by string(bytes) do
 	// not copy.
 	var keyBuf [64]byte
@@ -375,7 +379,8 @@ func (s *hostCallServer) dispatch(ctx context.Context, call *hostCallRequest, ap
 	allowed, ok := s.allow[string(key)]
 	if !ok {
 		call.API, call.Method = string(api), string(method)
-		return nil, nil, fmt.Sprintf("host API %s is not allowed by the policy", key)
+		// The name as sent may be megabytes: the message quotes its start.
+		return nil, nil, 0, fmt.Sprintf("host API %s is not allowed by the policy", ipc.Clip(string(key), 128))
 	}
 	// allowed equals key byte for byte, so its two parts are exactly the
 	// api and method the caller sent (an allowed name with several dots
@@ -386,21 +391,25 @@ func (s *hostCallServer) dispatch(ctx context.Context, call *hostCallRequest, ap
 		fn = s.handlers.lookup(key)
 	}
 	if fn == nil {
-		return nil, nil, fmt.Sprintf("host API %s has no handler", key)
+		return nil, nil, 0, fmt.Sprintf("host API %s has no handler", key)
 	}
 	args = ipc.Null{}
 	if len(call.Args) > 0 {
-		v, err := ipc.ParseValue(call.Args)
+		// Security: parsed, a message of small values holds ~20 times
+		// its size; charged as it is parsed, the session's budget bounds
+		// it like the message itself (found by review: two 4 MiB calls
+		// held 184 MiB while the budget counted 8).
+		v, n, err := ipc.ParseValueBudget(call.Args, s.budget)
 		if err != nil {
-			return nil, nil, "bad arguments: " + err.Error()
+			return nil, nil, 0, "bad arguments: " + err.Error()
 		}
-		args = v
+		args, charged = v, n
 	}
 	out, err := runHostFunc(ctx, fn, HostCall{API: call.API, Method: call.Method, Args: args})
 	if err != nil {
-		return nil, args, err.Error()
+		return nil, args, charged, err.Error()
 	}
-	return out, args, ""
+	return out, args, charged, ""
 }
 
 // runHostFunc turns a panicking handler into an error for the caller: it
