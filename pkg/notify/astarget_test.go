@@ -192,28 +192,8 @@ func TestFastCredsMatchStatus(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	tid := unix.Gettid()
-	pidfd, exact, err := openPidfd(tid)
-	if err != nil {
-		t.Skip(err)
-	}
-	if !exact {
-		t.Skip("no PIDFD_THREAD (Linux 6.9): thread entries are not kept")
-	}
-	dir, err := unix.Open("/proc/"+strconv.Itoa(tid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{pidfd: pidfd, dir: dir, status: -1, root: -1, refs: 1, exact: true}
-	defer p.close()
 	srv := &Server{}
-	call := func() (*procStatus, bool) {
-		c := &SockCall{Pid: tid, proc: p, srv: srv}
-		st, err := c.creds()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st, c.statusBuf != nil
-	}
+	call := credsCaller(t, tid, srv)
 	first, read := call()
 	if !read {
 		t.Fatal("the first call did not read the status")
@@ -283,30 +263,7 @@ func TestFastCredsAreTheThreadsNotTheLeaders(t *testing.T) {
 	if r.err != nil {
 		t.Skip(r.err)
 	}
-	pidfd, exact, err := openPidfd(r.tid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !exact {
-		unix.Close(pidfd)
-		t.Skip("no PIDFD_THREAD (Linux 6.9)")
-	}
-	dir, err := unix.Open("/proc/"+strconv.Itoa(r.tid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		unix.Close(pidfd)
-		t.Fatal(err)
-	}
-	p := &proc{pidfd: pidfd, dir: dir, status: -1, root: -1, refs: 1, exact: true}
-	defer p.close()
-	srv := &Server{}
-	call := func() (*procStatus, bool) {
-		c := &SockCall{Pid: r.tid, proc: p, srv: srv}
-		st, err := c.creds()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st, c.statusBuf != nil
-	}
+	call := credsCaller(t, r.tid, &Server{})
 	first, read := call()
 	if !read {
 		t.Fatal("the first call did not read the status")
@@ -323,5 +280,36 @@ func TestFastCredsAreTheThreadsNotTheLeaders(t *testing.T) {
 	}
 	if !reflect.DeepEqual(first, second) {
 		t.Fatalf("status %+v, fast %+v", first, second)
+	}
+}
+
+// credsCaller returns a function that makes one call's creds for thread
+// tid through a kept entry of it (as openProc keeps one) on srv, and says
+// whether that call read the thread's status. It skips where the kernel
+// has no thread pidfds (the entries are not kept there).
+func credsCaller(t *testing.T, tid int, srv *Server) func() (*procStatus, bool) {
+	t.Helper()
+	pidfd, exact, err := openPidfd(tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !exact {
+		unix.Close(pidfd)
+		t.Skip("no PIDFD_THREAD (Linux 6.9): thread entries are not kept")
+	}
+	dir, err := unix.Open("/proc/"+strconv.Itoa(tid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(pidfd)
+		t.Fatal(err)
+	}
+	p := &proc{pidfd: pidfd, dir: dir, status: -1, root: -1, refs: 1, exact: true}
+	t.Cleanup(p.close)
+	return func() (*procStatus, bool) {
+		c := &SockCall{Pid: tid, proc: p, srv: srv}
+		st, err := c.creds()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, c.statusBuf != nil
 	}
 }
