@@ -376,7 +376,10 @@ func (f *Filter) reserve() error {
 	if f.live.n+f.dialing >= f.cfg.MaxConns {
 		f.live.count()
 	}
-	if f.live.n+f.dialing >= f.cfg.MaxConns {
+	// SNI relays count too, until they end: one whose sandbox end is
+	// closed lives on while its upstream answers, which the live set no
+	// longer sees (found by review).
+	if f.live.n+f.dialing >= f.cfg.MaxConns || len(f.relays)/2+f.dialing >= f.cfg.MaxConns {
 		return &LimitError{What: "connections", Limit: f.cfg.MaxConns}
 	}
 	f.dialing++

@@ -205,10 +205,14 @@ func (f *Filter) answer(q []byte) []byte {
 	}
 	e, ok, err := f.resolve(f.ctx, name)
 	var le *LimitError
+	var local *errLocalAnswer
 	switch {
 	case errors.As(err, &le):
 		f.refuse(&Refusal{Op: OpLookup, Host: name, Reason: le.Error(), Err: le})
 		return build(h, qs, dnsmessage.RCodeServerFailure, nil)
+	case errors.As(err, &local):
+		f.refuse(&Refusal{Op: OpLookup, Host: name, Reason: local.Error(), Err: local})
+		return build(h, qs, dnsmessage.RCodeRefused, nil)
 	case err != nil:
 		return build(h, qs, dnsmessage.RCodeServerFailure, nil)
 	case !ok:

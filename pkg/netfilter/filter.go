@@ -138,8 +138,41 @@ type Filter struct {
 type entry struct {
 	name    string
 	virtual netip.Addr
-	real    []netip.Addr
+	// real is replaced, never changed in place, under Filter.mu; readers
+	// take a copy of the entry (lookupVirtual).
+	real []netip.Addr
+	// looked is when real was last looked up upstream (zero: pinned).
+	looked time.Time
 }
+
+// relookAfter is how long an upstream answer is kept: queries for a name
+// within it are answered without a lookup, so a loop of queries for one
+// allowed name is not a loop of upstream queries (found by review: each
+// query made two).
+const relookAfter = 30 * time.Second
+
+// errLocalAnswer is an upstream answer that names only addresses of the
+// host itself or its link (localAnswer).
+type errLocalAnswer struct{ addrs []netip.Addr }
+
+func (e *errLocalAnswer) Error() string {
+	return fmt.Sprintf("the name resolves upstream only to %v, an address of the host or its link: pin it with --add-host NAME:IP to reach it", e.addrs)
+}
+
+// localAnswer reports whether an address from upstream is one the filter
+// never dials: the host's loopback, an unspecified or "this network"
+// address, link-local (169.254.169.254, a cloud's metadata service, among
+// them), multicast, or nsbox's own virtual range. An allowed name whose
+// zone answers with one would otherwise lead the sandbox to the host's
+// own services (DNS rebinding; found by review). A name pinned with
+// --add-host may name any address: that is the user's choice.
+func localAnswer(a netip.Addr) bool {
+	return a.IsLoopback() || a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsMulticast() || thisNetwork.Contains(a) || VirtualPrefix.Contains(a)
+}
+
+// thisNetwork is 0.0.0.0/8 ("this host on this network", RFC 1122).
+var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 
 type counters struct {
 	queries, upstream, nxdomain, connects, refused atomic.Int64
@@ -260,7 +293,24 @@ func (f *Filter) Close() error {
 // taking its pin) and handing out a virtual address the first time. ok is
 // false when the name does not exist upstream.
 func (f *Filter) resolve(ctx context.Context, name string) (e *entry, ok bool, err error) {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	if e := f.byName[name]; e != nil && (e.looked.IsZero() || time.Since(e.looked) < relookAfter) {
+		f.mu.Unlock()
+		return e, true, nil // pinned, or looked up lately
+	}
+	// A new name past the table's bound is refused before any lookup:
+	// nothing goes upstream for it (found by review).
+	full := f.byName[name] == nil && len(f.byName) >= f.cfg.MaxNames
+	f.mu.Unlock()
+	if full {
+		return nil, false, &LimitError{What: "names", Limit: f.cfg.MaxNames}
+	}
 	var real []netip.Addr
+	var looked time.Time
 	if a, pinned := f.pins[name]; pinned {
 		real = []netip.Addr{a}
 	} else {
@@ -277,12 +327,21 @@ func (f *Filter) resolve(ctx context.Context, name string) (e *entry, ok bool, e
 		if lerr != nil {
 			return nil, false, lerr
 		}
+		var local []netip.Addr
 		for _, a := range addrs {
-			real = append(real, a.Unmap())
+			if a = a.Unmap(); localAnswer(a) {
+				local = append(local, a)
+				continue
+			}
+			real = append(real, a)
+		}
+		if len(real) == 0 && len(local) > 0 {
+			return nil, false, &errLocalAnswer{addrs: local}
 		}
 		if len(real) == 0 {
 			return nil, false, nil
 		}
+		looked = time.Now()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -290,13 +349,13 @@ func (f *Filter) resolve(ctx context.Context, name string) (e *entry, ok bool, e
 		return nil, false, ErrClosed
 	}
 	if e := f.byName[name]; e != nil {
-		e.real = real
+		e.real, e.looked = real, looked // replaced: a reader holds a copy
 		return e, true, nil
 	}
 	if len(f.byName) >= f.cfg.MaxNames {
 		return nil, false, &LimitError{What: "names", Limit: f.cfg.MaxNames}
 	}
-	e = &entry{name: name, virtual: f.allocLocked(), real: real}
+	e = &entry{name: name, virtual: f.allocLocked(), real: real, looked: looked}
 	f.byName[name] = e
 	f.byAddr[e.virtual] = e
 	return e, true, nil
@@ -317,11 +376,18 @@ func (f *Filter) allocLocked() netip.Addr {
 	}
 }
 
-// lookupVirtual returns the entry a virtual address was handed out for.
+// lookupVirtual returns a copy of the entry a virtual address was handed
+// out for (resolve replaces an entry's addresses under mu: the copy is
+// what a connect dials, without a race; found by review).
 func (f *Filter) lookupVirtual(a netip.Addr) *entry {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.byAddr[a]
+	e := f.byAddr[a]
+	if e == nil {
+		return nil
+	}
+	cp := *e
+	return &cp
 }
 
 // Names returns the names handed out so far and their virtual addresses.

@@ -171,10 +171,48 @@ func (f *Filter) relay(sandbox *net.TCPConn, up net.Conn, name string, port uint
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, sandbox); closeWrite(up); done <- struct{}{} }()
-	go func() { io.Copy(sandbox, up); closeWrite(sandbox); done <- struct{}{} }()
+	sandboxDone := make(chan struct{})
+	go func() {
+		io.Copy(up, sandbox)
+		closeWrite(up)
+		// Also wakes a read of up already waiting (net.Conn deadlines).
+		_ = up.SetReadDeadline(time.Now().Add(relayLinger))
+		close(sandboxDone)
+		done <- struct{}{}
+	}()
+	go func() { copyLingering(sandbox, up, sandboxDone); closeWrite(sandbox); done <- struct{}{} }()
 	<-done
 	<-done
+}
+
+// relayLinger is how long the upstream may stay silent once the sandbox
+// has stopped sending: a silent upstream then ends the relay, which
+// otherwise held two sockets and two goroutines for as long as the
+// upstream kept its half of the connection open, after the sandbox had
+// closed its socket (found by review).
+const relayLinger = 60 * time.Second
+
+// copyLingering copies up to sandbox until either ends. Once sandboxDone
+// is closed (its closer set the first deadline), each read that brings
+// data gives the next one relayLinger more.
+func copyLingering(sandbox, up net.Conn, sandboxDone <-chan struct{}) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := up.Read(buf)
+		if n > 0 {
+			if _, werr := sandbox.Write(buf[:n]); werr != nil {
+				return
+			}
+			select {
+			case <-sandboxDone:
+				_ = up.SetReadDeadline(time.Now().Add(relayLinger))
+			default:
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func closeWrite(c net.Conn) {

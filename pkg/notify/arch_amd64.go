@@ -26,3 +26,7 @@ var setgroupsCalls = []archCalls{
 var nativeForeignCalls = []uint32{x32 | 42 /* connect */, x32 | 44 /* sendto */, x32 | 518 /* sendmsg */, x32 | 538 /* sendmmsg */}
 
 const x32 = 0x40000000
+
+// socketCalls are socket(2) in the ABIs whose arguments the filter reads:
+// native and x32 (AF_VSOCK is refused there).
+var socketCalls = []uint32{unix.SYS_SOCKET, x32 | 41}

@@ -18,3 +18,6 @@ var setgroupsCalls = []archCalls{
 }
 
 var nativeForeignCalls []uint32
+
+// socketCalls are socket(2) natively (see arch_amd64.go).
+var socketCalls = []uint32{unix.SYS_SOCKET}

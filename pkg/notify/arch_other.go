@@ -9,4 +9,5 @@ var (
 	foreignSocketCalls []archCalls
 	nativeForeignCalls []uint32
 	setgroupsCalls     []archCalls
+	socketCalls        []uint32
 )

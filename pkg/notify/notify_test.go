@@ -471,6 +471,18 @@ func TestProgram(t *testing.T) {
 		{"write", auditArch, unix.SYS_WRITE, [6]uint64{}, allow},
 		{"openat", auditArch, unix.SYS_OPENAT, [6]uint64{}, allow},
 		{"io_uring_setup", auditArch, unix.SYS_IO_URING_SETUP, [6]uint64{}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))},
+		{"socket AF_INET", auditArch, unix.SYS_SOCKET, [6]uint64{unix.AF_INET, unix.SOCK_STREAM}, allow},
+		{"socket AF_UNIX", auditArch, unix.SYS_SOCKET, [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM}, allow},
+		{"socket AF_VSOCK", auditArch, unix.SYS_SOCKET, [6]uint64{unix.AF_VSOCK, unix.SOCK_STREAM}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT))},
+	}
+	for _, nr := range socketCalls[1:] {
+		cases = append(cases, struct {
+			name string
+			arch uint32
+			nr   uint32
+			args [6]uint64
+			want uint32
+		}{fmt.Sprintf("socket %#x AF_VSOCK", nr), auditArch, nr, [6]uint64{unix.AF_VSOCK}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT))})
 	}
 	for _, fc := range foreignSocketCalls {
 		for _, nr := range fc.nrs {

@@ -63,7 +63,7 @@ type Server struct {
 	cancel    context.CancelFunc
 
 	mu       sync.Mutex
-	inflight map[int]uint64 // supervisor socket fds being used -> the id of a connect (0: a send)
+	inflight map[int]inflightCall // supervisor socket fds being used
 	closed   bool
 	// procs caches, per thread id, descriptors that name the thread
 	// itself (at most maxPidfds; see proc).
@@ -100,7 +100,7 @@ func NewServer(listener int, o Options) (*Server, error) {
 	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{listener: listener, stop: efd, slow: tfd, o: o,
-		ctx: ctx, cancel: cancel, epoch: time.Now(), inflight: map[int]uint64{}, procs: map[int]*proc{}, done: make(chan struct{})}, nil
+		ctx: ctx, cancel: cancel, epoch: time.Now(), inflight: map[int]inflightCall{}, procs: map[int]*proc{}, done: make(chan struct{})}, nil
 }
 
 // Serve answers notifications until Close, or until no process is left
@@ -370,22 +370,36 @@ func (s *Server) reap() {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		for fd, id := range s.inflight {
-			if id != 0 && !idValid(s.listener, id) {
+		for fd, call := range s.inflight {
+			if call.id != 0 && !idValid(s.listener, call.id) {
 				unix.Shutdown(fd, unix.SHUT_RDWR)
+				// And whatever the handler waits on for it (the
+				// filtered network's dial of a host socket, which
+				// shutting this one down does not reach): a target
+				// that gave up (killed, or a signal ended its wait)
+				// held a serving goroutine, and with it the end of
+				// its session, for the dial's whole timeout.
+				call.cancel()
 			}
 		}
 		s.mu.Unlock()
 	}
 }
 
-func (s *Server) track(fd int, id uint64) bool {
+// inflightCall is a socket call being made: the id of a connect (0: a
+// send, never reaped) and the cancel of the context its handler runs in.
+type inflightCall struct {
+	id     uint64
+	cancel context.CancelFunc
+}
+
+func (s *Server) track(fd int, call inflightCall) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
-	s.inflight[fd] = id
+	s.inflight[fd] = call
 	return true
 }
 
@@ -461,11 +475,17 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 		return 0, e, false
 	}
 	var err error
-	connectID := uint64(0)
+	call := inflightCall{cancel: func() {}}
+	c.ctx = s.ctx
 	if c.Syscall == Connect {
-		connectID = n.ID
+		// A connect gets a context of its own, which the reaper ends
+		// when its target stops waiting for it.
+		var cancel context.CancelFunc
+		c.ctx, cancel = context.WithCancel(s.ctx)
+		defer cancel()
+		call = inflightCall{id: n.ID, cancel: cancel}
 	}
-	if !s.track(sock, connectID) {
+	if !s.track(sock, call) {
 		unix.Close(sock)
 		return 0, unix.ECONNABORTED, false
 	}
@@ -535,7 +555,7 @@ func (s *Server) verdict(c *SockCall) Verdict {
 	if h == nil {
 		return Allow()
 	}
-	return h.Decide(s.ctx, c)
+	return h.Decide(c.ctx, c)
 }
 
 // perform carries out a verdict: op makes the call with an address.

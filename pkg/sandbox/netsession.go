@@ -25,9 +25,21 @@ type netSession struct {
 	mu      sync.Mutex
 	refused int64                // refusals since the start
 	last    []*netfilter.Refusal // the latest, at most maxNetRefusals
+	// reported holds the targets (operation, host, port) whose refusal
+	// was reported, at most maxReportedTargets: each is reported once.
+	reported map[refusalKey]struct{}
 }
 
-const maxNetRefusals = 16
+const (
+	maxNetRefusals     = 16
+	maxReportedTargets = 256
+)
+
+// refusalKey is what makes two refusals the same for reporting.
+type refusalKey struct {
+	op, host string
+	port     uint16
+}
 
 // resolverFDs are the worker's numbers of the resolver's sockets (bound in
 // the sandbox's network namespace); the supervisor takes them with
@@ -234,6 +246,12 @@ func (s *Session) closeNet() {
 }
 
 // netRefused records a refusal and reports it.
+//
+// Every refusal is kept for the command's result (netViolationSince), but
+// a violation event and an audit line are written once per target: a
+// loop of refused connects wrote one of each per try (3,000 refusals, 549
+// kB of status; found by review). A target past maxReportedTargets is not
+// reported; the command's result still names it.
 func (s *Session) netRefused(n *netSession, r *netfilter.Refusal) {
 	n.mu.Lock()
 	n.refused++
@@ -241,8 +259,19 @@ func (s *Session) netRefused(n *netSession, r *netfilter.Refusal) {
 	if len(n.last) > maxNetRefusals {
 		n.last = append(n.last[:0], n.last[len(n.last)-maxNetRefusals:]...)
 	}
+	if n.reported == nil {
+		n.reported = map[refusalKey]struct{}{}
+	}
+	k := refusalKey{r.Op, r.Host, r.Port}
+	_, seen := n.reported[k]
+	report := !seen && len(n.reported) < maxReportedTargets
+	if report {
+		n.reported[k] = struct{}{}
+	}
 	n.mu.Unlock()
-	s.reportViolation(netViolation(r))
+	if report {
+		s.reportViolation(netViolation(r))
+	}
 }
 
 // netMark returns the refusal count, for netViolationSince.
