@@ -3,7 +3,9 @@ package netfilter
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -267,6 +269,9 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 			_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, l)
 		}
 	}
+	if err := bindLocked(fd, sock.Family); err != nil {
+		return fail(unix.EADDRNOTAVAIL, fmt.Errorf("network filter: binding a local port: %w", err))
+	}
 	var sa unix.Sockaddr
 	if sock.Family == unix.AF_INET {
 		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
@@ -300,6 +305,44 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 	}
 	return c, 0, nil
 }
+
+// bindLocked binds fd, before its connect, to a local port chosen here
+// from the ephemeral range: a port given explicitly is the socket's for
+// good (the kernel sets SOCK_BINDPORT_LOCK and keeps it when the socket
+// goes back to TCP_CLOSE). A port the connect picked instead is given
+// back when the connection fails (a reset while the sandbox holds the
+// socket in progress), and the sandbox could then bind that host socket
+// to a host port of its choosing, squatting one a host service wants
+// (found by review; it cannot listen there: its shutdown is trapped and
+// the socket never becomes unconnected, see pkg/sandbox's netTrap).
+func bindLocked(fd, family int) error {
+	lo, hi := localPortRange()
+	var err error
+	for try := 0; try < 16; try++ {
+		port := lo + rand.IntN(hi-lo+1)
+		var sa unix.Sockaddr = &unix.SockaddrInet4{Port: port}
+		if family == unix.AF_INET6 {
+			sa = &unix.SockaddrInet6{Port: port}
+		}
+		if err = unix.Bind(fd, sa); err != unix.EADDRINUSE {
+			return err
+		}
+	}
+	return err
+}
+
+// localPortRange is the host's ephemeral port range
+// (net.ipv4.ip_local_port_range, read once), or Linux's default.
+var localPortRange = sync.OnceValues(func() (int, int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		var lo, hi int
+		if _, err := fmt.Sscan(string(b), &lo, &hi); err == nil && 1024 <= lo && lo < hi && hi <= 65535 {
+			return lo, hi
+		}
+	}
+	return 32768, 60999
+})
 
 // waitConnected waits for a nonblocking connect on fd to complete, within
 // ConnectTimeout and ctx, and returns its outcome.

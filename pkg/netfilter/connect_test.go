@@ -263,3 +263,59 @@ func TestPinOfNameNotAllowed(t *testing.T) {
 func itoa(p uint16) string {
 	return netip.AddrPortFrom(netip.IPv4Unspecified(), p).String()[len("0.0.0.0:"):]
 }
+
+// synDropper listens on the host's 127.0.0.1 with a full accept queue
+// (backlog 0, one connection never accepted): the kernel drops every
+// further SYN, so a connect to it stays in SYN_SENT.
+func synDropper(t *testing.T) netip.AddrPort {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(fd)
+	ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(sa.(*unix.SockaddrInet4).Port))
+	c, err := net.DialTimeout("tcp4", ap.String(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ap
+}
+
+// TestConnectPortStaysTheSockets: the host socket a nonblocking connect
+// installs, still connecting, has a local port bound explicitly
+// (bindLocked): once disconnected (here by a shutdown made directly, which
+// the trap refuses inside), it keeps that port and cannot be bound again,
+// so a host socket whose connect failed cannot squat a host port.
+func TestConnectPortStaysTheSockets(t *testing.T) {
+	up := newFakeUpstream(t)
+	slow := synDropper(t)
+	f := newFilter(t, up, []string{"slow.test:" + itoa(slow.Port())}, nil, []string{"slow.test:127.0.0.1"}, nil)
+	v := resolveVia(t, serve(t, f), "slow.test")
+	verdict, err := f.Connect(context.Background(), netip.AddrPortFrom(v, slow.Port()), Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, Nonblock: true, FD: -1})
+	if err != nil || verdict.Action != Install || verdict.Errno != unix.EINPROGRESS {
+		t.Fatalf("nonblocking connect to a host that does not answer: %+v %v", verdict, err)
+	}
+	defer verdict.Conn.Close()
+	fd := verdict.Conn.FD()
+	if err := unix.Shutdown(fd, unix.SHUT_RDWR); err != nil {
+		t.Fatalf("shutdown in SYN_SENT: %v", err)
+	}
+	free, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != unix.EINVAL {
+		t.Fatalf("bind of the disconnected host socket to a port of the sandbox's choosing: %v, want EINVAL (its own port kept)", err)
+	}
+}

@@ -11,7 +11,7 @@ const auditArch = unix.AUDIT_ARCH_X86_64
 // --seccomp unconfined or a custom profile it may not, and the gate must
 // not be walked around through them: they fail with EACCES.
 var foreignSocketCalls = []archCalls{
-	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{102 /* socketcall */, 345 /* sendmmsg */, 362 /* connect */, 369 /* sendto */, 370 /* sendmsg */}},
+	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{102 /* socketcall */, 345 /* sendmmsg */, 362 /* connect */, 369 /* sendto */, 370 /* sendmsg */, 373 /* shutdown */}},
 }
 
 // setgroupsCalls are setgroups(2) in each ABI: native, x32 (native arch),
@@ -23,7 +23,7 @@ var setgroupsCalls = []archCalls{
 }
 
 // nativeForeignCalls are x32's, which come with the native audit arch.
-var nativeForeignCalls = []uint32{x32 | 42 /* connect */, x32 | 44 /* sendto */, x32 | 518 /* sendmsg */, x32 | 538 /* sendmmsg */}
+var nativeForeignCalls = []uint32{x32 | 42 /* connect */, x32 | 44 /* sendto */, x32 | 518 /* sendmsg */, x32 | 538 /* sendmmsg */, x32 | 48 /* shutdown */}
 
 const x32 = 0x40000000
 

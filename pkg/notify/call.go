@@ -14,6 +14,9 @@ const (
 	SendTo
 	SendMsg
 	SendMmsg
+	// Shutdown is shutdown(2): performed by the supervisor on its copy of
+	// the socket, after the handler of its family has seen it.
+	Shutdown
 )
 
 func (s Syscall) String() string {
@@ -26,6 +29,8 @@ func (s Syscall) String() string {
 		return "sendmsg"
 	case SendMmsg:
 		return "sendmmsg"
+	case Shutdown:
+		return "shutdown"
 	}
 	return "unknown"
 }

@@ -1,7 +1,8 @@
 // Package notify is nsbox's seccomp user-notification layer: a small second
-// filter that hands connect, sendto (with an address), sendmsg and sendmmsg
-// to the supervisor (SECCOMP_RET_USER_NOTIF, seccomp_unotify(2)), and the
-// supervisor's side that answers them.
+// filter that hands connect, sendto (with an address), sendmsg, sendmmsg
+// and shutdown to the supervisor (SECCOMP_RET_USER_NOTIF,
+// seccomp_unotify(2)), and the supervisor's side that answers them. It
+// also hands over setgroups, which is let run as made (see Program).
 //
 // The worker installs the filter (Install) as a named setup step right
 // before the main filter; the supervisor takes the listener fd from the

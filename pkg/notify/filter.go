@@ -101,6 +101,11 @@ func Program() []unix.SockFilter {
 	a.jeq(uint32(unix.SYS_CONNECT), "notify", "")
 	a.jeq(uint32(unix.SYS_SENDMSG), "notify", "")
 	a.jeq(uint32(unix.SYS_SENDMMSG), "notify", "")
+	// shutdown(2) turns a TCP socket still connecting (SYN_SENT) back
+	// into an unconnected one (inet_shutdown disconnects it): one the
+	// filtered network installed from the host's network namespace could
+	// then bind and listen there (found by review). Its handler sees it.
+	a.jeq(uint32(unix.SYS_SHUTDOWN), "notify", "")
 	a.jeq(uint32(unix.SYS_SENDTO), "sendto", "")
 	for _, nr := range socketCalls {
 		a.jeq(nr, "socket", "")

@@ -70,6 +70,35 @@ func child(mode string) int {
 		}
 	case "nested":
 		return nestedChild()
+	case "shutdown":
+		// shutdown(2) of an unconnected TCP socket (ENOTCONN), then of
+		// a unix socket connected to args[0]: both made by the
+		// supervisor.
+		for _, p := range []string{"", args[0]} {
+			family := unix.AF_UNIX
+			if p == "" {
+				family = unix.AF_INET
+			}
+			fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				fmt.Println("error", err)
+				return 1
+			}
+			what := "unconnected"
+			if p != "" {
+				what = "connected"
+				if err := unix.Connect(fd, &unix.SockaddrUnix{Name: p}); err != nil {
+					fmt.Println(what, "connect", errName(err))
+					continue
+				}
+			}
+			r := "ok"
+			if err := unix.Shutdown(fd, unix.SHUT_WR); err != nil {
+				r = errName(err)
+			}
+			fmt.Println(what, r)
+			unix.Close(fd)
+		}
 	case "groups":
 		// One thread connects, drops its groups, connects, takes them
 		// back, connects (the supervisor keeps a thread's groups between
@@ -465,6 +494,7 @@ func TestProgram(t *testing.T) {
 		{"connect", auditArch, unix.SYS_CONNECT, [6]uint64{}, notif},
 		{"sendmsg", auditArch, unix.SYS_SENDMSG, [6]uint64{}, notif},
 		{"sendmmsg", auditArch, unix.SYS_SENDMMSG, [6]uint64{}, notif},
+		{"shutdown", auditArch, unix.SYS_SHUTDOWN, [6]uint64{}, notif},
 		{"sendto without an address", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, 0, 0, 0}, allow},
 		{"sendto with an address", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, 0, 0x7ffd0000, 110}, notif},
 		{"sendto with an address above 4 GiB", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, 0, 0x7f0000000000, 110}, notif},
@@ -760,4 +790,16 @@ func TestProcEntryOutlivesForget(t *testing.T) {
 		t.Fatal("the last reference left descriptors open")
 	}
 	s.forget(42, p) // a second forget of an entry no longer cached does nothing
+}
+
+// TestShutdownPerformed: shutdown(2) is handed to the supervisor, which
+// makes it on its copy of the socket and answers with its result.
+func TestShutdownPerformed(t *testing.T) {
+	rw, _ := places(t)
+	p := filepath.Join(rw, "s.sock")
+	hostServer(t, p)
+	res, lines := runChild(t, "shutdown", []string{p}, GateConfig{Writable: []string{rw}})
+	if res["unconnected"] != "ENOTCONN" || res["connected"] != "ok" {
+		t.Fatalf("%q", lines)
+	}
 }

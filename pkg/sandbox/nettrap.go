@@ -40,13 +40,17 @@ var errTwoInetHandlers = errors.New("a filtered network decides the sandbox's in
 // blocking connect waits here for the host's dial (ctx ends with the
 // session).
 func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict {
+	if c.Syscall == notify.Shutdown {
+		return shutdownVerdict(c)
+	}
 	// A socket this filter installed lives in the host's network
 	// namespace. Sends on it to its connected peer pass; any call with
 	// an address does not: connect(AF_UNSPEC) would dissolve the
 	// connection and a second connect to 127.0.0.1 would then be taken
 	// for the sandbox's own loopback while it reaches the host's, and a
-	// disconnected host socket could listen() on the host. Every way
-	// back to an unconnected socket is a connect, which comes here.
+	// disconnected host socket could listen() on the host. The ways
+	// back to an unconnected socket are a connect, which comes here, and
+	// a shutdown while it still connects (shutdownVerdict).
 	if host, err := notify.OnSupervisorNetns(c.Sock); err != nil || host {
 		if c.Addr == nil && err == nil {
 			return notify.Allow()
@@ -101,6 +105,35 @@ func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict 
 	}
 	return notify.Deny(v.Errno)
 }
+
+// shutdownVerdict decides a shutdown(2). On a socket this filter installed
+// (of the host's network namespace) that is still connecting, it fails
+// with ENOTCONN: the kernel would disconnect it (inet_shutdown in
+// SYN_SENT), leaving an unconnected socket of the host's namespace, which
+// then bound and listened there, where bind and listen are not trapped:
+// it served clients of the host's loopback and, with SO_REUSEPORT and the
+// supervisor's uid, took those of a host service (found by review).
+// Anything else is performed as asked.
+func shutdownVerdict(c *notify.SockCall) notify.Verdict {
+	host, err := notify.OnSupervisorNetns(c.Sock)
+	if err != nil {
+		return notify.Deny(unix.ENOTCONN) // fail closed: whose socket it is is unknown
+	}
+	if !host {
+		return notify.Allow()
+	}
+	info, err := unix.GetsockoptTCPInfo(c.Sock, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil || info.State == tcpSynSent || info.State == tcpSynRecv {
+		return notify.Deny(unix.ENOTCONN)
+	}
+	return notify.Allow()
+}
+
+// TCP states (include/net/tcp_states.h).
+const (
+	tcpSynSent = 2
+	tcpSynRecv = 3
+)
 
 // parseSockaddr reads an AF_INET or AF_INET6 sockaddr. ok is false for
 // AF_UNSPEC; errno is what the kernel would answer a short or foreign

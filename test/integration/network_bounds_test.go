@@ -1,8 +1,17 @@
 package integration
 
 import (
+	"bufio"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Ways a program inside could reach the host's network that the allowlist
@@ -100,6 +109,261 @@ except OSError as e:
 		}
 		if got == "created" {
 			t.Errorf("under a filtered network with --seccomp unconfined, socket(AF_VSOCK) succeeds: a way out that no connect trap sees")
+		}
+	})
+}
+
+// synDropper is a listener on the host's 127.0.0.1 whose accept queue is
+// full (backlog 0, one connection never accepted): the kernel drops every
+// further SYN (tcp_conn_request, sk_acceptq_is_full), so a connect to it
+// stays in SYN_SENT, as a connect to a slow or filtered real host does for
+// one round trip.
+func synDropper(t *testing.T) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := sa.(*unix.SockaddrInet4).Port
+	// The one connection the queue holds: never accepted.
+	c, err := net.DialTimeout("tcp4", "127.0.0.1:"+strconv.Itoa(port), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return port
+}
+
+// freeLoopbackPort returns a port on the host's 127.0.0.1 nothing listens
+// on (just now).
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// halfOpenPy makes a nonblocking connect to an allowed name whose host
+// does not answer the SYN: nsbox installs its host socket still in
+// SYN_SENT (EINPROGRESS). shutdown(2) in SYN_SENT would disconnect the
+// socket (inet_shutdown calls the protocol's disconnect and sets
+// SS_UNCONNECTED): a socket of the host's network namespace, unconnected,
+// on which neither bind(2) nor listen(2) passes through the trap. It then
+// listened on the host's 127.0.0.1:LPORT and sent a line to whoever
+// connected (found by review). The trap now refuses that shutdown
+// (ENOTCONN), and the script stops at the first step refused.
+const halfOpenPy = `
+import errno, socket, sys
+port, lport = int(sys.argv[1]), int(sys.argv[2])
+def name(e): return errno.errorcode.get(e, str(e))
+a = socket.getaddrinfo("slow.test", port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setblocking(False)
+print("connect", name(s.connect_ex((a, port))), flush=True)
+for step, f in (("shutdown", lambda: s.shutdown(socket.SHUT_RDWR)),
+                ("bind", lambda: s.bind(("127.0.0.1", lport))),
+                ("listen", lambda: s.listen(1))):
+    try:
+        f(); print(step, "ok", flush=True)
+    except OSError as e:
+        print(step, name(e.errno), flush=True); sys.exit(0)
+s.setblocking(True)
+s.settimeout(30)
+try:
+    c, peer = s.accept()
+    c.sendall(b"hello-from-the-sandbox\n")
+    c.close()
+    print("accept ok", flush=True)
+except OSError as e:
+    print("accept", type(e).__name__, flush=True)
+`
+
+// TestNetworkHalfOpenSocketListensOnHost: a program inside must not get a
+// listening socket in the host's network namespace. The installed-socket
+// test (TestNetworkInstalledSocketStaysPut) covers an established
+// connection, whose shutdown keeps it SS_CONNECTED; a connection still in
+// SYN_SENT was dissolved by shutdown and could then bind and listen on
+// the host: a host process connecting to 127.0.0.1:LPORT reached the
+// sandbox.
+func TestNetworkHalfOpenSocketListensOnHost(t *testing.T) {
+	requirePython(t)
+	eachUser(t, func(t *testing.T, u user) {
+		slow := synDropper(t)
+		lport := freeLoopbackPort(t)
+		up := newFakeUpstream(t)
+		ws := u.tempDir(t)
+		prof := netProfile(t, u, filepath.Dir(ws), up)
+		// A host client that keeps trying 127.0.0.1:LPORT while the
+		// sandbox runs (a deadlock guard bounds it, not an assertion).
+		var got atomic.Value
+		got.Store("")
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				c, err := net.DialTimeout("tcp4", "127.0.0.1:"+strconv.Itoa(lport), 5*time.Second)
+				if err != nil {
+					continue
+				}
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				c.Close()
+				if line != "" {
+					got.Store(strings.TrimSpace(line))
+					return
+				}
+			}
+		}()
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
+			"--allow-host", "slow.test:"+strconv.Itoa(slow), "--add-host", "slow.test:127.0.0.1", "--",
+			"/usr/bin/python3", "-c", halfOpenPy, strconv.Itoa(slow), strconv.Itoa(lport))
+		close(stop)
+		<-done
+		t.Logf("sandbox: %s", strings.ReplaceAll(strings.TrimSpace(r.stdout), "\n", "; "))
+		res := netResults(r.stdout)
+		if res["connect"] != "EINPROGRESS" {
+			t.Fatalf("the connect was not left in progress (%q): nothing tested\nstderr: %s", res["connect"], r.stderr)
+		}
+		if res["shutdown"] != "ENOTCONN" {
+			t.Errorf("shutdown of an installed socket still connecting: %q, want ENOTCONN", res["shutdown"])
+		}
+		if g := got.Load().(string); g != "" {
+			t.Errorf("a host process connecting to the host's 127.0.0.1:%d reached the sandbox (read %q): the sandbox listens in the host's network namespace", lport, g)
+		}
+		if res["listen"] == "ok" {
+			t.Errorf("listen(2) on a socket nsbox installed succeeded (%v): it listens in the host's network namespace", res)
+		}
+	})
+}
+
+// reusePortSvc is a host service of the kind many servers are (nginx's
+// "reuseport", envoy, Go servers that scale accept): it listens on the
+// host's 127.0.0.1 with SO_REUSEPORT and answers every client "SERVICE".
+const reusePortSvc = `
+import socket, threading
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+l.bind(("127.0.0.1", 0))
+l.listen(64)
+print(l.getsockname()[1], flush=True)
+while True:
+    c, _ = l.accept()
+    c.sendall(b"SERVICE\n")
+    c.close()
+`
+
+// stealPy dissolves a half-open installed socket as halfOpenPy does, then
+// joins the host service's SO_REUSEPORT group on 127.0.0.1:LPORT (the
+// socket was made by the supervisor, so it carries the supervisor's uid,
+// the same as the service's) and answers the clients it is given.
+const stealPy = `
+import socket, sys
+port, lport = int(sys.argv[1]), int(sys.argv[2])
+a = socket.getaddrinfo("slow.test", port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setblocking(False)
+s.connect_ex((a, port))
+try:
+    s.shutdown(socket.SHUT_RDWR)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind(("127.0.0.1", lport))
+    s.listen(8)
+    print("joined", flush=True)
+except OSError as e:
+    print("joined", e.errno); sys.exit(0)
+s.setblocking(True)
+s.settimeout(30)
+try:
+    c, _ = s.accept()
+    c.sendall(b"STOLEN\n")
+    c.close()
+except OSError:
+    pass
+`
+
+// TestNetworkHalfOpenSocketStealsHostService: the half-open socket of
+// TestNetworkHalfOpenSocketListensOnHost also joins the SO_REUSEPORT group
+// of a host service run by the user who runs nsbox (the kernel lets
+// sockets of one uid share a port, and the supervisor made this one):
+// the kernel then handed part of that service's clients to the sandbox
+// (found by review).
+func TestNetworkHalfOpenSocketStealsHostService(t *testing.T) {
+	requirePython(t)
+	eachUser(t, func(t *testing.T, u user) {
+		slow := synDropper(t)
+		svc := exec.Command("/usr/bin/python3", "-c", reusePortSvc)
+		u.asUser(svc)
+		out, err := svc.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { svc.Process.Kill(); svc.Wait() }()
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		lport := strings.TrimSpace(line)
+		up := newFakeUpstream(t)
+		ws := u.tempDir(t)
+		prof := netProfile(t, u, filepath.Dir(ws), up)
+		var stolen, served atomic.Int64
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				c, err := net.DialTimeout("tcp4", "127.0.0.1:"+lport, 5*time.Second)
+				if err != nil {
+					continue
+				}
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				l, _ := bufio.NewReader(c).ReadString('\n')
+				c.Close()
+				switch strings.TrimSpace(l) {
+				case "STOLEN":
+					stolen.Add(1)
+					return
+				case "SERVICE":
+					served.Add(1)
+				}
+			}
+		}()
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
+			"--allow-host", "slow.test:"+strconv.Itoa(slow), "--add-host", "slow.test:127.0.0.1", "--",
+			"/usr/bin/python3", "-c", stealPy, strconv.Itoa(slow), lport)
+		close(stop)
+		<-done
+		t.Logf("sandbox: %s; service answered %d clients", strings.TrimSpace(r.stdout), served.Load())
+		if stolen.Load() != 0 {
+			t.Errorf("a client of the host service on 127.0.0.1:%s was answered by the sandbox", lport)
 		}
 	})
 }
