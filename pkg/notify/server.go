@@ -373,6 +373,9 @@ func (s *Server) reap() {
 		for fd, call := range s.inflight {
 			if call.id != 0 && !idValid(s.listener, call.id) {
 				unix.Shutdown(fd, unix.SHUT_RDWR)
+				if call.cancel == nil {
+					continue
+				}
 				// And whatever the handler waits on for it (the
 				// filtered network's dial of a host socket, which
 				// shutting this one down does not reach): a target
@@ -386,8 +389,20 @@ func (s *Server) reap() {
 	}
 }
 
+// setCancel records the cancel of the context the handler of fd's call
+// runs in (reap).
+func (s *Server) setCancel(fd int, cancel context.CancelFunc) {
+	s.mu.Lock()
+	if call, ok := s.inflight[fd]; ok {
+		call.cancel = cancel
+		s.inflight[fd] = call
+	}
+	s.mu.Unlock()
+}
+
 // inflightCall is a socket call being made: the id of a connect (0: a
-// send, never reaped) and the cancel of the context its handler runs in.
+// send, never reaped) and the cancel of the context its handler runs in
+// (nil: the Server's own).
 type inflightCall struct {
 	id     uint64
 	cancel context.CancelFunc
@@ -477,15 +492,10 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 		return 0, e, false
 	}
 	var err error
-	call := inflightCall{cancel: func() {}}
+	call := inflightCall{}
 	c.ctx = s.ctx
 	if c.Syscall == Connect {
-		// A connect gets a context of its own, which the reaper ends
-		// when its target stops waiting for it.
-		var cancel context.CancelFunc
-		c.ctx, cancel = context.WithCancel(s.ctx)
-		defer cancel()
-		call = inflightCall{id: n.ID, cancel: cancel}
+		call.id = n.ID
 	}
 	if !s.track(sock, call) {
 		unix.Close(sock)
@@ -501,6 +511,16 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 		// (sockType) to tell a datagram from a stream.
 		if c.Type, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_TYPE); err != nil {
 			return 0, errnoOf(err), false
+		}
+		if call.id != 0 {
+			// An internet connect's handler may wait (a dial): it
+			// gets a context of its own, which the reaper ends when
+			// the target stops waiting for it. (A unix one never
+			// waits in its handler: no context is made for it.)
+			var cancel context.CancelFunc
+			c.ctx, cancel = context.WithCancel(s.ctx)
+			defer cancel()
+			s.setCancel(sock, cancel)
 		}
 	}
 	a := n.Data.Args
