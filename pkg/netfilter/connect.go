@@ -256,29 +256,34 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 		f.release()
 		return nil, errno, err
 	}
-	if sock.FD >= 0 {
-		def := defaultOptions(sock.Family)
-		for i, o := range copiedOptions {
-			// Only what the program changed is set: a fresh socket
-			// already has the kernel's defaults.
-			if v, err := unix.GetsockoptInt(sock.FD, o.level, o.opt); err == nil && (def == nil || v != def[i]) {
-				_ = unix.SetsockoptInt(fd, o.level, o.opt, v)
-			}
-		}
-		if l, err := unix.GetsockoptLinger(sock.FD, unix.SOL_SOCKET, unix.SO_LINGER); err == nil && l.Onoff != 0 {
-			_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, l)
-		}
-	}
-	if err := bindLocked(fd, sock.Family); err != nil {
-		return fail(unix.EADDRNOTAVAIL, fmt.Errorf("network filter: binding a local port: %w", err))
-	}
+	copyOptions(fd, sock)
+	bindLocked(fd, sock.Family)
 	var sa unix.Sockaddr
 	if sock.Family == unix.AF_INET {
 		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
 	} else {
 		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
 	}
-	err = unix.Connect(fd, sa)
+	for try := 1; ; try++ {
+		err = unix.Connect(fd, sa)
+		if err != unix.EADDRNOTAVAIL || try > maxBindTries {
+			break
+		}
+		// The port bindLocked chose still has a connection to this
+		// very destination in TIME_WAIT (the connect's own choice
+		// steps over those): a fresh socket on another port, and at
+		// the last try the connect's own choice.
+		nfd, serr := unix.Socket(sock.Family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+		if serr != nil {
+			break
+		}
+		unix.Close(fd)
+		fd, c.fd = nfd, nfd
+		copyOptions(fd, sock)
+		if try < maxBindTries {
+			bindLocked(fd, sock.Family)
+		}
+	}
 	switch {
 	case err == nil:
 	case err == unix.EINPROGRESS:
@@ -306,6 +311,29 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 	return c, 0, nil
 }
 
+// maxBindTries bounds the fresh sockets dial makes when the port it bound
+// meets a connection of the same four addresses in TIME_WAIT.
+const maxBindTries = 8
+
+// copyOptions copies to fd the options the program set on its socket
+// before connect (copiedOptions, SO_LINGER).
+func copyOptions(fd int, sock Socket) {
+	if sock.FD < 0 {
+		return
+	}
+	def := defaultOptions(sock.Family)
+	for i, o := range copiedOptions {
+		// Only what the program changed is set: a fresh socket
+		// already has the kernel's defaults.
+		if v, err := unix.GetsockoptInt(sock.FD, o.level, o.opt); err == nil && (def == nil || v != def[i]) {
+			_ = unix.SetsockoptInt(fd, o.level, o.opt, v)
+		}
+	}
+	if l, err := unix.GetsockoptLinger(sock.FD, unix.SOL_SOCKET, unix.SO_LINGER); err == nil && l.Onoff != 0 {
+		_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, l)
+	}
+}
+
 // bindLocked binds fd, before its connect, to a local port chosen here
 // from the ephemeral range: a port given explicitly is the socket's for
 // good (the kernel sets SOCK_BINDPORT_LOCK and keeps it when the socket
@@ -315,20 +343,26 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 // to a host port of its choosing, squatting one a host service wants
 // (found by review; it cannot listen there: its shutdown is trapped and
 // the socket never becomes unconnected, see pkg/sandbox's netTrap).
-func bindLocked(fd, family int) error {
+//
+// SO_REUSEADDR lets the bind take a port that a closed connection still
+// holds in TIME_WAIT, as the connect's own choice would: without it, at
+// a few thousand connections a minute, 16 random tries all met such ports
+// and connects failed. Should every try fail, the socket connects without
+// the bind (the connect then picks the port, which a reset gives back):
+// the connection is made, and only that squatting stays possible for it.
+func bindLocked(fd, family int) {
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	lo, hi := localPortRange()
-	var err error
-	for try := 0; try < 16; try++ {
+	for try := 0; try < 32; try++ {
 		port := lo + rand.IntN(hi-lo+1)
 		var sa unix.Sockaddr = &unix.SockaddrInet4{Port: port}
 		if family == unix.AF_INET6 {
 			sa = &unix.SockaddrInet6{Port: port}
 		}
-		if err = unix.Bind(fd, sa); err != unix.EADDRINUSE {
-			return err
+		if err := unix.Bind(fd, sa); err != unix.EADDRINUSE {
+			return
 		}
 	}
-	return err
 }
 
 // localPortRange is the host's ephemeral port range
