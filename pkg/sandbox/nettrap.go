@@ -55,6 +55,9 @@ func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict 
 		if c.Addr == nil && err == nil {
 			return notify.Allow()
 		}
+		if err == nil && c.Syscall == notify.Connect && c.Family() != unix.AF_UNSPEC {
+			return againVerdict(c)
+		}
 		return notify.Deny(unix.EISCONN)
 	}
 	if c.Addr == nil {
@@ -129,10 +132,37 @@ func shutdownVerdict(c *notify.SockCall) notify.Verdict {
 	return notify.Allow()
 }
 
+// againVerdict answers a second connect on a socket this filter installed
+// as the kernel would, without letting the kernel make it: on a socket
+// whose connect failed, the kernel's answer disconnects it
+// (__inet_stream_connect's sock_error path sets SS_UNCONNECTED), and an
+// unconnected socket of the host's namespace could listen there. So:
+// EALREADY while it connects, the connect's error once it failed
+// (SO_ERROR, read and cleared as the kernel reads it; ECONNABORTED
+// without one), EISCONN once connected. Programs that learn a
+// nonblocking connect's outcome by calling connect again get it (they
+// got EISCONN for every outcome before; found by review).
+func againVerdict(c *notify.SockCall) notify.Verdict {
+	info, err := unix.GetsockoptTCPInfo(c.Sock, unix.IPPROTO_TCP, unix.TCP_INFO)
+	switch {
+	case err != nil:
+		return notify.Deny(unix.EISCONN)
+	case info.State == tcpSynSent || info.State == tcpSynRecv:
+		return notify.Deny(unix.EALREADY)
+	case info.State == tcpClose:
+		if e, err := unix.GetsockoptInt(c.Sock, unix.SOL_SOCKET, unix.SO_ERROR); err == nil && e != 0 {
+			return notify.Deny(unix.Errno(e))
+		}
+		return notify.Deny(unix.ECONNABORTED)
+	}
+	return notify.Deny(unix.EISCONN)
+}
+
 // TCP states (include/net/tcp_states.h).
 const (
 	tcpSynSent = 2
 	tcpSynRecv = 3
+	tcpClose   = 7
 )
 
 // parseSockaddr reads an AF_INET or AF_INET6 sockaddr. ok is false for

@@ -367,3 +367,35 @@ func TestNetworkHalfOpenSocketStealsHostService(t *testing.T) {
 		}
 	})
 }
+
+// TestNetworkSecondConnect: a second connect on a socket the filter
+// installed answers as the kernel would, without the kernel making it:
+// EALREADY while it connects, EISCONN once connected (it answered
+// EISCONN to all; found by review). The kernel's own second connect on a
+// socket whose connect failed would disconnect it, and an unconnected
+// socket of the host's namespace could listen there.
+func TestNetworkSecondConnect(t *testing.T) {
+	requirePython(t)
+	eachUser(t, func(t *testing.T, u user) {
+		slow := synDropper(t)
+		_, _, ws, prof, port := filteredRig(t, u)
+		script := `import errno, socket, sys
+def name(e): return errno.errorcode.get(e, str(e))
+slow, port = int(sys.argv[1]), int(sys.argv[2])
+a, g = socket.gethostbyname("slow.test"), socket.gethostbyname("good.test")
+s = socket.socket(); s.setblocking(False)
+print("slow1", name(s.connect_ex((a, slow))))
+print("slow2", name(s.connect_ex((a, slow))))
+t = socket.socket(); t.connect((g, port))
+print("good2", name(t.connect_ex((g, port))))
+`
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
+			"--allow-host", "slow.test:"+strconv.Itoa(slow), "--add-host", "slow.test:127.0.0.1",
+			"--allow-host", "good.test:"+port, "--add-host", "good.test:127.0.0.1", "--",
+			"/usr/bin/python3", "-c", script, strconv.Itoa(slow), port)
+		got := netResults(r.stdout)
+		if got["slow1"] != "EINPROGRESS" || got["slow2"] != "EALREADY" || got["good2"] != "EISCONN" {
+			t.Fatalf("results %v\nstderr: %s", got, r.stderr)
+		}
+	})
+}
