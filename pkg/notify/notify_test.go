@@ -484,13 +484,14 @@ func TestProgram(t *testing.T) {
 	run := func(arch, nr uint32, args [6]uint64) uint32 { return runProgram(t, p, arch, nr, args) }
 	notif, allow := uint32(unix.SECCOMP_RET_USER_NOTIF), uint32(unix.SECCOMP_RET_ALLOW)
 	deny := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
-	cases := []struct {
+	type progCase struct {
 		name string
 		arch uint32
 		nr   uint32
 		args [6]uint64
 		want uint32
-	}{
+	}
+	cases := []progCase{
 		{"connect", auditArch, unix.SYS_CONNECT, [6]uint64{}, notif},
 		{"sendmsg", auditArch, unix.SYS_SENDMSG, [6]uint64{}, notif},
 		{"sendmmsg", auditArch, unix.SYS_SENDMMSG, [6]uint64{}, notif},
@@ -506,40 +507,16 @@ func TestProgram(t *testing.T) {
 		{"socket AF_VSOCK", auditArch, unix.SYS_SOCKET, [6]uint64{unix.AF_VSOCK, unix.SOCK_STREAM}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT))},
 	}
 	for _, nr := range socketCalls[1:] {
-		cases = append(cases, struct {
-			name string
-			arch uint32
-			nr   uint32
-			args [6]uint64
-			want uint32
-		}{fmt.Sprintf("socket %#x AF_VSOCK", nr), auditArch, nr, [6]uint64{unix.AF_VSOCK}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT))})
+		cases = append(cases, progCase{fmt.Sprintf("socket %#x AF_VSOCK", nr), auditArch, nr, [6]uint64{unix.AF_VSOCK}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT))})
 	}
 	for _, fc := range foreignSocketCalls {
 		for _, nr := range fc.nrs {
-			cases = append(cases, struct {
-				name string
-				arch uint32
-				nr   uint32
-				args [6]uint64
-				want uint32
-			}{fmt.Sprintf("foreign %#x %d", fc.arch, nr), fc.arch, nr, [6]uint64{}, deny})
+			cases = append(cases, progCase{fmt.Sprintf("foreign %#x %d", fc.arch, nr), fc.arch, nr, [6]uint64{}, deny})
 		}
-		cases = append(cases, struct {
-			name string
-			arch uint32
-			nr   uint32
-			args [6]uint64
-			want uint32
-		}{fmt.Sprintf("foreign %#x write", fc.arch), fc.arch, 4, [6]uint64{}, allow})
+		cases = append(cases, progCase{fmt.Sprintf("foreign %#x write", fc.arch), fc.arch, 4, [6]uint64{}, allow})
 	}
 	for _, nr := range nativeForeignCalls {
-		cases = append(cases, struct {
-			name string
-			arch uint32
-			nr   uint32
-			args [6]uint64
-			want uint32
-		}{fmt.Sprintf("x32 %d", nr), auditArch, nr, [6]uint64{}, deny})
+		cases = append(cases, progCase{fmt.Sprintf("x32 %d", nr), auditArch, nr, [6]uint64{}, deny})
 	}
 	for _, c := range cases {
 		if got := run(c.arch, c.nr, c.args); got != c.want {

@@ -208,37 +208,20 @@ func TestNetworkHalfOpenSocketListensOnHost(t *testing.T) {
 		ws := u.tempDir(t)
 		prof := netProfile(t, u, filepath.Dir(ws), up)
 		// A host client that keeps trying 127.0.0.1:LPORT while the
-		// sandbox runs (a deadlock guard bounds it, not an assertion).
+		// sandbox runs.
 		var got atomic.Value
 		got.Store("")
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				c, err := net.DialTimeout("tcp4", "127.0.0.1:"+strconv.Itoa(lport), 5*time.Second)
-				if err != nil {
-					continue
-				}
-				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				c.Close()
-				if line != "" {
-					got.Store(strings.TrimSpace(line))
-					return
-				}
+		stop := hostClient(strconv.Itoa(lport), 100*time.Millisecond, func(line string) bool {
+			if line != "" {
+				got.Store(line)
+				return false
 			}
-		}()
+			return true
+		})
 		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
 			"--allow-host", "slow.test:"+strconv.Itoa(slow), "--add-host", "slow.test:127.0.0.1", "--",
 			"/usr/bin/python3", "-c", halfOpenPy, strconv.Itoa(slow), strconv.Itoa(lport))
-		close(stop)
-		<-done
+		stop()
 		t.Logf("sandbox: %s", strings.ReplaceAll(strings.TrimSpace(r.stdout), "\n", "; "))
 		res := netResults(r.stdout)
 		if res["connect"] != "EINPROGRESS" {
@@ -330,37 +313,20 @@ func TestNetworkHalfOpenSocketStealsHostService(t *testing.T) {
 		ws := u.tempDir(t)
 		prof := netProfile(t, u, filepath.Dir(ws), up)
 		var stolen, served atomic.Int64
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-				c, err := net.DialTimeout("tcp4", "127.0.0.1:"+lport, 5*time.Second)
-				if err != nil {
-					continue
-				}
-				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				l, _ := bufio.NewReader(c).ReadString('\n')
-				c.Close()
-				switch strings.TrimSpace(l) {
-				case "STOLEN":
-					stolen.Add(1)
-					return
-				case "SERVICE":
-					served.Add(1)
-				}
+		stop := hostClient(lport, 20*time.Millisecond, func(line string) bool {
+			switch line {
+			case "STOLEN":
+				stolen.Add(1)
+				return false
+			case "SERVICE":
+				served.Add(1)
 			}
-		}()
+			return true
+		})
 		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
 			"--allow-host", "slow.test:"+strconv.Itoa(slow), "--add-host", "slow.test:127.0.0.1", "--",
 			"/usr/bin/python3", "-c", stealPy, strconv.Itoa(slow), lport)
-		close(stop)
-		<-done
+		stop()
 		t.Logf("sandbox: %s; service answered %d clients", strings.TrimSpace(r.stdout), served.Load())
 		if stolen.Load() != 0 {
 			t.Errorf("a client of the host service on 127.0.0.1:%s was answered by the sandbox", lport)
@@ -398,4 +364,33 @@ print("good2", name(t.connect_ex((g, port))))
 			t.Fatalf("results %v\nstderr: %s", got, r.stderr)
 		}
 	})
+}
+
+// hostClient connects to the host's 127.0.0.1:port every interval, reads
+// one line and hands it to seen (trimmed; "" when none came) until seen
+// returns false or the returned stop is called, which waits for it. The
+// timeouts are deadlock guards, not assertions.
+func hostClient(port string, interval time.Duration, seen func(line string) bool) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(interval):
+			}
+			c, err := net.DialTimeout("tcp4", "127.0.0.1:"+port, 5*time.Second)
+			if err != nil {
+				continue
+			}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if !seen(strings.TrimSpace(line)) {
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
