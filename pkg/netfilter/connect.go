@@ -55,9 +55,10 @@ type Socket struct {
 // Conn is a socket the supervisor opened in the host's network namespace
 // for the sandbox.
 type Conn struct {
-	fd   int
-	Host string         // the allowed name
-	Addr netip.AddrPort // the real destination
+	fd      int
+	relayed bool           // one end of an SNI relay's loopback pair
+	Host    string         // the allowed name
+	Addr    netip.AddrPort // the real destination
 }
 
 // FD is the socket's descriptor, for SECCOMP_IOCTL_NOTIF_ADDFD.
@@ -144,6 +145,15 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 		return Verdict{Action: Fail, Errno: errno}, nil
 	}
 	c.Host = e.name
+	if c.relayed {
+		// Counted as its relay (reserve), which lives at least as long
+		// as the sandbox's end of it.
+		f.mu.Lock()
+		f.dialing--
+		f.mu.Unlock()
+		f.stats.connects.Add(1)
+		return Verdict{Action: Install, Conn: c, Errno: errno}, nil
+	}
 	if err := f.track(c); err != nil {
 		c.Close()
 		return Verdict{Action: Fail, Errno: unix.ENOBUFS}, fmt.Errorf("network filter: counting a connection: %w", err)
@@ -296,6 +306,12 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 		if errno := f.waitConnected(ctx, fd); errno != 0 {
 			return fail(errno, nil)
 		}
+		// The connect again, now that it completed: the kernel marks
+		// the socket connected (SS_CONNECTED) only then. Left
+		// "connecting", a reset later would let a fast-open send turn
+		// it back into an unconnected socket of the host's namespace
+		// (found by review; the trap refuses those sends too).
+		_ = unix.Connect(fd, sa)
 	default:
 		return fail(errnoOf(err), nil)
 	}
@@ -450,13 +466,15 @@ func (f *Filter) reserve() error {
 	if f.closed {
 		return ErrClosed
 	}
-	if f.live.n+f.dialing >= f.cfg.MaxConns {
+	// An SNI relay counts from its start to its end, in place of the
+	// socket installed for it: one whose sandbox end is closed lives on
+	// while its upstream answers, which the live set would no longer see
+	// (found by review).
+	relays := len(f.relays) / 2
+	if f.live.n+relays+f.dialing >= f.cfg.MaxConns {
 		f.live.count()
 	}
-	// SNI relays count too, until they end: one whose sandbox end is
-	// closed lives on while its upstream answers, which the live set no
-	// longer sees (found by review).
-	if f.live.n+f.dialing >= f.cfg.MaxConns || len(f.relays)/2+f.dialing >= f.cfg.MaxConns {
+	if f.live.n+relays+f.dialing >= f.cfg.MaxConns {
 		return &LimitError{What: "connections", Limit: f.cfg.MaxConns}
 	}
 	f.dialing++

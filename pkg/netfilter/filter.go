@@ -171,6 +171,27 @@ func localAnswer(a netip.Addr) bool {
 		a.IsInterfaceLocalMulticast() || a.IsMulticast() || thisNetwork.Contains(a) || VirtualPrefix.Contains(a)
 }
 
+// hostAddrs returns the addresses of the host's own interfaces (this
+// process's network namespace: the supervisor's). An upstream answer
+// naming one of them leads to every host service listening on 0.0.0.0,
+// as 127.0.0.1 would (found by review). An error gives none: the answer
+// is then judged by localAnswer alone. Private ranges (10/8, fc00::/7 …)
+// that are not the host's stay allowed: an internal registry is a common
+// allowed name; docs/security.md says what that lets a zone's owner do.
+func hostAddrs() map[netip.Addr]bool {
+	ifas, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	own := make(map[netip.Addr]bool, len(ifas))
+	for _, ifa := range ifas {
+		if p, err := netip.ParsePrefix(ifa.String()); err == nil {
+			own[p.Addr().Unmap()] = true
+		}
+	}
+	return own
+}
+
 // thisNetwork is 0.0.0.0/8 ("this host on this network", RFC 1122).
 var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 
@@ -328,8 +349,9 @@ func (f *Filter) resolve(ctx context.Context, name string) (e *entry, ok bool, e
 			return nil, false, lerr
 		}
 		var local []netip.Addr
+		own := hostAddrs()
 		for _, a := range addrs {
-			if a = a.Unmap(); localAnswer(a) {
+			if a = a.Unmap(); localAnswer(a) || own[a] {
 				local = append(local, a)
 				continue
 			}
@@ -388,6 +410,21 @@ func (f *Filter) lookupVirtual(a netip.Addr) *entry {
 	}
 	cp := *e
 	return &cp
+}
+
+// LeadsTo reports whether a connect to dst, a virtual address nsbox handed
+// out, is dialled to peer (one of its name's real addresses, same port).
+func (f *Filter) LeadsTo(dst, peer netip.AddrPort) bool {
+	e := f.lookupVirtual(dst.Addr().Unmap())
+	if e == nil || dst.Port() != peer.Port() {
+		return false
+	}
+	for _, a := range e.real {
+		if a.Unmap() == peer.Addr().Unmap() {
+			return true
+		}
+	}
+	return false
 }
 
 // Names returns the names handed out so far and their virtual addresses.

@@ -75,7 +75,7 @@ func (f *Filter) sniConnect(ctx context.Context, sock Socket, name string, real 
 		return nil, unix.ECONNABORTED, ErrClosed
 	}
 	go f.relay(relay, up, name, real.Port())
-	return &Conn{fd: client, Addr: real}, 0, nil
+	return &Conn{fd: client, Addr: real, relayed: true}, 0, nil
 }
 
 // loopbackPair returns a connected TCP socket of family (the one to

@@ -11,7 +11,7 @@ const auditArch = unix.AUDIT_ARCH_X86_64
 // --seccomp unconfined or a custom profile it may not, and the gate must
 // not be walked around through them: they fail with EACCES.
 var foreignSocketCalls = []archCalls{
-	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{102 /* socketcall */, 345 /* sendmmsg */, 362 /* connect */, 369 /* sendto */, 370 /* sendmsg */, 373 /* shutdown */}},
+	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{102 /* socketcall */, 345 /* sendmmsg */, 362 /* connect */, 369 /* sendto */, 370 /* sendmsg */, 373 /* shutdown */, 359 /* socket: AF_VSOCK */}},
 }
 
 // setgroupsCalls are setgroups(2) in each ABI: native, x32 (native arch),

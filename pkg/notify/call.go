@@ -55,6 +55,8 @@ type SockCall struct {
 	// Data is the supervisor's copy of a send's payload (nil for
 	// connect), what Allow would send.
 	Data []byte
+	// Flags are a send's flags (MSG_*), 0 for other calls.
+	Flags int
 	// Sock is the supervisor's duplicate of the target's socket
 	// (pidfd_getfd), valid during Decide; the Server closes it.
 	Sock int

@@ -44,6 +44,12 @@ func (a *asm) stmt(code uint16, k uint32) {
 	a.ins = append(a.ins, unix.SockFilter{Code: code, K: k})
 }
 
+// jset jumps to jt when A & k != 0, else to jf.
+func (a *asm) jset(k uint32, jt, jf string) {
+	a.fix = append(a.fix, fixup{at: len(a.ins), jt: jt, jf: jf})
+	a.ins = append(a.ins, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: k})
+}
+
 // jeq jumps to jt when A == k, else to jf ("" is the next instruction).
 func (a *asm) jeq(k uint32, jt, jf string) {
 	a.fix = append(a.fix, fixup{at: len(a.ins), jt: jt, jf: jf})
@@ -123,9 +129,17 @@ func Program() []unix.SockFilter {
 	// --seccomp unconfined.
 	a.jeq(uint32(unix.SYS_IO_URING_SETUP), "nosys", "")
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
-	// sendto's 5th argument (dest_addr), as two 32-bit words (little
-	// endian: the low word first): NULL is allowed.
+	// sendto with MSG_FASTOPEN (its 4th argument, flags, an int) goes
+	// to the handler even without an address: on a socket whose connect
+	// failed, the kernel's fast-open path (tcp_sendmsg_fastopen, then
+	// __inet_stream_connect's error path) leaves it unconnected, and one
+	// the filtered network installed from the host's network namespace
+	// could then listen there (found by review). Otherwise sendto's 5th
+	// argument (dest_addr), as two 32-bit words (little endian: the low
+	// word first): NULL is allowed.
 	a.label("sendto")
+	a.stmt(ld, offArgs+3*8)
+	a.jset(unix.MSG_FASTOPEN, "notify", "")
 	a.stmt(ld, offArgs+4*8)
 	a.jeq(0, "", "notify")
 	a.stmt(ld, offArgs+4*8+4)

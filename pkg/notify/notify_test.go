@@ -499,6 +499,8 @@ func TestProgram(t *testing.T) {
 		{"sendto without an address", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, 0, 0, 0}, allow},
 		{"sendto with an address", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, 0, 0x7ffd0000, 110}, notif},
 		{"sendto with an address above 4 GiB", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, 0, 0x7f0000000000, 110}, notif},
+		{"sendto MSG_FASTOPEN without an address", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, unix.MSG_FASTOPEN, 0, 0}, notif},
+		{"sendto MSG_NOSIGNAL without an address", auditArch, unix.SYS_SENDTO, [6]uint64{3, 0x1000, 4, unix.MSG_NOSIGNAL, 0, 0}, allow},
 		{"write", auditArch, unix.SYS_WRITE, [6]uint64{}, allow},
 		{"openat", auditArch, unix.SYS_OPENAT, [6]uint64{}, allow},
 		{"io_uring_setup", auditArch, unix.SYS_IO_URING_SETUP, [6]uint64{}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))},
@@ -549,6 +551,12 @@ func runProgram(t *testing.T, p []unix.SockFilter, arch, nr uint32, args [6]uint
 			}
 		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
 			if a == ins.K {
+				pc += int(ins.Jt)
+			} else {
+				pc += int(ins.Jf)
+			}
+		case unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K:
+			if a&ins.K != 0 {
 				pc += int(ins.Jt)
 			} else {
 				pc += int(ins.Jf)

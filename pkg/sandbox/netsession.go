@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nsbox/nsbox/pkg/netfilter"
 	"github.com/nsbox/nsbox/pkg/notify"
@@ -27,12 +28,18 @@ type netSession struct {
 	last    []*netfilter.Refusal // the latest, at most maxNetRefusals
 	// reported holds the targets (operation, host, port) whose refusal
 	// was reported, at most maxReportedTargets: each is reported once.
-	reported map[refusalKey]struct{}
+	// Past that, new targets are reported from a bucket of
+	// overTokens, which refills overRate a second up to overBurst.
+	reported   map[refusalKey]struct{}
+	overTokens float64
+	overFilled time.Time
 }
 
 const (
 	maxNetRefusals     = 16
 	maxReportedTargets = 256
+	overBurst          = 64
+	overRate           = 10 // a second
 )
 
 // refusalKey is what makes two refusals the same for reporting.
@@ -250,8 +257,11 @@ func (s *Session) closeNet() {
 // Every refusal is kept for the command's result (netViolationSince), but
 // a violation event and an audit line are written once per target: a
 // loop of refused connects wrote one of each per try (3,000 refusals, 549
-// kB of status; found by review). A target past maxReportedTargets is not
-// reported; the command's result still names it.
+// kB of status; found by review). Past maxReportedTargets distinct
+// targets, new ones are still reported, from a bucket of overBurst that
+// refills overRate a second: a program that first makes up hundreds of
+// targets does not silence the one that matters (found by a second
+// review), and one that makes up millions writes a bounded stream.
 func (s *Session) netRefused(n *netSession, r *netfilter.Refusal) {
 	n.mu.Lock()
 	n.refused++
@@ -264,9 +274,24 @@ func (s *Session) netRefused(n *netSession, r *netfilter.Refusal) {
 	}
 	k := refusalKey{r.Op, r.Host, r.Port}
 	_, seen := n.reported[k]
-	report := !seen && len(n.reported) < maxReportedTargets
-	if report {
+	report := false
+	switch {
+	case seen:
+	case len(n.reported) < maxReportedTargets:
 		n.reported[k] = struct{}{}
+		report = true
+	default:
+		now := time.Now()
+		if n.overFilled.IsZero() {
+			n.overTokens = overBurst
+		} else {
+			n.overTokens = min(overBurst, n.overTokens+now.Sub(n.overFilled).Seconds()*overRate)
+		}
+		n.overFilled = now
+		if n.overTokens >= 1 {
+			n.overTokens--
+			report = true
+		}
 	}
 	n.mu.Unlock()
 	if report {

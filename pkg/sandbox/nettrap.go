@@ -53,10 +53,18 @@ func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict 
 	// a shutdown while it still connects (shutdownVerdict).
 	if host, err := notify.OnSupervisorNetns(c.Sock); err != nil || host {
 		if c.Addr == nil && err == nil {
+			// A fast-open send on it runs the kernel's connect again,
+			// which leaves a socket whose connect failed unconnected,
+			// free to listen in the host's namespace (found by
+			// review): refused, as a kernel with client fast open off
+			// answers.
+			if c.Flags&unix.MSG_FASTOPEN != 0 {
+				return notify.Deny(unix.EOPNOTSUPP)
+			}
 			return notify.Allow()
 		}
 		if err == nil && c.Syscall == notify.Connect && c.Family() != unix.AF_UNSPEC {
-			return againVerdict(c)
+			return t.againVerdict(c)
 		}
 		return notify.Deny(unix.EISCONN)
 	}
@@ -133,16 +141,21 @@ func shutdownVerdict(c *notify.SockCall) notify.Verdict {
 }
 
 // againVerdict answers a second connect on a socket this filter installed
-// as the kernel would, without letting the kernel make it: on a socket
-// whose connect failed, the kernel's answer disconnects it
-// (__inet_stream_connect's sock_error path sets SS_UNCONNECTED), and an
-// unconnected socket of the host's namespace could listen there. So:
-// EALREADY while it connects, the connect's error once it failed
+// as the kernel would, but makes the kernel's call only where it cannot
+// disconnect the socket: on one whose connect failed, the kernel's answer
+// does (__inet_stream_connect's sock_error path sets SS_UNCONNECTED), and
+// an unconnected socket of the host's namespace could listen there. So:
+// EALREADY while it connects; the connect's error once it failed
 // (SO_ERROR, read and cleared as the kernel reads it; ECONNABORTED
-// without one), EISCONN once connected. Programs that learn a
-// nonblocking connect's outcome by calling connect again get it (they
-// got EISCONN for every outcome before; found by review).
-func againVerdict(c *notify.SockCall) notify.Verdict {
+// without one); once connected, to the address it was opened for, the
+// call itself, made on the supervisor's copy to the socket's own peer: 0
+// the first time after a nonblocking connect completed (the kernel then
+// marks the socket connected for good, so no later reset brings it
+// back), EISCONN after; to any other address, EISCONN.
+// Programs that learn a nonblocking connect's outcome by calling connect
+// again get it (they got EISCONN for every outcome before; found by
+// review).
+func (t netTrap) againVerdict(c *notify.SockCall) notify.Verdict {
 	info, err := unix.GetsockoptTCPInfo(c.Sock, unix.IPPROTO_TCP, unix.TCP_INFO)
 	switch {
 	case err != nil:
@@ -155,7 +168,33 @@ func againVerdict(c *notify.SockCall) notify.Verdict {
 		}
 		return notify.Deny(unix.ECONNABORTED)
 	}
-	return notify.Deny(unix.EISCONN)
+	peer, err := unix.Getpeername(c.Sock)
+	if err != nil {
+		return notify.Deny(unix.EISCONN)
+	}
+	dst, ok, _ := parseSockaddr(c.Addr)
+	if !ok || !t.f.LeadsTo(dst, sockaddrAddrPort(peer)) {
+		return notify.Deny(unix.EISCONN)
+	}
+	if err := unix.Connect(c.Sock, peer); err != nil {
+		if e, ok := err.(unix.Errno); ok {
+			return notify.Deny(e)
+		}
+		return notify.Deny(unix.EISCONN)
+	}
+	return notify.Return(0)
+}
+
+// sockaddrAddrPort is an internet socket address as an AddrPort (the zero
+// one for any other).
+func sockaddrAddrPort(sa unix.Sockaddr) netip.AddrPort {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	}
+	return netip.AddrPort{}
 }
 
 // TCP states (include/net/tcp_states.h).

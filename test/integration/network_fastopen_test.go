@@ -1,0 +1,196 @@
+package integration
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Found by a review of the half-open fix: an installed host socket whose
+// connect failed is still SS_CONNECTING in TCP_CLOSE. send(2) with
+// MSG_FASTOPEN and no address (then never trapped: a send without an
+// address cost nothing) ran tcp_sendmsg_fastopen -> __inet_stream_connect,
+// whose sock_error path sets SS_UNCONNECTED (net.ipv4.tcp_fastopen's
+// client bit is on by default). listen(2) then succeeded in the host's
+// network namespace on nsbox's own bindLocked port, on the wildcard
+// address: every host interface. Now a fast-open send is trapped and
+// refused on such a socket (EOPNOTSUPP), and a blocking dial's socket is
+// marked connected once its connect completed.
+
+// fastOpenPy: nonblocking connect to an allowed name on a closed host port
+// (EINPROGRESS, installed, then refused), send(MSG_FASTOPEN), listen, write
+// the port to argv[2], accept one client and greet it.
+const fastOpenPy = `
+import errno, os, select, socket, sys
+port, portfile = int(sys.argv[1]), sys.argv[2]
+def name(e): return errno.errorcode.get(e, str(e))
+a = socket.getaddrinfo("slow.test", port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setblocking(False)
+print("connect", name(s.connect_ex((a, port))), flush=True)
+select.select([], [s], [], 20)
+print("soerror", name(s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)), flush=True)
+try:
+    s.send(b"x", socket.MSG_FASTOPEN)
+    print("fastopen ok", flush=True)
+except OSError as e:
+    print("fastopen", name(e.errno), flush=True)
+try:
+    s.listen(1)
+    print("listen ok", flush=True)
+except OSError as e:
+    print("listen", name(e.errno), flush=True); sys.exit(0)
+print("bound", s.getsockname()[0], flush=True)
+with open(portfile + ".tmp", "w") as f: f.write(str(s.getsockname()[1]))
+os.rename(portfile + ".tmp", portfile)
+s.setblocking(True)
+s.settimeout(30)
+try:
+    c, peer = s.accept()
+    c.sendall(b"hello-from-the-sandbox\n")
+    c.close()
+    print("accept ok", flush=True)
+except OSError as e:
+    print("accept", type(e).__name__, flush=True)
+`
+
+// TestNetworkFailedConnectFastOpenListensOnHost: a program inside must not
+// get a listening socket in the host's network namespace by way of a
+// failed connect and a Fast Open send (it got one: "listen ok", bound
+// 0.0.0.0, and a host client on 127.0.0.1:PORT was greeted by the
+// sandbox).
+func TestNetworkFailedConnectFastOpenListensOnHost(t *testing.T) {
+	requirePython(t)
+	eachUser(t, func(t *testing.T, u user) {
+		closed := freeLoopbackPort(t)
+		up := newFakeUpstream(t)
+		ws := u.tempDir(t)
+		prof := netProfile(t, u, filepath.Dir(ws), up)
+		portfile := filepath.Join(ws, "port")
+		var got atomic.Value
+		got.Store("")
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				b, err := os.ReadFile(portfile)
+				if err != nil {
+					continue
+				}
+				c, err := net.DialTimeout("tcp4", "127.0.0.1:"+strings.TrimSpace(string(b)), 5*time.Second)
+				if err != nil {
+					continue
+				}
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				c.Close()
+				if line != "" {
+					got.Store(strings.TrimSpace(line))
+					return
+				}
+			}
+		}()
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
+			"--allow-host", "slow.test:"+strconv.Itoa(closed), "--add-host", "slow.test:127.0.0.1", "--",
+			"/usr/bin/python3", "-c", fastOpenPy, strconv.Itoa(closed), portfile)
+		close(stop)
+		<-done
+		t.Logf("sandbox: %s", strings.ReplaceAll(strings.TrimSpace(r.stdout), "\n", "; "))
+		res := netResults(r.stdout)
+		if res["connect"] != "EINPROGRESS" || res["soerror"] != "ECONNREFUSED" {
+			t.Fatalf("the connect was not installed in progress and then refused (%v): nothing tested\nstderr: %s", res, r.stderr)
+		}
+		if res["listen"] == "ok" {
+			t.Errorf("listen(2) on an installed host socket succeeded after send(MSG_FASTOPEN) (bound %s): it listens in the host's network namespace", res["bound"])
+		}
+		if g := got.Load().(string); g != "" {
+			t.Errorf("a host client of 127.0.0.1 reached the sandbox's listener (read %q)", g)
+		}
+	})
+}
+
+// resetPy: a BLOCKING connect to an allowed name (the supervisor's dial
+// waits for the handshake, but on a nonblocking socket of its own, so the
+// socket stays SS_CONNECTING), the host server resets the connection,
+// then send(MSG_FASTOPEN) and listen.
+const resetPy = `
+import errno, socket, sys
+port = int(sys.argv[1])
+def name(e): return errno.errorcode.get(e, str(e))
+a = socket.getaddrinfo("slow.test", port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.settimeout(20)
+s.connect((a, port))
+print("connect ok", flush=True)
+s.sendall(b"go")
+try:
+    print("recv", repr(s.recv(1)), flush=True)
+except OSError as e:
+    print("recv", name(e.errno), flush=True)
+try:
+    s.send(b"x", socket.MSG_FASTOPEN)
+    print("fastopen ok", flush=True)
+except OSError as e:
+    print("fastopen", name(e.errno), flush=True)
+try:
+    s.listen(1)
+    print("listen ok", flush=True)
+    print("bound", s.getsockname()[0], flush=True)
+except OSError as e:
+    print("listen", name(e.errno), flush=True)
+`
+
+// TestNetworkResetConnectionListensOnHost: the same way back to an
+// unconnected host socket from an ordinary, established connection that
+// the peer resets (a server closing with unread data does): not only a
+// connect in progress (it was "listen ok").
+func TestNetworkResetConnectionListensOnHost(t *testing.T) {
+	requirePython(t)
+	eachUser(t, func(t *testing.T, u user) {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				// Once the client has sent, close with RST.
+				c.SetReadDeadline(time.Now().Add(20 * time.Second))
+				c.Read(make([]byte, 2))
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}
+		}()
+		port := ln.Addr().(*net.TCPAddr).Port
+		up := newFakeUpstream(t)
+		ws := u.tempDir(t)
+		prof := netProfile(t, u, filepath.Dir(ws), up)
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
+			"--allow-host", "slow.test:"+strconv.Itoa(port), "--add-host", "slow.test:127.0.0.1", "--",
+			"/usr/bin/python3", "-c", resetPy, strconv.Itoa(port))
+		t.Logf("sandbox: %s", strings.ReplaceAll(strings.TrimSpace(r.stdout), "\n", "; "))
+		res := netResults(r.stdout)
+		if res["connect"] != "ok" {
+			t.Fatalf("the connect was not made (%v): nothing tested\nstderr: %s", res, r.stderr)
+		}
+		if res["listen"] == "ok" {
+			t.Errorf("listen(2) on an installed host socket succeeded after a reset and send(MSG_FASTOPEN) (bound %s): it listens in the host's network namespace", res["bound"])
+		}
+	})
+}
