@@ -17,8 +17,8 @@ import (
 )
 
 // fakeUpstream is a DNS server on the loopback that counts the queries it
-// gets: names under "up.test" have the A record 192.0.2.7, others do not
-// exist.
+// gets: names under "up.test" have the A record 192.0.2.7 (or the one
+// answeringUpstream gives), others do not exist.
 type fakeUpstream struct {
 	addr    netip.AddrPort
 	queries atomic.Int64
@@ -27,6 +27,13 @@ type fakeUpstream struct {
 }
 
 func newFakeUpstream(t testing.TB) *fakeUpstream {
+	t.Helper()
+	return answeringUpstream(t, netip.MustParseAddr("192.0.2.7"))
+}
+
+// answeringUpstream is newFakeUpstream whose names under "up.test" have
+// the A record answer.
+func answeringUpstream(t testing.TB, answer netip.Addr) *fakeUpstream {
 	t.Helper()
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
@@ -61,8 +68,7 @@ func newFakeUpstream(t testing.TB) *fakeUpstream {
 			}
 			var ans *netip.Addr
 			if exists && q.Type == dnsmessage.TypeA {
-				a := netip.MustParseAddr("192.0.2.7")
-				ans = &a
+				ans = &answer
 			}
 			pc.WriteTo(build(dnsmessage.Header{ID: h.ID, RecursionDesired: h.RecursionDesired}, []dnsmessage.Question{q}, rc, ans), from)
 		}

@@ -8,43 +8,6 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 )
 
-// answeringUpstream is a DNS server on the test's own 127.0.0.1 that
-// answers every A query with addr (no other traffic is made).
-func answeringUpstream(t *testing.T, addr netip.Addr) *fakeUpstream {
-	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	u := &fakeUpstream{addr: pc.LocalAddr().(*net.UDPAddr).AddrPort()}
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			var p dnsmessage.Parser
-			h, err := p.Start(buf[:n])
-			if err != nil {
-				continue
-			}
-			q, err := p.Question()
-			if err != nil {
-				continue
-			}
-			u.queries.Add(1)
-			var ans *netip.Addr
-			if q.Type == dnsmessage.TypeA {
-				ans = &addr
-			}
-			pc.WriteTo(build(dnsmessage.Header{ID: h.ID, RecursionDesired: h.RecursionDesired}, []dnsmessage.Question{q}, dnsmessage.RCodeSuccess, ans), from)
-		}
-	}()
-	return u
-}
-
 // hostOwnAddr is an IPv4 address of one of the host's own non-loopback
 // interfaces (a local route: a connect to it is delivered to the host's
 // own listeners on 0.0.0.0, as one to 127.0.0.1 is).

@@ -181,16 +181,7 @@ for step, f in (("shutdown", lambda: s.shutdown(socket.SHUT_RDWR)),
         f(); print(step, "ok", flush=True)
     except OSError as e:
         print(step, name(e.errno), flush=True); sys.exit(0)
-s.setblocking(True)
-s.settimeout(30)
-try:
-    c, peer = s.accept()
-    c.sendall(b"hello-from-the-sandbox\n")
-    c.close()
-    print("accept ok", flush=True)
-except OSError as e:
-    print("accept", type(e).__name__, flush=True)
-`
+` + acceptGreetPy
 
 // TestNetworkHalfOpenSocketListensOnHost: a program inside must not get a
 // listening socket in the host's network namespace. The installed-socket

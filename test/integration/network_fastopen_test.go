@@ -49,16 +49,7 @@ except OSError as e:
 print("bound", s.getsockname()[0], flush=True)
 with open(portfile + ".tmp", "w") as f: f.write(str(s.getsockname()[1]))
 os.rename(portfile + ".tmp", portfile)
-s.setblocking(True)
-s.settimeout(30)
-try:
-    c, peer = s.accept()
-    c.sendall(b"hello-from-the-sandbox\n")
-    c.close()
-    print("accept ok", flush=True)
-except OSError as e:
-    print("accept", type(e).__name__, flush=True)
-`
+` + acceptGreetPy
 
 // TestNetworkFailedConnectFastOpenListensOnHost: a program inside must not
 // get a listening socket in the host's network namespace by way of a
@@ -194,3 +185,16 @@ func TestNetworkResetConnectionListensOnHost(t *testing.T) {
 		}
 	})
 }
+
+// acceptGreetPy ends a script whose socket s listens: it accepts one
+// client (30 s at most) and greets it with a line the test looks for.
+const acceptGreetPy = `s.setblocking(True)
+s.settimeout(30)
+try:
+    c, peer = s.accept()
+    c.sendall(b"hello-from-the-sandbox\n")
+    c.close()
+    print("accept ok", flush=True)
+except OSError as e:
+    print("accept", type(e).__name__, flush=True)
+`
