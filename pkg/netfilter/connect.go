@@ -310,8 +310,12 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 		// the socket connected (SS_CONNECTED) only then. Left
 		// "connecting", a reset later would let a fast-open send turn
 		// it back into an unconnected socket of the host's namespace
-		// (found by review; the trap refuses those sends too).
-		_ = unix.Connect(fd, sa)
+		// (found by review; the trap refuses those sends, and listen,
+		// too). A reset racing this call takes that very path: then
+		// the socket is not installed.
+		if err := unix.Connect(fd, sa); err != nil && err != unix.EISCONN {
+			return fail(errnoOf(err), nil)
+		}
 	default:
 		return fail(errnoOf(err), nil)
 	}

@@ -412,21 +412,6 @@ func (f *Filter) lookupVirtual(a netip.Addr) *entry {
 	return &cp
 }
 
-// LeadsTo reports whether a connect to dst, a virtual address nsbox handed
-// out, is dialled to peer (one of its name's real addresses, same port).
-func (f *Filter) LeadsTo(dst, peer netip.AddrPort) bool {
-	e := f.lookupVirtual(dst.Addr().Unmap())
-	if e == nil || dst.Port() != peer.Port() {
-		return false
-	}
-	for _, a := range e.real {
-		if a.Unmap() == peer.Addr().Unmap() {
-			return true
-		}
-	}
-	return false
-}
-
 // Names returns the names handed out so far and their virtual addresses.
 func (f *Filter) Names() map[string]netip.Addr {
 	f.mu.Lock()

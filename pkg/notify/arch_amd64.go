@@ -30,3 +30,10 @@ const x32 = 0x40000000
 // socketCalls are socket(2) in the ABIs whose arguments the filter reads:
 // native and x32 (AF_VSOCK is refused there).
 var socketCalls = []uint32{unix.SYS_SOCKET, x32 | 41}
+
+// filteredForeignCalls are listen(2) and setsockopt(2) of x32 and i386,
+// refused under ProgramOptions.Filtered.
+var filteredForeignCalls = []archCalls{
+	{arch: auditArch, nrs: []uint32{x32 | 50 /* listen */, x32 | 541 /* setsockopt */}},
+	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{363 /* listen */, 366 /* setsockopt */}},
+}

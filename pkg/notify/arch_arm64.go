@@ -21,3 +21,9 @@ var nativeForeignCalls []uint32
 
 // socketCalls are socket(2) natively (see arch_amd64.go).
 var socketCalls = []uint32{unix.SYS_SOCKET}
+
+// filteredForeignCalls are listen(2) and setsockopt(2) of 32-bit ARM
+// (see arch_amd64.go).
+var filteredForeignCalls = []archCalls{
+	{arch: unix.AUDIT_ARCH_ARM, nrs: []uint32{284 /* listen */, 294 /* setsockopt */}},
+}

@@ -6,8 +6,9 @@ package notify
 const auditArch = 0
 
 var (
-	foreignSocketCalls []archCalls
-	nativeForeignCalls []uint32
-	setgroupsCalls     []archCalls
-	socketCalls        []uint32
+	foreignSocketCalls   []archCalls
+	nativeForeignCalls   []uint32
+	setgroupsCalls       []archCalls
+	socketCalls          []uint32
+	filteredForeignCalls []archCalls
 )

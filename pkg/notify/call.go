@@ -17,6 +17,9 @@ const (
 	// Shutdown is shutdown(2): performed by the supervisor on its copy of
 	// the socket, after the handler of its family has seen it.
 	Shutdown
+	// Listen is listen(2), notified under ProgramOptions.Filtered and
+	// made like Shutdown.
+	Listen
 )
 
 func (s Syscall) String() string {
@@ -31,6 +34,8 @@ func (s Syscall) String() string {
 		return "sendmmsg"
 	case Shutdown:
 		return "shutdown"
+	case Listen:
+		return "listen"
 	}
 	return "unknown"
 }

@@ -88,7 +88,7 @@ func (a *asm) done() []unix.SockFilter {
 // filter denies a call here only with an errno or stronger: nsbox's
 // profiles compile SCMP_ACT_TRACE to ENOSYS for that reason
 // (pkg/seccomp).
-func Program() []unix.SockFilter {
+func Program(o ProgramOptions) []unix.SockFilter {
 	const (
 		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 		ret = unix.BPF_RET | unix.BPF_K
@@ -113,6 +113,21 @@ func Program() []unix.SockFilter {
 	// then bind and listen there (found by review). Its handler sees it.
 	a.jeq(uint32(unix.SYS_SHUTDOWN), "notify", "")
 	a.jeq(uint32(unix.SYS_SENDTO), "sendto", "")
+	if o.Filtered {
+		// Sockets of the host's network namespace live in this
+		// sandbox (the filtered network installs them): none may
+		// listen, whatever path led it back to an unconnected state
+		// (found by review, three such paths one after another);
+		// listen goes to the handler, which refuses it on those.
+		a.jeq(uint32(unix.SYS_LISTEN), "notify", "")
+		// And none may be steered: a segment-routing header
+		// (IPV6_RTHDR) sent an allowed connection's data through a
+		// first hop of the program's choosing, and SO_BINDTODEVICE
+		// (unprivileged since 5.7) pinned it to any host interface
+		// (found by review). Refused on every socket: inside, only lo
+		// exists.
+		a.jeq(uint32(unix.SYS_SETSOCKOPT), "setsockopt", "")
+	}
 	for _, nr := range socketCalls {
 		a.jeq(nr, "socket", "")
 	}
@@ -121,6 +136,11 @@ func Program() []unix.SockFilter {
 	}
 	for _, nr := range nativeForeignCalls {
 		a.jeq(nr, "deny", "")
+	}
+	if o.Filtered {
+		for _, nr := range filteredForeign(auditArch) {
+			a.jeq(nr, "deny", "")
+		}
 	}
 	// io_uring's IORING_OP_CONNECT and IORING_OP_SENDMSG make the same
 	// calls with no syscall to notify: with the gate, io_uring is not
@@ -153,6 +173,11 @@ func Program() []unix.SockFilter {
 		for _, nr := range fc.nrs {
 			a.jeq(nr, "deny", "")
 		}
+		if o.Filtered {
+			for _, nr := range filteredForeign(fc.arch) {
+				a.jeq(nr, "deny", "")
+			}
+		}
 		a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	}
 	// socket(2)'s domain (an int: the low word): AF_VSOCK talks to the
@@ -164,8 +189,30 @@ func Program() []unix.SockFilter {
 	a.label("socket")
 	a.stmt(ld, offArgs)
 	a.jeq(unix.AF_VSOCK, "noafsupport", "allow")
+	if o.Filtered {
+		// setsockopt(fd, level, optname, ...): level and optname are
+		// ints (the low words).
+		a.label("setsockopt")
+		a.stmt(ld, offArgs+1*8)
+		a.jeq(unix.SOL_SOCKET, "sockopt-socket", "")
+		a.jeq(unix.IPPROTO_IPV6, "sockopt-ipv6", "")
+		a.jeq(unix.IPPROTO_IP, "sockopt-ip", "allow")
+		a.label("sockopt-socket")
+		a.stmt(ld, offArgs+2*8)
+		a.jeq(unix.SO_BINDTODEVICE, "eperm", "")
+		a.jeq(unix.SO_BINDTOIFINDEX, "eperm", "allow")
+		a.label("sockopt-ipv6")
+		a.stmt(ld, offArgs+2*8)
+		a.jeq(unix.IPV6_RTHDR, "eperm", "")
+		a.jeq(unix.IPV6_2292RTHDR, "eperm", "allow")
+		a.label("sockopt-ip")
+		a.stmt(ld, offArgs+2*8)
+		a.jeq(unix.IP_OPTIONS, "eperm", "allow")
+	}
 	a.label("allow")
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.label("eperm")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
 	a.label("noafsupport")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EAFNOSUPPORT))
 	a.label("deny")
@@ -177,9 +224,30 @@ func Program() []unix.SockFilter {
 	return a.done()
 }
 
+// ProgramOptions choose what Program adds for a sandbox's setup.
+type ProgramOptions struct {
+	// Filtered: the filtered network installs sockets of the host's
+	// network namespace in the sandbox. listen(2) then notifies, and
+	// the setsockopt options that steer a socket's traffic (IPV6_RTHDR,
+	// SO_BINDTODEVICE, IP_OPTIONS) fail with EPERM; in the foreign ABIs
+	// both calls fail with EACCES.
+	Filtered bool
+}
+
 // setgroupsOf returns the numbers of setgroups(2) of audit arch arch.
 func setgroupsOf(arch uint32) []uint32 {
 	for _, c := range setgroupsCalls {
+		if c.arch == arch {
+			return c.nrs
+		}
+	}
+	return nil
+}
+
+// filteredForeign returns listen(2) and setsockopt(2) of a foreign ABI
+// (x32 under the native audit arch), refused under ProgramOptions.Filtered.
+func filteredForeign(arch uint32) []uint32 {
+	for _, c := range filteredForeignCalls {
 		if c.arch == arch {
 			return c.nrs
 		}
@@ -235,11 +303,11 @@ func Supported() error {
 // read a notification, only a fatal signal interrupts the target's wait,
 // so a connect the supervisor already made is never restarted by a
 // signal handler and made twice.
-func Install() (int, error) {
+func Install(o ProgramOptions) (int, error) {
 	if auditArch == 0 {
 		return -1, fmt.Errorf("%w on %s", ErrUnsupported, runtime.GOARCH)
 	}
-	prog := Program()
+	prog := Program(o)
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -44,7 +44,7 @@ func child(mode string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	fd, err := Install()
+	fd, err := Install(ProgramOptions{Filtered: os.Getenv("NSBOX_NOTIFY_TEST_FILTERED") != ""})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -480,7 +480,7 @@ func TestSendmsgRights(t *testing.T) {
 // calls that matter: which notify, which are allowed, which foreign-ABI
 // socket calls are refused.
 func TestProgram(t *testing.T) {
-	p := Program()
+	p := Program(ProgramOptions{})
 	run := func(arch, nr uint32, args [6]uint64) uint32 { return runProgram(t, p, arch, nr, args) }
 	notif, allow := uint32(unix.SECCOMP_RET_USER_NOTIF), uint32(unix.SECCOMP_RET_ALLOW)
 	deny := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
@@ -577,7 +577,7 @@ func runProgram(t *testing.T, p []unix.SockFilter, arch, nr uint32, args [6]uint
 // the groups the Server keeps would be stale (creds). Its neighbours
 // (setgid, getgroups) stay allowed.
 func TestProgramNotifiesEverySetgroups(t *testing.T) {
-	p := Program()
+	p := Program(ProgramOptions{})
 	notif, allow := uint32(unix.SECCOMP_RET_USER_NOTIF), uint32(unix.SECCOMP_RET_ALLOW)
 	type tc struct {
 		name     string
@@ -786,5 +786,47 @@ func TestShutdownPerformed(t *testing.T) {
 	res, lines := runChild(t, "shutdown", []string{p}, GateConfig{Writable: []string{rw}})
 	if res["unconnected"] != "ENOTCONN" || res["connected"] != "ok" {
 		t.Fatalf("%q", lines)
+	}
+}
+
+// TestProgramFiltered: with a filtered network, listen(2) notifies and the
+// setsockopt options that steer a socket's traffic fail with EPERM, also
+// in the foreign ABIs (EACCES); other options, and everything without
+// the option, are as before.
+func TestProgramFiltered(t *testing.T) {
+	f, plain := Program(ProgramOptions{Filtered: true}), Program(ProgramOptions{})
+	notif, allow := uint32(unix.SECCOMP_RET_USER_NOTIF), uint32(unix.SECCOMP_RET_ALLOW)
+	eperm := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	deny := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
+	for _, c := range []struct {
+		name        string
+		nr          uint32
+		args        [6]uint64
+		want, plain uint32
+	}{
+		{"listen", unix.SYS_LISTEN, [6]uint64{3, 8}, notif, allow},
+		{"SO_BINDTODEVICE", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.SOL_SOCKET, unix.SO_BINDTODEVICE}, eperm, allow},
+		{"SO_BINDTOIFINDEX", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.SOL_SOCKET, unix.SO_BINDTOIFINDEX}, eperm, allow},
+		{"IPV6_RTHDR", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_RTHDR}, eperm, allow},
+		{"IPV6_2292RTHDR", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_2292RTHDR}, eperm, allow},
+		{"IP_OPTIONS", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.IP_OPTIONS}, eperm, allow},
+		{"SO_KEEPALIVE", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.SOL_SOCKET, unix.SO_KEEPALIVE}, allow, allow},
+		{"TCP_NODELAY", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_TCP, unix.TCP_NODELAY}, allow, allow},
+		{"IPV6_V6ONLY", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY}, allow, allow},
+		{"connect", unix.SYS_CONNECT, [6]uint64{}, notif, notif},
+	} {
+		if got := runProgram(t, f, auditArch, c.nr, c.args); got != c.want {
+			t.Errorf("filtered %s: %#x, want %#x", c.name, got, c.want)
+		}
+		if got := runProgram(t, plain, auditArch, c.nr, c.args); got != c.plain {
+			t.Errorf("%s: %#x, want %#x", c.name, got, c.plain)
+		}
+	}
+	for _, fc := range filteredForeignCalls {
+		for _, nr := range fc.nrs {
+			if got := runProgram(t, f, fc.arch, nr, [6]uint64{}); got != deny {
+				t.Errorf("filtered foreign %#x %d: %#x, want %#x", fc.arch, nr, got, deny)
+			}
+		}
 	}
 }

@@ -470,6 +470,8 @@ func syscallOf(nr int32) Syscall {
 		return SendMmsg
 	case unix.SYS_SHUTDOWN:
 		return Shutdown
+	case unix.SYS_LISTEN:
+		return Listen
 	}
 	return 0
 }
@@ -560,15 +562,21 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 	case SendMmsg:
 		c.Flags = int(int32(a[3]))
 		return s.sendmmsg(c, a[1], uint32(a[2]), c.Flags)
-	case Shutdown:
+	case Shutdown, Listen:
 		// Decided by the handler like a call without an address, and
 		// made on the supervisor's copy of the very socket it checked
 		// (never CONTINUE: another thread could put another socket at
-		// the number meanwhile). shutdown(2) checks no credential, so
+		// the number meanwhile). Neither call checks a credential, so
 		// the supervisor's call is the target's.
 		switch v := s.verdict(c); v.kind {
 		case vAllow:
-			if err := unix.Shutdown(sock, int(int32(a[1]))); err != nil {
+			var err error
+			if c.Syscall == Shutdown {
+				err = unix.Shutdown(sock, int(int32(a[1])))
+			} else {
+				err = unix.Listen(sock, int(int32(a[1])))
+			}
+			if err != nil {
 				return 0, errnoOf(err), false
 			}
 			return 0, 0, false

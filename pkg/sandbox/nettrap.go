@@ -43,6 +43,17 @@ func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict 
 	if c.Syscall == notify.Shutdown {
 		return shutdownVerdict(c)
 	}
+	if c.Syscall == notify.Listen {
+		// A socket of the host's network namespace never listens here,
+		// however it came back to an unconnected state (a failed
+		// connect's error path, a shutdown, a fast-open send, a second
+		// connect racing a reset: each found by review, one after the
+		// other). EINVAL, as the kernel answers a connected socket.
+		if host, err := notify.OnSupervisorNetns(c.Sock); err != nil || host {
+			return notify.Deny(unix.EINVAL)
+		}
+		return notify.Allow()
+	}
 	// A socket this filter installed lives in the host's network
 	// namespace. Sends on it to its connected peer pass; any call with
 	// an address does not: connect(AF_UNSPEC) would dissolve the
@@ -64,7 +75,7 @@ func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict 
 			return notify.Allow()
 		}
 		if err == nil && c.Syscall == notify.Connect && c.Family() != unix.AF_UNSPEC {
-			return t.againVerdict(c)
+			return againVerdict(c)
 		}
 		return notify.Deny(unix.EISCONN)
 	}
@@ -147,15 +158,13 @@ func shutdownVerdict(c *notify.SockCall) notify.Verdict {
 // an unconnected socket of the host's namespace could listen there. So:
 // EALREADY while it connects; the connect's error once it failed
 // (SO_ERROR, read and cleared as the kernel reads it; ECONNABORTED
-// without one); once connected, to the address it was opened for, the
-// call itself, made on the supervisor's copy to the socket's own peer: 0
-// the first time after a nonblocking connect completed (the kernel then
-// marks the socket connected for good, so no later reset brings it
-// back), EISCONN after; to any other address, EISCONN.
+// without one); EISCONN once connected. The kernel's call is never made:
+// made on a completed socket, a reset racing it took the same error path
+// (found by review), and EISCONN is what programs take for "connected".
 // Programs that learn a nonblocking connect's outcome by calling connect
 // again get it (they got EISCONN for every outcome before; found by
 // review).
-func (t netTrap) againVerdict(c *notify.SockCall) notify.Verdict {
+func againVerdict(c *notify.SockCall) notify.Verdict {
 	info, err := unix.GetsockoptTCPInfo(c.Sock, unix.IPPROTO_TCP, unix.TCP_INFO)
 	switch {
 	case err != nil:
@@ -168,33 +177,7 @@ func (t netTrap) againVerdict(c *notify.SockCall) notify.Verdict {
 		}
 		return notify.Deny(unix.ECONNABORTED)
 	}
-	peer, err := unix.Getpeername(c.Sock)
-	if err != nil {
-		return notify.Deny(unix.EISCONN)
-	}
-	dst, ok, _ := parseSockaddr(c.Addr)
-	if !ok || !t.f.LeadsTo(dst, sockaddrAddrPort(peer)) {
-		return notify.Deny(unix.EISCONN)
-	}
-	if err := unix.Connect(c.Sock, peer); err != nil {
-		if e, ok := err.(unix.Errno); ok {
-			return notify.Deny(e)
-		}
-		return notify.Deny(unix.EISCONN)
-	}
-	return notify.Return(0)
-}
-
-// sockaddrAddrPort is an internet socket address as an AddrPort (the zero
-// one for any other).
-func sockaddrAddrPort(sa unix.Sockaddr) netip.AddrPort {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
-	}
-	return netip.AddrPort{}
+	return notify.Deny(unix.EISCONN)
 }
 
 // TCP states (include/net/tcp_states.h).

@@ -116,7 +116,9 @@ func (w *worker) installNotify() error {
 	if !w.setup.SocketGate {
 		return nil
 	}
-	fd, err := notify.Install()
+	// With a filtered network, the sockets it installs from the host's
+	// network namespace must not listen or be steered (ProgramOptions).
+	fd, err := notify.Install(notify.ProgramOptions{Filtered: w.setup.Resolver})
 	if err != nil {
 		return err
 	}

@@ -198,3 +198,29 @@ try:
 except OSError as e:
     print("accept", type(e).__name__, flush=True)
 `
+
+// TestNetworkFilteredOwnListener: with a filtered network, listen(2) is
+// handed to the supervisor (refused on the host's sockets): a server the
+// program starts on its own loopback still listens and serves, as do a
+// unix socket's.
+func TestNetworkFilteredOwnListener(t *testing.T) {
+	requirePython(t)
+	eachUser(t, func(t *testing.T, u user) {
+		_, _, ws, prof, port := filteredRig(t, u)
+		script := `import os, socket, tempfile
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
+c = socket.create_connection(l.getsockname()); a, _ = l.accept()
+a.sendall(b"hi"); print("tcp", c.recv(2).decode())
+p = os.path.join(tempfile.mkdtemp(), "s")
+u = socket.socket(socket.AF_UNIX); u.bind(p); u.listen(1)
+v = socket.socket(socket.AF_UNIX); v.connect(p); w, _ = u.accept()
+w.sendall(b"hi"); print("unix", v.recv(2).decode())
+`
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
+			"--allow-host", "good.test:"+port, "--add-host", "good.test:127.0.0.1", "--", "/usr/bin/python3", "-c", script)
+		got := netResults(r.stdout)
+		if got["tcp"] != "hi" || got["unix"] != "hi" {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
