@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"bufio"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -103,41 +101,11 @@ func TestNetworkAgainConnectRaceListensOnHost(t *testing.T) {
 		prof := netProfile(t, u, filepath.Dir(ws), up)
 		portfile := filepath.Join(ws, "port")
 		var got atomic.Value
-		got.Store("")
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			// A client of the host's loopback, on the port the sandbox
-			// reports listening on.
-			defer close(done)
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				b, err := os.ReadFile(portfile)
-				if err != nil {
-					continue
-				}
-				c, err := net.DialTimeout("tcp4", "127.0.0.1:"+strings.TrimSpace(string(b)), 5*time.Second)
-				if err != nil {
-					continue
-				}
-				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				c.Close()
-				if line != "" {
-					got.Store(strings.TrimSpace(line))
-					return
-				}
-			}
-		}()
+		stop := hostClientFrom(portFile(portfile), 100*time.Millisecond, firstLine(&got))
 		r := u.run(t, &runOpts{dir: ws, timeout: 5 * time.Minute}, "run", "--profile", prof,
 			"--allow-host", "good.test:"+strconv.Itoa(port), "--add-host", "good.test:127.0.0.1", "--",
 			"/usr/bin/python3", "-c", againRacePy, strconv.Itoa(port), "400", portfile)
-		close(stop)
-		<-done
+		stop()
 		t.Logf("sandbox: %s", strings.ReplaceAll(strings.TrimSpace(r.stdout), "\n", "; "))
 		if g := got.Load().(string); g != "" {
 			t.Errorf("a host client of 127.0.0.1 reached the sandbox's listener (read %q)", g)

@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -201,14 +202,7 @@ func TestNetworkHalfOpenSocketListensOnHost(t *testing.T) {
 		// A host client that keeps trying 127.0.0.1:LPORT while the
 		// sandbox runs.
 		var got atomic.Value
-		got.Store("")
-		stop := hostClient(strconv.Itoa(lport), 100*time.Millisecond, func(line string) bool {
-			if line != "" {
-				got.Store(line)
-				return false
-			}
-			return true
-		})
+		stop := hostClient(strconv.Itoa(lport), 100*time.Millisecond, firstLine(&got))
 		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
 			"--allow-host", "slow.test:"+strconv.Itoa(slow), "--add-host", "slow.test:127.0.0.1", "--",
 			"/usr/bin/python3", "-c", halfOpenPy, strconv.Itoa(slow), strconv.Itoa(lport))
@@ -362,6 +356,12 @@ print("good2", name(t.connect_ex((g, port))))
 // returns false or the returned stop is called, which waits for it. The
 // timeouts are deadlock guards, not assertions.
 func hostClient(port string, interval time.Duration, seen func(line string) bool) (stop func()) {
+	return hostClientFrom(func() string { return port }, interval, seen)
+}
+
+// hostClientFrom is hostClient with the port asked of portOf at each try
+// ("": none yet).
+func hostClientFrom(portOf func() string, interval time.Duration, seen func(line string) bool) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -370,6 +370,10 @@ func hostClient(port string, interval time.Duration, seen func(line string) bool
 			case <-quit:
 				return
 			case <-time.After(interval):
+			}
+			port := portOf()
+			if port == "" {
+				continue
 			}
 			c, err := net.DialTimeout("tcp4", "127.0.0.1:"+port, 5*time.Second)
 			if err != nil {
@@ -384,4 +388,28 @@ func hostClient(port string, interval time.Duration, seen func(line string) bool
 		}
 	}()
 	return func() { close(quit); <-done }
+}
+
+// portFile returns the port a script wrote to file, or "" before it did.
+func portFile(file string) func() string {
+	return func() string {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+}
+
+// firstLine is a seen function for hostClient that keeps the first line
+// that came in got and stops.
+func firstLine(got *atomic.Value) func(string) bool {
+	got.Store("")
+	return func(line string) bool {
+		if line != "" {
+			got.Store(line)
+			return false
+		}
+		return true
+	}
 }

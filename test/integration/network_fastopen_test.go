@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"bufio"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -65,39 +63,11 @@ func TestNetworkFailedConnectFastOpenListensOnHost(t *testing.T) {
 		prof := netProfile(t, u, filepath.Dir(ws), up)
 		portfile := filepath.Join(ws, "port")
 		var got atomic.Value
-		got.Store("")
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				b, err := os.ReadFile(portfile)
-				if err != nil {
-					continue
-				}
-				c, err := net.DialTimeout("tcp4", "127.0.0.1:"+strings.TrimSpace(string(b)), 5*time.Second)
-				if err != nil {
-					continue
-				}
-				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				c.Close()
-				if line != "" {
-					got.Store(strings.TrimSpace(line))
-					return
-				}
-			}
-		}()
+		stop := hostClientFrom(portFile(portfile), 100*time.Millisecond, firstLine(&got))
 		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
 			"--allow-host", "slow.test:"+strconv.Itoa(closed), "--add-host", "slow.test:127.0.0.1", "--",
 			"/usr/bin/python3", "-c", fastOpenPy, strconv.Itoa(closed), portfile)
-		close(stop)
-		<-done
+		stop()
 		t.Logf("sandbox: %s", strings.ReplaceAll(strings.TrimSpace(r.stdout), "\n", "; "))
 		res := netResults(r.stdout)
 		if res["connect"] != "EINPROGRESS" || res["soerror"] != "ECONNREFUSED" {

@@ -60,11 +60,21 @@ time.sleep(3)
 // root only) and reports whether one to dst carried marker.
 func loSniffer(t *testing.T, dst [4]byte, marker []byte) *atomic.Bool {
 	t.Helper()
+	return sniffLo(t, unix.ETH_P_IP, func(p []byte) bool {
+		return len(p) >= 20 && p[0]>>4 == 4 && bytes.Equal(p[16:20], dst[:]) && bytes.Contains(p, marker)
+	})
+}
+
+// sniffLo reads the host loopback's packets of ethernet protocol ethProto
+// with a packet socket (root only; it skips otherwise) until the test
+// ends, and reports whether match held for one of them.
+func sniffLo(t *testing.T, ethProto uint16, match func(packet []byte) bool) *atomic.Bool {
+	t.Helper()
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {
 		t.Skipf("no lo: %v", err)
 	}
-	proto := int(htons(unix.ETH_P_IP))
+	proto := int(htons(ethProto))
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, proto)
 	if err != nil {
 		t.Skipf("a packet socket on lo is needed to see where packets go: %v", err)
@@ -87,11 +97,7 @@ func loSniffer(t *testing.T, dst [4]byte, marker []byte) *atomic.Bool {
 			default:
 			}
 			n, _, err := unix.Recvfrom(fd, buf, 0)
-			if err != nil || n < 20 {
-				continue
-			}
-			p := buf[:n]
-			if p[0]>>4 == 4 && bytes.Equal(p[16:20], dst[:]) && bytes.Contains(p, marker) {
+			if err == nil && match(buf[:n]) {
 				seen.Store(true)
 			}
 		}
@@ -223,44 +229,9 @@ func localIPv6(t *testing.T) net.IP {
 // on the host's loopback (a packet socket: root only).
 func lo6Sniffer(t *testing.T, dst net.IP, marker []byte) *atomic.Bool {
 	t.Helper()
-	lo, err := net.InterfaceByName("lo")
-	if err != nil {
-		t.Skipf("no lo: %v", err)
-	}
-	proto := int(htons(unix.ETH_P_IPV6))
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, proto)
-	if err != nil {
-		t.Skipf("a packet socket on lo is needed to see where packets go: %v", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: uint16(proto), Ifindex: lo.Index}); err != nil {
-		unix.Close(fd)
-		t.Skipf("bind a packet socket to lo: %v", err)
-	}
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
-	seen := &atomic.Bool{}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 65536)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			n, _, err := unix.Recvfrom(fd, buf, 0)
-			if err != nil || n < 40 {
-				continue
-			}
-			p := buf[:n]
-			if p[0]>>4 == 6 && net.IP(p[24:40]).Equal(dst) && bytes.Contains(p, marker) {
-				seen.Store(true)
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-done; unix.Close(fd) })
-	return seen
+	return sniffLo(t, unix.ETH_P_IPV6, func(p []byte) bool {
+		return len(p) >= 40 && p[0]>>4 == 6 && net.IP(p[24:40]).Equal(dst) && bytes.Contains(p, marker)
+	})
 }
 
 // TestNetworkInstalledSocketSegmentRouted: the data of an allowed IPv6
