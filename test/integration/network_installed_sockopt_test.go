@@ -127,23 +127,7 @@ func TestNetworkInstalledSocketSourceRouted(t *testing.T) {
 		}
 		defer ln.Close()
 		marker := []byte("lsrr-marker-" + strconv.FormatInt(time.Now().UnixNano(), 36))
-		var atPeer atomic.Bool
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-					b, _ := io.ReadAll(c)
-					if bytes.Contains(b, marker) {
-						atPeer.Store(true)
-					}
-				}()
-			}
-		}()
+		atPeer := markerServer(ln, marker)
 		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 		seen := loSniffer(t, [4]byte{127, 0, 0, 2}, marker)
 		_, _, ws, prof, _ := filteredRig(t, u)
@@ -251,23 +235,7 @@ func TestNetworkInstalledSocketSegmentRouted(t *testing.T) {
 		}
 		defer ln.Close()
 		marker := []byte("srh-marker-" + strconv.FormatInt(time.Now().UnixNano(), 36))
-		var atPeer atomic.Bool
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-					b, _ := io.ReadAll(c)
-					if bytes.Contains(b, marker) {
-						atPeer.Store(true)
-					}
-				}()
-			}
-		}()
+		atPeer := markerServer(ln, marker)
 		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 		seen := lo6Sniffer(t, hop, marker)
 		_, _, ws, prof, _ := filteredRig(t, u)
@@ -355,4 +323,27 @@ func TestNetworkInstalledSocketBindsHostDevice(t *testing.T) {
 			t.Errorf("SO_BINDTODEVICE answers %s for the host's %s and %s for a name the host lacks: the program learns the host's interface names", res["host"], dev, res["nosuch"])
 		}
 	})
+}
+
+// markerServer serves ln until it is closed, reading each connection to
+// its end (30 s at most), and reports whether one carried marker.
+func markerServer(ln net.Listener, marker []byte) *atomic.Bool {
+	atPeer := &atomic.Bool{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+				b, _ := io.ReadAll(c)
+				if bytes.Contains(b, marker) {
+					atPeer.Store(true)
+				}
+			}()
+		}
+	}()
+	return atPeer
 }
