@@ -76,26 +76,11 @@ print("answers", " ".join("%s=%d" % kv for kv in sorted(seen.items())), flush=Tr
 func TestNetworkAgainConnectRaceListensOnHost(t *testing.T) {
 	requirePython(t)
 	eachUser(t, func(t *testing.T, u user) {
-		ln, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-					_, _ = c.Read(make([]byte, 1))
-					c.(*net.TCPConn).SetLinger(0)
-					c.Close() // RST
-				}()
-			}
-		}()
-		port := ln.Addr().(*net.TCPAddr).Port
+		// Each connection is reset once the client has sent a byte.
+		port := resetServer(t, true, func(c net.Conn, _ int) {
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			_, _ = c.Read(make([]byte, 1))
+		})
 		up := newFakeUpstream(t)
 		ws := u.tempDir(t)
 		prof := netProfile(t, u, filepath.Dir(ws), up)

@@ -53,29 +53,13 @@ print("answers", " ".join("%s=%d" % kv for kv in sorted(seen.items())), flush=Tr
 func TestNetworkBlockingDialRaceListensOnHost(t *testing.T) {
 	requirePython(t)
 	eachUser(t, func(t *testing.T, u user) {
-		ln, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			n := 0
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				// A reset after a varying while (a spin: sleeps are
-				// coarser than the window).
-				n++
-				end := time.Now().Add(time.Duration(n%60) * 3 * time.Microsecond)
-				for time.Now().Before(end) {
-				}
-				c.(*net.TCPConn).SetLinger(0)
-				c.Close() // RST
+		// A reset after a varying while (a spin: sleeps are coarser
+		// than the window).
+		port := resetServer(t, false, func(_ net.Conn, n int) {
+			end := time.Now().Add(time.Duration(n%60) * 3 * time.Microsecond)
+			for time.Now().Before(end) {
 			}
-		}()
-		port := ln.Addr().(*net.TCPAddr).Port
+		})
 		up := newFakeUpstream(t)
 		ws := u.tempDir(t)
 		prof := netProfile(t, u, filepath.Dir(ws), up)

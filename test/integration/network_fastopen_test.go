@@ -120,25 +120,11 @@ except OSError as e:
 func TestNetworkResetConnectionListensOnHost(t *testing.T) {
 	requirePython(t)
 	eachUser(t, func(t *testing.T, u user) {
-		ln, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				// Once the client has sent, close with RST.
-				c.SetReadDeadline(time.Now().Add(20 * time.Second))
-				c.Read(make([]byte, 2))
-				c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-			}
-		}()
-		port := ln.Addr().(*net.TCPAddr).Port
+		// Once the client has sent, close with RST.
+		port := resetServer(t, false, func(c net.Conn, _ int) {
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			c.Read(make([]byte, 2))
+		})
 		up := newFakeUpstream(t)
 		ws := u.tempDir(t)
 		prof := netProfile(t, u, filepath.Dir(ws), up)
@@ -193,4 +179,36 @@ w.sendall(b"hi"); print("unix", v.recv(2).decode())
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 		}
 	})
+}
+
+// resetServer listens on the host's 127.0.0.1 until the test ends and
+// resets every connection (SO_LINGER 0, then close) once wait returns
+// for it (n counts the connections from 1); concurrently, each on a
+// goroutine of its own, or one after the other. It returns the port.
+func resetServer(t *testing.T, concurrently bool, wait func(c net.Conn, n int)) int {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for n := 1; ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			reset := func(c net.Conn, n int) {
+				wait(c, n)
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close() // RST
+			}
+			if concurrently {
+				go reset(c, n)
+			} else {
+				reset(c, n)
+			}
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }
