@@ -300,3 +300,80 @@ func appendObject[V any](buf []byte, m map[string]V, elem func([]byte, V) ([]byt
 	}
 	return append(buf, '}')
 }
+
+// parseValue decodes one value at nesting level depth into a Value.
+// Recursion is bounded by maxDepth.
+func (s *scanner) parseValue(depth int) (Value, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("value nested deeper than %d levels", maxDepth)
+	}
+	if s.budget != nil {
+		// Charged before the values are made, a block at a time.
+		if s.values%valueBlock == 0 {
+			if !s.budget.take(valueBlock * valueCost) {
+				return nil, errValuesOverBudget
+			}
+			s.charged += valueBlock * valueCost
+		}
+		s.values++
+	}
+	switch c := s.peek(); c {
+	case '{':
+		m := Map{}
+		err := s.members(func(name []byte, _ bool) error {
+			v, err := s.parseValue(depth + 1)
+			if err != nil {
+				return err
+			}
+			m[unquote(name)] = v
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	case '[':
+		s.pos++
+		l := List{}
+		if s.peek() == ']' {
+			s.pos++
+			return l, nil
+		}
+		for {
+			v, err := s.parseValue(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, v)
+			closed, err := s.endOfElement(']')
+			if err != nil {
+				return nil, err
+			}
+			if closed {
+				return l, nil
+			}
+		}
+	case '"':
+		start := s.pos
+		if _, err := s.skipString(); err != nil {
+			return nil, err
+		}
+		return String(unquote(s.data[start:s.pos])), nil
+	case 't':
+		return Bool(true), s.skipLiteral("true")
+	case 'f':
+		return Bool(false), s.skipLiteral("false")
+	case 'n':
+		return Null{}, s.skipLiteral("null")
+	default:
+		start := s.pos
+		if err := s.skipNumber(); err != nil {
+			return nil, err
+		}
+		f, err := strconv.ParseFloat(string(s.data[start:s.pos]), 64)
+		if err != nil {
+			return nil, fmt.Errorf("number %s out of range", s.data[start:s.pos])
+		}
+		return Number(f), nil
+	}
+}
