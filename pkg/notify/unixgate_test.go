@@ -48,7 +48,12 @@ func TestGateConnect(t *testing.T) {
 	if res["@nsbox-abstract-none"] != "EPERM" {
 		t.Errorf("connect to an abstract name of the supervisor's network namespace: %q, want EPERM", res["@nsbox-abstract-none"])
 	}
-	time.Sleep(50 * time.Millisecond) // let the accept loops count (not an assertion on speed)
+	// Wait for the allowed connects to be counted (guards, not speed
+	// assertions); one to the host server would have been queued before
+	// the child's connect returned.
+	waitAccepted(okN)
+	waitAccepted(allowedN)
+	time.Sleep(50 * time.Millisecond) // and let its accept loop count
 	if hostN.Load() != 0 {
 		t.Errorf("the host server saw %d connections", hostN.Load())
 	}
@@ -219,6 +224,8 @@ func TestGateFollowsChroot(t *testing.T) {
 	if res["before"] != "ok" || res["after"] != "ENOENT" || res["inner"] != "ok" {
 		t.Fatalf("before the chroot %q (want ok), the outer socket after it %q (want ENOENT), the jail's %q (want ok)", res["before"], res["after"], res["inner"])
 	}
+	// Both accept loops may count after the child has printed.
+	waitAccepted(outerN)
 	waitAccepted(innerN)
 	if outerN.Load() != 1 || innerN.Load() != 1 {
 		t.Fatalf("outer server saw %d connections (want 1), the jail's %d (want 1)", outerN.Load(), innerN.Load())
