@@ -27,9 +27,11 @@ import (
 const fastOpenPy = `
 import errno, os, select, socket, sys
 port, portfile = int(sys.argv[1]), sys.argv[2]
+six = len(sys.argv) > 3 and sys.argv[3] == "6"
 def name(e): return errno.errorcode.get(e, str(e))
 a = socket.getaddrinfo("slow.test", port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s = socket.socket(socket.AF_INET6 if six else socket.AF_INET, socket.SOCK_STREAM)
+if six: a = "::ffff:" + a  # the same address, through an IPv6 socket
 s.setblocking(False)
 print("connect", name(s.connect_ex((a, port))), flush=True)
 select.select([], [s], [], 20)
@@ -39,6 +41,11 @@ try:
     print("fastopen ok", flush=True)
 except OSError as e:
     print("fastopen", name(e.errno), flush=True)
+try:
+    s.sendmsg([b"x"], [], socket.MSG_FASTOPEN)
+    print("fastopenmsg ok", flush=True)
+except OSError as e:
+    print("fastopenmsg", name(e.errno), flush=True)
 try:
     s.listen(1)
     print("listen ok", flush=True)
@@ -55,6 +62,17 @@ os.rename(portfile + ".tmp", portfile)
 // 0.0.0.0, and a host client on 127.0.0.1:PORT was greeted by the
 // sandbox).
 func TestNetworkFailedConnectFastOpenListensOnHost(t *testing.T) {
+	testFastOpenListen(t, "4")
+}
+
+// TestNetworkFailedConnectFastOpenListensOnHostV6: the same through an
+// AF_INET6 socket connecting to the allowed name's v4-mapped address (its
+// listen would take the wildcard of both families).
+func TestNetworkFailedConnectFastOpenListensOnHostV6(t *testing.T) {
+	testFastOpenListen(t, "6")
+}
+
+func testFastOpenListen(t *testing.T, family string) {
 	requirePython(t)
 	eachUser(t, func(t *testing.T, u user) {
 		closed := freeLoopbackPort(t)
@@ -66,12 +84,17 @@ func TestNetworkFailedConnectFastOpenListensOnHost(t *testing.T) {
 		stop := hostClientFrom(portFile(portfile), 100*time.Millisecond, firstLine(&got))
 		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof,
 			"--allow-host", "slow.test:"+strconv.Itoa(closed), "--add-host", "slow.test:127.0.0.1", "--",
-			"/usr/bin/python3", "-c", fastOpenPy, strconv.Itoa(closed), portfile)
+			"/usr/bin/python3", "-c", fastOpenPy, strconv.Itoa(closed), portfile, family)
 		stop()
 		t.Logf("sandbox: %s", strings.ReplaceAll(strings.TrimSpace(r.stdout), "\n", "; "))
 		res := netResults(r.stdout)
 		if res["connect"] != "EINPROGRESS" || res["soerror"] != "ECONNREFUSED" {
 			t.Fatalf("the connect was not installed in progress and then refused (%v): nothing tested\nstderr: %s", res, r.stderr)
+		}
+		for _, k := range []string{"fastopen", "fastopenmsg"} {
+			if res[k] == "ok" {
+				t.Errorf("a Fast Open send (%s) on an installed host socket whose connect failed was made", k)
+			}
 		}
 		if res["listen"] == "ok" {
 			t.Errorf("listen(2) on an installed host socket succeeded after send(MSG_FASTOPEN) (bound %s): it listens in the host's network namespace", res["bound"])
