@@ -256,7 +256,8 @@ func (r *Registry) Register(raw json.RawMessage) error {
 	if err != nil {
 		return fmt.Errorf("tool %q: %w", def.Name, err)
 	}
-	e := &entry{tool: t, def: def, schema: schema, size: len(raw)}
+	// A definition counts its bytes and what its patterns compile to.
+	e := &entry{tool: t, def: def, schema: schema, size: len(raw) + schema.patternInsts*patternInstCost}
 	e.once.Do(func() {})
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -292,8 +293,9 @@ const maxTools = 256
 
 // RuntimeToolBudget bounds the bytes of the definitions (schemas,
 // descriptions, implementation scripts) registered at run time that a
-// session holds at once: a replaced or unregistered tool gives its share
-// back.
+// session holds at once, their regular expressions counted at
+// patternInstCost per estimated instruction: a replaced or unregistered
+// tool gives its share back.
 const RuntimeToolBudget = 4 << 20
 
 // ErrToolBudget: a registration would pass the session's tool budget

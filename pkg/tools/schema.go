@@ -28,6 +28,9 @@ import (
 type Schema struct {
 	root     *jsonschema.Schema
 	resolved *jsonschema.Resolved
+	// patternInsts is the estimated program size of all the schema's
+	// regular expressions (checkPattern), charged to the tool budget.
+	patternInsts int
 }
 
 // maxSchemaDepth bounds how deeply subschemas may nest. A schema can come
@@ -57,7 +60,8 @@ func CompileSchema(name string, raw json.RawMessage) (*Schema, error) {
 	if err := json.Unmarshal(raw, &root); err != nil {
 		return nil, fmt.Errorf("parameters: invalid JSON schema: %v", err)
 	}
-	if err := checkSchema(&root, "", 0); err != nil {
+	insts := 0
+	if err := checkSchema(&root, "", 0, &insts); err != nil {
 		return nil, fmt.Errorf("parameters: invalid JSON schema: %v", err)
 	}
 	resolved, err := root.Resolve(&jsonschema.ResolveOptions{
@@ -72,7 +76,7 @@ func CompileSchema(name string, raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parameters: invalid JSON schema: %s", strings.ReplaceAll(err.Error(), "nsbox:///tools/", ""))
 	}
-	return &Schema{root: &root, resolved: resolved}, nil
+	return &Schema{root: &root, resolved: resolved, patternInsts: insts}, nil
 }
 
 // jsonTypes are the type names JSON Schema knows. The validator accepts any
@@ -84,8 +88,10 @@ var jsonTypes = map[string]bool{
 }
 
 // checkSchema rejects what the validator would accept but can never mean
-// anything: unknown type names and nesting beyond maxSchemaDepth.
-func checkSchema(s *jsonschema.Schema, at string, depth int) error {
+// anything, unknown type names and nesting beyond maxSchemaDepth, and
+// regular expressions past checkPattern's bounds (before Resolve compiles
+// them), adding their estimated program sizes to *insts.
+func checkSchema(s *jsonschema.Schema, at string, depth int, insts *int) error {
 	if s == nil {
 		return nil
 	}
@@ -97,10 +103,23 @@ func checkSchema(s *jsonschema.Schema, at string, depth int) error {
 			return fmt.Errorf("%s: unknown type %q (want one of null, boolean, object, array, number, integer, string)", where(at), t)
 		}
 	}
+	patterns := append([]string{s.Pattern}, sortedKeys(s.PatternProperties)...)
+	for _, p := range patterns {
+		if p == "" {
+			continue
+		}
+		n, err := checkPattern(p)
+		if err != nil {
+			return fmt.Errorf("%s: %v", where(at), err)
+		}
+		// Saturating: a schema of many patterns ends in the budget's
+		// error, never in an overflow.
+		*insts = min(*insts+n, RuntimeToolBudget/patternInstCost+1)
+	}
 	var err error
 	visit := func(key string, c *jsonschema.Schema) {
 		if err == nil {
-			err = checkSchema(c, at+"/"+key, depth+1)
+			err = checkSchema(c, at+"/"+key, depth+1, insts)
 		}
 	}
 	for _, group := range []struct {
