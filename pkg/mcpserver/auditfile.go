@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -26,16 +27,34 @@ import (
 //     Its inode never changes while nsbox runs (rotation copies and
 //     truncates; it never renames the file away), so that protection holds
 //     for the whole session.
-//   - A loop of refused calls must not fill the disk: identical refusals in
-//     a row are counted, not written (a "repeated" line at most once a
-//     second), and the file is rotated at a size cap: FILE.1 holds the
-//     previous part, so the log never takes more than twice the cap.
+//   - A loop of refused calls must not fill the disk, nor push the lines
+//     before it out of the log: a refusal like one written in the last
+//     second (same session, kind, API, method or tool and error) is
+//     counted, not written, whatever came in between (two refusals in
+//     turn were each a full line, and 3000 of them flushed a 64K log:
+//     found by review); each kind's count is written once a second. At
+//     most maxRuns kinds are followed at once; refusals of further kinds
+//     in that second are counted together. The file is rotated at a size
+//     cap: FILE.1 holds the previous part, so the log never takes more
+//     than twice the cap.
 
 // DefaultAuditMax is the size at which the audit file is rotated.
 const DefaultAuditMax = 64 << 20
 
-// coalesceEvery is how often a run of identical refusals writes its count.
+// coalesceEvery is how often the refusals counted are written as counts,
+// and how long a kind of refusal stays followed after its last one.
 const coalesceEvery = time.Second
+
+// maxRuns bounds the kinds of refusal followed at once (the method names
+// come from inside: a flood of ever new ones must not grow the map).
+const maxRuns = 64
+
+// refusalRun counts the refusals of one kind since its last line.
+type refusalRun struct {
+	line  map[string]any // what the "repeated" line says was refused
+	count int
+	first time.Time
+}
 
 // AuditFile is an append-only, bounded JSON-lines audit log. Each Write
 // must be one whole line (as the session's audit and Server.audit write
@@ -47,13 +66,12 @@ type AuditFile struct {
 	max  int64
 	size int64
 
-	// The run of identical refusals being counted.
-	runKey   string
-	runLine  map[string]any
-	runCount int
-	runFirst time.Time
-	runFlush time.Time
-	now      func() time.Time
+	// The kinds of refusal followed in this window (since windowStart),
+	// and the refusals of further kinds, counted together.
+	runs        map[string]*refusalRun
+	others      refusalRun
+	windowStart time.Time
+	now         func() time.Time
 }
 
 // ErrAuditNotRegular refuses an audit path that is a symlink or not a
@@ -68,12 +86,10 @@ func OpenAudit(path string, max int64) (*AuditFile, error) {
 	}
 	// O_NOFOLLOW: a symlink planted at the path is refused (ELOOP), never
 	// followed to a file the user's shell runs. O_NONBLOCK: a FIFO there
-	// does not block the open; it is refused below.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
+	// does not block the open; it is refused. Opened for reading too:
+	// rotation copies it.
+	f, err := openRegular(path, os.O_RDWR|os.O_CREATE|os.O_APPEND)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO) {
-			return nil, fmt.Errorf("%s: %w", path, ErrAuditNotRegular)
-		}
 		return nil, err
 	}
 	st, err := f.Stat()
@@ -81,14 +97,17 @@ func OpenAudit(path string, max int64) (*AuditFile, error) {
 		f.Close()
 		return nil, err
 	}
-	if !st.Mode().IsRegular() {
+	// FILE.1 made now, empty if it was missing, so that rotation can
+	// always rewrite it in place (rotate); one that is not a regular file
+	// is refused now rather than at the first rotation.
+	old, err := openRegular(path+".1", os.O_WRONLY|os.O_CREATE)
+	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, ErrAuditNotRegular)
+		return nil, err
 	}
-	// Back to blocking writes (O_NONBLOCK has no effect on a regular file,
-	// but say what is meant). Opened for reading too: rotation copies it.
-	unix.SetNonblock(int(f.Fd()), false)
-	return &AuditFile{f: f, path: path, max: max, size: st.Size(), now: time.Now}, nil
+	old.Close()
+	return &AuditFile{f: f, path: path, max: max, size: st.Size(), now: time.Now, runs: map[string]*refusalRun{},
+		others: refusalRun{line: map[string]any{"error": fmt.Sprintf("refusals of more than %d kinds in one second", maxRuns)}}}, nil
 }
 
 // Path is the file's path as given.
@@ -103,38 +122,69 @@ func (a *AuditFile) Write(line []byte) (int, error) {
 	}
 	key, entry := refusalKey(line)
 	now := a.now()
-	if key != "" && key == a.runKey {
-		a.runCount++
-		if now.Sub(a.runFlush) >= coalesceEvery {
-			a.flushRun(now)
-		}
-		return len(line), nil
+	if now.Sub(a.windowStart) >= coalesceEvery {
+		a.flushRuns(now)
 	}
-	a.flushRun(now)
-	a.runKey, a.runLine, a.runCount, a.runFirst, a.runFlush = key, entry, 0, now, now
+	switch r := a.runs[key]; {
+	case key == "":
+	case r != nil:
+		r.count++
+		return len(line), nil
+	case len(a.runs) >= maxRuns:
+		if a.others.count == 0 {
+			a.others.first = now
+		}
+		a.others.count++
+		return len(line), nil
+	default:
+		a.runs[key] = &refusalRun{line: entry, first: now}
+	}
 	if err := a.append(line); err != nil {
 		return 0, err
 	}
 	return len(line), nil
 }
 
-// flushRun writes how many refusals of the current run were counted since
-// the last such line.
-func (a *AuditFile) flushRun(now time.Time) {
-	if a.runCount == 0 {
-		return
+// flushRuns writes, for each kind of refusal counted in the window now
+// ending, how many there were; a kind with none in it is no longer
+// followed (its next refusal is a line of its own again).
+func (a *AuditFile) flushRuns(now time.Time) {
+	for _, k := range sortedRunKeys(a.runs) {
+		r := a.runs[k]
+		if r.count == 0 {
+			delete(a.runs, k)
+			continue
+		}
+		a.writeCount(r, now)
 	}
+	if a.others.count > 0 {
+		a.writeCount(&a.others, now)
+	}
+	a.windowStart = now
+}
+
+// writeCount writes r's count as a "repeated" line and starts it again.
+func (a *AuditFile) writeCount(r *refusalRun, now time.Time) {
 	rec := map[string]any{
 		"time":     now.UTC().Format(time.RFC3339Nano),
 		"kind":     "repeated",
-		"count":    a.runCount,
-		"since":    a.runFirst.UTC().Format(time.RFC3339Nano),
-		"repeated": a.runLine,
+		"count":    r.count,
+		"since":    r.first.UTC().Format(time.RFC3339Nano),
+		"repeated": r.line,
 	}
 	if b, err := json.Marshal(rec); err == nil {
 		a.append(append(b, '\n'))
 	}
-	a.runCount, a.runFlush = 0, now
+	r.count, r.first = 0, now
+}
+
+func sortedRunKeys(m map[string]*refusalRun) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // append writes a line, rotating first when it would pass the cap.
@@ -153,8 +203,32 @@ func (a *AuditFile) append(line []byte) error {
 // rotate copies the file to FILE.1 (through a new temporary file renamed
 // over it: a symlink at FILE.1 is replaced, not followed) and truncates
 // the file itself, keeping its inode (see above).
+//
+// Where the directory cannot take the temporary file, FILE.1 is rewritten
+// in place: a sandbox that may write the directory (the audit file in the
+// workspace, uid 65534's own) made it read-only and every line after the
+// cap was dropped (found by review). OpenAudit made FILE.1, so it exists;
+// only the directory's mode is in the sandbox's hands, and the mode of
+// FILE.1 itself is not (a protected path, read-only inside).
 func (a *AuditFile) rotate() error {
 	src := io.NewSectionReader(a.f, 0, a.size)
+	err := a.rotateByRename(src)
+	if err != nil {
+		if _, serr := src.Seek(0, io.SeekStart); serr != nil {
+			return serr
+		}
+		if ierr := a.rotateInPlace(src); ierr != nil {
+			return fmt.Errorf("%v; in place: %w", err, ierr)
+		}
+	}
+	if err := a.f.Truncate(0); err != nil {
+		return err
+	}
+	a.size = 0
+	return nil
+}
+
+func (a *AuditFile) rotateByRename(src io.Reader) error {
 	dir, base := filepath.Split(a.path)
 	tmp, err := os.CreateTemp(dir, "."+base+".rotate-*")
 	if err != nil {
@@ -172,13 +246,47 @@ func (a *AuditFile) rotate() error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// rotateInPlace overwrites FILE.1 with src: opened like the audit file
+// itself (no symlink followed, a regular file only), never created.
+func (a *AuditFile) rotateInPlace(src io.Reader) error {
+	f, err := openRegular(a.path+".1", os.O_WRONLY)
+	if err != nil {
 		return err
 	}
-	if err := a.f.Truncate(0); err != nil {
+	defer f.Close()
+	if err := f.Truncate(0); err != nil {
 		return err
 	}
-	a.size = 0
-	return nil
+	_, err = io.Copy(f, src)
+	return err
+}
+
+// openRegular opens path with flag, refusing a symlink (O_NOFOLLOW) and
+// anything but a regular file (O_NONBLOCK first, so that a FIFO cannot
+// stall the open), and sets it back to blocking.
+func openRegular(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO) {
+			return nil, fmt.Errorf("%s: %w", path, ErrAuditNotRegular)
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, ErrAuditNotRegular)
+	}
+	unix.SetNonblock(int(f.Fd()), false)
+	return f, nil
 }
 
 // Close writes the count of a run in progress and closes the file.
@@ -188,7 +296,7 @@ func (a *AuditFile) Close() error {
 	if a.f == nil {
 		return nil
 	}
-	a.flushRun(a.now())
+	a.flushRuns(a.now())
 	err := a.f.Close()
 	a.f = nil
 	return err

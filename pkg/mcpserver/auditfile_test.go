@@ -101,8 +101,90 @@ func TestAuditCoalescesRefusals(t *testing.T) {
 	if total != n {
 		t.Fatalf("%d refusals accounted for, want %d", total, n)
 	}
-	if last := lines[len(lines)-1]; last["tool"] != "read_file" {
-		t.Fatalf("last line %v", last)
+	// A line that is no refusal is written at once; the count of the
+	// refusals before it follows when its second ends (here: at Close).
+	if l := lines[len(lines)-2]; l["tool"] != "read_file" {
+		t.Fatalf("line before the last count: %v", l)
+	}
+}
+
+// TestAuditCoalescesRefusalsInTurn: refusals of a few kinds in turn are
+// counted like a run of one kind (two kinds in turn were each a full
+// line, and a flood of them pushed every earlier line out of a capped
+// log); refusals of ever new kinds past maxRuns are counted together.
+func TestAuditCoalescesRefusalsInTurn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := OpenAudit(path, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Unix(1000, 0)
+	a.now = func() time.Time { return clock }
+	a.Write([]byte(`{"kind":"tool","tool":"evidence","ok":true,"session":"s1"}` + "\n"))
+	// Two kinds in turn over ten seconds, then ever new kinds within one
+	// second (only maxRuns of them are lines of their own).
+	const n = 30000
+	for i := 0; i < 20000; i++ {
+		if i%2000 == 0 {
+			clock = clock.Add(coalesceEvery)
+		}
+		a.Write(refusal(i, "ab"[i%2:i%2+1]))
+	}
+	clock = clock.Add(coalesceEvery)
+	for i := 20000; i < n; i++ {
+		a.Write(refusal(i, fmt.Sprintf("new%d", i)))
+	}
+	a.Close()
+	lines := readLines(t, path)
+	if lines[0]["tool"] != "evidence" {
+		t.Fatalf("the line before the flood is gone: first line %v", lines[0])
+	}
+	if len(lines) > 2*10+maxRuns+10 {
+		t.Fatalf("%d lines for %d refusals of two kinds in turn and of new kinds", len(lines), n)
+	}
+	total := 0
+	for _, l := range lines {
+		switch l["kind"] {
+		case "hostCall":
+			total++
+		case "repeated":
+			total += int(l["count"].(float64))
+		}
+	}
+	if total != n {
+		t.Fatalf("%d refusals accounted for, want %d", total, n)
+	}
+}
+
+// TestAuditRotatesInPlaceWhenTheDirectoryIsReadOnly: a directory made
+// read-only (by a root-less sandbox that may write it) does not stop the
+// log: FILE.1 is rewritten in place, and the file keeps its cap.
+func TestAuditRotatesInPlaceWhenTheDirectoryIsReadOnly(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores the directory's mode")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	const max = 16 << 10
+	a, err := OpenAudit(path, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o555)
+	defer os.Chmod(dir, 0o755)
+	for i := 0; i < 2000; i++ {
+		if _, err := a.Write([]byte(fmt.Sprintf(`{"kind":"tool","tool":"t%d","ok":true}`+"\n", i))); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+	}
+	a.Close()
+	st, _ := os.Stat(path)
+	old, _ := os.Stat(path + ".1")
+	if st.Size() > max || old == nil || old.Size() == 0 || old.Size() > max {
+		t.Fatalf("sizes %d and %v, cap %d", st.Size(), old, max)
+	}
+	if l := readLines(t, path); l[len(l)-1]["tool"] != "t1999" {
+		t.Fatalf("last line %v", l[len(l)-1])
 	}
 }
 
@@ -116,6 +198,10 @@ func TestAuditRotatesAtCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	st0, _ := os.Stat(path)
+	// A second between refusals: none is like one of the last second,
+	// so each is a line of its own.
+	clock := time.Unix(1000, 0)
+	a.now = func() time.Time { clock = clock.Add(coalesceEvery); return clock }
 	for i := 0; i < 5000; i++ {
 		if _, err := a.Write(refusal(i, fmt.Sprintf("m%d", i))); err != nil {
 			t.Fatal(err)
