@@ -134,6 +134,9 @@ func globByPath(pattern string, fileOnly bool) globResult {
 			return
 		}
 		for _, e := range readDir(dir) {
+			if len(parts) > 1 && parts[1] == "**" && walkSkip[e.Name()] {
+				continue // a wildcard never leads "**" into what it skips
+			}
 			if ok, _ := filepath.Match(part, e.Name()); ok {
 				walk(filepath.Join(dir, e.Name()), parts[1:], depth)
 			}
@@ -226,6 +229,11 @@ func TestGlobAllMatchesEach(t *testing.T) {
 		{path: filepath.Join(root, "a5/link/vendored/.git"), fileOnly: false},
 		{path: filepath.Join(root, "**"), fileOnly: false},
 		{path: filepath.Join(root, "a1/**/.git"), fileOnly: false},
+		// A wildcard before "**", beside "**" patterns: walked on the
+		// same descent (walk's carried states), never into node_modules.
+		{path: filepath.Join(root, "*/**/.git"), fileOnly: false},
+		{path: filepath.Join(root, "a*/**/.env*"), fileOnly: true},
+		{path: filepath.Join(root, "*/b?/**/c*"), fileOnly: false},
 	}
 	all, err := globAll(pats)
 	if err != nil {

@@ -40,6 +40,7 @@ var agentFiles = []struct{ entry, write string }{
 	{".idea/", ".idea/workspace.xml"},
 	{".zed/", ".zed/settings.json"},
 	{".devcontainer/", ".devcontainer/devcontainer.json"},
+	{".devcontainer.json", ".devcontainer.json"},
 	{".envrc", ".envrc"},
 	{".gitmodules", ".gitmodules"},
 	{".gitconfig", ".gitconfig"},
