@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -156,12 +155,14 @@ func mcpMain(f *mcpFlags) error {
 	// ~/.bashrc that the next session appends to), and a --data-dir is
 	// hidden and read-only as the default data directory is (the
 	// resolver's defaults: $NSBOX_DATA).
+	// Each path is expanded once, here, and the entries name exactly
+	// the path opened (policy.ExpandPath, LiteralPath).
 	var auditPath string
 	if f.audit != "" {
-		if auditPath, err = filepath.Abs(f.audit); err != nil {
-			return fail(fmt.Errorf("--audit: %v", err))
+		if auditPath, err = host.ExpandPath(f.audit); err != nil {
+			return fail(fmt.Errorf("--audit %q: %w", f.audit, err))
 		}
-		f.protect = append(f.protect, auditPath, auditPath+".1")
+		f.protect = append(f.protect, policy.LiteralPath(auditPath), policy.LiteralPath(auditPath+".1"))
 	}
 	dataDir := f.dataDir
 	if dataDir == "" {
@@ -169,11 +170,11 @@ func mcpMain(f *mcpFlags) error {
 			return fail(err)
 		}
 	} else {
-		if dataDir, err = filepath.Abs(dataDir); err != nil {
-			return fail(fmt.Errorf("--data-dir: %v", err))
+		if dataDir, err = host.ExpandPath(dataDir); err != nil {
+			return fail(fmt.Errorf("--data-dir %q: %w", f.dataDir, err))
 		}
-		f.hide = append(f.hide, dataDir+"/")
-		f.protect = append(f.protect, dataDir+"/")
+		f.hide = append(f.hide, policy.LiteralPath(dataDir)+"/")
+		f.protect = append(f.protect, policy.LiteralPath(dataDir)+"/")
 	}
 	res, err := f.resolve(host)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +66,24 @@ Ctrl-C).`,
 		return &exitError{code: exitNsboxFailed, msg: "run: " + err.Error()}
 	})
 	return cmd
+}
+
+// expandStatusPath expands the variables of a --json-status FILE once
+// (policy.Host.ExpandPath), so that the file opened is the file protected
+// inside; "fd:N" is left as it is.
+func expandStatusPath(spec string) (string, error) {
+	if spec == "" || strings.HasPrefix(spec, "fd:") {
+		return spec, nil
+	}
+	h, err := hostForCLI()
+	if err != nil {
+		return "", fmt.Errorf("--json-status: %v", err)
+	}
+	p, err := h.ExpandPath(spec)
+	if err != nil {
+		return "", fmt.Errorf("--json-status %q: %w", spec, err)
+	}
+	return p, nil
 }
 
 // statusWriter writes JSON status lines (--json-status).
@@ -195,7 +212,11 @@ func unavailableError(reason error) error {
 func runMain(f *runFlags, argv []string) error {
 	removeLeftPlaceholders()
 	finishPendingAudits()
-	status, err := openStatus(f.jsonStatus)
+	spec, err := expandStatusPath(f.jsonStatus)
+	if err != nil {
+		return &exitError{code: exitNsboxFailed, msg: err.Error()}
+	}
+	status, err := openStatus(spec)
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: err.Error()}
 	}
@@ -203,10 +224,9 @@ func runMain(f *runFlags, argv []string) error {
 	if status.path != "" {
 		// The status file stays read-only inside when it lies in a
 		// writable bind (the workspace): the command must not append a
-		// forged "exited" line to what the caller will read.
-		if abs, err := filepath.Abs(status.path); err == nil {
-			f.protect = append(f.protect, abs)
-		}
+		// forged "exited" line to what the caller will read. The entry
+		// names the very file opened (expandStatusPath).
+		f.protect = append(f.protect, policy.LiteralPath(status.path))
 	}
 
 	// The worker process starts while the policy is resolved below. The

@@ -138,6 +138,38 @@ func (h Host) vars(workspace string) vars {
 	}
 }
 
+// ExpandPath expands the variables of a path nsbox itself opens (--audit,
+// --data-dir, --json-status) as the policy's paths are expanded, and makes
+// it absolute against h.Cwd. The file nsbox opens and the entry that
+// protects it inside must be one path, expanded in one place (found by
+// review: "--audit $HOME/audit.log", given without a shell, was protected
+// at the home directory's audit.log and written at ./$HOME/audit.log,
+// which a sandbox had made in the workspace). A variable nsbox does not
+// know, or one unset here, is an error naming it (ErrUnknownVariable).
+// The result goes into an entry through LiteralPath.
+func (h Host) ExpandPath(s string) (string, error) {
+	h = h.withDefaults()
+	v, err := expand(s, h.vars(""))
+	var skip *errSkip
+	switch {
+	case errors.As(err, &skip) && skip.unknown:
+		return "", fmt.Errorf("%w: $%s is not a variable nsbox knows (known: $%s); write $$ for a literal $", ErrUnknownVariable, skip.name, strings.Join(sortedVars(), ", $"))
+	case errors.As(err, &skip):
+		return "", fmt.Errorf("%w: $%s is not set here", ErrUnknownVariable, skip.name)
+	case err != nil:
+		return "", err
+	}
+	if !filepath.IsAbs(v) {
+		v = filepath.Join(h.Cwd, v)
+	}
+	return filepath.Clean(v), nil
+}
+
+// LiteralPath is the hide or protect entry for p, a path already expanded
+// (ExpandPath): its "$" are written "$$", so that the entry names p itself
+// and not what its "$" would expand to.
+func LiteralPath(p string) string { return strings.ReplaceAll(p, "$", "$$") }
+
 // errSkip is an entry to leave out: it uses a variable with no value.
 type errSkip struct {
 	name    string

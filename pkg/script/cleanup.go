@@ -11,9 +11,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxRemoveDepth bounds how deep removeWorkDir descends: each level holds a
-// descriptor open.
-const maxRemoveDepth = 512
+// maxRemoveDepth bounds how deep removeAt descends with a descriptor open
+// per level. A directory found below it is moved up to the top of the
+// tree being removed (renameat2 RENAME_NOREPLACE, within that tree) and
+// removed from there: a script that nested 600 directories above an
+// unreadable one left its whole tree in the host's /tmp when the descent
+// simply stopped (found by review).
+const maxRemoveDepth = 128
+
+// maxRemoveMoves bounds those moves (a static tree needs one per
+// maxRemoveDepth levels of each deep branch).
+const maxRemoveMoves = 1 << 16
+
+// remover is one removal's state: the top directory's fd (where deep
+// directories are moved to), and the moves made.
+type remover struct {
+	top   int
+	moves int
+	moved bool // since the top was last listed
+}
 
 // removeWorkDir removes a script's fresh work directory and everything the
 // script left in it, also what it made unreadable: os.RemoveAll cannot list
@@ -39,14 +55,15 @@ func removeTree(dir string) error {
 		return fmt.Errorf("remove work directory %s: %w", dir, err)
 	}
 	defer unix.Close(parent)
-	if err := removeAt(parent, filepath.Base(dir), 0); err != nil {
+	r := &remover{top: -1}
+	if err := r.removeAt(parent, filepath.Base(dir), 0); err != nil {
 		return fmt.Errorf("remove work directory %s: %w", dir, err)
 	}
 	return nil
 }
 
 // removeAt removes name in the directory parent, recursively.
-func removeAt(parent int, name string, depth int) error {
+func (r *remover) removeAt(parent int, name string, depth int) error {
 	err := unix.Unlinkat(parent, name, 0)
 	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
@@ -55,7 +72,7 @@ func removeAt(parent int, name string, depth int) error {
 		return err
 	}
 	if depth > maxRemoveDepth {
-		return fmt.Errorf("more than %d levels of directories", maxRemoveDepth)
+		return r.moveUp(parent, name)
 	}
 	pin, err := unix.Openat(parent, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -73,16 +90,48 @@ func removeAt(parent int, name string, depth int) error {
 	}
 	d := os.NewFile(uintptr(fd), name)
 	defer d.Close()
-	// All names first: unlinking while reading the same directory could
-	// make the listing skip entries.
-	names, err := d.Readdirnames(-1)
-	if err != nil && err != io.EOF {
-		return err
+	if depth == 0 {
+		r.top = fd
 	}
-	for _, n := range names {
-		if err := removeAt(fd, n, depth+1); err != nil {
+	for {
+		// All names first: unlinking while reading the same directory
+		// could make the listing skip entries.
+		names, err := d.Readdirnames(-1)
+		if err != nil && err != io.EOF {
+			return err
+		}
+		for _, n := range names {
+			if err := r.removeAt(fd, n, depth+1); err != nil {
+				return err
+			}
+		}
+		// The top is listed again while deep directories were moved
+		// into it meanwhile.
+		if depth != 0 || !r.moved {
+			break
+		}
+		r.moved = false
+		if _, err := d.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
 	}
 	return unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+}
+
+// moveUp moves the directory name (in parent, too deep to descend further)
+// to the top of the tree under a fresh name, never over an existing entry.
+func (r *remover) moveUp(parent int, name string) error {
+	for {
+		if r.moves++; r.moves > maxRemoveMoves {
+			return fmt.Errorf("more than %d levels of directories, %d times", maxRemoveDepth, maxRemoveMoves)
+		}
+		err := unix.Renameat2(parent, name, r.top, ".nsbox-deep-"+strconv.Itoa(r.moves), unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err == nil {
+			r.moved = true
+		}
+		return err
+	}
 }
