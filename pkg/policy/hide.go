@@ -40,7 +40,7 @@ func (r *resolver) hide() error {
 			}
 			continue
 		}
-		g, ok, err := r.globEntry(e, p, globPattern{fileOnly: !e.Dir}, "hide")
+		g, ok, err := r.globEntry(e, p, hidePattern(e), "hide")
 		if err != nil {
 			return err
 		}
@@ -48,7 +48,21 @@ func (r *resolver) hide() error {
 			continue
 		}
 		for _, m := range g.matches {
-			if st, err := os.Lstat(m); err == nil && e.Dir != st.IsDir() {
+			st, err := os.Lstat(m)
+			if err == nil && st.Mode()&os.ModeSymlink != 0 {
+				// Invariant: a hidden file's content is hidden also when
+				// the name is a symlink to it (".env -> conf/prod-values",
+				// ".env -> ../shared/env"): the file it leads to is
+				// hidden, wherever it is, when it is a regular file.
+				// Found by review: such a .env was not hidden at all.
+				if rp, err := r.resolvePath(m, "/"); err == nil && rp.Missing == 0 {
+					if tst, err := os.Stat(rp.Path); err == nil && tst.Mode().IsRegular() {
+						targets = append(targets, target{rp.Path, e.at})
+					}
+				}
+				continue
+			}
+			if err == nil && e.Dir != st.IsDir() {
 				continue
 			}
 			targets = append(targets, target{m, e.at})
@@ -135,4 +149,11 @@ func (r *resolver) hide() error {
 	r.mounts = append(r.mounts, newPins...)
 	r.sortMounts()
 	return nil
+}
+
+// hidePattern is the walk's pattern for a hide entry: a file entry
+// matches regular files and symlinks (whose targets hide hides), a
+// directory entry directories.
+func hidePattern(e expandedEntry) globPattern {
+	return globPattern{fileOnly: !e.Dir, links: !e.Dir}
 }

@@ -363,7 +363,7 @@ func (r *resolver) patterns() error {
 		}
 	}
 	for _, e := range r.hideList {
-		add(e.Path, globPattern{fileOnly: !e.Dir})
+		add(e.Path, hidePattern(e))
 	}
 	if len(pats) == 0 {
 		return nil
