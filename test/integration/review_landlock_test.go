@@ -279,3 +279,41 @@ func TestReviewLandlockDryRunDescribesLandlock(t *testing.T) {
 		t.Errorf("the landlock dry run does not say what the backend leaves shared with the host (its not-isolated list)")
 	}
 }
+
+// TestReviewLandlockWorkerKilledByThreadID: the socket filter refuses
+// kill(2) of the worker's pid, but kill(2) of any other thread id of the
+// worker (listed in /proc/WORKER/task, readable although the worker is not
+// dumpable) signals the worker's whole thread group: a command SIGKILLs
+// the worker, and what it detached outlives the session.
+func TestReviewLandlockWorkerKilledByThreadID(t *testing.T) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			// A fractional sleep makes a unique command line to look for.
+			marker := fmt.Sprintf("299.%09d", time.Now().UnixNano()%1000000000)
+			t.Cleanup(func() { killMarker(marker) })
+			script := strings.Join([]string{
+				`setsid sleep ` + marker + ` </dev/null >/dev/null 2>&1 &`,
+				`W=$PPID`,
+				`grep -q '^nsbox-landlock-init' /proc/$W/cmdline || { echo NOT_THE_WORKER; exit 0; }`,
+				`for t in $(ls /proc/$W/task); do`,
+				`  if [ "$t" != "$W" ]; then kill -KILL "$t" && echo KILLED_WORKER_VIA_TID; break; fi`,
+				`done`,
+				`echo done`,
+			}, "\n")
+			r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--workspace", ws}, script)
+			t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			if strings.Contains(r.stdout, "NOT_THE_WORKER") {
+				t.Fatalf("the shell's parent is not the landlock worker; cannot judge\nstdout: %s", r.stdout)
+			}
+			if strings.Contains(r.stdout, "KILLED_WORKER_VIA_TID") {
+				t.Errorf("kill(2) of a worker thread id was allowed: the socket filter compares only the worker's pid")
+			}
+			if left := pidsOfMarker(marker); len(left) > 0 {
+				t.Errorf("processes of the session outlived it (now children of the host's init): %v", left)
+			}
+		})
+	}
+}
