@@ -317,3 +317,44 @@ func TestReviewLandlockWorkerKilledByThreadID(t *testing.T) {
 		})
 	}
 }
+
+// reviewOpenat2Py creates argv[1] with openat2(2) (O_CREAT, mode 04755) and
+// prints the mode it got.
+const reviewOpenat2Py = `import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+how = ctypes.create_string_buffer(struct.pack("QQQ", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o4755, 0))
+fd = libc.syscall(437, -100, sys.argv[1].encode(), how, 24)
+if fd < 0:
+    print("OPENAT2_REFUSED", ctypes.get_errno())
+else:
+    print("CREATED_MODE %o" % os.stat(sys.argv[1]).st_mode)
+`
+
+// TestReviewLandlockSetuidCreateViaOpenat2: the native backend puts the
+// command filter (openat2 -> ENOSYS) on the thread that forks commands,
+// because the default profile's set-id mode rules cannot read open_how's
+// mode; the landlock backend's setup has no such step, so a command
+// creates a set-user-ID file (owned by the caller's real host uid: host
+// root when nsbox runs as root) in the workspace, which open(2) and
+// chmod(2) with the same mode are refused. Not "the same seccomp filter".
+func TestReviewLandlockSetuidCreateViaOpenat2(t *testing.T) {
+	reviewRequirePython(t)
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			sub := filepath.Join(ws, "sub")
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.Chown(sub, u.uid, u.gid)
+			target := filepath.Join(sub, "setid")
+			r := u.run(t, &runOpts{dir: ws}, "run", "--backend", "landlock", "--workspace", ws, "--", reviewPython, "-c", reviewOpenat2Py, target)
+			t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			if st, err := os.Lstat(target); err == nil && st.Mode()&os.ModeSetuid != 0 {
+				t.Errorf("a command under the landlock backend created a set-user-ID file with openat2: %s %v (uid %d)", target, st.Mode(), st.Sys().(*syscall.Stat_t).Uid)
+			}
+		})
+	}
+}
