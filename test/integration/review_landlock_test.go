@@ -358,3 +358,43 @@ func TestReviewLandlockSetuidCreateViaOpenat2(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewLandlockWorkerLimitedByThreadID: the socket filter refuses
+// prlimit64 of the worker's pid, but not of its other thread ids, which
+// name the same process: a command sets the worker's RLIMIT_NOFILE to 0,
+// the worker can no longer open /proc/self/task to find what to kill when
+// the session ends, and a detached process outlives a run that exits 0.
+func TestReviewLandlockWorkerLimitedByThreadID(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/prlimit"); err != nil {
+		t.Skip("needs prlimit(1) for the probe")
+	}
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			marker := fmt.Sprintf("298.%09d", time.Now().UnixNano()%1000000000)
+			t.Cleanup(func() { killMarker(marker) })
+			script := strings.Join([]string{
+				`setsid sleep ` + marker + ` </dev/null >/dev/null 2>&1 &`,
+				`W=$PPID`,
+				`grep -q '^nsbox-landlock-init' /proc/$W/cmdline || { echo NOT_THE_WORKER; exit 0; }`,
+				`for t in $(ls /proc/$W/task); do`,
+				`  if [ "$t" != "$W" ]; then /usr/bin/prlimit --pid "$t" --nofile=0:0 && echo LIMITED_WORKER_VIA_TID; break; fi`,
+				`done`,
+				`echo done`,
+			}, "\n")
+			r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--workspace", ws}, script)
+			t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			if strings.Contains(r.stdout, "NOT_THE_WORKER") {
+				t.Fatalf("the shell's parent is not the landlock worker; cannot judge\nstdout: %s", r.stdout)
+			}
+			if strings.Contains(r.stdout, "LIMITED_WORKER_VIA_TID") {
+				t.Errorf("prlimit64 of a worker thread id was allowed: the socket filter compares only the worker's pid")
+			}
+			if left := pidsOfMarker(marker); len(left) > 0 {
+				t.Errorf("processes of the session outlived it (the run exited %d): %v", r.code, left)
+			}
+		})
+	}
+}
