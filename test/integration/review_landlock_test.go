@@ -398,3 +398,38 @@ func TestReviewLandlockWorkerLimitedByThreadID(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewLandlockAbstractNameSquat: without a network namespace the
+// sandbox shares the host's abstract unix socket names. The scope (ABI 6)
+// refuses connects and sends out of the domain, but not bind(2): a
+// socketpair's end binds any abstract name, which a host service binding
+// it later then gets EADDRINUSE for (and, disconnected with
+// connect(AF_UNSPEC), the datagrams the host's clients send to it). The
+// status lists nothing of this.
+func TestReviewLandlockAbstractNameSquat(t *testing.T) {
+	reviewRequirePython(t)
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			name := fmt.Sprintf("nsbox-review-squat-%d", time.Now().UnixNano())
+			probe := `import socket, sys
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+try:
+    a.bind("\0" + sys.argv[1])
+except OSError as e:
+    print("BIND_REFUSED", e)
+    raise SystemExit(0)
+# Seen by the host's network namespace, not only by this process.
+if ("@" + sys.argv[1]) in open("/proc/net/unix").read():
+    print("SQUATTED_HOST_NAME")
+`
+			r := u.run(t, &runOpts{dir: ws}, "run", "--backend", "landlock", "--workspace", ws, "--", reviewPython, "-c", probe, name)
+			t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			if strings.Contains(r.stdout, "SQUATTED_HOST_NAME") {
+				t.Errorf("a command (network none) bound the abstract unix name @%s in the host's namespace", name)
+			}
+		})
+	}
+}
