@@ -247,9 +247,10 @@ func openHostPty(t *testing.T, u user) (int, string) {
 // TestReviewLandlockDryRunDescribesLandlock: `nsbox run --backend landlock
 // --dry-run` prints the namespace backend's mount plan ("a fresh proc of
 // the sandbox's PID namespace", "private /tmp", "minimal /dev ... private
-// devpts") for a backend that makes none of those mounts, and says nothing
-// of what it does not isolate: a user checking the plan is told the
-// opposite of what will run.
+// devpts") for a backend that makes none of those mounts, says nothing
+// of what it does not isolate, and accepts policies (--tmpfs) that the
+// backend refuses to start: a user checking the plan is told the opposite
+// of what will run.
 func TestReviewLandlockDryRunDescribesLandlock(t *testing.T) {
 	u := users()[0]
 	requireLandlock(t, u)
@@ -277,6 +278,13 @@ func TestReviewLandlockDryRunDescribesLandlock(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "PID visibility") {
 		t.Errorf("the landlock dry run does not say what the backend leaves shared with the host (its not-isolated list)")
+	}
+	// A policy the landlock backend refuses to start (a tmpfs needs a
+	// mount namespace) is refused by its dry run too.
+	dry := u.run(t, &runOpts{dir: ws}, "run", "--backend", "landlock", "--workspace", ws, "--tmpfs", "/mnt", "--dry-run", "--", "/bin/true")
+	run := u.run(t, &runOpts{dir: ws}, "run", "--backend", "landlock", "--workspace", ws, "--tmpfs", "/mnt", "--", "/bin/true")
+	if run.code != 0 && dry.code == 0 {
+		t.Errorf("--dry-run accepts a policy the landlock backend refuses to run (exit %d: %s)", run.code, strings.TrimSpace(run.stderr))
 	}
 }
 
