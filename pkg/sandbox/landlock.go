@@ -69,16 +69,16 @@ func LandlockGaps(abi int, network Network) []string {
 		"a hidden or protected path inside a readable or writable directory is expressed by splitting that directory: entries can no longer be created, removed or renamed directly in it (status lists them)",
 		"/tmp, /var/tmp, /run and /dev/shm of the host are not reachable; the session gets a private directory as TMPDIR instead of a /tmp of its own",
 		"the hostname and IPC namespace (System V IPC, POSIX message queues) are the host's",
-		"socket(2) of every family is refused by seccomp with network none (AF_UNIX with network host): there is no private loopback",
+		"socket(2) of every family is refused by seccomp with network none (AF_UNIX with network host), and so are socketpair(2) of datagram sockets and, with network none, bind(2) and connect(2): there is no private loopback",
 	}
 	if network == NetworkHost {
-		gaps = append(gaps, "network host: the network is the host's; only socket(AF_UNIX) is refused")
+		gaps = append(gaps, "network host: the network is the host's; only socket(AF_UNIX) and datagram socketpair(2) are refused, and a stream socketpair can still bind (squat) an abstract unix name of the host's")
 	}
 	if abi < 4 && network != NetworkHost {
 		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no TCP rules (ABI 4, Linux 6.7): network none rests on the seccomp socket filter alone", abi))
 	}
 	if abi < 6 {
-		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no scopes (ABI 6, Linux 6.12): commands can signal processes of the same user outside the sandbox; abstract unix sockets outside stay closed only because socket(AF_UNIX) is refused", abi))
+		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no scopes (ABI 6, Linux 6.12): commands can signal processes of the same user outside the sandbox, and the worker's threads by their ids (which ends the session early: what a command detached then outlives it unless cgroup limits are on); abstract unix sockets outside stay closed only because socket(AF_UNIX) is refused", abi))
 	}
 	if abi < 5 {
 		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d cannot restrict ioctl on device files (ABI 5, Linux 6.10)", abi))
