@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/landlock"
+	"golang.org/x/sys/unix"
 )
 
 // The Landlock backend (WithLandlock) runs the same worker and protocol as
@@ -256,7 +257,17 @@ func (s *Session) startLandlockWorker(workerEnd *os.File) error {
 	if os.Getenv("NSBOX_DEBUG_WORKER") != "" {
 		stderr = os.Stderr
 	}
-	rs := os.NewFile(uintptr(s.ll.ruleset.FD()), "landlock-ruleset")
+	// The child gets a duplicate, owned by this *os.File and closed right
+	// after the start: wrapping the ruleset's own number would leave two
+	// owners of it (Ruleset.Close and the *os.File's finalizer), and the
+	// finalizer would close the number again later, by then another
+	// file's (a later session's channel in a long-lived supervisor).
+	dup, err := unix.FcntlInt(uintptr(s.ll.ruleset.FD()), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return fmt.Errorf("duplicate landlock ruleset: %w", err)
+	}
+	rs := os.NewFile(uintptr(dup), "landlock-ruleset")
+	defer rs.Close()
 	proc, err := os.StartProcess("/proc/self/exe", []string{landlockArg0}, &os.ProcAttr{
 		Env:   []string{initEnv + "=1", landlockFDEnv + "=4"},
 		Files: []*os.File{devnull, devnull, stderr, workerEnd, rs},
