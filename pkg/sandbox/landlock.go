@@ -69,6 +69,7 @@ func LandlockGaps(abi int, network Network) []string {
 		"no mount namespace: /proc, /sys and file metadata (names, sizes, times reachable by stat) of the host stay visible; hidden directories can be listed by name where a directory above them is readable, but not read",
 		"a hidden or protected path inside a readable or writable directory is expressed by splitting that directory: entries can no longer be created, removed or renamed directly in it (status lists them)",
 		"/tmp, /var/tmp, /run and /dev/shm of the host are not reachable; the session gets a private directory as TMPDIR instead of a /tmp of its own",
+		"no pseudo-terminals: /dev/ptmx and /dev/pts are the host's (its users' terminals) and are not granted, so programs that allocate a terminal (script, expect, tmux) fail",
 		"the hostname and IPC namespace (System V IPC, POSIX message queues) are the host's",
 		"socket(2) of every family is refused by seccomp with network none (AF_UNIX with network host), and so are socketpair(2) of datagram sockets and, with network none, bind(2) and connect(2): there is no private loopback",
 	}
@@ -113,9 +114,14 @@ func landlockGrants(p *Policy, tmpDir, self string) ([]landlock.Grant, error) {
 		g = append(g, landlock.Grant{Path: d, Access: 0})
 	}
 	dev := landlock.ReadFile | landlock.WriteFile | landlock.IoctlDev | landlock.ReadDir
-	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"} {
-		// A symlink (/dev/ptmx -> pts/ptmx in containers) is decided at
-		// its target, which is granted itself.
+	// Never /dev/pts or /dev/ptmx: without a mount namespace they are
+	// the host's devpts, where a command would open the user's other
+	// terminals, read what is typed there (a password at a sudo prompt)
+	// and write into them. nsbox hands a Landlock session no terminal
+	// (commands start in a session of their own, so /dev/tty names none).
+	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"} {
+		// A symlink is decided at its target, which would have to be
+		// granted itself.
 		if st, err := os.Lstat(d); err == nil && st.Mode()&os.ModeSymlink == 0 {
 			g = append(g, landlock.Grant{Path: d, Access: dev})
 		}
