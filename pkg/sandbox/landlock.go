@@ -30,6 +30,9 @@ import (
 // landlock_init.c).
 const landlockArg0 = "nsbox-landlock-init"
 
+// landlockTmpPrefix begins the name of a session's private TMPDIR.
+const landlockTmpPrefix = "nsbox-tmp-"
+
 // landlockFDEnv names the inherited ruleset fd.
 const landlockFDEnv = "_NSBOX_LANDLOCK_FD"
 
@@ -169,6 +172,73 @@ func landlockGrants(p *Policy, tmpDir, self string) ([]landlock.Grant, error) {
 	return g, nil
 }
 
+// landlockNotIsolated is LandlockGaps plus what the expansion of this
+// policy's grants could not express exactly.
+func landlockNotIsolated(abi int, network Network, e landlock.Expansion) []string {
+	gaps := LandlockGaps(abi, network)
+	n := len(gaps)
+	for _, d := range e.Frozen {
+		gaps = append(gaps, "frozen: no entry can be created, removed or renamed directly in "+d)
+	}
+	for _, d := range e.Listable {
+		gaps = append(gaps, "listable: the names in hidden "+d+" can be listed (not read)")
+	}
+	sort.Strings(gaps[n:])
+	return gaps
+}
+
+// LandlockPlan is what the Landlock backend would enforce for a policy,
+// computed as Start computes it but without building a ruleset or
+// creating anything: for a dry run, which must describe this backend (no
+// mount is made) and refuse what its start refuses.
+type LandlockPlan struct {
+	ABI int `json:"abi"`
+	// Rules are the Landlock path rules: each path and the rights granted
+	// beneath it. Everything else of the file system gets nothing.
+	Rules []LandlockRule `json:"rules"`
+	// TmpDir stands for the private TMPDIR, created at start.
+	TmpDir string `json:"tmpDir"`
+	// NotIsolated is LandlockInfo.NotIsolated for this policy.
+	NotIsolated []string `json:"notIsolated"`
+}
+
+// LandlockRule is one path rule of a LandlockPlan.
+type LandlockRule struct {
+	Path   string `json:"path"`
+	Access string `json:"access"`
+}
+
+// PlanLandlock describes the Landlock backend's confinement of p. It
+// fails as Start with WithLandlock would on the policy (a tmpfs, a bind
+// to another path, a missing bind source), and with ErrUnavailable when
+// the kernel has no Landlock.
+func PlanLandlock(p Policy) (*LandlockPlan, error) {
+	abi, err := landlock.ABI()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	tmp := filepath.Join(os.TempDir(), landlockTmpPrefix+"*")
+	self, err := os.Executable()
+	if err != nil {
+		self = ""
+	} else if r, rerr := filepath.EvalSymlinks(self); rerr == nil {
+		self = r
+	}
+	grants, err := landlockGrants(&p, tmp, self)
+	if err != nil {
+		return nil, err
+	}
+	e, err := landlock.Expand(grants)
+	if err != nil {
+		return nil, err
+	}
+	plan := &LandlockPlan{ABI: abi, TmpDir: tmp, NotIsolated: landlockNotIsolated(abi, p.Network, e)}
+	for _, r := range e.Rules {
+		plan.Rules = append(plan.Rules, LandlockRule{Path: r.Path, Access: r.Access.String()})
+	}
+	return plan, nil
+}
+
 // landlockState is a Landlock session's supervisor-side state.
 type landlockState struct {
 	ruleset *landlock.Ruleset
@@ -181,7 +251,7 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	tmp, err := os.MkdirTemp("", "nsbox-tmp-")
+	tmp, err := os.MkdirTemp("", landlockTmpPrefix)
 	if err != nil {
 		return fmt.Errorf("private TMPDIR: %w", err)
 	}
@@ -226,15 +296,7 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 		return err
 	}
 	s.ll.ruleset = rs
-	info := &LandlockInfo{ABI: abi, Report: rs.Report, TmpDir: tmp, NotIsolated: LandlockGaps(abi, s.policy.Network)}
-	for _, d := range e.Frozen {
-		info.NotIsolated = append(info.NotIsolated, "frozen: no entry can be created, removed or renamed directly in "+d)
-	}
-	for _, d := range e.Listable {
-		info.NotIsolated = append(info.NotIsolated, "listable: the names in hidden "+d+" can be listed (not read)")
-	}
-	sort.Strings(info.NotIsolated[len(LandlockGaps(abi, s.policy.Network)):])
-	s.llInfo = info
+	s.llInfo = &LandlockInfo{ABI: abi, Report: rs.Report, TmpDir: tmp, NotIsolated: landlockNotIsolated(abi, s.policy.Network, e)}
 	setup.Landlock = true
 	setup.NewNet = false
 	setup.SocketFilter = socketFilterNone
