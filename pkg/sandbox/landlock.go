@@ -217,7 +217,7 @@ func PlanLandlock(p Policy) (*LandlockPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	tmp := filepath.Join(os.TempDir(), landlockTmpPrefix+"*")
+	tmp := filepath.Join(os.TempDir(), landlockTmpPattern()+"*")
 	self, err := os.Executable()
 	if err != nil {
 		self = ""
@@ -251,7 +251,9 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	tmp, err := os.MkdirTemp("", landlockTmpPrefix)
+	// Named after this supervisor (landlock_tmp.go): if it is killed
+	// before Close removes the directory, a later nsbox removes it.
+	tmp, err := os.MkdirTemp("", landlockTmpPattern())
 	if err != nil {
 		return fmt.Errorf("private TMPDIR: %w", err)
 	}
