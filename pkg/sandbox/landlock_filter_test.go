@@ -2,6 +2,9 @@ package sandbox
 
 import (
 	"encoding/binary"
+	"errors"
+	"os/exec"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -125,5 +128,33 @@ func TestSocketFilterKillAll(t *testing.T) {
 		if got := runBPF(t, prog, unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM); got != deny {
 			t.Errorf("scoped %v: socket: %#x", scoped, got)
 		}
+	}
+}
+
+// killDescendants fails closed: when the children cannot be listed it
+// kills the process groups of the commands it knows and says so, instead
+// of taking "no children" for an answer.
+func TestKillDescendantsFailsClosed(t *testing.T) {
+	cmd := exec.Command("/bin/sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer cmd.Process.Kill()
+	unlisted := errors.New("too many open files")
+	err := killDescendantsOf(func() ([]int, error) { return nil, unlisted }, false, []int{cmd.Process.Pid})
+	if !errors.Is(err, unlisted) {
+		t.Errorf("an unreadable list of children was not reported: %v", err)
+	}
+	// killDescendants reaps what died: the status may be gone already,
+	// and then so is the process (a sleep of 300 s ends by the kill only).
+	st, werr := cmd.Process.Wait()
+	switch {
+	case werr != nil:
+		if err := syscall.Kill(cmd.Process.Pid, 0); err != syscall.ESRCH {
+			t.Errorf("the known command was not killed: %v", err)
+		}
+	case st.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL:
+		t.Errorf("the known command was not killed: %v", st)
 	}
 }

@@ -452,6 +452,11 @@ func commandFilterLandlock(networkNone bool, worker int) ([]unix.SockFilter, err
 // it, it kills the process groups of the commands it knows (known). It
 // reports the failure either way.
 func killDescendants(scoped bool, known []int) error {
+	return killDescendantsOf(children, scoped, known)
+}
+
+// killDescendantsOf is killDescendants with the listing of children given.
+func killDescendantsOf(children func() ([]int, error), scoped bool, known []int) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		kids, err := children()
