@@ -83,7 +83,7 @@ func LandlockGaps(abi int, network Network) []string {
 		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no TCP rules (ABI 4, Linux 6.7): network none rests on the seccomp socket filter alone", abi))
 	}
 	if abi < 6 {
-		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no scopes (ABI 6, Linux 6.12): commands can signal processes of the same user outside the sandbox, and the worker's threads by their ids (which ends the session early: what a command detached then outlives it unless cgroup limits are on); abstract unix sockets outside stay closed only because socket(AF_UNIX) is refused", abi))
+		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no scopes (ABI 6, Linux 6.12): commands can signal processes of the same user outside the sandbox, and the threads the worker starts after its setup by their ids (which ends the session early: what a command detached then outlives it unless cgroup limits are on); abstract unix sockets outside stay closed only because socket(AF_UNIX) is refused", abi))
 	}
 	if abi < 5 {
 		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d cannot restrict ioctl on device files (ABI 5, Linux 6.10)", abi))

@@ -61,7 +61,7 @@ func TestCommandFilterLandlock(t *testing.T) {
 	deny := unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
 	neg := func(v int) uint64 { return uint64(uint32(int32(v))) }
 	for _, none := range []bool{true, false} {
-		prog, err := commandFilterLandlock(none, worker)
+		prog, err := commandFilterLandlock(none, worker, []int{worker + 1, worker + 7})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,6 +87,8 @@ func TestCommandFilterLandlock(t *testing.T) {
 			{"TCGETS", unix.SYS_IOCTL, []uint64{0, unix.TCGETS, 0x7fff0000}, unix.SECCOMP_RET_ALLOW},
 			{"kill(-1)", unix.SYS_KILL, []uint64{neg(-1), 9}, deny},
 			{"kill of a child", unix.SYS_KILL, []uint64{77, 9}, unix.SECCOMP_RET_ALLOW},
+			{"kill of a listed worker thread", unix.SYS_KILL, []uint64{worker + 7, 9}, deny},
+			{"sigqueue to a listed worker thread", unix.SYS_RT_SIGQUEUEINFO, []uint64{worker + 1, 9, 0}, deny},
 			{"socketpair stream", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, unix.SECCOMP_RET_ALLOW},
 			{"socketpair seqpacket", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_SEQPACKET}, unix.SECCOMP_RET_ALLOW},
 			{"socketpair dgram", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_DGRAM | unix.SOCK_NONBLOCK}, deny},

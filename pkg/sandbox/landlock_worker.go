@@ -56,9 +56,24 @@ func (w *worker) landlockSteps() []step {
 		// Before the profile's filter: both stay (the stricter answer
 		// wins), and the profile may deny seccomp(2) itself.
 		{"install socket filter", w.installSocketFilter},
-		{"install landlock command filter", w.installLandlockCommandFilter},
-		// seccomp is last: every step above needs syscalls it denies.
+		// The profile's filter after every step that needs syscalls it
+		// denies; only the thread-only filters below come later.
 		{"install seccomp filter", w.installSeccomp},
+		// Started before the command filter lists the worker's threads
+		// (without the scope it refuses kill(2) of each): serve would
+		// start it later, unlisted. It inherits the filters above from
+		// the Go thread that creates it.
+		{"start directory check thread", func() error {
+			if !w.cmdScoped {
+				startDirCheck() // best effort, as in serve
+			}
+			return nil
+		}},
+		// Thread-only filters come after every TSYNC one: a TSYNC
+		// install from this thread would copy them to all the worker's
+		// threads (seccomp(2) SECCOMP_FILTER_FLAG_TSYNC), and the
+		// worker's fail-closed kill(-1) (killScoped) runs on another.
+		{"install landlock command filter", w.installLandlockCommandFilter},
 		// The native backend's command filter, on the thread that forks
 		// every command: openat2, whose mode the profile cannot read,
 		// gets ENOSYS in commands, so openat2(O_CREAT, 04755) cannot
@@ -131,7 +146,11 @@ func (w *worker) landlockScopes() error {
 	defer rs.Close()
 	// On this thread: commands fork from it (forkTid). The worker's other
 	// threads run only its own code.
-	return rs.RestrictSelf()
+	if err := rs.RestrictSelf(); err != nil {
+		return err
+	}
+	w.cmdScoped = true
+	return nil
 }
 
 // installSocketFilter adds the Landlock backend's own seccomp filter, on
@@ -329,16 +348,44 @@ func (w *worker) installLandlockCommandFilter() error {
 	if unix.Gettid() != w.forkTid {
 		return errForkThread
 	}
-	prog, err := commandFilterLandlock(w.setup.SocketFilter == socketFilterNone, os.Getpid())
+	// Without the commands' scoped domain nothing else keeps a command
+	// from kill(2) of a worker thread id: refuse those of the threads the
+	// worker has now (a thread the runtime starts later is not listed; the
+	// not-isolated list says so).
+	var tids []int
+	if !w.cmdScoped {
+		var err error
+		if tids, err = workerTids(); err != nil {
+			return err
+		}
+	}
+	prog, err := commandFilterLandlock(w.setup.SocketFilter == socketFilterNone, os.Getpid(), tids)
 	if err != nil {
 		return err
 	}
 	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fp))); errno != 0 {
-		return fmt.Errorf("seccomp(SET_MODE_FILTER): %w", errno)
+		// Fail closed: without it a command can kill the worker, and
+		// what it detached would outlive the session.
+		return fmt.Errorf("seccomp(SET_MODE_FILTER): %w (the landlock backend needs seccomp(2) allowed by the seccomp profile for the filter that protects its worker)", errno)
 	}
 	runtime.KeepAlive(prog)
 	return nil
+}
+
+// workerTids lists the worker's thread ids.
+func workerTids() ([]int, error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, err
+	}
+	var tids []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
 }
 
 // Socket ioctls that set a socket's SIGIO/SIGURG owner, as F_SETOWN does
@@ -376,7 +423,11 @@ const (
 //     refuses connects and sends, not binds).
 //
 // Classic BPF on struct seccomp_data as in socketFilter.
-func commandFilterLandlock(networkNone bool, worker int) ([]unix.SockFilter, error) {
+//
+// tids, given when commands get no scoped domain of their own (before ABI
+// 6), are worker thread ids whose kill(2) and rt_sigqueueinfo(2) are
+// refused as well (the socket filter refuses those of the pid only).
+func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.SockFilter, error) {
 	arch, err := auditArch()
 	if err != nil {
 		return nil, err
@@ -413,6 +464,9 @@ func commandFilterLandlock(networkNone bool, worker int) ([]unix.SockFilter, err
 	// commands' domain (the socket filter leaves it to the scope).
 	a.label("killall")
 	a.stmt(ld, arg(0))
+	for _, tid := range tids {
+		a.jump(jeq, uint32(tid), "deny", "")
+	}
 	a.jump(jeq, 0xffffffff, "deny", "allow")
 	a.label("fcntl")
 	a.stmt(ld, arg(1))

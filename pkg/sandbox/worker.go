@@ -99,6 +99,9 @@ type worker struct {
 	// llScoped: a Landlock worker whose domain has the signal scope
 	// (killDescendants' fail-closed kill(-1) is confined to it).
 	llScoped bool
+	// cmdScoped: the "restrict scopes (landlock)" step put commands in a
+	// scoped domain of their own.
+	cmdScoped bool
 	// lastYield is when waitMain last went through the scheduler.
 	lastYield time.Time
 	// served: an execute came; releasing: the idle release thread was
