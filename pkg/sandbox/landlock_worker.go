@@ -174,8 +174,12 @@ func (w *worker) installSocketFilter() error {
 	}
 	// The worker's own domain (landlock_init.c) carries the signal scope
 	// wherever the kernel has it (ABI 6): the supervisor built it with
-	// both scopes, best effort, on this kernel.
-	if abi, err := landlock.ABI(); err == nil && abi >= 6 {
+	// both scopes, best effort, on this kernel. Seen, not assumed: the
+	// supervisor, of the same uid and outside the domain, must be out of
+	// signal reach. kill(-1) is allowed to the worker only then; without
+	// the scope it would reach every process of the uid (all of them as
+	// root).
+	if abi, err := landlock.ABI(); err == nil && abi >= 6 && unix.Kill(os.Getppid(), 0) == unix.EPERM {
 		w.llScoped = true
 	}
 	prog, err := socketFilter(w.setup.SocketFilter == socketFilterNone, os.Getpid(), w.llScoped)
