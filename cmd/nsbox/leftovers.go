@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/nsbox/nsbox/pkg/policy"
+	"github.com/nsbox/nsbox/pkg/sandbox"
 )
 
 // A run records the placeholders its sandbox made for missing protected
@@ -55,7 +56,14 @@ func releaseUnrecorded(hold *policy.Hold, res *policy.Result) {
 
 // removeLeftPlaceholders removes the placeholders that runs killed before
 // their end left (records no live nsbox holds locked).
+//
+// It also removes the private TMPDIRs that Landlock sessions of killed
+// supervisors left in the host's temporary directory (with what their
+// commands wrote there; sandbox.RemoveDeadLandlockTmpDirs).
 func removeLeftPlaceholders() {
+	// Silently, as the placeholders: what cannot be removed now is tried
+	// again by the next run.
+	sandbox.RemoveDeadLandlockTmpDirs()
 	// A second pass when the first removed some and kept others: a
 	// placeholder directory of one record may have held another record's
 	// placeholders, gone now (two runs that shared a workspace).

@@ -59,7 +59,7 @@ var flagKeys = map[string]string{
 func (f *policyFlags) register(fl *pflag.FlagSet) {
 	f.fs = fl
 	fl.StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (default: the config's, else workspace)")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "print the resolved policy and mount plan as JSON, start nothing")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the resolved policy and mount plan (the Landlock rules with --backend landlock) as JSON, start nothing")
 	fl.StringVar(&f.backend, "backend", "", "`MODE`: auto (native, else landlock), required (native only), native, landlock or none (default auto)")
 	fl.StringVar(&f.workspace, "workspace", "", "the workspace `DIR`, read-write under the workspace profile (default: the current directory)")
 	fl.StringArrayVar(&f.rw, "rw", nil, "bind `PATH[:DST]` read-write (repeatable)")
@@ -237,6 +237,9 @@ type dryRun struct {
 	Plan            []planLine           `json:"mountPlan"`
 	Placeholders    []policy.Placeholder `json:"placeholders,omitempty"`
 	Warnings        []policy.Warning     `json:"warnings,omitempty"`
+	// Landlock replaces the mount plan for --backend landlock, which
+	// makes no mount.
+	Landlock *sandbox.LandlockPlan `json:"landlock,omitempty"`
 }
 
 type planLine struct {
@@ -276,11 +279,22 @@ func mountPlan(res *policy.Result) []planLine {
 	return lines
 }
 
+// printDryRun prints the dry run. For backend landlock it prints the
+// Landlock rules and what the backend leaves shared instead of the mount
+// plan, and fails on a policy the landlock backend refuses to start (its
+// error is the run's).
 func printDryRun(w io.Writer, res *policy.Result) error {
 	out := dryRun{
 		Profile: res.Profile, Layers: res.Layers, Backend: res.Backend, BackendFallback: res.BackendFallback,
 		Workspace: res.Workspace, Policy: res.Policy, Plan: mountPlan(res), Placeholders: res.Placeholders,
 		Warnings: res.Warnings,
+	}
+	if res.Backend == policy.BackendLandlock {
+		ll, err := sandbox.PlanLandlock(res.Policy)
+		if err != nil {
+			return err
+		}
+		out.Plan, out.Landlock = []planLine{}, ll
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

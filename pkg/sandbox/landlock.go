@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/landlock"
+	"golang.org/x/sys/unix"
 )
 
 // The Landlock backend (WithLandlock) runs the same worker and protocol as
@@ -28,6 +29,9 @@ import (
 // landlockArg0 is the Landlock worker's argv[0] (landlock_arg0 in
 // landlock_init.c).
 const landlockArg0 = "nsbox-landlock-init"
+
+// landlockTmpPrefix begins the name of a session's private TMPDIR.
+const landlockTmpPrefix = "nsbox-tmp-"
 
 // landlockFDEnv names the inherited ruleset fd.
 const landlockFDEnv = "_NSBOX_LANDLOCK_FD"
@@ -68,17 +72,18 @@ func LandlockGaps(abi int, network Network) []string {
 		"no mount namespace: /proc, /sys and file metadata (names, sizes, times reachable by stat) of the host stay visible; hidden directories can be listed by name where a directory above them is readable, but not read",
 		"a hidden or protected path inside a readable or writable directory is expressed by splitting that directory: entries can no longer be created, removed or renamed directly in it (status lists them)",
 		"/tmp, /var/tmp, /run and /dev/shm of the host are not reachable; the session gets a private directory as TMPDIR instead of a /tmp of its own",
+		"no pseudo-terminals: /dev/ptmx and /dev/pts are the host's (its users' terminals) and are not granted, so programs that allocate a terminal (script, expect, tmux) fail",
 		"the hostname and IPC namespace (System V IPC, POSIX message queues) are the host's",
-		"socket(2) of every family is refused by seccomp with network none (AF_UNIX with network host): there is no private loopback",
+		"socket(2) of every family is refused by seccomp with network none (AF_UNIX with network host), and so are socketpair(2) of datagram sockets and, with network none, bind(2) and connect(2): there is no private loopback",
 	}
 	if network == NetworkHost {
-		gaps = append(gaps, "network host: the network is the host's; only socket(AF_UNIX) is refused")
+		gaps = append(gaps, "network host: the network is the host's; only socket(AF_UNIX) and datagram socketpair(2) are refused, and a stream socketpair can still bind (squat) an abstract unix name of the host's")
 	}
 	if abi < 4 && network != NetworkHost {
 		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no TCP rules (ABI 4, Linux 6.7): network none rests on the seccomp socket filter alone", abi))
 	}
 	if abi < 6 {
-		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no scopes (ABI 6, Linux 6.12): commands can signal processes of the same user outside the sandbox; abstract unix sockets outside stay closed only because socket(AF_UNIX) is refused", abi))
+		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no scopes (ABI 6, Linux 6.12): commands can signal processes of the same user outside the sandbox, and the threads the worker starts after its setup by their ids (which ends the session early: what a command detached then outlives it unless cgroup limits are on); abstract unix sockets outside stay closed only because socket(AF_UNIX) is refused", abi))
 	}
 	if abi < 5 {
 		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d cannot restrict ioctl on device files (ABI 5, Linux 6.10)", abi))
@@ -112,9 +117,14 @@ func landlockGrants(p *Policy, tmpDir, self string) ([]landlock.Grant, error) {
 		g = append(g, landlock.Grant{Path: d, Access: 0})
 	}
 	dev := landlock.ReadFile | landlock.WriteFile | landlock.IoctlDev | landlock.ReadDir
-	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"} {
-		// A symlink (/dev/ptmx -> pts/ptmx in containers) is decided at
-		// its target, which is granted itself.
+	// Never /dev/pts or /dev/ptmx: without a mount namespace they are
+	// the host's devpts, where a command would open the user's other
+	// terminals, read what is typed there (a password at a sudo prompt)
+	// and write into them. nsbox hands a Landlock session no terminal
+	// (commands start in a session of their own, so /dev/tty names none).
+	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"} {
+		// A symlink is decided at its target, which would have to be
+		// granted itself.
 		if st, err := os.Lstat(d); err == nil && st.Mode()&os.ModeSymlink == 0 {
 			g = append(g, landlock.Grant{Path: d, Access: dev})
 		}
@@ -162,6 +172,73 @@ func landlockGrants(p *Policy, tmpDir, self string) ([]landlock.Grant, error) {
 	return g, nil
 }
 
+// landlockNotIsolated is LandlockGaps plus what the expansion of this
+// policy's grants could not express exactly.
+func landlockNotIsolated(abi int, network Network, e landlock.Expansion) []string {
+	gaps := LandlockGaps(abi, network)
+	n := len(gaps)
+	for _, d := range e.Frozen {
+		gaps = append(gaps, "frozen: no entry can be created, removed or renamed directly in "+d)
+	}
+	for _, d := range e.Listable {
+		gaps = append(gaps, "listable: the names in hidden "+d+" can be listed (not read)")
+	}
+	sort.Strings(gaps[n:])
+	return gaps
+}
+
+// LandlockPlan is what the Landlock backend would enforce for a policy,
+// computed as Start computes it but without building a ruleset or
+// creating anything: for a dry run, which must describe this backend (no
+// mount is made) and refuse what its start refuses.
+type LandlockPlan struct {
+	ABI int `json:"abi"`
+	// Rules are the Landlock path rules: each path and the rights granted
+	// beneath it. Everything else of the file system gets nothing.
+	Rules []LandlockRule `json:"rules"`
+	// TmpDir stands for the private TMPDIR, created at start.
+	TmpDir string `json:"tmpDir"`
+	// NotIsolated is LandlockInfo.NotIsolated for this policy.
+	NotIsolated []string `json:"notIsolated"`
+}
+
+// LandlockRule is one path rule of a LandlockPlan.
+type LandlockRule struct {
+	Path   string `json:"path"`
+	Access string `json:"access"`
+}
+
+// PlanLandlock describes the Landlock backend's confinement of p. It
+// fails as Start with WithLandlock would on the policy (a tmpfs, a bind
+// to another path, a missing bind source), and with ErrUnavailable when
+// the kernel has no Landlock.
+func PlanLandlock(p Policy) (*LandlockPlan, error) {
+	abi, err := landlock.ABI()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	tmp := filepath.Join(os.TempDir(), landlockTmpPattern()+"*")
+	self, err := os.Executable()
+	if err != nil {
+		self = ""
+	} else if r, rerr := filepath.EvalSymlinks(self); rerr == nil {
+		self = r
+	}
+	grants, err := landlockGrants(&p, tmp, self)
+	if err != nil {
+		return nil, err
+	}
+	e, err := landlock.Expand(grants)
+	if err != nil {
+		return nil, err
+	}
+	plan := &LandlockPlan{ABI: abi, TmpDir: tmp, NotIsolated: landlockNotIsolated(abi, p.Network, e)}
+	for _, r := range e.Rules {
+		plan.Rules = append(plan.Rules, LandlockRule{Path: r.Path, Access: r.Access.String()})
+	}
+	return plan, nil
+}
+
 // landlockState is a Landlock session's supervisor-side state.
 type landlockState struct {
 	ruleset *landlock.Ruleset
@@ -174,7 +251,9 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	tmp, err := os.MkdirTemp("", "nsbox-tmp-")
+	// Named after this supervisor (landlock_tmp.go): if it is killed
+	// before Close removes the directory, a later nsbox removes it.
+	tmp, err := os.MkdirTemp("", landlockTmpPattern())
 	if err != nil {
 		return fmt.Errorf("private TMPDIR: %w", err)
 	}
@@ -219,15 +298,7 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 		return err
 	}
 	s.ll.ruleset = rs
-	info := &LandlockInfo{ABI: abi, Report: rs.Report, TmpDir: tmp, NotIsolated: LandlockGaps(abi, s.policy.Network)}
-	for _, d := range e.Frozen {
-		info.NotIsolated = append(info.NotIsolated, "frozen: no entry can be created, removed or renamed directly in "+d)
-	}
-	for _, d := range e.Listable {
-		info.NotIsolated = append(info.NotIsolated, "listable: the names in hidden "+d+" can be listed (not read)")
-	}
-	sort.Strings(info.NotIsolated[len(LandlockGaps(abi, s.policy.Network)):])
-	s.llInfo = info
+	s.llInfo = &LandlockInfo{ABI: abi, Report: rs.Report, TmpDir: tmp, NotIsolated: landlockNotIsolated(abi, s.policy.Network, e)}
 	setup.Landlock = true
 	setup.NewNet = false
 	setup.SocketFilter = socketFilterNone
@@ -256,7 +327,17 @@ func (s *Session) startLandlockWorker(workerEnd *os.File) error {
 	if os.Getenv("NSBOX_DEBUG_WORKER") != "" {
 		stderr = os.Stderr
 	}
-	rs := os.NewFile(uintptr(s.ll.ruleset.FD()), "landlock-ruleset")
+	// The child gets a duplicate, owned by this *os.File and closed right
+	// after the start: wrapping the ruleset's own number would leave two
+	// owners of it (Ruleset.Close and the *os.File's finalizer), and the
+	// finalizer would close the number again later, by then another
+	// file's (a later session's channel in a long-lived supervisor).
+	dup, err := unix.FcntlInt(uintptr(s.ll.ruleset.FD()), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return fmt.Errorf("duplicate landlock ruleset: %w", err)
+	}
+	rs := os.NewFile(uintptr(dup), "landlock-ruleset")
+	defer rs.Close()
 	proc, err := os.StartProcess("/proc/self/exe", []string{landlockArg0}, &os.ProcAttr{
 		Env:   []string{initEnv + "=1", landlockFDEnv + "=4"},
 		Files: []*os.File{devnull, devnull, stderr, workerEnd, rs},

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -43,11 +44,42 @@ func (w *worker) landlockSteps() []step {
 		{"drop capabilities", w.dropCapsLandlock},
 		{"set no_new_privs", setNoNewPrivs},
 		{"probe pidfds", w.probePidfds},
+		// Commands get a Landlock domain nested below the worker's, on
+		// the thread that forks them (forkTid), with the signal and
+		// abstract-unix scopes: a command cannot signal the worker's
+		// other threads (kill(2) of any of its thread ids ends the whole
+		// worker) nor reach an abstract socket outside. Needs
+		// no_new_privs. The thread itself is the worker's thread group
+		// leader, so what reaches the worker through it is refused by
+		// the command filter below (commandFilterLandlock).
+		{"restrict scopes (landlock)", w.landlockScopes},
 		// Before the profile's filter: both stay (the stricter answer
 		// wins), and the profile may deny seccomp(2) itself.
 		{"install socket filter", w.installSocketFilter},
-		// seccomp is last: every step above needs syscalls it denies.
+		// The profile's filter after every step that needs syscalls it
+		// denies; only the thread-only filters below come later.
 		{"install seccomp filter", w.installSeccomp},
+		// Started before the command filter lists the worker's threads
+		// (without the scope it refuses kill(2) of each): serve would
+		// start it later, unlisted. It inherits the filters above from
+		// the Go thread that creates it.
+		{"start directory check thread", func() error {
+			if !w.cmdScoped {
+				startDirCheck() // best effort, as in serve
+			}
+			return nil
+		}},
+		// Thread-only filters come after every TSYNC one: a TSYNC
+		// install from this thread would copy them to all the worker's
+		// threads (seccomp(2) SECCOMP_FILTER_FLAG_TSYNC), and the
+		// worker's fail-closed kill(-1) (killScoped) runs on another.
+		{"install landlock command filter", w.installLandlockCommandFilter},
+		// The native backend's command filter, on the thread that forks
+		// every command: openat2, whose mode the profile cannot read,
+		// gets ENOSYS in commands, so openat2(O_CREAT, 04755) cannot
+		// make a set-user-ID file in a writable bind (the profile
+		// refuses that mode to open, openat, creat, chmod, mkdir...).
+		{"install command filter", w.installCommandFilter},
 	}
 }
 
@@ -114,7 +146,11 @@ func (w *worker) landlockScopes() error {
 	defer rs.Close()
 	// On this thread: commands fork from it (forkTid). The worker's other
 	// threads run only its own code.
-	return rs.RestrictSelf()
+	if err := rs.RestrictSelf(); err != nil {
+		return err
+	}
+	w.cmdScoped = true
+	return nil
 }
 
 // installSocketFilter adds the Landlock backend's own seccomp filter, on
@@ -136,7 +172,17 @@ func (w *worker) installSocketFilter() error {
 	if w.setup.SocketFilter == "" {
 		return nil
 	}
-	prog, err := socketFilter(w.setup.SocketFilter == socketFilterNone, os.Getpid())
+	// The worker's own domain (landlock_init.c) carries the signal scope
+	// wherever the kernel has it (ABI 6): the supervisor built it with
+	// both scopes, best effort, on this kernel. Seen, not assumed: the
+	// supervisor, of the same uid and outside the domain, must be out of
+	// signal reach. kill(-1) is allowed to the worker only then; without
+	// the scope it would reach every process of the uid (all of them as
+	// root).
+	if abi, err := landlock.ABI(); err == nil && abi >= 6 && unix.Kill(os.Getppid(), 0) == unix.EPERM {
+		w.llScoped = true
+	}
+	prog, err := socketFilter(w.setup.SocketFilter == socketFilterNone, os.Getpid(), w.llScoped)
 	if err != nil {
 		return err
 	}
@@ -232,7 +278,12 @@ func (a *bpfAsm) done() ([]unix.SockFilter, error) {
 // nr at 0, arch at 4, args[i] at 16+8i, the low word first on these
 // little-endian architectures; pids and signals are ints, so the low word
 // is the whole value).
-func socketFilter(allSockets bool, worker int) ([]unix.SockFilter, error) {
+//
+// scoped: the worker's domain has the signal scope, so kill(-1) from any
+// thread of it reaches only the session's own processes; it is allowed
+// then (killDescendants' fail-closed kill), and commands, whose forking
+// thread is the worker's leader, are refused it by commandFilterLandlock.
+func socketFilter(allSockets bool, worker int, scoped bool) ([]unix.SockFilter, error) {
 	arch, err := auditArch()
 	if err != nil {
 		return nil, err
@@ -275,7 +326,11 @@ func socketFilter(allSockets bool, worker int) ([]unix.SockFilter, error) {
 	a.stmt(ld, arg(0))
 	a.jump(jeq, self, "deny", "")
 	a.jump(jeq, group, "deny", "")
-	a.jump(jeq, 0xffffffff, "deny", "allow") // kill(-1): every process the uid may signal
+	if scoped {
+		a.ja("allow")
+	} else {
+		a.jump(jeq, 0xffffffff, "deny", "allow") // kill(-1): every process the uid may signal
+	}
 	a.label("socket")
 	if allSockets {
 		a.ja("deny")
@@ -289,51 +344,253 @@ func socketFilter(allSockets bool, worker int) ([]unix.SockFilter, error) {
 	return a.done()
 }
 
+// installLandlockCommandFilter installs commandFilterLandlock on the
+// thread that forks every command (forkTid) only, without TSYNC: it is
+// inherited by every command and by nothing else of the worker (see
+// seccomp.CommandFilter for why the worker's other threads stay without).
+func (w *worker) installLandlockCommandFilter() error {
+	if unix.Gettid() != w.forkTid {
+		return errForkThread
+	}
+	// Without the commands' scoped domain nothing else keeps a command
+	// from kill(2) of a worker thread id: refuse those of the threads the
+	// worker has now (a thread the runtime starts later is not listed; the
+	// not-isolated list says so).
+	var tids []int
+	if !w.cmdScoped {
+		var err error
+		if tids, err = workerTids(); err != nil {
+			return err
+		}
+	}
+	prog, err := commandFilterLandlock(w.setup.SocketFilter == socketFilterNone, os.Getpid(), tids)
+	if err != nil {
+		return err
+	}
+	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fp))); errno != 0 {
+		// Fail closed: without it a command can kill the worker, and
+		// what it detached would outlive the session.
+		return fmt.Errorf("seccomp(SET_MODE_FILTER): %w (the landlock backend needs seccomp(2) allowed by the seccomp profile for the filter that protects its worker)", errno)
+	}
+	runtime.KeepAlive(prog)
+	return nil
+}
+
+// workerTids lists the worker's thread ids.
+func workerTids() ([]int, error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, err
+	}
+	var tids []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// Socket ioctls that set a socket's SIGIO/SIGURG owner, as F_SETOWN does
+// (include/uapi/linux/sockios.h; the same numbers on every architecture).
+const (
+	ioctlFIOSETOWN = 0x8901
+	ioctlSIOCSPGRP = 0x8902
+)
+
+// commandFilterLandlock is what the Landlock backend refuses to commands
+// beyond the socket filter (which binds the worker too). Without PID and
+// network namespaces the worker and the host's sockets are reachable by
+// number and by name, so:
+//   - prlimit64(2) of any process but the caller's own (pid 0): every
+//     thread id of the worker names the worker, and an RLIMIT_NOFILE of 0
+//     set on it through one stops it from opening /proc to find what to
+//     kill at the session's end (review: prlimit --pid TID --nofile=0:0);
+//   - the owners of SIGIO (fcntl F_SETOWN of the worker's pid or process
+//     group, F_SETOWN_EX, whose owner sits behind a pointer, and the
+//     socket ioctls FIOSETOWN/SIOCSPGRP, also behind one): with F_SETSIG
+//     SIGKILL a write to a pipe would deliver SIGKILL to the worker, and
+//     the thread commands fork from, the worker's thread group leader, is
+//     in the commands' own Landlock domain, so the signal scope cannot
+//     refuse it (fcntl(2) F_SETSIG);
+//   - socketpair(2) of any type but SOCK_STREAM and SOCK_SEQPACKET: a
+//     datagram end (SOCK_RAW is made SOCK_DGRAM by af_unix) can sendto(2)
+//     any named unix datagram socket of the host (/dev/log, journald,
+//     sd_notify), which Landlock before ABI 9 cannot refuse by path;
+//   - kill(-1) and rt_sigqueueinfo(-1), which would reach the worker's
+//     leader, in the commands' domain;
+//   - with network none, bind(2) and connect(2): every socket a command
+//     can hold is a socketpair end (socket(2) is refused), which needs
+//     neither; bind would take an abstract unix name in the host's
+//     network namespace (squatting it for the host's services; the scope
+//     refuses connects and sends, not binds).
+//
+// Classic BPF on struct seccomp_data as in socketFilter.
+//
+// tids, given when commands get no scoped domain of their own (before ABI
+// 6), are worker thread ids whose kill(2) and rt_sigqueueinfo(2) are
+// refused as well (the socket filter refuses those of the pid only).
+func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.SockFilter, error) {
+	arch, err := auditArch()
+	if err != nil {
+		return nil, err
+	}
+	const (
+		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		and = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+		ret = unix.BPF_RET | unix.BPF_K
+	)
+	arg := func(i int) uint32 { return uint32(16 + 8*i) }
+	a := &bpfAsm{labels: map[string]int{}}
+	a.stmt(ld, 4)
+	a.jump(jeq, arch, "", "deny")
+	a.stmt(ld, 0)
+	a.jump(jge, 0x40000000, "deny", "") // x32
+	a.jump(jeq, unix.SYS_PRLIMIT64, "prlimit", "")
+	a.jump(jeq, unix.SYS_KILL, "killall", "")
+	a.jump(jeq, unix.SYS_RT_SIGQUEUEINFO, "killall", "")
+	a.jump(jeq, unix.SYS_FCNTL, "fcntl", "")
+	a.jump(jeq, unix.SYS_IOCTL, "ioctl", "")
+	if networkNone {
+		a.jump(jeq, unix.SYS_BIND, "deny", "")
+		a.jump(jeq, unix.SYS_CONNECT, "deny", "")
+	}
+	a.jump(jeq, unix.SYS_SOCKETPAIR, "socketpair", "allow")
+	// prlimit64(pid, ...): only 0, the caller itself (what getrlimit,
+	// setrlimit and ulimit use).
+	a.label("prlimit")
+	a.stmt(ld, arg(0))
+	a.jump(jeq, 0, "allow", "deny")
+	// kill(-1) reaches the worker through its leader, which is in the
+	// commands' domain (the socket filter leaves it to the scope).
+	a.label("killall")
+	a.stmt(ld, arg(0))
+	for _, tid := range tids {
+		a.jump(jeq, uint32(tid), "deny", "")
+	}
+	a.jump(jeq, 0xffffffff, "deny", "allow")
+	a.label("fcntl")
+	a.stmt(ld, arg(1))
+	a.jump(jeq, unix.F_SETOWN_EX, "deny", "")
+	a.jump(jeq, unix.F_SETOWN, "", "allow")
+	a.stmt(ld, arg(2))
+	a.jump(jeq, uint32(worker), "deny", "")
+	a.jump(jeq, uint32(-worker), "deny", "allow")
+	a.label("ioctl")
+	a.stmt(ld, arg(1))
+	a.jump(jeq, ioctlFIOSETOWN, "deny", "")
+	a.jump(jeq, ioctlSIOCSPGRP, "deny", "allow")
+	a.label("socketpair")
+	a.stmt(ld, arg(1))
+	a.stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK
+	a.jump(jeq, unix.SOCK_STREAM, "allow", "")
+	a.jump(jeq, unix.SOCK_SEQPACKET, "allow", "deny")
+	a.label("allow")
+	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.label("deny")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	return a.done()
+}
+
 // killDescendants kills every process the Landlock worker started and
 // every orphan reparented to it (it is their subreaper), until none is
 // left: with no PID namespace, nothing else ends them with the session.
 // Each pass SIGKILLs the worker's children; a child's own children are
 // reparented to the worker when it dies and are killed by the next pass.
-func killDescendants() {
+//
+// It fails closed: when the children cannot be listed (/proc/self/task
+// unreadable: an fd limit, a /proc gone), "none" is never assumed. With
+// the signal scope (scoped) it then kills with kill(-1) from a thread of
+// the worker's own domain, which the scope confines to the processes of
+// that domain and the domains below it: the session's, and no other
+// process of the uid (the worker itself is spared by kill(-1)). Without
+// it, it kills the process groups of the commands it knows (known). It
+// reports the failure either way.
+func killDescendants(scoped bool, known []int) error {
+	return killDescendantsOf(children, scoped, known)
+}
+
+// killDescendantsOf is killDescendants with the listing of children given.
+func killDescendantsOf(children func() ([]int, error), scoped bool, known []int) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		kids := children()
+		kids, err := children()
+		if err != nil {
+			if scoped {
+				killScoped()
+			}
+			for _, pid := range known {
+				unix.Kill(-pid, unix.SIGKILL)
+				unix.Kill(pid, unix.SIGKILL)
+			}
+			reapAll()
+			return fmt.Errorf("list the worker's children: %w", err)
+		}
 		if len(kids) == 0 {
-			return
+			return nil
 		}
 		for _, pid := range kids {
 			unix.Kill(pid, unix.SIGKILL)
 			// Its process group too: a command is a group leader.
 			unix.Kill(-pid, unix.SIGKILL)
 		}
-		// Reap what died (the reaper goroutine may race us for it; either
-		// one reaping is fine) so that the next pass sees their orphans.
-		for {
-			var ws unix.WaitStatus
-			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
-			if err == unix.EINTR {
-				continue
-			}
-			if pid <= 0 || err != nil {
-				break
-			}
-		}
+		reapAll()
 		time.Sleep(time.Millisecond)
+	}
+	return errors.New("processes of the session were still alive after 10 s of killing")
+}
+
+// killScoped sends SIGKILL with kill(-1) from a thread other than the
+// main one: the main thread (forkTid) is in the commands' domain and its
+// filter refuses kill(-1); every other thread is in the worker's, whose
+// signal scope lets kill(-1) reach the session's processes only.
+func killScoped() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never the main thread: it is locked to main
+		defer runtime.UnlockOSThread()
+		if unix.Gettid() != os.Getpid() {
+			unix.Kill(-1, unix.SIGKILL)
+		}
+	}()
+	<-done
+}
+
+// reapAll reaps what died (the reaper goroutine may race us for it; either
+// one reaping is fine) so that the next pass sees their orphans.
+func reapAll() {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
 	}
 }
 
 // children lists the worker's children (of all its threads), from
-// /proc/self/task/*/children (CONFIG_PROC_CHILDREN), zombies included.
-func children() []int {
+// /proc/self/task/*/children (CONFIG_PROC_CHILDREN), zombies included. An
+// error means they could not be listed, never that there are none.
+func children() ([]int, error) {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var out []int
 	for _, t := range tasks {
 		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread ended meanwhile
+		}
 		if err != nil {
-			continue
+			return nil, err
 		}
 		for _, f := range strings.Fields(string(b)) {
 			if pid, err := strconv.Atoi(f); err == nil {
@@ -341,5 +598,5 @@ func children() []int {
 			}
 		}
 	}
-	return out
+	return out, nil
 }

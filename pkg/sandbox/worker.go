@@ -96,6 +96,12 @@ type worker struct {
 	chldFD   int            // readable after a SIGCHLD: the main thread reaps (see serve); -1 without
 	spawnC   bool           // cmdspawn.c starts commands (see spawn)
 	dirCheck bool           // dircheck.c's helper thread runs
+	// llScoped: a Landlock worker whose domain has the signal scope
+	// (killDescendants' fail-closed kill(-1) is confined to it).
+	llScoped bool
+	// cmdScoped: the "restrict scopes (landlock)" step put commands in a
+	// scoped domain of their own.
+	cmdScoped bool
 	// lastYield is when waitMain last went through the scheduler.
 	lastYield time.Time
 	// served: an execute came; releasing: the idle release thread was
@@ -359,7 +365,15 @@ func (w *worker) serve() int {
 	w.peer.Serve()
 	if w.setup.Landlock {
 		// No PID namespace: the worker kills what it started itself.
-		killDescendants()
+		// A failure to list them is reported by the exit status
+		// (killDescendants has killed what it could reach by then).
+		known := make([]int, 0, len(w.cmds))
+		for _, c := range w.cmds {
+			known = append(known, c.res.pid)
+		}
+		if err := killDescendants(w.llScoped, known); err != nil {
+			return 125
+		}
 	}
 	return 0
 }

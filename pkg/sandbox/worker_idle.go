@@ -52,7 +52,17 @@ func (w *worker) idle(ctx context.Context, req *ipc.Request) (any, error) {
 	closeInts(req.FDs)
 	if !w.served && !w.releasing {
 		w.releasing = true
-		startIdleRelease() // best effort
+		if w.setup.Landlock {
+			// Not from this thread under the Landlock backend: it is
+			// in the commands' Landlock domain, and a thread made here
+			// would be too, where the signal scope lets a command's
+			// kill(2) of its thread id (a SIGKILL ends the whole
+			// worker) through. Another Go thread is in the worker's
+			// own domain.
+			go startIdleRelease()
+		} else {
+			startIdleRelease() // best effort
+		}
 	}
 	return nil, nil
 }

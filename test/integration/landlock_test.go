@@ -83,7 +83,9 @@ func TestLandlockBackendProbes(t *testing.T) {
 			defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
 			status := filepath.Join(base, "status.json")
 			u.writeFile(t, status, "", 0o644)
-			marker := fmt.Sprintf("nsbox-ll-orphan-%d", time.Now().UnixNano())
+			// A fractional sleep makes a unique command line to look for
+			// (dash's exec has no -a to rename one).
+			marker := fmt.Sprintf("297.%09d", time.Now().UnixNano()%1000000000)
 			script := strings.Join([]string{
 				`echo new > sub/new && echo WROTE_INSIDE`,
 				`echo changed > sub/existing && echo WROTE_EXISTING`,
@@ -101,14 +103,19 @@ func TestLandlockBackendProbes(t *testing.T) {
 				`kill -KILL $PPID && echo KILLED_WORKER`,
 				`kill -KILL -1 && echo KILLED_ALL`,
 				// A detached process the session must not leave behind.
-				`setsid /bin/sh -c 'exec -a ` + marker + ` sleep 300' </dev/null >/dev/null 2>&1 &`,
+				// It says it runs by a file in the private TMPDIR; the
+				// script waits for it (bounded), or the check below
+				// could not fail.
+				`setsid /bin/sh -c ': > "$TMPDIR/detached"; exec sleep ` + marker + `' </dev/null >/dev/null 2>&1 &`,
+				`i=0; while [ ! -e "$TMPDIR/detached" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done`,
+				`[ -e "$TMPDIR/detached" ] && echo DETACHED_STARTED`,
 				`echo done`,
 			}, "\n")
 			r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--workspace", ws, "--hide", filepath.Join(ws, "secret"), "--json-status", status}, script)
 			expectCode(t, r, 0)
 			out := r.stdout
 			t.Logf("probes:\n%s%s", out, r.stderr)
-			for _, want := range []string{"WROTE_INSIDE", "WROTE_EXISTING", "done"} {
+			for _, want := range []string{"WROTE_INSIDE", "WROTE_EXISTING", "DETACHED_STARTED", "done"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("%s missing: the workspace must stay writable\nstdout: %s\nstderr: %s", want, out, r.stderr)
 				}

@@ -1,0 +1,157 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// A Landlock session's private TMPDIR lives in the host's temporary
+// directory (it has no /tmp of its own), and only a clean Close removes
+// it: a supervisor killed with SIGKILL leaves it, with whatever the
+// session's commands wrote there. So its name says who owns it,
+//
+//	nsbox-tmp-PIDNS.PID.START-RANDOM
+//
+// the supervisor's PID namespace (the inode of /proc/self/ns/pid), pid and
+// start time (field 22 of /proc/PID/stat, in clock ticks since boot), and
+// a later nsbox (RemoveDeadLandlockTmpDirs) removes those whose owner is
+// gone: no process with that pid, or one that started at another time (the
+// pid was reused).
+
+var (
+	tmpOwnerOnce sync.Once
+	tmpOwner     string
+	tmpPidNS     uint64
+)
+
+// landlockTmpPattern is the os.MkdirTemp pattern of this process's
+// TMPDIRs: the owner's identity, then the random part. Without the
+// identity (no /proc) the name is the old one, which no later run removes.
+func landlockTmpPattern() string {
+	tmpOwnerOnce.Do(func() {
+		ns, err := pidNSInode()
+		if err != nil {
+			return
+		}
+		start, err := procStartTime(os.Getpid())
+		if err != nil {
+			return
+		}
+		tmpPidNS = ns
+		tmpOwner = fmt.Sprintf("%d.%d.%d", ns, os.Getpid(), start)
+	})
+	if tmpOwner == "" {
+		return landlockTmpPrefix
+	}
+	return landlockTmpPrefix + tmpOwner + "-"
+}
+
+func pidNSInode() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+// procStartTime is the start time of process pid (field 22 of its stat,
+// counted after the command name, which may hold spaces and parentheses).
+func procStartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state): field 22 is f[19].
+	if len(f) < 20 {
+		return 0, errors.New("malformed stat")
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// parseTmpOwner reads the owner out of a TMPDIR's name; ok is false for any
+// other name.
+func parseTmpOwner(name string) (ns uint64, pid int, start uint64, ok bool) {
+	rest, found := strings.CutPrefix(name, landlockTmpPrefix)
+	if !found {
+		return 0, 0, 0, false
+	}
+	owner, _, found := strings.Cut(rest, "-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	parts := strings.Split(owner, ".")
+	if len(parts) != 3 {
+		return 0, 0, 0, false
+	}
+	ns, err1 := strconv.ParseUint(parts[0], 10, 64)
+	p, err2 := strconv.Atoi(parts[1])
+	start, err3 := strconv.ParseUint(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || p <= 0 {
+		return 0, 0, 0, false
+	}
+	return ns, p, start, true
+}
+
+// RemoveDeadLandlockTmpDirs removes, from the host's temporary directory,
+// the private TMPDIRs of Landlock sessions whose supervisor is gone (killed
+// before it could close them), and returns what it removed. Only what is
+// certainly such a directory and dead goes:
+//   - a name of this scheme whose owner is in this process's PID namespace
+//     (a pid of another namespace, a container sharing /tmp, cannot be
+//     judged from here);
+//   - a directory, not a symlink, owned by this process's effective uid:
+//     the temporary directory is shared, and another user's entry (or one
+//     planted under the scheme's name) is never touched; the sticky bit
+//     keeps others from renaming ours meanwhile;
+//   - no live process has the owner's pid and start time.
+//
+// os.RemoveAll does not follow symlinks inside (a session's commands could
+// leave one pointing anywhere).
+func RemoveDeadLandlockTmpDirs() ([]string, error) {
+	landlockTmpPattern() // this process's namespace
+	if tmpPidNS == 0 {
+		return nil, nil
+	}
+	dir := os.TempDir()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, e := range ents {
+		ns, pid, start, ok := parseTmpOwner(e.Name())
+		if !ok || ns != tmpPidNS || !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		if now, err := procStartTime(pid); err == nil && now == start {
+			continue // its supervisor lives
+		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+			continue // cannot tell: keep it
+		}
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, p)
+	}
+	return removed, errors.Join(errs...)
+}
