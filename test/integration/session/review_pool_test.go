@@ -139,3 +139,45 @@ func reviewCloseRace(t *testing.T) bool {
 	}
 	return true
 }
+
+// TestReviewPoolDeadIdleSessionStaysReady: an idle session whose worker
+// dies (the OOM killer under host memory pressure, an administrator's
+// kill: take's own comment names these) stays in the pool's ready queue:
+// Stats().Ready ("idle sessions waiting now") keeps counting it, nothing
+// counts or reports the loss (RefillErrors, LastError), and no
+// replacement is started until a caller comes and pays a cold start for
+// it. An embedder watching Stats sees a full, healthy pool that holds no
+// live sandbox.
+func TestReviewPoolDeadIdleSessionStaysReady(t *testing.T) {
+	eachUser(t, func(t *testing.T) {
+		known := myChildren()
+		p := readyPool(t, 1)
+		var worker int
+		for pid := range myChildren() {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			if !known[pid] && strings.HasPrefix(string(b), "nsbox-init\x00") {
+				worker = pid
+			}
+		}
+		if worker == 0 {
+			t.Fatal("the pool's idle worker is not among this process's children")
+		}
+		if err := syscall.Kill(worker, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// A deadlock guard, not a timing assertion: the pool has all this
+		// time to notice that its only sandbox is gone.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st := p.Stats()
+			if st.Ready == 0 || st.Started > 1 || st.RefillErrors > 0 {
+				return // it noticed: not counted as ready, replaced, or reported
+			}
+			if time.Now().After(deadline) {
+				gone := !isRunning(worker)
+				t.Fatalf("the pool's only idle sandbox was killed (worker %d gone: %v) and 10 s later the pool still reports it ready, reports no error and started no replacement: %+v", worker, gone, st)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
