@@ -1,0 +1,50 @@
+package mcpintegration
+
+// Outside review of `nsbox mcp --isolation per-call` (issue 22, "pool"):
+// repro tests that FAIL on the code reviewed (branch rvpool) and pass once
+// the weakness each one names is fixed.
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestReviewPoolPerCallNeverRecoversFromPlanChange: the pool of
+// --isolation per-call builds every sandbox from the one resolution made
+// when it started. When the host's workspace changes under that
+// resolution in a way the build checks (here the user deletes a .env file
+// the profile hides; equally a vendored clone whose .git is protected, or a
+// --rw directory a host build tool recreates), every later refill and every
+// on-demand start fails with "recheck hide ...: run again", and so does
+// every tool call from then on: the server never resolves again, so "run
+// again" never helps until it is restarted. A session (--isolation
+// session, startToolSession) resolves again and retries on exactly this
+// error (planChanged), and its sandbox is not rebuilt per call at all: the
+// same deletion costs it nothing.
+func TestReviewPoolPerCallNeverRecoversFromPlanChange(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		h := newHome(t, u)
+		h.writeFile(t, "sub/.env", "TOKEN=secret\n")
+		s := startServer(t, h, serverOpts{args: []string{"--isolation", "per-call", "--pool-size", "1"}})
+		s.ok("run_command", map[string]any{"command": "true"})
+		// An ordinary host action while the server runs.
+		if err := os.Remove(filepath.Join(h.ws, "sub/.env")); err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		failed := 0
+		for i := 0; i < 4; i++ {
+			res := s.call("run_command", map[string]any{"command": "echo served"})
+			if res.IsError {
+				failed++
+				last = text(res)
+			} else {
+				last = ""
+			}
+		}
+		if last != "" {
+			t.Fatalf("after the host removed a hidden .env file, %d of the next 4 per-call tool calls failed, the last too (the server never recovers): %s", failed, last)
+		}
+	})
+}
