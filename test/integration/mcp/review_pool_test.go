@@ -7,7 +7,9 @@ package mcpintegration
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestReviewPoolPerCallNeverRecoversFromPlanChange: the pool of
@@ -45,6 +47,36 @@ func TestReviewPoolPerCallNeverRecoversFromPlanChange(t *testing.T) {
 		}
 		if last != "" {
 			t.Fatalf("after the host removed a hidden .env file, %d of the next 4 per-call tool calls failed, the last too (the server never recovers): %s", failed, last)
+		}
+	})
+}
+
+// TestReviewPoolPerCallRefillFailureNotLogged: issue 22 asks that "a
+// failed refill is reported, not hidden". sandbox.Pool keeps the count and
+// the last error in Stats, but nsbox mcp never reads them: a refill that
+// fails is written nowhere (not even with --verbose), so the operator
+// learns of it only when the pool has run dry and tool calls fail. Here
+// the host removes a hidden file (as in the test above), a call is served
+// by an idle sandbox, and the refill behind it fails: the server's stderr
+// must say so.
+func TestReviewPoolPerCallRefillFailureNotLogged(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		h := newHome(t, u)
+		h.writeFile(t, "sub/.env", "TOKEN=secret\n")
+		s := startServer(t, h, serverOpts{args: []string{"--isolation", "per-call", "--pool-size", "2", "--verbose"}})
+		s.ok("run_command", map[string]any{"command": "true"})
+		if err := os.Remove(filepath.Join(h.ws, "sub/.env")); err != nil {
+			t.Fatal(err)
+		}
+		// Served by whatever is idle or started on demand; its refill
+		// (or the earlier one, begun after the removal) cannot start.
+		s.call("run_command", map[string]any{"command": "true"})
+		deadline := time.Now().Add(15 * time.Second) // a deadlock guard
+		for !strings.Contains(s.stderr.String(), "sub/.env") {
+			if time.Now().After(deadline) {
+				t.Fatalf("a refill of the per-call pool failed (the host removed a hidden file) and nsbox mcp --verbose logged nothing about it; stderr:\n%s", s.stderr)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	})
 }
