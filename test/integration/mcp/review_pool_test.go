@@ -134,3 +134,43 @@ func (h *home) mcpLikeRun(t *testing.T, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// TestReviewPoolPerCallSandboxBreaksLaterCalls: the same weakness as
+// TestReviewPoolPerCallNeverRecoversFromPlanChange, triggered from inside:
+// a tool call makes the directories above a hidden .env and a nested
+// repository unreadable (chmod 000, its own files). Its own sandbox is
+// built already, but every later sandbox of the pool fails to build
+// ("mount ...: permission denied"), so every later call fails until the
+// server restarts: one call breaks all the calls after it, the state that
+// per-call isolation promises not to carry. In a session the sandbox is
+// not rebuilt, and the repair nsbox already makes at the end of a sandbox
+// ("the sandbox made DIR unreadable; it is given u+rwx back") runs before
+// any later build; a pool makes it only when it closes.
+func TestReviewPoolPerCallSandboxBreaksLaterCalls(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		h := newHome(t, u)
+		h.writeFile(t, "sub/.env", "TOKEN=secret\n")
+		h.writeFile(t, "vendor/lib/.git/HEAD", "ref: refs/heads/main\n")
+		t.Cleanup(func() {
+			for _, d := range []string{"sub", "vendor", "vendor/lib"} {
+				os.Chmod(filepath.Join(h.ws, d), 0o755)
+			}
+		})
+		s := startServer(t, h, serverOpts{args: []string{"--isolation", "per-call", "--pool-size", "1"}})
+		s.ok("run_command", map[string]any{"command": "chmod 000 sub vendor/lib vendor"})
+		var last string
+		failed := 0
+		for i := 0; i < 4; i++ {
+			res := s.call("run_command", map[string]any{"command": "echo served"})
+			if res.IsError {
+				failed++
+				last = text(res)
+			} else {
+				last = ""
+			}
+		}
+		if last != "" {
+			t.Fatalf("after one call made two workspace directories unreadable, %d of the next 4 per-call tool calls failed, the last too: %s", failed, last)
+		}
+	})
+}
