@@ -370,13 +370,18 @@ func (f *mcpFlags) perCall() (bool, error) {
 }
 
 // startMCPPool starts the pool of fresh sandboxes that serves the calls of
-// a connection with --isolation per-call. The policy is resolved once,
-// under a hold of its writable roots kept for the pool's life (as
-// startToolSession does for one session): every sandbox of the pool is
-// built from that one resolution. A first sandbox is started and ended
-// before the pool, so that a policy or backend that cannot start fails the
-// start, once, instead of every call; it also chooses the backend (auto
-// falls back to landlock as for a session).
+// a connection with --isolation per-call. The policy is resolved under a
+// hold of its writable roots kept for the pool's life (as
+// startToolSession does for one session), and every sandbox of the pool
+// is built from that resolution until a build fails: the host's files
+// may have changed under it (a hidden .env removed, a --rw directory
+// recreated), or a call may have made a directory unreadable (chmod 000
+// on its own files). The pool then asks poolPlan.replan, which repairs
+// and resolves again under a new hold, and builds from that (a session
+// does the same in its start). A first sandbox is started and ended
+// before the pool, so that a policy or backend that cannot start fails
+// the start, once, instead of every call; it also chooses the backend
+// (auto falls back to landlock as for a session).
 func startMCPPool(ctx context.Context, f *mcpFlags, host policy.Host, opts []sandbox.Option, defs json.RawMessage, logger *slog.Logger) (mcpserver.Session, error) {
 	pv, err := f.peek(host)
 	if err != nil {
@@ -386,15 +391,14 @@ func startMCPPool(ctx context.Context, f *mcpFlags, host policy.Host, opts []san
 	if err != nil {
 		return nil, err
 	}
-	// The probe's hold and resolution become the pool's: it is released
-	// when the pool closes, not when the probe does.
-	release, res, auditRecorded := probe.release, probe.res, probe.auditRecorded
+	// The probe's hold and resolution become the pool's: they are
+	// released when the pool closes, not when the probe does.
+	plan := &poolPlan{pv: pv, logger: logger, gens: []*planGen{{res: probe.res, hold: probe.hold, placeholdersDone: probe.placeholdersDone, auditRecorded: probe.auditRecorded}}}
 	landlock := probe.Session.Landlock() != nil
 	// The policy as startToolSession built it from the resolution, not
 	// the probe session's copy, which a backend adapts to that one
 	// sandbox (landlock sets its own TMPDIR).
-	p := res.Policy
-	p.HostAPIs = mergeStrings(p.HostAPIs, hostapi.Methods())
+	p := probeSessionPolicy(probe.res)
 	if err := probe.Session.Close(); err != nil {
 		logger.Warn("closing the first sandbox", "error", err)
 	}
@@ -402,44 +406,125 @@ func startMCPPool(ctx context.Context, f *mcpFlags, host policy.Host, opts []san
 	if landlock {
 		popts = append(opts[:len(opts):len(opts)], sandbox.WithLandlock())
 	}
+	popts = append(popts, sandbox.WithPoolReplan(plan.replan))
 	pool, err := sandbox.NewPool(p, f.poolSize, popts...)
 	if err != nil {
-		(&heldPool{res: res, release: release, auditRecorded: auditRecorded}).done()
+		plan.done()
 		return nil, err
 	}
 	logger.Info("sandbox pool started", "size", f.poolSize)
-	held := &heldPool{Pool: pool, res: res, release: release, auditRecorded: auditRecorded}
-	return mcpserver.PerCall(held, defs), nil
+	return mcpserver.PerCall(&heldPool{Pool: pool, plan: plan}, defs), nil
 }
 
-// heldPool releases the policy hold once every sandbox of the pool is
-// gone, then runs the git audit.
+// probeSessionPolicy is the policy a tool sandbox is built from for res:
+// the resolution's, with the memory and notepad host APIs.
+func probeSessionPolicy(res *policy.Result) sandbox.Policy {
+	p := res.Policy
+	p.HostAPIs = mergeStrings(p.HostAPIs, hostapi.Methods())
+	return p
+}
+
+// heldPool releases the policy holds once every sandbox of the pool is
+// gone, then runs the git audits.
 type heldPool struct {
 	*sandbox.Pool
-	res     *policy.Result
-	once    sync.Once
-	release func()
-	// auditRecorded removes the record of the git audit (audit.go).
-	auditRecorded func()
+	plan *poolPlan
 }
 
 func (h *heldPool) Close() error {
-	err := h.Pool.Close()
-	h.done()
+	err := h.Pool.Close() // every sandbox of the pool is gone after it
+	h.plan.done()
 	return err
 }
 
-// done releases the hold and runs the git audit, once.
-func (h *heldPool) done() {
-	h.once.Do(func() {
-		h.release()
-		if _, aerr := auditGit(h.res); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
+// poolPlan is a per-call pool's policy: each resolution made for it, with
+// its hold and its records, kept until the pool closes (a sandbox built
+// from an older one may still be running a call).
+type poolPlan struct {
+	pv     *policy.Preview
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	gens   []*planGen // oldest first; never empty
+	closed bool
+}
+
+type planGen struct {
+	res              *policy.Result
+	hold             *policy.Hold
+	placeholdersDone func()
+	auditRecorded    func()
+}
+
+// replan is the pool's WithPoolReplan: a build failed with cause, so the
+// policy is resolved again from the same preview, under a new hold, and
+// the pool builds from that, as startToolSession's retry does.
+func (pp *poolPlan) replan(ctx context.Context, cause error) (sandbox.Policy, error) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.closed {
+		return sandbox.Policy{}, sandbox.ErrPoolClosed
+	}
+	pp.logger.Info("a sandbox of the pool could not be built; resolving the policy again", "cause", cause)
+	// First the repair a sandbox's end makes (the git audit, as at the
+	// pool's close): a directory a call made unreadable (chmod 000 on
+	// its own files, above a hidden .env or a nested repository) would
+	// fail every later build and resolution, and is given u+rwx back; a
+	// repository a call made is quarantined before the new resolution
+	// could take it for the user's. The audits stay armed for the
+	// pool's close: every call until then is covered by the first.
+	for _, g := range pp.gens {
+		if _, err := auditGit(g.res); errors.Is(err, policy.ErrGitAuditIncomplete) {
+			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", err)
+		}
+	}
+	peek := func(policy.Host) (*policy.Preview, error) { return pp.pv, nil }
+	res, hold, err := resolveHeld(peek, policy.Host{})
+	if err != nil {
+		return sandbox.Policy{}, err
+	}
+	// The older holds stay: sandboxes built from them may still run.
+	pp.gens = append(pp.gens, &planGen{res: res, hold: hold, placeholdersDone: recordPlaceholders(res, hold), auditRecorded: recordAudit(res.GitAudit)})
+	return probeSessionPolicy(res), nil
+}
+
+// done releases the holds and runs the git audits, once, after the pool
+// closed. The newest hold takes the older ones' roots and removes every
+// resolution's placeholders (releasing the others first: a hold only
+// removes placeholders in a root no other holds).
+func (pp *poolPlan) done() {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.closed {
+		return
+	}
+	pp.closed = true
+	last := pp.gens[len(pp.gens)-1]
+	var older []policy.Placeholder
+	for _, g := range pp.gens[:len(pp.gens)-1] {
+		last.hold.Add(g.res.Roots())
+		older = append(older, g.res.Placeholders...)
+	}
+	for _, g := range pp.gens[:len(pp.gens)-1] {
+		g.hold.Release(nil)
+	}
+	last.hold.Release(append(older, last.res.Placeholders...))
+	if last.hold.Pending() && len(older) > 0 {
+		// Left for a later nsbox: recorded under the newest hold, as
+		// the older records end below.
+		recordPlaceholders(&policy.Result{Placeholders: older}, last.hold)()
+	}
+	for _, g := range pp.gens {
+		g.placeholdersDone()
+	}
+	for _, g := range pp.gens {
+		if _, aerr := auditGit(g.res); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
 			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", aerr)
 		}
-		if h.auditRecorded != nil {
-			h.auditRecorded()
+		if g.auditRecorded != nil {
+			g.auditRecorded()
 		}
-	})
+	}
 }
 
 // startMCPSession starts the sandbox of the connection. As for nsbox run, the
@@ -511,7 +596,7 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 	// placeholders until the hold has released them (leftovers.go), the
 	// git audit until it has run (audit.go).
 	placeholdersDone := recordPlaceholders(res, hold)
-	return &heldSession{Session: s, res: res, release: func() { hold.Release(res.Placeholders); placeholdersDone() }, auditRecorded: recordAudit(res.GitAudit)}, nil
+	return &heldSession{Session: s, res: res, hold: hold, placeholdersDone: placeholdersDone, release: func() { hold.Release(res.Placeholders); placeholdersDone() }, auditRecorded: recordAudit(res.GitAudit)}, nil
 }
 
 // heldSession releases the policy hold once the sandbox is gone, then runs
@@ -521,6 +606,10 @@ type heldSession struct {
 	res     *policy.Result // the policy it was started with
 	once    sync.Once
 	release func()
+	// hold and placeholdersDone are what release uses, for a pool
+	// that takes the hold over (startMCPPool).
+	hold             *policy.Hold
+	placeholdersDone func()
 	// auditRecorded removes the record of the git audit (audit.go).
 	auditRecorded func()
 }
