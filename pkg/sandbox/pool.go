@@ -45,7 +45,10 @@ type Pool struct {
 	// replan) runs, and no refill starts until it is done.
 	recovering bool
 	stats      PoolStats
-	// wg counts the pool's goroutines: refills and recoveries.
+	// wg counts the pool's goroutines and starts: refills, on-demand
+	// starts (take) and recoveries.
+	// Close waits for it, so that no sandbox the pool started outlives
+	// Close, whoever began it.
 	wg      sync.WaitGroup
 	closing sync.WaitGroup // sessions lent to Exec and CallTool, or dropped, until closed
 	// inUse are the sessions lent now: Close ends them too, so that no
@@ -54,8 +57,9 @@ type Pool struct {
 	inUse map[*Session]struct{}
 	// replanMu makes one replan at a time.
 	replanMu sync.Mutex
-	// ctx bounds refills: Close cancels it, so a refill that is still
-	// starting when the pool closes ends instead of adding a session.
+	// ctx bounds refills and on-demand starts: Close cancels it, so a
+	// start that is still under way when the pool closes ends instead of
+	// adding a session.
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -387,6 +391,11 @@ func (pl *Pool) take(ctx context.Context, later, lend bool) (*Session, error) {
 		return e.s, nil
 	}
 	pl.refillLocked()
+	// None idle: start one for this caller. The start is the pool's
+	// like a refill (Close cancels it and waits for it), so that no
+	// sandbox of the pool outlives Close.
+	pl.wg.Add(1) // under mu, not closed: no race with Close's Wait
+	defer pl.wg.Done()
 	for try := 0; ; try++ {
 		if pl.closed {
 			pl.mu.Unlock()
@@ -394,12 +403,16 @@ func (pl *Pool) take(ctx context.Context, later, lend bool) (*Session, error) {
 		}
 		p, gen := pl.policy, pl.gen
 		pl.mu.Unlock()
-		s, err := Start(ctx, p, pl.opts...)
+		sctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(pl.ctx, cancel)
+		s, err := Start(sctx, p, pl.opts...)
+		stop()
+		cancel()
 		pl.mu.Lock()
 		if pl.closed {
 			pl.mu.Unlock()
 			if s != nil {
-				go s.Close()
+				s.Close() // before wg.Done: Close waits for it
 			}
 			return nil, ErrPoolClosed
 		}
@@ -530,10 +543,12 @@ func (pl *Pool) Stats() PoolStats {
 	return st
 }
 
-// Close ends every idle session, every refill in flight and every
-// sandbox Exec and CallTool used, those still running a call included
-// (the call fails with ErrClosed), and waits for them. Sessions handed out
-// by Get are the caller's and stay open.
+// Close ends every idle session, every start in flight (refills and the
+// on-demand starts of callers who found the pool empty) and every sandbox
+// Exec and CallTool used, those still running a call included (the call
+// fails with ErrClosed), and waits for them: no sandbox of the pool
+// outlives Close. Sessions handed out by Get are the caller's and stay
+// open.
 func (pl *Pool) Close() error {
 	pl.mu.Lock()
 	if pl.closed {
