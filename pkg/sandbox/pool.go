@@ -46,7 +46,7 @@ type Pool struct {
 	recovering bool
 	stats      PoolStats
 	// wg counts the pool's goroutines and starts: refills, on-demand
-	// starts (take) and recoveries.
+	// starts (take), recoveries and the watchers of idle sessions.
 	// Close waits for it, so that no sandbox the pool started outlives
 	// Close, whoever began it.
 	wg      sync.WaitGroup
@@ -86,6 +86,7 @@ type PoolStats struct {
 	ColdStarts   int   // sessions started on demand because none was ready
 	RefillErrors int   // refills that failed
 	StartErrors  int   // on-demand starts that failed
+	Lost         int   // idle sessions that died before use (killed, a limit)
 	Replans      int   // times the policy was resolved again (WithPoolReplan)
 	LastError    error // the newest failure, nil if none
 }
@@ -93,8 +94,8 @@ type PoolStats struct {
 // PoolFailure is what went wrong in a pool's background work or in an
 // on-demand start, as told to WithPoolErrors and kept as
 // PoolStats.LastError. Op says what failed: "refill" (a background
-// start), "start" (on demand, for a caller) or "replan" (the policy
-// could not be resolved again).
+// start), "start" (on demand, for a caller), "replan" (the policy could
+// not be resolved again) or "lost" (an idle sandbox died).
 type PoolFailure struct {
 	Op  string
 	Err error
@@ -108,10 +109,17 @@ func (e *PoolFailure) Error() string {
 		return "the pool could not start a sandbox for a call: " + e.Err.Error()
 	case "replan":
 		return "the pool could not resolve its policy again: " + e.Err.Error()
+	case "lost":
+		return "an idle sandbox of the pool ended before use: " + e.Err.Error()
 	}
 	return "sandbox pool: " + e.Err.Error()
 }
 func (e *PoolFailure) Unwrap() error { return e.Err }
+
+// ErrPoolSandboxDied: an idle sandbox's worker ended before any call used
+// it (killed from outside, the OOM killer). The pool drops it and starts
+// another.
+var ErrPoolSandboxDied = errors.New("the sandbox's worker died while it waited")
 
 // WithPoolReplan gives a Pool a way to build its policy anew. After a
 // start of the pool fails (a refill or an on-demand start), the pool
@@ -216,7 +224,8 @@ func (pl *Pool) refillOne(p Policy, gen int) {
 }
 
 // addIdleLocked puts s in ready, with a timer that tells its worker once
-// it has waited unused for idleRelease (worker_idle.go).
+// it has waited unused for idleRelease (worker_idle.go), and a watcher
+// that drops it if it dies while it waits. Called with a wg count held.
 func (pl *Pool) addIdleLocked(s *Session, gen int) {
 	e := &pooled{s: s, gen: gen, idle: true, taken: make(chan struct{})}
 	pl.ready = append(pl.ready, e)
@@ -228,6 +237,35 @@ func (pl *Pool) addIdleLocked(s *Session, gen int) {
 			s.notifyIdle()
 		}
 	})
+	pl.wg.Add(1)
+	go pl.watch(e)
+}
+
+// watch drops e if its sandbox ends while it waits in ready (its worker
+// killed from outside, the OOM killer): a dead sandbox is not counted as
+// ready, the loss is reported, and a refill replaces it.
+func (pl *Pool) watch(e *pooled) {
+	defer pl.wg.Done()
+	select {
+	case <-e.taken:
+		return
+	case <-e.s.Done():
+	}
+	pl.mu.Lock()
+	if !e.idle {
+		pl.mu.Unlock()
+		return
+	}
+	pl.unreadyLocked(e)
+	pl.stats.Lost++
+	f := &PoolFailure{Op: "lost", Err: fmt.Errorf("%w (worker pid %d)", ErrPoolSandboxDied, e.s.Pid())}
+	pl.stats.LastError = f
+	pl.closing.Add(1) // under mu, not closed: no race with Close's Wait
+	pl.refillLocked()
+	pl.mu.Unlock()
+	pl.report(f)
+	e.s.Close()
+	pl.closing.Done()
 }
 
 // unreadyLocked takes e out of ready and stops its timer and watcher.
@@ -369,8 +407,9 @@ func (pl *Pool) take(ctx context.Context, later, lend bool) (*Session, error) {
 		pl.unreadyLocked(e)
 		select {
 		case <-e.s.Done():
-			// It died while idle (killed from outside, its limits): not
-			// a sandbox to hand out. Try the next one.
+			// It died while idle and its watcher has not seen it yet:
+			// not a sandbox to hand out. Try the next one.
+			pl.stats.Lost++
 			pl.closing.Add(1)
 			pl.refillLocked()
 			pl.mu.Unlock()
