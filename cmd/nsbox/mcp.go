@@ -402,11 +402,12 @@ func startMCPPool(ctx context.Context, f *mcpFlags, host policy.Host, opts []san
 	if err := probe.Session.Close(); err != nil {
 		logger.Warn("closing the first sandbox", "error", err)
 	}
+	failures := &poolFailureLog{logger: logger}
 	popts := append(opts[:len(opts):len(opts)], sandbox.WithProcFallback())
 	if landlock {
 		popts = append(opts[:len(opts):len(opts)], sandbox.WithLandlock())
 	}
-	popts = append(popts, sandbox.WithPoolReplan(plan.replan))
+	popts = append(popts, sandbox.WithPoolReplan(plan.replan), sandbox.WithPoolErrors(failures.log))
 	pool, err := sandbox.NewPool(p, f.poolSize, popts...)
 	if err != nil {
 		plan.done()
@@ -525,6 +526,52 @@ func (pp *poolPlan) done() {
 			g.auditRecorded()
 		}
 	}
+}
+
+// poolFailureLog logs the failures a per-call pool meets (a refill that
+// could not start, a sandbox lost while idle), so that the operator learns
+// of them before the pool runs dry: the first at once, then at most one
+// per poolFailureEvery, with the count of those not logged.
+type poolFailureLog struct {
+	logger     *slog.Logger
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+const poolFailureEvery = 10 * time.Second
+
+func (l *poolFailureLog) log(f *sandbox.PoolFailure) {
+	l.mu.Lock()
+	now := time.Now()
+	if !l.last.IsZero() && now.Sub(l.last) < poolFailureEvery {
+		l.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	l.mu.Unlock()
+	args := []any{"op", f.Op, "error", f.Err}
+	if n > 0 {
+		args = append(args, "failures_not_logged", n)
+	}
+	l.logger.Warn(poolFailureMessage(f.Op), args...)
+}
+
+// poolFailureMessage says what a pool failure means for the calls.
+func poolFailureMessage(op string) string {
+	switch op {
+	case "refill":
+		return "per-call pool: a sandbox could not be started in the background; the policy is resolved again and the start retried, with a growing delay while it fails"
+	case "start":
+		return "per-call pool: a sandbox could not be started for a call; the policy is resolved again and the start tried once more"
+	case "replan":
+		return "per-call pool: the policy could not be resolved again; tool calls fail until the cause is fixed"
+	case "lost":
+		return "per-call pool: an idle sandbox ended before use; another is started"
+	}
+	return "per-call pool: failure"
 }
 
 // startMCPSession starts the sandbox of the connection. As for nsbox run, the
