@@ -44,6 +44,9 @@ type Pool struct {
 	// recovering: after a failed refill, a recovery (backoff, then
 	// replan) runs, and no refill starts until it is done.
 	recovering bool
+	// recoveries counts the recoveries since a start last succeeded:
+	// the backoff grows with it (poolBackoff).
+	recoveries int
 	stats      PoolStats
 	// wg counts the pool's goroutines and starts: refills, on-demand
 	// starts (take), recoveries and the watchers of idle sessions.
@@ -81,6 +84,7 @@ type pooled struct {
 // PoolStats counts what a Pool did.
 type PoolStats struct {
 	Ready        int   // idle sessions waiting now
+	Starting     int   // refills in flight now
 	Started      int   // sessions started by refills
 	Taken        int   // sessions handed out (Exec, Get)
 	ColdStarts   int   // sessions started on demand because none was ready
@@ -216,7 +220,7 @@ func (pl *Pool) refillOne(p Policy, gen int) {
 		s.Close()
 		return
 	}
-	pl.failures = 0
+	pl.failures, pl.recoveries = 0, 0
 	pl.stats.Started++
 	pl.addIdleLocked(s, gen)
 	pl.refillLocked()
@@ -290,7 +294,8 @@ func (pl *Pool) unreadyLocked(e *pooled) {
 func (pl *Pool) recover(cause error, gen int) {
 	defer pl.wg.Done()
 	pl.mu.Lock()
-	delay := poolBackoff(pl.failures)
+	pl.recoveries++
+	delay := poolBackoff(pl.recoveries)
 	pl.mu.Unlock()
 	if delay > 0 {
 		t := time.NewTimer(delay)
@@ -307,15 +312,17 @@ func (pl *Pool) recover(cause error, gen int) {
 	pl.mu.Unlock()
 }
 
-// poolBackoff is the wait before the next refill after failures failed
-// starts in a row: none after the first (the replan may have fixed it),
-// then 0.1 s doubling to 10 s.
-func poolBackoff(failures int) time.Duration {
-	if failures <= 1 {
+// poolBackoff is the wait before the n-th recovery in a row (no start
+// succeeded in between) lets refills start again: none for the first (its
+// replan may have fixed the cause), then 0.1 s doubling up to 10 s. A
+// pool whose sandboxes cannot start tries again about every 10 s, not
+// after every call.
+func poolBackoff(n int) time.Duration {
+	if n <= 1 {
 		return 0
 	}
 	d := 100 * time.Millisecond
-	for i := 2; i < failures && d < 10*time.Second; i++ {
+	for i := 2; i < n && d < 10*time.Second; i++ {
 		d *= 2
 	}
 	return min(d, 10*time.Second)
@@ -456,7 +463,7 @@ func (pl *Pool) take(ctx context.Context, later, lend bool) (*Session, error) {
 			return nil, ErrPoolClosed
 		}
 		if err == nil {
-			pl.failures = 0
+			pl.failures, pl.recoveries = 0, 0
 			pl.stats.Taken++
 			pl.stats.ColdStarts++
 			if lend {
@@ -579,6 +586,7 @@ func (pl *Pool) Stats() PoolStats {
 	defer pl.mu.Unlock()
 	st := pl.stats
 	st.Ready = len(pl.ready)
+	st.Starting = pl.starting
 	return st
 }
 
