@@ -393,7 +393,7 @@ func startMCPPool(ctx context.Context, f *mcpFlags, host policy.Host, opts []san
 	}
 	// The probe's hold and resolution become the pool's: they are
 	// released when the pool closes, not when the probe does.
-	plan := &poolPlan{pv: pv, logger: logger, gens: []*planGen{{res: probe.res, hold: probe.hold, placeholdersDone: probe.placeholdersDone, auditRecorded: probe.auditRecorded}}}
+	plan := &poolPlan{pv: pv, logger: logger, first: probe.res, firstRecorded: probe.auditRecorded, hold: probe.hold, roots: probe.res.Roots(), placeholders: probe.res.Placeholders, placeholdersDone: probe.placeholdersDone}
 	landlock := probe.Session.Landlock() != nil
 	// The policy as startToolSession built it from the resolution, not
 	// the probe session's copy, which a backend adapts to that one
@@ -438,23 +438,29 @@ func (h *heldPool) Close() error {
 	return err
 }
 
-// poolPlan is a per-call pool's policy: each resolution made for it, with
-// its hold and its records, kept until the pool closes (a sandbox built
-// from an older one may still be running a call).
+// poolPlan is a per-call pool's policy: the resolution it started from
+// and the newest one, made after a build failed (replan). A sandbox built
+// from an older resolution may still be running a call, so what each one
+// relies on stays until the pool closes: one hold keeps the writable roots
+// of them all, and the placeholders of them all are removed (and
+// recorded for a later nsbox meanwhile) together.
 type poolPlan struct {
 	pv     *policy.Preview
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	gens   []*planGen // oldest first; never empty
-	closed bool
-}
-
-type planGen struct {
-	res              *policy.Result
+	mu sync.Mutex
+	// first is the resolution the pool started from; its git audit
+	// covers every call (a repository made since it is not one it
+	// knows); latest, if any, the newest one's.
+	first, latest                 *policy.Result
+	firstRecorded, latestRecorded func() // end the audits' records (audit.go)
+	// hold keeps roots, the writable roots of every resolution so far;
+	// placeholders are theirs, recorded under placeholdersDone's record.
 	hold             *policy.Hold
+	roots            []string
+	placeholders     []policy.Placeholder
 	placeholdersDone func()
-	auditRecorded    func()
+	closed           bool
 }
 
 // replan is the pool's WithPoolReplan: a build failed with cause, so the
@@ -470,29 +476,63 @@ func (pp *poolPlan) replan(ctx context.Context, cause error) (sandbox.Policy, er
 	// First the repair a sandbox's end makes (the git audit, as at the
 	// pool's close): a directory a call made unreadable (chmod 000 on
 	// its own files, above a hidden .env or a nested repository) would
-	// fail every later build and resolution, and is given u+rwx back; a
-	// repository a call made is quarantined before the new resolution
-	// could take it for the user's. The audits stay armed for the
-	// pool's close: every call until then is covered by the first.
-	for _, g := range pp.gens {
-		if _, err := auditGit(g.res); errors.Is(err, policy.ErrGitAuditIncomplete) {
-			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", err)
-		}
-	}
+	// fail every later build, and is given u+rwx back; a repository a
+	// call made is quarantined before the new resolution could take it
+	// for the user's. The audits stay armed for the pool's close.
+	pp.audit()
 	peek := func(policy.Host) (*policy.Preview, error) { return pp.pv, nil }
 	res, hold, err := resolveHeld(peek, policy.Host{})
+	if err == nil {
+		// The new hold takes over the older roots before the old hold
+		// goes: no moment without a lock on a root a running sandbox
+		// of the pool may rely on.
+		err = hold.Add(pp.roots)
+		if err != nil {
+			hold.Release(nil)
+		}
+	}
 	if err != nil {
 		return sandbox.Policy{}, err
 	}
-	// The older holds stay: sandboxes built from them may still run.
-	pp.gens = append(pp.gens, &planGen{res: res, hold: hold, placeholdersDone: recordPlaceholders(res, hold), auditRecorded: recordAudit(res.GitAudit)})
+	pp.roots = mergeStrings(pp.roots, res.Roots())
+	seen := map[string]bool{}
+	for _, ph := range pp.placeholders {
+		seen[ph.Path] = true
+	}
+	for _, ph := range res.Placeholders {
+		if !seen[ph.Path] {
+			pp.placeholders = append(pp.placeholders, ph)
+		}
+	}
+	// The record of every placeholder under the new hold, then the old
+	// record's end and the old hold's release (removing nothing).
+	done := recordPlaceholders(&policy.Result{Placeholders: pp.placeholders}, hold)
+	pp.hold.Release(nil)
+	pp.placeholdersDone()
+	pp.hold, pp.placeholdersDone = hold, done
+	// The first audit covers every call; one more, the newest, is kept
+	// (its roots as resolved now), not one per replan.
+	if pp.latestRecorded != nil {
+		pp.latestRecorded()
+	}
+	pp.latest, pp.latestRecorded = res, recordAudit(res.GitAudit)
 	return probeSessionPolicy(res), nil
 }
 
-// done releases the holds and runs the git audits, once, after the pool
-// closed. The newest hold takes the older ones' roots and removes every
-// resolution's placeholders (releasing the others first: a hold only
-// removes placeholders in a root no other holds).
+// audit runs the git audits.
+func (pp *poolPlan) audit() {
+	for _, res := range []*policy.Result{pp.first, pp.latest} {
+		if res == nil {
+			continue
+		}
+		if _, err := auditGit(res); errors.Is(err, policy.ErrGitAuditIncomplete) {
+			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", err)
+		}
+	}
+}
+
+// done releases the hold and runs the git audits, once, after the pool
+// closed.
 func (pp *poolPlan) done() {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
@@ -500,30 +540,12 @@ func (pp *poolPlan) done() {
 		return
 	}
 	pp.closed = true
-	last := pp.gens[len(pp.gens)-1]
-	var older []policy.Placeholder
-	for _, g := range pp.gens[:len(pp.gens)-1] {
-		last.hold.Add(g.res.Roots())
-		older = append(older, g.res.Placeholders...)
-	}
-	for _, g := range pp.gens[:len(pp.gens)-1] {
-		g.hold.Release(nil)
-	}
-	last.hold.Release(append(older, last.res.Placeholders...))
-	if last.hold.Pending() && len(older) > 0 {
-		// Left for a later nsbox: recorded under the newest hold, as
-		// the older records end below.
-		recordPlaceholders(&policy.Result{Placeholders: older}, last.hold)()
-	}
-	for _, g := range pp.gens {
-		g.placeholdersDone()
-	}
-	for _, g := range pp.gens {
-		if _, aerr := auditGit(g.res); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
-			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", aerr)
-		}
-		if g.auditRecorded != nil {
-			g.auditRecorded()
+	pp.hold.Release(pp.placeholders)
+	pp.placeholdersDone()
+	pp.audit()
+	for _, f := range []func(){pp.firstRecorded, pp.latestRecorded} {
+		if f != nil {
+			f()
 		}
 	}
 }
