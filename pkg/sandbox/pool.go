@@ -44,8 +44,8 @@ type Pool struct {
 	// recovering: after a failed refill, a recovery (backoff, then
 	// replan) runs, and no refill starts until it is done.
 	recovering bool
-	// recoveries counts the recoveries since a start last succeeded:
-	// the backoff grows with it (poolBackoff).
+	// recoveries counts the recoveries since the pool last handed out
+	// a sandbox: the backoff grows with it (poolBackoff).
 	recoveries int
 	stats      PoolStats
 	// wg counts the pool's goroutines and starts: refills, on-demand
@@ -207,7 +207,7 @@ func (pl *Pool) refillOne(p Policy, gen int) {
 		if !pl.recovering {
 			pl.recovering = true
 			pl.wg.Add(1) // this goroutine's count is still held: no race with Wait
-			go pl.recover(err, gen)
+			go pl.recover(err, gen, true)
 		}
 		pl.mu.Unlock()
 		pl.report(f)
@@ -220,7 +220,7 @@ func (pl *Pool) refillOne(p Policy, gen int) {
 		s.Close()
 		return
 	}
-	pl.failures, pl.recoveries = 0, 0
+	pl.failures = 0
 	pl.stats.Started++
 	pl.addIdleLocked(s, gen)
 	pl.refillLocked()
@@ -265,6 +265,16 @@ func (pl *Pool) watch(e *pooled) {
 	f := &PoolFailure{Op: "lost", Err: fmt.Errorf("%w (worker pid %d)", ErrPoolSandboxDied, e.s.Pid())}
 	pl.stats.LastError = f
 	pl.closing.Add(1) // under mu, not closed: no race with Close's Wait
+	// Replaced as after a failed start: one at a time, behind a backoff
+	// that grows while no caller is served, so that sandboxes killed as
+	// soon as they are idle (a limit, a watchdog) do not make the pool
+	// start them in a loop. The policy is not stale: no replan.
+	pl.failures++
+	if !pl.recovering {
+		pl.recovering = true
+		pl.wg.Add(1) // this goroutine's count is still held: no race with Wait
+		go pl.recover(f.Err, e.gen, false)
+	}
 	pl.refillLocked()
 	pl.mu.Unlock()
 	pl.report(f)
@@ -288,10 +298,10 @@ func (pl *Pool) unreadyLocked(e *pooled) {
 	}
 }
 
-// recover runs after a failed refill: it waits (longer after each failure
-// in a row), asks replan for a fresh policy, and lets refills start
-// again.
-func (pl *Pool) recover(cause error, gen int) {
+// recover runs after a failed refill (or a lost idle sandbox): it waits
+// (longer after each recovery while no caller is served), asks replan for
+// a fresh policy if replan is set, and lets refills start again.
+func (pl *Pool) recover(cause error, gen int, replan bool) {
 	defer pl.wg.Done()
 	pl.mu.Lock()
 	pl.recoveries++
@@ -305,15 +315,17 @@ func (pl *Pool) recover(cause error, gen int) {
 			t.Stop()
 		}
 	}
-	pl.replanAfter(cause, gen)
+	if replan {
+		pl.replanAfter(cause, gen)
+	}
 	pl.mu.Lock()
 	pl.recovering = false
 	pl.refillLocked()
 	pl.mu.Unlock()
 }
 
-// poolBackoff is the wait before the n-th recovery in a row (no start
-// succeeded in between) lets refills start again: none for the first (its
+// poolBackoff is the wait before the n-th recovery in a row (no caller
+// served in between) lets refills start again: none for the first (its
 // replan may have fixed the cause), then 0.1 s doubling up to 10 s. A
 // pool whose sandboxes cannot start tries again about every 10 s, not
 // after every call.
@@ -427,6 +439,7 @@ func (pl *Pool) take(ctx context.Context, later, lend bool) (*Session, error) {
 		default:
 		}
 		pl.stats.Taken++
+		pl.recoveries = 0 // the pool serves again
 		if !later || len(pl.ready) == 0 {
 			pl.refillLocked()
 		}
@@ -463,7 +476,7 @@ func (pl *Pool) take(ctx context.Context, later, lend bool) (*Session, error) {
 			return nil, ErrPoolClosed
 		}
 		if err == nil {
-			pl.failures, pl.recoveries = 0, 0
+			pl.failures, pl.recoveries = 0, 0 // the pool serves again
 			pl.stats.Taken++
 			pl.stats.ColdStarts++
 			if lend {
