@@ -370,79 +370,6 @@ func (f *mcpFlags) perCall() (bool, error) {
 	return false, fmt.Errorf("--isolation %q: want %s or %s", f.isolation, isolationSession, isolationPerCall)
 }
 
-// startMCPPool starts the pool of fresh sandboxes that serves the calls of
-// a connection with --isolation per-call. The policy is resolved once,
-// under a hold of its writable roots kept for the pool's life (as
-// startToolSession does for one session): every sandbox of the pool is
-// built from that one resolution. A first sandbox is started and ended
-// before the pool, so that a policy or backend that cannot start fails the
-// start, once, instead of every call; it also chooses the backend (auto
-// falls back to landlock as for a session).
-func startMCPPool(ctx context.Context, f *mcpFlags, host policy.Host, opts []sandbox.Option, defs json.RawMessage, logger *slog.Logger) (mcpserver.Session, error) {
-	pv, err := f.peek(host)
-	if err != nil {
-		return nil, err
-	}
-	probe, err := startToolSession(ctx, pv, opts)
-	if err != nil {
-		return nil, err
-	}
-	// The probe's hold and resolution become the pool's: it is released
-	// when the pool closes, not when the probe does.
-	release, res, auditRecorded := probe.release, probe.res, probe.auditRecorded
-	landlock := probe.Session.Landlock() != nil
-	// The policy as startToolSession built it from the resolution, not
-	// the probe session's copy, which a backend adapts to that one
-	// sandbox (landlock sets its own TMPDIR).
-	p := res.Policy
-	p.HostAPIs = mergeStrings(p.HostAPIs, hostapi.Methods())
-	if err := probe.Session.Close(); err != nil {
-		logger.Warn("closing the first sandbox", "error", err)
-	}
-	popts := append(opts[:len(opts):len(opts)], sandbox.WithProcFallback())
-	if landlock {
-		popts = append(opts[:len(opts):len(opts)], sandbox.WithLandlock())
-	}
-	pool, err := sandbox.NewPool(p, f.poolSize, popts...)
-	if err != nil {
-		(&heldPool{res: res, release: release, auditRecorded: auditRecorded}).done()
-		return nil, err
-	}
-	logger.Info("sandbox pool started", "size", f.poolSize)
-	held := &heldPool{Pool: pool, res: res, release: release, auditRecorded: auditRecorded}
-	return mcpserver.PerCall(held, defs), nil
-}
-
-// heldPool releases the policy hold once every sandbox of the pool is
-// gone, then runs the git audit.
-type heldPool struct {
-	*sandbox.Pool
-	res     *policy.Result
-	once    sync.Once
-	release func()
-	// auditRecorded removes the record of the git audit (audit.go).
-	auditRecorded func()
-}
-
-func (h *heldPool) Close() error {
-	err := h.Pool.Close()
-	h.done()
-	return err
-}
-
-// done releases the hold and runs the git audit, once.
-func (h *heldPool) done() {
-	h.once.Do(func() {
-		h.release()
-		if _, aerr := auditGit(h.res); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
-			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", aerr)
-		}
-		if h.auditRecorded != nil {
-			h.auditRecorded()
-		}
-	})
-}
-
 // startMCPSession starts the sandbox of the connection. As for nsbox run, the
 // writable roots are held while the sandbox lives and the policy is resolved
 // again under that hold (policy.Hold); the hold is released when the
@@ -512,7 +439,7 @@ func startToolSession(ctx context.Context, pv *policy.Preview, opts []sandbox.Op
 	// placeholders until the hold has released them (leftovers.go), the
 	// git audit until it has run (audit.go).
 	placeholdersDone := recordPlaceholders(res, hold)
-	return &heldSession{Session: s, res: res, release: func() { hold.Release(res.Placeholders); placeholdersDone() }, auditRecorded: recordAudit(res.GitAudit)}, nil
+	return &heldSession{Session: s, res: res, hold: hold, placeholdersDone: placeholdersDone, release: func() { hold.Release(res.Placeholders); placeholdersDone() }, auditRecorded: recordAudit(res.GitAudit)}, nil
 }
 
 // heldSession releases the policy hold once the sandbox is gone, then runs
@@ -522,6 +449,10 @@ type heldSession struct {
 	res     *policy.Result // the policy it was started with
 	once    sync.Once
 	release func()
+	// hold and placeholdersDone are what release uses, for a pool
+	// that takes the hold over (startMCPPool).
+	hold             *policy.Hold
+	placeholdersDone func()
 	// auditRecorded removes the record of the git audit (audit.go).
 	auditRecorded func()
 }

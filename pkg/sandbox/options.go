@@ -1,6 +1,9 @@
 package sandbox
 
-import "io"
+import (
+	"context"
+	"io"
+)
 
 // Option configures Start beyond the (plain data) Policy.
 type Option func(*options)
@@ -23,6 +26,10 @@ type options struct {
 	procFallback bool
 	// pooled: a Pool's session (withPooled).
 	pooled bool
+	// poolReplan and poolErrors configure a Pool; Start ignores them
+	// (WithPoolReplan, WithPoolErrors in pool.go).
+	poolReplan func(context.Context, error) (Policy, error)
+	poolErrors func(*PoolFailure)
 }
 
 // withPooled marks a Pool's sessions: their worker runs one command, or
