@@ -108,7 +108,10 @@ func globAllDepth(patterns []globPattern, maxDepth int) ([]globResult, error) {
 				}
 			}
 		}
-		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, links: gp.links, base: "/", maxDepth: gp.maxDepth}
+		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, links: gp.links, base: "/", maxDepth: gp.maxDepth, glob: make([]bool, len(parts))}
+		for j, p := range parts {
+			w.pats[i].glob[j] = p != "**" && hasGlob(p)
+		}
 		for j, p := range parts {
 			if p == "**" || hasGlob(p) {
 				w.pats[i].base = "/" + strings.Join(parts[:j], "/")
@@ -158,6 +161,10 @@ type walkPattern struct {
 	fileOnly, links bool
 	base            string // the pattern up to its first wildcard
 	maxDepth        int    // 0: the walk's
+	// glob says, for each part of the pattern, whether it is a wildcard
+	// (not "**"): looked up by a state's place instead of scanning the
+	// part in every directory (isGlob).
+	glob []bool
 }
 
 // walkState is where one pattern stands in the walk: the parts it has
@@ -184,6 +191,9 @@ type walker struct {
 	seen []int
 	gen  int
 	buf  []byte
+	// arena holds the per-directory state lists of the calls of walk in
+	// progress (take).
+	arena []walkState
 	// forks is how many more walkers this walk may start (fork).
 	forks    int
 	maxDepth int
@@ -202,6 +212,25 @@ const (
 // budgets, results of its own (merge adds them back).
 func (w *walker) fork() *walker {
 	return &walker{pats: w.pats, res: make([]globResult, len(w.res)), dirs: w.dirs, seen: make([]int, len(w.seen)), maxDepth: w.maxDepth}
+}
+
+// take returns an empty slice of capacity n from the arena. Calls of walk
+// nest, and each gives back what it took when it returns; a nested call
+// that outgrows the arena moves to a new one, and the outer calls keep
+// the lists they hold in the old one.
+func (w *walker) take(n int) []walkState {
+	if cap(w.arena)-len(w.arena) < n {
+		w.arena = make([]walkState, 0, max(2*cap(w.arena), n+256))
+	}
+	l := len(w.arena)
+	w.arena = w.arena[:l+n]
+	return w.arena[l:l:l+n]
+}
+
+// isGlob reports whether the next part of s is a wildcard (not "**").
+func (w *walker) isGlob(s walkState) bool {
+	g := w.pats[s.pat].glob
+	return g[len(g)-len(s.parts)]
 }
 
 // depthOf is the depth bound of pattern i.
@@ -231,11 +260,14 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 	// Sort the states by what they need next. A "**" also stands for
 	// zero directories: its rest is matched here too, with the same
 	// listing.
-	// Sized once: appends that grew these slices were a quarter of the
-	// walk's CPU with the base profile's twenty patterns.
-	plain := make([]walkState, 0, 2*len(states))
-	wild := make([]walkState, 0, len(states))
-	deep := make([]walkState, 0, len(states))
+	// Sized once, from the walker's arena (given back when this call
+	// returns): growing and allocating these slices in every directory
+	// was most of the walk's CPU with the base profile's twenty patterns.
+	saved := w.arena
+	defer func() { w.arena = saved }()
+	plain := w.take(2 * len(states))
+	wild := w.take(len(states))
+	deep := w.take(len(states))
 	var sortOut func(s walkState)
 	sortOut = func(s walkState) {
 		switch {
@@ -247,7 +279,7 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 		case s.parts[0] == "**":
 			deep = append(deep, s)
 			sortOut(walkState{s.pat, s.parts[1:], s.lag})
-		case hasGlob(s.parts[0]):
+		case w.isGlob(s):
 			wild = append(wild, s)
 		default:
 			plain = append(plain, s)
@@ -306,6 +338,7 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 				subdirs = append(subdirs, e)
 			}
 		}
+		deeper = deep[:0] // filtered in place: deep is this call's own
 		for _, s := range deep {
 			if depth-s.lag < w.depthOf(s.pat) {
 				deeper = append(deeper, s)
