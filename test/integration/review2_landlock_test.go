@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -223,6 +224,80 @@ func TestReview2LandlockDryRunAcceptsWhatRunRefuses(t *testing.T) {
 				if real.code != 0 && dry.code == 0 {
 					t.Errorf("%v: the run fails (%d: %s) but the dry run exits 0 and prints a plan", c, real.code, strings.TrimSpace(real.stderr))
 				}
+			}
+		})
+	}
+}
+
+// TestReview2LandlockToolReadsPastFilePermissions: the landlock worker drops
+// capabilities on its main thread only (capabilities are per thread; the
+// native worker's other threads keep only its user namespace's). Without a
+// user namespace, as root, every other thread of the worker keeps the
+// host's full capability set, and the file tools (read_file, write_file,
+// edit_file) run on those threads: a tool call reads a workspace file of
+// another user (mode 0600) that no command of the same session may read
+// (root without CAP_DAC_OVERRIDE), and writes what DAC refuses. Root-less
+// has no capability anywhere and passes.
+func TestReview2LandlockToolReadsPastFilePermissions(t *testing.T) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			if os.Getuid() != 0 {
+				t.Skip("needs root to make a file of another uid")
+			}
+			ws := u.tempDir(t)
+			other := 65534
+			if u.uid != 0 {
+				other = 0
+			}
+			secret := fmt.Sprintf("s3cret-%d", time.Now().UnixNano())
+			p := filepath.Join(ws, "private")
+			if err := os.WriteFile(p, []byte(secret+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(p, other, other); err != nil {
+				t.Fatal(err)
+			}
+			r := u.run(t, &runOpts{dir: ws}, "run", "--backend", "landlock", "--workspace", ws, "--", "/bin/cat", "private")
+			if r.code == 0 || strings.Contains(r.stdout, secret) {
+				t.Fatalf("a command read the other uid's 0600 file; cannot judge the tools\nstdout: %s\nstderr: %s", r.stdout, r.stderr)
+			}
+			cmd := exec.Command(nsboxBin(t), "mcp", "--backend", "landlock", "--workspace", ws)
+			cmd.Dir = ws
+			cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}
+			u.asUser(cmd)
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			outp, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			t.Cleanup(func() {
+				in.Close()
+				select {
+				case <-done:
+				case <-time.After(time.Minute): // a deadlock guard only
+					cmd.Process.Kill()
+					<-done
+				}
+			})
+			c := &mcpClient{t: t, in: in, out: bufio.NewReaderSize(outp, 1<<20)}
+			c.send("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "review2-landlock", "version": "1"}}, false)
+			c.send("notifications/initialized", map[string]any{}, true)
+			raw := c.send("tools/call", map[string]any{"name": "read_file", "arguments": map[string]any{"path": "private"}}, false)
+			t.Logf("read_file: %.400s", raw)
+			if strings.Contains(string(raw), secret) {
+				t.Errorf("the read_file tool of a landlock session read a 0600 file of uid %d that its commands cannot: the worker's tool threads keep the host's capabilities (CAP_DAC_OVERRIDE)", other)
 			}
 		})
 	}
