@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/landlock"
+	"github.com/nsbox/nsbox/pkg/rmtree"
 	"golang.org/x/sys/unix"
 )
 
@@ -213,6 +214,9 @@ type LandlockRule struct {
 // to another path, a missing bind source), and with ErrUnavailable when
 // the kernel has no Landlock.
 func PlanLandlock(p Policy) (*LandlockPlan, error) {
+	if err := landlockRefuses(&p); err != nil {
+		return nil, err
+	}
 	abi, err := landlock.ABI()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -237,6 +241,21 @@ func PlanLandlock(p Policy) (*LandlockPlan, error) {
 		plan.Rules = append(plan.Rules, LandlockRule{Path: r.Path, Access: r.Access.String()})
 	}
 	return plan, nil
+}
+
+// landlockRefuses is what a Landlock run refuses of a policy, said by its
+// dry run too (PlanLandlock): a plan the run would then refuse misleads
+// (second review). The run itself refuses the same two, in the filtered
+// network's preparation (prepareNetFilter) and in the worker's
+// "drop capabilities" step, with these words.
+func landlockRefuses(p *Policy) error {
+	if p.AllowPrivileged {
+		return errors.New("--allow-privileged needs the native backend: without a user namespace the capabilities would be the host's")
+	}
+	if p.Network == NetworkFiltered {
+		return fmt.Errorf("%w: it needs the native backend (a network namespace of its own), not landlock", ErrNetFilterUnavailable)
+	}
+	return nil
 }
 
 // landlockState is a Landlock session's supervisor-side state.
@@ -367,7 +386,10 @@ func (s *Session) closeLandlock() {
 	if s.ll != nil {
 		s.ll.ruleset.Close()
 		if s.ll.tmpDir != "" {
-			os.RemoveAll(s.ll.tmpDir)
+			// Whatever the session's commands left in it (rmtree):
+			// os.RemoveAll gave up on a mode-0 directory, and the
+			// TMPDIR with the calls' files stayed in /tmp.
+			rmtree.All(s.ll.tmpDir)
 		}
 	}
 }

@@ -17,6 +17,7 @@
 
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -63,5 +64,35 @@ __attribute__((constructor)) static void nsbox_landlock_init(int argc, char **ar
 		return;
 	}
 	close((int)fd);
+	// Invariant: no thread of the worker holds a capability that
+	// bypasses file permissions. Capabilities are per thread, and the
+	// "drop capabilities" step (dropCapsLandlock) runs on one thread only;
+	// the tools (read_file, write_file ...) run on the others, and with no
+	// user namespace a root worker's are the host's: read_file read a 0600
+	// file of another uid that `cat` inside could not (second review).
+	// Dropped here, in the process's only thread, every thread the Go
+	// runtime makes inherits what is left: CAP_SETPCAP and
+	// CAP_SYS_RESOURCE, which that step needs (to lock securebits and drop
+	// the bounding set; to raise an rlimit the policy asks for) and then
+	// drops on the thread that forks commands (capabilities(7)).
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capget, &hdr, data) < 0) {
+		nsbox_landlock_state = errno;
+		return;
+	}
+	if (data[0].permitted | data[1].permitted | data[0].effective | data[1].effective | data[0].inheritable | data[1].inheritable) {
+		const unsigned keep = (1u << CAP_SETPCAP) | (1u << CAP_SYS_RESOURCE); /* both < 32 */
+		prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+		data[0].permitted &= keep;
+		data[0].effective &= keep;
+		data[0].inheritable = 0;
+		data[1].permitted = data[1].effective = data[1].inheritable = 0;
+		if (syscall(SYS_capset, &hdr, data) < 0) {
+			nsbox_landlock_state = errno;
+			return;
+		}
+	}
 	nsbox_landlock_state = 0;
 }

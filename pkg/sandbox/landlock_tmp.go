@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nsbox/nsbox/pkg/rmtree"
 	"golang.org/x/sys/unix"
 )
 
@@ -147,7 +148,10 @@ func RemoveDeadLandlockTmpDirs() ([]string, error) {
 		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 			continue // cannot tell: keep it
 		}
-		if err := os.RemoveAll(p); err != nil {
+		// By fd, repairing modes, at any depth: a command's mode-0
+		// or 600-level directory kept the TMPDIR with os.RemoveAll
+		// (second review).
+		if err := rmtree.All(p); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -407,6 +407,17 @@ const (
 //     thread id of the worker names the worker, and an RLIMIT_NOFILE of 0
 //     set on it through one stops it from opening /proc to find what to
 //     kill at the session's end (review: prlimit --pid TID --nofile=0:0);
+//   - the scheduling and placement of any process but the caller's own:
+//     sched_setscheduler/setparam/setattr/setaffinity, migrate_pages and
+//     move_pages of a pid other than 0, setpriority and ioprio_set of
+//     anything but the caller (a process group, or PRIO_USER: every
+//     process of the uid). Without a PID namespace a command could make
+//     the worker and any process of its uid outside the sandbox SCHED_IDLE,
+//     nice 19, I/O-idle or pinned to one CPU, which nothing of that uid
+//     can undo (second review; the native backend's PID namespace hides
+//     those processes, setpriority(PRIO_USER) included). A command's
+//     pthread_setaffinity_np on its own threads (a tid) is refused too;
+//
 //   - the owners of SIGIO (fcntl F_SETOWN of the worker's pid or process
 //     group, F_SETOWN_EX, whose owner sits behind a pointer, and the
 //     socket ioctls FIOSETOWN/SIOCSPGRP, also behind one): with F_SETSIG
@@ -449,7 +460,13 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	a.jump(jeq, arch, "", "deny")
 	a.stmt(ld, 0)
 	a.jump(jge, 0x40000000, "deny", "") // x32
-	a.jump(jeq, unix.SYS_PRLIMIT64, "prlimit", "")
+	a.jump(jeq, unix.SYS_PRLIMIT64, "self", "")
+	for _, nr := range []uint32{unix.SYS_SCHED_SETSCHEDULER, unix.SYS_SCHED_SETPARAM, unix.SYS_SCHED_SETATTR,
+		unix.SYS_SCHED_SETAFFINITY, unix.SYS_MIGRATE_PAGES, unix.SYS_MOVE_PAGES} {
+		a.jump(jeq, nr, "self", "")
+	}
+	a.jump(jeq, unix.SYS_SETPRIORITY, "setpriority", "")
+	a.jump(jeq, unix.SYS_IOPRIO_SET, "ioprio", "")
 	a.jump(jeq, unix.SYS_KILL, "killall", "")
 	a.jump(jeq, unix.SYS_RT_SIGQUEUEINFO, "killall", "")
 	a.jump(jeq, unix.SYS_FCNTL, "fcntl", "")
@@ -459,10 +476,25 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 		a.jump(jeq, unix.SYS_CONNECT, "deny", "")
 	}
 	a.jump(jeq, unix.SYS_SOCKETPAIR, "socketpair", "allow")
-	// prlimit64(pid, ...): only 0, the caller itself (what getrlimit,
-	// setrlimit and ulimit use).
-	a.label("prlimit")
+	// prlimit64(pid, ...) and the calls that change another process's
+	// scheduling or memory placement: only pid 0, the caller itself
+	// (what getrlimit, setrlimit, ulimit, nice, chrt and taskset on
+	// themselves use).
+	a.label("self")
 	a.stmt(ld, arg(0))
+	a.jump(jeq, 0, "allow", "deny")
+	// setpriority(which, who, ...) and ioprio_set(which, who, ...): only
+	// the caller itself (PRIO_PROCESS / IOPRIO_WHO_PROCESS, who 0); never
+	// a process group or every process of a uid.
+	a.label("setpriority")
+	a.stmt(ld, arg(0))
+	a.jump(jeq, 0 /* PRIO_PROCESS */, "", "deny")
+	a.stmt(ld, arg(1))
+	a.jump(jeq, 0, "allow", "deny")
+	a.label("ioprio")
+	a.stmt(ld, arg(0))
+	a.jump(jeq, 1 /* IOPRIO_WHO_PROCESS */, "", "deny")
+	a.stmt(ld, arg(1))
 	a.jump(jeq, 0, "allow", "deny")
 	// kill(-1) reaches the worker through its leader, which is in the
 	// commands' domain (the socket filter leaves it to the scope).

@@ -62,7 +62,7 @@ func (n *Native) Execute(ctx context.Context, cfg ExecConfig) (string, string, e
 	// The fresh work directory: created 0700 by mkdtemp (unpredictable
 	// name, O_EXCL), bound read-write into the sandbox at the same path,
 	// and removed after the sandbox is gone, whatever happened: also what
-	// the script made unreadable (removeWorkDir), and by a later nsbox when
+	// the script made unreadable (rmtree.All), and by a later nsbox when
 	// this one is killed (newWorkDir).
 	wd, err := newWorkDir()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/nsbox/nsbox/pkg/rmtree"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,7 +50,7 @@ func newWorkDir() (*workDir, error) {
 // remove deletes the directory (also what the script made unreadable),
 // then lets go of its lock.
 func (w *workDir) remove() {
-	removeWorkDir(w.path)
+	rmtree.All(w.path)
 	w.lock.Close()
 }
 
@@ -58,7 +59,7 @@ func (w *workDir) remove() {
 // ours (owner, not a symlink) is touched, and only when nobody holds its
 // lock: the pid in the name means something only in its maker's PID
 // namespace, and a live script of another namespace still holds the lock.
-// removeWorkDir never follows a symlink the script left inside.
+// rmtree.All never follows a symlink the script left inside.
 func removeStaleWorkDirs() {
 	tmp := os.TempDir()
 	ents, err := os.ReadDir(tmp)
@@ -86,7 +87,7 @@ func removeStaleWorkDirs() {
 			f.Close()
 			continue
 		}
-		removeWorkDir(dir)
+		rmtree.All(dir)
 		f.Close()
 	}
 }

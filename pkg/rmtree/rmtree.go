@@ -1,4 +1,8 @@
-package script
+// Package rmtree removes a directory tree that a sandbox wrote, whatever it
+// left in it: directories without permissions, trees deeper than a
+// descriptor per level allows, symlinks (never followed). It is a leaf:
+// it imports nothing of nsbox.
+package rmtree
 
 import (
 	"errors"
@@ -31,33 +35,33 @@ type remover struct {
 	moved bool // since the top was last listed
 }
 
-// removeWorkDir removes a script's fresh work directory and everything the
-// script left in it, also what it made unreadable: os.RemoveAll cannot list
-// a directory of mode 0 as an unprivileged user, and the scratch directory
-// stayed in the host's /tmp.
+// All removes dir and everything a sandbox left in it, also what it made
+// unreadable: os.RemoveAll cannot list a directory of mode 0 as an
+// unprivileged user (a script's scratch directory stayed in the host's
+// /tmp), nor descend past the descriptor limit.
 //
 // Invariant: the tree is the sandbox's, so hostile: nothing in it is
 // followed. Each directory is opened relative to its parent's fd with
 // O_NOFOLLOW|O_DIRECTORY, made searchable through an O_PATH fd (chmod on
 // /proc/self/fd/N acts on the inode that fd pins, never on a path a
 // symlink could redirect), and its entries are unlinked relative to it.
-func removeWorkDir(dir string) error {
+func All(dir string) error {
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}
-	return removeTree(dir)
+	return Tree(dir)
 }
 
-// removeTree is removeWorkDir's descent by fd.
-func removeTree(dir string) error {
+// Tree is All's descent by fd, without trying os.RemoveAll first.
+func Tree(dir string) error {
 	parent, err := unix.Open(filepath.Dir(dir), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("remove work directory %s: %w", dir, err)
+		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	defer unix.Close(parent)
 	r := &remover{top: -1}
 	if err := r.removeAt(parent, filepath.Base(dir), 0); err != nil {
-		return fmt.Errorf("remove work directory %s: %w", dir, err)
+		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package script
+package rmtree
 
 import (
 	"os"
@@ -26,7 +26,7 @@ func TestRemoveWorkDirUnreadable(t *testing.T) {
 	os.Chmod(filepath.Join(dir, "a", "b"), 0)
 	os.Chmod(dir, 0o500)
 	// removeTree itself: as root, os.RemoveAll would not need it.
-	if err := removeTree(dir); err != nil {
+	if err := Tree(dir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
@@ -49,7 +49,7 @@ func TestRemoveWorkDirDeeperThanTheDescent(t *testing.T) {
 	if err := mkdirDeep(dir, 600); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeTree(dir); err != nil {
+	if err := Tree(dir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
