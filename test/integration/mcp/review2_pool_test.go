@@ -177,14 +177,20 @@ func TestReview2PoolUnreadableWorkspaceBreaksLaterCalls(t *testing.T) {
 // and auditGit writes one unlimited stderr line per directory a call made
 // unreadable (and per repository it made). A call that makes N
 // directories unreadable and breaks the next build (chmod 000 above a
-// hidden .env) makes nsbox mcp print N lines, with names of its choosing,
-// and again on every such call: the operator's log grows with calls x N,
-// not at the rate the fix promises. (Root builds bypass permission bits:
+// hidden .env two levels down) makes nsbox mcp print N lines, with names
+// of its choosing, and again on every such call: the operator's log
+// grows with calls x N, not at the rate the fix promises. (Root builds bypass permission bits:
 // no build fails, no replan runs; the test then has nothing to show.)
 func TestReview2PoolReplanAuditFloodsLog(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
+		if u.uid == 0 {
+			t.Skip("as root a chmod inside breaks no build (permission bits do not bind root's build): no replan to look at")
+		}
 		h := newHome(t, u)
-		h.writeFile(t, "sub/.env", "TOKEN=secret\n")
+		// sub and sub/inner are pins (bind mounts of themselves) above
+		// the hidden .env: sub unreadable, the supervisor cannot open
+		// sub/inner and the build fails.
+		h.writeFile(t, "sub/inner/.env", "TOKEN=secret\n")
 		t.Cleanup(func() {
 			filepath.Walk(h.ws, func(p string, info os.FileInfo, err error) error {
 				os.Chmod(p, 0o755)
@@ -204,9 +210,6 @@ func TestReview2PoolReplanAuditFloodsLog(t *testing.T) {
 		deadline := time.Now().Add(20 * time.Second) // a deadlock guard
 		for count() < perCall*rounds && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
-		}
-		if u.uid == 0 && count() == 0 {
-			t.Skip("as root no build failed (permission bits do not bind root): no replan to look at")
 		}
 		if n := count(); n > 30 {
 			t.Fatalf("%d tool calls made nsbox mcp write %d warning lines about directories they made unreadable while it served (the failure log allows one per 10 s)", rounds, n)
