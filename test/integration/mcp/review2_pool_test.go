@@ -7,6 +7,7 @@ package mcpintegration
 // weakness each one names is fixed.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // pendingPlaceholderPaths lists the paths the live and dead placeholder
@@ -215,4 +218,69 @@ func TestReview2PoolReplanAuditFloodsLog(t *testing.T) {
 			t.Fatalf("%d tool calls made nsbox mcp write %d warning lines about directories they made unreadable while it served (the failure log allows one per 10 s)", rounds, n)
 		}
 	})
+}
+
+// TestReview2PoolReplanAuditRacesRunningCall: GitAudit is written for a
+// tree no process writes any more ("the audit walks the workspace again
+// after every process of the sandbox is dead (so nothing inside races
+// it)", pkg/policy/gitaudit.go): its checks are by path, and it renames
+// what it finds. A replan now runs the audits while other calls of the
+// connection still run in their sandboxes (calls are served concurrently).
+// Here a call makes a scratch repository, and while it still works in it
+// the host removes a hidden .env (the next build fails, the pool
+// replans): the audit renames the running call's .git under it, and the
+// call's next git command fails. The audit of a call's work belongs after
+// that call's sandbox is gone (as at close), not in the middle of it.
+func TestReview2PoolReplanAuditRacesRunningCall(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		h := newHome(t, u)
+		h.writeFile(t, "sub/.env", "TOKEN=secret\n")
+		s := startServer(t, h, serverOpts{args: []string{"--isolation", "per-call", "--pool-size", "1"}})
+		s.ok("run_command", map[string]any{"command": "true"})
+		// The call: a repository of its own, then (once the test says go;
+		// at most 60 s) one more git command in it.
+		script := fmt.Sprintf(`cd %s && git init -q scratch && touch ready && i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; git -C scratch rev-parse --git-dir`, h.ws)
+		type answer struct {
+			ok  bool
+			out string
+		}
+		done := make(chan answer, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": script}})
+			if err != nil {
+				done <- answer{false, err.Error()}
+				return
+			}
+			done <- answer{!res.IsError && structured(t, res).Success, text(res)}
+		}()
+		deadline := time.Now().Add(60 * time.Second) // deadlock guards
+		for !fileExists(filepath.Join(h.ws, "ready")) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the call never made its repository; stderr:\n%s", s.stderr)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := os.Remove(filepath.Join(h.ws, "sub/.env")); err != nil {
+			t.Fatal(err)
+		}
+		// Other calls meanwhile: their refills fail, the pool replans.
+		for i := 0; i < 3; i++ {
+			s.call("run_command", map[string]any{"command": "true"})
+		}
+		for !strings.Contains(s.stderr.String(), "scratch") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		h.writeFile(t, "go", "")
+		a := <-done
+		if !a.ok || !strings.Contains(a.out, ".git") {
+			t.Fatalf("a call's own scratch repository was renamed by the mid-session git audit while the call still worked in it; its git command failed: %s\nstderr:\n%s", a.out, s.stderr)
+		}
+	})
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
