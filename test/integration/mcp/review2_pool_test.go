@@ -284,3 +284,39 @@ func fileExists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
 }
+
+// TestReview2PoolReplanHidesWhatACallChose: a replan resolves the policy
+// again from the workspace as the calls left it, and since 7056717 a .env*
+// name that is a symlink makes the resolution hide the regular file it
+// leads to, wherever that is on the host. One call plants
+// ".env.sh -> /bin/sh" (a link, nothing else: no build fails on it); the
+// next time the pool replans (here the user removes a hidden .env on the
+// host, an everyday change the fix is there to survive) the new policy
+// hides the host's shell in every later sandbox, and every run_command of
+// the connection fails (sh reads as empty), until the user finds the link.
+// The same link aimed at libc breaks every program.
+func TestReview2PoolReplanHidesWhatACallChose(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		h := newHome(t, u)
+		h.writeFile(t, "sub/.env", "TOKEN=secret\n")
+		s := startServer(t, h, serverOpts{args: []string{"--isolation", "per-call", "--pool-size", "1"}})
+		s.ok("run_command", map[string]any{"command": "ln -s /bin/sh " + h.ws + "/.env.sh"})
+		if err := os.Remove(filepath.Join(h.ws, "sub/.env")); err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		failed := 0
+		for i := 0; i < 4; i++ {
+			res := s.call("run_command", map[string]any{"command": "echo served"})
+			if res.IsError {
+				failed++
+				last = text(res)
+			} else {
+				last = ""
+			}
+		}
+		if last != "" {
+			t.Fatalf("after one call planted a .env.sh symlink to /bin/sh and the pool replanned, %d of the next 4 calls failed, the last too: %s", failed, last)
+		}
+	})
+}
