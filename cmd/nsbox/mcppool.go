@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,7 +58,7 @@ func startMCPPool(ctx context.Context, f *mcpFlags, host policy.Host, opts []san
 	if landlock {
 		popts = append(opts[:len(opts):len(opts)], sandbox.WithLandlock())
 	}
-	popts = append(popts, sandbox.WithPoolReplan(plan.replan), sandbox.WithPoolErrors(failures.log))
+	popts = append(popts, sandbox.WithPoolReplan(plan.replan), sandbox.WithPoolErrors(failures.log), sandbox.WithPoolBuilt(plan.built))
 	pool, err := sandbox.NewPool(p, f.poolSize, popts...)
 	if err != nil {
 		plan.done()
@@ -110,7 +111,26 @@ type poolPlan struct {
 	roots            []string
 	placeholders     []policy.Placeholder
 	placeholdersDone func()
-	closed           bool
+	// recordDue: a replan added placeholders that the next build makes;
+	// built records them all then.
+	recordDue bool
+	closed    bool
+}
+
+// built is the pool's WithPoolBuilt: the first sandbox built after a
+// replan has made its placeholders; every placeholder of the pool is
+// recorded anew (with the identities they have now), then the older
+// record ends.
+func (pp *poolPlan) built() {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if !pp.recordDue || pp.closed {
+		return
+	}
+	pp.recordDue = false
+	done := recordPlaceholders(&policy.Result{Placeholders: pp.placeholders}, pp.hold)
+	pp.placeholdersDone()
+	pp.placeholdersDone = done
 }
 
 // replan is the pool's WithPoolReplan: a build failed with cause, so the
@@ -123,13 +143,16 @@ func (pp *poolPlan) replan(ctx context.Context, cause error) (sandbox.Policy, er
 		return sandbox.Policy{}, sandbox.ErrPoolClosed
 	}
 	pp.logger.Info("a sandbox of the pool could not be built; resolving the policy again", "cause", cause)
-	// First the repair a sandbox's end makes (the git audit, as at the
-	// pool's close): a directory a call made unreadable (chmod 000 on
-	// its own files, above a hidden .env or a nested repository) would
-	// fail every later build, and is given u+rwx back; a repository a
-	// call made is quarantined before the new resolution could take it
-	// for the user's. The audits stay armed for the pool's close.
-	pp.audit()
+	// First the repair a sandbox's end makes (the first part of the git
+	// audit): a directory a call made unreadable (chmod 000 on its own
+	// files, above a hidden .env or a nested repository, or on the
+	// workspace itself) would fail every later build, and is given
+	// u+rwx back. Nothing is quarantined now: other calls may still be
+	// running in repositories they made (second review); the first
+	// audit, at the pool's close, quarantines every repository a call
+	// made, also one the new resolution protects as if it were the
+	// user's. The audits stay armed for the pool's close.
+	pp.repair()
 	peek := func(policy.Host) (*policy.Preview, error) { return pp.pv, nil }
 	res, hold, err := resolveHeld(peek, policy.Host{})
 	if err == nil {
@@ -154,12 +177,16 @@ func (pp *poolPlan) replan(ctx context.Context, cause error) (sandbox.Policy, er
 			pp.placeholders = append(pp.placeholders, ph)
 		}
 	}
-	// The record of every placeholder under the new hold, then the old
-	// record's end and the old hold's release (removing nothing).
-	done := recordPlaceholders(&policy.Result{Placeholders: pp.placeholders}, hold)
+	// The old hold's release (removing nothing): the new one holds its
+	// roots. The placeholders are recorded again once a sandbox is built
+	// from the new resolution (built): the record holds each one's
+	// identity, and one only the new resolution needs exists from that
+	// build on, not now (a record written here missed it, and a SIGKILL
+	// then left it for good: second review). The old record stays until
+	// then.
 	pp.hold.Release(nil)
-	pp.placeholdersDone()
-	pp.hold, pp.placeholdersDone = hold, done
+	pp.hold = hold
+	pp.recordDue = true
 	// The first audit covers every call; one more, the newest, is kept
 	// (its roots as resolved now), not one per replan.
 	if pp.latestRecorded != nil {
@@ -167,6 +194,29 @@ func (pp *poolPlan) replan(ctx context.Context, cause error) (sandbox.Policy, er
 	}
 	pp.latest, pp.latestRecorded = res, recordAudit(res.GitAudit)
 	return probeSessionPolicy(res), nil
+}
+
+// repair runs the repair of the git audits (GitAudit.Repair), its
+// reports summed up in one log line: a call that makes hundreds of
+// directories unreadable must not flood the log at every replan.
+func (pp *poolPlan) repair() {
+	var n int
+	var first error
+	for _, res := range []*policy.Result{pp.first, pp.latest} {
+		if res == nil {
+			continue
+		}
+		if err := res.GitAudit.Repair(); err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if n++; first == nil {
+					first = errors.New(line)
+				}
+			}
+		}
+	}
+	if n > 0 {
+		pp.logger.Warn("directories the sandbox made unreadable were looked at again", "count", n, "first", first)
+	}
 }
 
 // audit runs the git audits.

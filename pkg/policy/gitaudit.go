@@ -35,6 +35,9 @@ type GitAudit struct {
 	// reportOnly: find and report, change nothing (a record of a killed
 	// run: the tree may have been the user's since, see Deferred).
 	reportOnly bool
+	// repairOnly: give back what the sandbox made unreadable, and
+	// quarantine nothing (Repair).
+	repairOnly bool
 	// locked are the directories the run could not look into and
 	// protected whole: the sandbox could not write in them, and the
 	// audit leaves them (and their modes) as they are.
@@ -127,6 +130,23 @@ func (r *resolver) newGitAudit(dir string, gits, bare, locked, submodules []stri
 	return a
 }
 
+// Repair does the first part of Run only: a directory the walk cannot
+// look into (a sandbox made it unreadable, the workspace itself
+// included) is given u+rwx back, and nothing is quarantined. A pool of
+// fresh sandboxes repairs before it resolves its policy again, while
+// other sandboxes of it still run: a rename then would pull a repository
+// from under a call still using it (second review), and the pool's first
+// audit, run when it closes, quarantines every repository its calls made.
+func (a *GitAudit) Repair() error {
+	if a == nil || a.reportOnly {
+		return nil
+	}
+	c := *a
+	c.repairOnly = true
+	_, err := c.Run()
+	return err
+}
+
 // Run quarantines what the sandbox made (see GitAudit). It never follows a
 // symlink on the way to what it renames. The error says what it could not
 // check or rename; what it did rename is returned either way.
@@ -173,6 +193,9 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 					}
 				}
 				continue
+			}
+			if a.repairOnly {
+				return nil, errors.Join(errs...)
 			}
 			if res[0].tooMany || res[1].tooMany || res[0].truncated || res[1].truncated {
 				errs = append(errs, fmt.Errorf("%w: the sandbox left more than %d directories, or deeper than %d levels, in %s; a repository it made there may run its code when you use git: look before you do", ErrGitAuditIncomplete, walkMaxDirs, auditMaxDepth, a.workspace))
@@ -309,21 +332,45 @@ func (a *GitAudit) wasLocked(p string) bool {
 // directory d (the rename of what it holds needs the write), below a
 // writable root, by fd without following symlinks.
 func (a *GitAudit) reopen(d string) error {
-	parent, name, mode, ok := a.dirAt(d)
-	if !ok {
-		return nil
-	}
-	defer unix.Close(parent)
-	// Invariant: the mode change lands on the directory examined, never
-	// through a symlink swapped in since (fchmodat follows one): chmod
-	// goes through an O_PATH|O_NOFOLLOW|O_DIRECTORY fd of it.
-	fd, err := unix.Openat(parent, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err == nil {
-		err = unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), (mode&0o7777)|0o700)
-		unix.Close(fd)
-	}
-	if err != nil {
+	fail := func(err error) error {
 		return fmt.Errorf("cannot look into %s, which the sandbox made unreadable (chmod u+rwx: %v): do not run git there before you have looked", d, err)
+	}
+	var fd int
+	var mode uint32
+	if slices.Contains(a.roots, d) {
+		// A writable root itself (chmod 000 of the workspace: it has
+		// no parent below a root). Its path is the policy's, outside
+		// every writable place; opened without following a symlink.
+		f, err := unix.Open(d, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail(err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(f, &st); err != nil {
+			unix.Close(f)
+			return fail(err)
+		}
+		fd, mode = f, st.Mode
+	} else {
+		parent, name, m, ok := a.dirAt(d)
+		if !ok {
+			return fail(errors.New("not reached below its writable directory without a symlink"))
+		}
+		// Invariant: the mode change lands on the directory examined,
+		// never through a symlink swapped in since (fchmodat follows
+		// one): chmod goes through an O_PATH|O_NOFOLLOW|O_DIRECTORY fd
+		// of it.
+		f, err := unix.Openat(parent, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(parent)
+		if err != nil {
+			return fail(err)
+		}
+		fd, mode = f, m
+	}
+	err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), (mode&0o7777)|0o700)
+	unix.Close(fd)
+	if err != nil {
+		return fail(err)
 	}
 	return nil
 }

@@ -50,12 +50,16 @@ func (r *resolver) hide() error {
 		for _, m := range g.matches {
 			st, err := os.Lstat(m)
 			if err == nil && st.Mode()&os.ModeSymlink != 0 {
-				// Invariant: a hidden file's content is hidden also when
-				// the name is a symlink to it (".env -> conf/prod-values",
-				// ".env -> ../shared/env"): the file it leads to is
-				// hidden, wherever it is, when it is a regular file.
-				// Found by review: such a .env was not hidden at all.
-				if rp, err := r.resolvePath(m, "/"); err == nil && rp.Missing == 0 {
+				// A hidden file's content is hidden also when the name
+				// is a symlink to it (".env -> conf/prod-values"): the
+				// regular file it leads to is hidden, when it lies in a
+				// writable directory of this run (review: such a .env
+				// was not hidden at all). Never elsewhere: a sandbox
+				// writes these links, and ".env.sh -> /bin/sh" would
+				// hide the host's shell from every later sandbox of the
+				// workspace (second review). A file outside stays as
+				// visible as it is at its own path.
+				if rp, err := r.resolvePath(m, "/"); err == nil && rp.Missing == 0 && r.inWritableRoot(rp.Path) {
 					if tst, err := os.Stat(rp.Path); err == nil && tst.Mode().IsRegular() {
 						targets = append(targets, target{rp.Path, e.at})
 					}
@@ -156,4 +160,15 @@ func (r *resolver) hide() error {
 // directory entry directories.
 func hidePattern(e expandedEntry) globPattern {
 	return globPattern{fileOnly: !e.Dir, links: !e.Dir}
+}
+
+// inWritableRoot reports whether p lies in one of the run's writable
+// directories.
+func (r *resolver) inWritableRoot(p string) bool {
+	for _, root := range r.rwRoots {
+		if within(p, root) {
+			return true
+		}
+	}
+	return false
 }

@@ -30,6 +30,7 @@ type options struct {
 	// (WithPoolReplan, WithPoolErrors in pool.go).
 	poolReplan func(context.Context, error) (Policy, error)
 	poolErrors func(*PoolFailure)
+	poolBuilt  func()
 }
 
 // withPooled marks a Pool's sessions: their worker runs one command, or

@@ -58,8 +58,11 @@ type Pool struct {
 	// sandbox of the pool outlives Close (its caller releases what the
 	// sandboxes relied on, such as a policy hold).
 	inUse map[*Session]struct{}
-	// replanMu makes one replan at a time.
-	replanMu sync.Mutex
+	onBuilt func()
+	// replanning makes one replan at a time: a one-slot semaphore, so
+	// that a caller waiting behind another's replan still answers its
+	// own ctx (a mutex kept a cancelled Exec waiting: second review).
+	replanning chan struct{}
 	// ctx bounds refills and on-demand starts: Close cancels it, so a
 	// start that is still under way when the pool closes ends instead of
 	// adding a session.
@@ -144,6 +147,22 @@ func WithPoolErrors(f func(*PoolFailure)) Option {
 	return func(o *options) { o.poolErrors = f }
 }
 
+// WithPoolBuilt has a Pool call f after each sandbox it started (a refill
+// or an on-demand start) is built, before the sandbox serves a call: what
+// its build made on the host (the placeholders of a policy a replan
+// returned) exists then, and can be recorded. f must not call the pool.
+// Start ignores this option.
+func WithPoolBuilt(f func()) Option {
+	return func(o *options) { o.poolBuilt = f }
+}
+
+// built tells WithPoolBuilt's function of a sandbox built.
+func (pl *Pool) built() {
+	if pl.onBuilt != nil {
+		pl.onBuilt()
+	}
+}
+
 // ErrPoolClosed is returned by a Pool used after Close.
 var ErrPoolClosed = errors.New("sandbox pool closed")
 
@@ -168,7 +187,7 @@ func NewPool(p Policy, size int, opts ...Option) (*Pool, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	opts = append(opts[:len(opts):len(opts)], withPooled())
-	pl := &Pool{policy: p, opts: opts, size: size, replan: o.poolReplan, onError: o.poolErrors, inUse: map[*Session]struct{}{}, ctx: ctx, cancel: cancel}
+	pl := &Pool{policy: p, opts: opts, size: size, replan: o.poolReplan, onError: o.poolErrors, onBuilt: o.poolBuilt, inUse: map[*Session]struct{}{}, ctx: ctx, cancel: cancel, replanning: make(chan struct{}, 1)}
 	pl.mu.Lock()
 	pl.refillLocked()
 	pl.mu.Unlock()
@@ -193,6 +212,9 @@ func (pl *Pool) refillLocked() {
 func (pl *Pool) refillOne(p Policy, gen int) {
 	defer pl.wg.Done()
 	s, err := Start(pl.ctx, p, pl.opts...)
+	if err == nil {
+		pl.built()
+	}
 	pl.mu.Lock()
 	pl.starting--
 	if err != nil {
@@ -316,7 +338,7 @@ func (pl *Pool) recover(cause error, gen int, replan bool) {
 		}
 	}
 	if replan {
-		pl.replanAfter(cause, gen)
+		pl.replanAfter(pl.ctx, cause, gen)
 	}
 	pl.mu.Lock()
 	pl.recovering = false
@@ -342,13 +364,19 @@ func poolBackoff(n int) time.Duration {
 
 // replanAfter resolves the policy again after a start built from
 // generation gen failed with cause, and reports whether a newer policy is
-// in place now (by this call or another since that start began).
-func (pl *Pool) replanAfter(cause error, gen int) bool {
+// in place now (by this call or another since that start began). A caller
+// whose ctx ends while another replan runs stops waiting (false); the
+// replan itself runs under the pool's ctx.
+func (pl *Pool) replanAfter(ctx context.Context, cause error, gen int) bool {
 	if pl.replan == nil {
 		return false
 	}
-	pl.replanMu.Lock()
-	defer pl.replanMu.Unlock()
+	select {
+	case pl.replanning <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-pl.replanning }()
 	pl.mu.Lock()
 	cur, closed := pl.gen, pl.closed
 	pl.mu.Unlock()
@@ -467,6 +495,9 @@ func (pl *Pool) take(ctx context.Context, later, lend bool) (*Session, error) {
 		s, err := Start(sctx, p, pl.opts...)
 		stop()
 		cancel()
+		if err == nil {
+			pl.built()
+		}
 		pl.mu.Lock()
 		if pl.closed {
 			pl.mu.Unlock()
@@ -497,7 +528,7 @@ func (pl *Pool) take(ctx context.Context, later, lend bool) (*Session, error) {
 		pl.report(f)
 		// Built from a stale policy: once more from a fresh one, as a
 		// session's start does (cmd/nsbox startToolSession).
-		if try > 0 || !pl.replanAfter(err, gen) {
+		if try > 0 || !pl.replanAfter(ctx, err, gen) {
 			return nil, err
 		}
 		pl.mu.Lock()
