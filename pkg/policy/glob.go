@@ -224,7 +224,7 @@ func (w *walker) take(n int) []walkState {
 	}
 	l := len(w.arena)
 	w.arena = w.arena[:l+n]
-	return w.arena[l:l:l+n]
+	return w.arena[l : l : l+n]
 }
 
 // isGlob reports whether the next part of s is a wildcard (not "**").

@@ -417,7 +417,6 @@ const (
 //     can undo (second review; the native backend's PID namespace hides
 //     those processes, setpriority(PRIO_USER) included). A command's
 //     pthread_setaffinity_np on its own threads (a tid) is refused too;
-//
 //   - the owners of SIGIO (fcntl F_SETOWN of the worker's pid or process
 //     group, F_SETOWN_EX, whose owner sits behind a pointer, and the
 //     socket ioctls FIOSETOWN/SIOCSPGRP, also behind one): with F_SETSIG

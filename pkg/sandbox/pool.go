@@ -57,7 +57,7 @@ type Pool struct {
 	// inUse are the sessions lent now: Close ends them too, so that no
 	// sandbox of the pool outlives Close (its caller releases what the
 	// sandboxes relied on, such as a policy hold).
-	inUse map[*Session]struct{}
+	inUse   map[*Session]struct{}
 	onBuilt func()
 	// replanning makes one replan at a time: a one-slot semaphore, so
 	// that a caller waiting behind another's replan still answers its

@@ -110,7 +110,6 @@ func TestReview2PoolReplanPlaceholderLeftAfterKill(t *testing.T) {
 	})
 }
 
-
 // TestReview2PoolUnreadableWorkspaceBreaksLaterCalls: the fix for
 // TestReviewPoolPerCallSandboxBreaksLaterCalls repairs, before the replan,
 // what the git audit's walk finds unreadable BELOW the workspace. One call
