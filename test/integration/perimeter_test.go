@@ -487,37 +487,8 @@ func vmRSS(pid int) int64 {
 func TestPerimeterToolBudget(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
-		cmd := exec.Command(nsboxBin(t), "mcp", "--allow-tool-registration", "--eager", "--memory", "64M", "--workspace", ws)
-		cmd.Dir = ws
-		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}
-		u.asUser(cmd)
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		outp, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		t.Cleanup(func() {
-			in.Close()
-			select {
-			case <-done:
-			case <-time.After(time.Minute): // a deadlock guard only
-				cmd.Process.Kill()
-				<-done
-			}
-		})
-		go func() { cmd.Wait(); close(done) }()
-		c := &mcpClient{t: t, in: in, out: bufio.NewReaderSize(outp, 1<<20)}
-		c.send("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "perimeter-test", "version": "1"}}, false)
-		c.send("notifications/initialized", map[string]any{}, true)
+		m := startMCP(t, u, ws, "--allow-tool-registration", "--eager", "--memory", "64M", "--workspace", ws)
+		c, cmd, stderr := m.mcpClient, m.cmd, m.stderr
 		register := func(name string) (bool, string) {
 			raw := c.send("tools/call", map[string]any{"name": "register_tool", "arguments": map[string]any{
 				"name": name, "description": "big",

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -263,37 +262,7 @@ func TestReview2LandlockToolReadsPastFilePermissions(t *testing.T) {
 			if r.code == 0 || strings.Contains(r.stdout, secret) {
 				t.Fatalf("a command read the other uid's 0600 file; cannot judge the tools\nstdout: %s\nstderr: %s", r.stdout, r.stderr)
 			}
-			cmd := exec.Command(nsboxBin(t), "mcp", "--backend", "landlock", "--workspace", ws)
-			cmd.Dir = ws
-			cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}
-			u.asUser(cmd)
-			in, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			outp, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			go func() { cmd.Wait(); close(done) }()
-			t.Cleanup(func() {
-				in.Close()
-				select {
-				case <-done:
-				case <-time.After(time.Minute): // a deadlock guard only
-					cmd.Process.Kill()
-					<-done
-				}
-			})
-			c := &mcpClient{t: t, in: in, out: bufio.NewReaderSize(outp, 1<<20)}
-			c.send("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "review2-landlock", "version": "1"}}, false)
-			c.send("notifications/initialized", map[string]any{}, true)
+			c := startMCP(t, u, ws, "--backend", "landlock", "--workspace", ws).mcpClient
 			raw := c.send("tools/call", map[string]any{"name": "read_file", "arguments": map[string]any{"path": "private"}}, false)
 			t.Logf("read_file: %.400s", raw)
 			if strings.Contains(string(raw), secret) {

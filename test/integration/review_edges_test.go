@@ -7,7 +7,6 @@ package integration
 // weakness is fixed. Root and uid 65534, as every integration test.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -16,56 +15,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
-// reviewMCP is a running `nsbox mcp` with a client on its stdio.
-type reviewMCP struct {
-	*mcpClient
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
-}
-
-// startReviewMCP starts `nsbox mcp args...` as u in dir and initializes
-// the MCP session; the process ends with the test.
-func startReviewMCP(t *testing.T, u user, dir string, args ...string) *reviewMCP {
-	t.Helper()
-	cmd := exec.Command(nsboxBin(t), append([]string{"mcp"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}
-	u.asUser(cmd)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outp, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &bytes.Buffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		in.Close()
-		select {
-		case <-done:
-		case <-time.After(time.Minute): // a deadlock guard only
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	c := &mcpClient{t: t, in: in, out: bufio.NewReaderSize(outp, 1<<20)}
-	c.send("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "review-edges", "version": "1"}}, false)
-	c.send("notifications/initialized", map[string]any{}, true)
-	return &reviewMCP{mcpClient: c, cmd: cmd, stderr: stderr}
-}
-
 // call calls a tool and returns its text and whether it succeeded.
-func (m *reviewMCP) call(name string, args map[string]any) (string, bool) {
+func (m *mcpProc) call(name string, args map[string]any) (string, bool) {
 	m.t.Helper()
 	raw := m.send("tools/call", map[string]any{"name": name, "arguments": args}, false)
 	var res struct {
@@ -92,7 +45,7 @@ func (m *reviewMCP) call(name string, args map[string]any) (string, bool) {
 func TestReviewEdgesToolPatternBudget(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
-		m := startReviewMCP(t, u, ws, "--allow-tool-registration", "--eager", "--memory", "64M", "--workspace", ws)
+		m := startMCP(t, u, ws, "--allow-tool-registration", "--eager", "--memory", "64M", "--workspace", ws)
 		params := map[string]any{"type": "object", "properties": map[string]any{
 			"p": map[string]any{"type": "string", "pattern": strings.Repeat("a{1000}", 3000)},
 		}}
@@ -192,7 +145,7 @@ func TestReviewEdgesAuditPathVariable(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
 		u.mkdirAs(t, filepath.Join(ws, "$CWD")) // planted by an earlier run
-		m := startReviewMCP(t, u, ws, "--workspace", ws, "--audit", "$CWD/audit.log")
+		m := startMCP(t, u, ws, "--workspace", ws, "--audit", "$CWD/audit.log")
 		text, _ := m.call("run_command", map[string]any{"command": `echo '{"kind":"forged"}' >> '$CWD/audit.log'; echo '{"kind":"forged"}' >> audit.log 2>/dev/null && echo wrote; true`})
 		b, err := os.ReadFile(filepath.Join(ws, "audit.log"))
 		if err != nil {
@@ -215,7 +168,7 @@ func TestReviewEdgesDataDirVariable(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
 		u.mkdirAs(t, filepath.Join(ws, "$CWD")) // planted by an earlier run
-		m := startReviewMCP(t, u, ws, "--workspace", ws, "--data-dir", "$CWD/nsbox-data")
+		m := startMCP(t, u, ws, "--workspace", ws, "--data-dir", "$CWD/nsbox-data")
 		text, _ := m.call("run_command", map[string]any{"command": `/run/nsbox/bin/nsbox call memory save '{"key":"k","text":"host secret 7f3a"}' >/dev/null; grep -rl '7f3a' '$CWD/nsbox-data' nsbox-data 2>/dev/null && echo SEEN; touch nsbox-data/planted 2>/dev/null && echo PLANTED; true`})
 		if strings.Contains(text, "SEEN") || strings.Contains(text, "PLANTED") {
 			t.Fatalf("the data directory is readable or writable inside:\n%s\nnsbox stderr: %s", text, m.stderr.String())
@@ -255,7 +208,7 @@ func TestReviewEdgesAuditRotationStopped(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
 		audit := filepath.Join(ws, "audit.log")
-		m := startReviewMCP(t, u, ws, "--workspace", ws, "--audit", audit, "--audit-max", "4K")
+		m := startMCP(t, u, ws, "--workspace", ws, "--audit", audit, "--audit-max", "4K")
 		text, _ := m.call("run_command", map[string]any{"command": "chmod 555 . && echo locked"})
 		if !strings.Contains(text, "locked") {
 			t.Skipf("the sandbox cannot chmod the workspace as %s: %s", u.name, text)
@@ -360,7 +313,7 @@ func TestReviewEdgesAuditFloodFlushesEvidence(t *testing.T) {
 		}
 		ws := u.tempDir(t)
 		audit := filepath.Join(ws, "audit.log")
-		m := startReviewMCP(t, u, ws, "--workspace", ws, "--audit", audit, "--audit-max", "64K")
+		m := startMCP(t, u, ws, "--workspace", ws, "--audit", audit, "--audit-max", "64K")
 		m.call("run_command", map[string]any{"command": "echo evidence-93b2"})
 		flood := `
 import json, os, socket
