@@ -216,6 +216,35 @@ func auditArch() (uint32, error) {
 }
 
 // bpfAsm assembles classic BPF with symbolic jump targets.
+// Classic BPF on struct seccomp_data, for the filters below.
+const (
+	ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	and = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+	ret = unix.BPF_RET | unix.BPF_K
+)
+
+// arg is the offset of the low word of seccomp_data.args[i].
+func arg(i int) uint32 { return uint32(16 + 8*i) }
+
+// newBPFFilter starts a filter with the checks every one of them begins
+// with: the native architecture only (another ABI's numbers mean other
+// calls) and no x32 call, each sent to the label "deny"; the syscall
+// number is left loaded.
+func newBPFFilter() (*bpfAsm, error) {
+	arch, err := auditArch()
+	if err != nil {
+		return nil, err
+	}
+	a := &bpfAsm{labels: map[string]int{}}
+	a.stmt(ld, 4)
+	a.jump(jeq, arch, "", "deny")
+	a.stmt(ld, 0)
+	a.jump(jge, 0x40000000, "deny", "") // x32
+	return a, nil
+}
+
 type bpfAsm struct {
 	prog   []unix.SockFilter
 	labels map[string]int
@@ -284,23 +313,11 @@ func (a *bpfAsm) done() ([]unix.SockFilter, error) {
 // then (killDescendants' fail-closed kill), and commands, whose forking
 // thread is the worker's leader, are refused it by commandFilterLandlock.
 func socketFilter(allSockets bool, worker int, scoped bool) ([]unix.SockFilter, error) {
-	arch, err := auditArch()
+	a, err := newBPFFilter()
 	if err != nil {
 		return nil, err
 	}
-	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		ret = unix.BPF_RET | unix.BPF_K
-	)
-	arg := func(i int) uint32 { return uint32(16 + 8*i) }
 	self, group := uint32(worker), uint32(-worker)
-	a := &bpfAsm{labels: map[string]int{}}
-	a.stmt(ld, 4)
-	a.jump(jeq, arch, "", "deny")
-	a.stmt(ld, 0)
-	a.jump(jge, 0x40000000, "deny", "") // x32
 	a.jump(jeq, unix.SYS_IO_URING_SETUP, "deny", "")
 	a.jump(jeq, unix.SYS_TKILL, "deny", "")
 	// A /proc/PID directory fd is a pidfd too: its target cannot be told.
@@ -442,23 +459,10 @@ const (
 // 6), are worker thread ids whose kill(2) and rt_sigqueueinfo(2) are
 // refused as well (the socket filter refuses those of the pid only).
 func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.SockFilter, error) {
-	arch, err := auditArch()
+	a, err := newBPFFilter()
 	if err != nil {
 		return nil, err
 	}
-	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		and = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
-		ret = unix.BPF_RET | unix.BPF_K
-	)
-	arg := func(i int) uint32 { return uint32(16 + 8*i) }
-	a := &bpfAsm{labels: map[string]int{}}
-	a.stmt(ld, 4)
-	a.jump(jeq, arch, "", "deny")
-	a.stmt(ld, 0)
-	a.jump(jge, 0x40000000, "deny", "") // x32
 	a.jump(jeq, unix.SYS_PRLIMIT64, "self", "")
 	for _, nr := range []uint32{unix.SYS_SCHED_SETSCHEDULER, unix.SYS_SCHED_SETPARAM, unix.SYS_SCHED_SETATTR,
 		unix.SYS_SCHED_SETAFFINITY, unix.SYS_MIGRATE_PAGES, unix.SYS_MOVE_PAGES} {

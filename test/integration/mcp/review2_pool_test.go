@@ -128,17 +128,7 @@ func TestReview2PoolUnreadableWorkspaceBreaksLaterCalls(t *testing.T) {
 		t.Cleanup(func() { os.Chmod(h.ws, 0o700) })
 		s := startServer(t, h, serverOpts{args: []string{"--isolation", "per-call", "--pool-size", "1"}})
 		s.ok("run_command", map[string]any{"command": "chmod 000 " + h.ws})
-		var last string
-		failed := 0
-		for i := 0; i < 4; i++ {
-			res := s.call("run_command", map[string]any{"command": "echo served"})
-			if res.IsError {
-				failed++
-				last = text(res)
-			} else {
-				last = ""
-			}
-		}
+		failed, last := s.servedAfter(4)
 		if last != "" {
 			t.Fatalf("after one call made the workspace directory unreadable (chmod 000 on its own files), %d of the next 4 per-call tool calls failed, the last too (no repair of the workspace root before the replan): %s\nstderr:\n%s", failed, last, s.stderr)
 		}
@@ -279,17 +269,7 @@ func TestReview2PoolReplanHidesWhatACallChose(t *testing.T) {
 		if err := os.Remove(filepath.Join(h.ws, "sub/.env")); err != nil {
 			t.Fatal(err)
 		}
-		var last string
-		failed := 0
-		for i := 0; i < 4; i++ {
-			res := s.call("run_command", map[string]any{"command": "echo served"})
-			if res.IsError {
-				failed++
-				last = text(res)
-			} else {
-				last = ""
-			}
-		}
+		failed, last := s.servedAfter(4)
 		if last != "" {
 			t.Fatalf("after one call planted a .env.sh symlink to /bin/sh and the pool replanned, %d of the next 4 calls failed, the last too: %s", failed, last)
 		}

@@ -34,17 +34,7 @@ func TestReviewPoolPerCallNeverRecoversFromPlanChange(t *testing.T) {
 		if err := os.Remove(filepath.Join(h.ws, "sub/.env")); err != nil {
 			t.Fatal(err)
 		}
-		var last string
-		failed := 0
-		for i := 0; i < 4; i++ {
-			res := s.call("run_command", map[string]any{"command": "echo served"})
-			if res.IsError {
-				failed++
-				last = text(res)
-			} else {
-				last = ""
-			}
-		}
+		failed, last := s.servedAfter(4)
 		if last != "" {
 			t.Fatalf("after the host removed a hidden .env file, %d of the next 4 per-call tool calls failed, the last too (the server never recovers): %s", failed, last)
 		}
@@ -104,19 +94,25 @@ func TestReviewPoolPerCallSandboxBreaksLaterCalls(t *testing.T) {
 		})
 		s := startServer(t, h, serverOpts{args: []string{"--isolation", "per-call", "--pool-size", "1"}})
 		s.ok("run_command", map[string]any{"command": "chmod 000 sub vendor/lib vendor"})
-		var last string
-		failed := 0
-		for i := 0; i < 4; i++ {
-			res := s.call("run_command", map[string]any{"command": "echo served"})
-			if res.IsError {
-				failed++
-				last = text(res)
-			} else {
-				last = ""
-			}
-		}
+		failed, last := s.servedAfter(4)
 		if last != "" {
 			t.Fatalf("after one call made two workspace directories unreadable, %d of the next 4 per-call tool calls failed, the last too: %s", failed, last)
 		}
 	})
+}
+
+// servedAfter makes n run_command calls and returns how many failed and
+// the text of the last one when it failed ("" when the last was served):
+// whether a per-call server recovered from what the test did.
+func (s *server) servedAfter(n int) (failed int, last string) {
+	for i := 0; i < n; i++ {
+		res := s.call("run_command", map[string]any{"command": "echo served"})
+		if res.IsError {
+			failed++
+			last = text(res)
+		} else {
+			last = ""
+		}
+	}
+	return failed, last
 }
