@@ -66,7 +66,7 @@ func (f *policyFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.ro, "ro", nil, "bind `PATH[:DST]` read-only (repeatable)")
 	fl.StringArrayVar(&f.tmpfs, "tmpfs", nil, "mount an empty tmpfs at `DST` (repeatable)")
 	fl.StringArrayVar(&f.hide, "hide", nil, "make `PATH` read as empty (repeatable; !PATH unhides a profile's entry)")
-	fl.StringArrayVar(&f.protect, "protect", nil, "keep `PATH` read-only inside writable binds, even if it does not exist yet; a pattern (*, **) keeps what it matches (repeatable; !PATH drops a profile's entry)")
+	fl.StringArrayVar(&f.protect, "protect", nil, "keep `PATH` read-only inside writable binds, even if it does not exist yet; a pattern (*, **) keeps what it matches, and what the run makes that matches it is renamed NAME.nsbox-quarantine at its end (repeatable; !PATH drops a profile's entry)")
 	fl.StringVar(&f.input, "input", "", "bind `DIR` read-only at /input")
 	fl.StringVar(&f.output, "output", "", "bind `DIR` read-write at /output")
 	fl.StringVar(&f.cwd, "cwd", "", "working `DIR` inside (default: the workspace, else the current directory when visible, else /)")

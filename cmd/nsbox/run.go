@@ -407,7 +407,11 @@ func runMain(f *runFlags, argv []string) error {
 	// made inert before the caller can run git in them.
 	quarantined, auditErr := auditGit(res)
 	for _, q := range quarantined {
-		status.emit(map[string]any{"event": "quarantined", "repo": q.Repo, "from": q.From, "to": q.To})
+		ev := map[string]any{"event": "quarantined", "repo": q.Repo, "from": q.From, "to": q.To}
+		if q.Pattern != "" {
+			ev["pattern"] = q.Pattern
+		}
+		status.emit(ev)
 	}
 	code, msg := exitStatus(res2, err)
 	commandCode := code
@@ -548,7 +552,14 @@ func auditGit(res *policy.Result) ([]policy.Quarantined, error) {
 	}
 	qs, err := res.GitAudit.Run()
 	for _, q := range qs {
-		if q.To == "" {
+		switch {
+		case q.Pattern != "" && q.To == "":
+			fmt.Fprintf(os.Stderr, "nsbox: warning: a run that was killed may have made or changed %s, which matches the protected pattern %s: look at it before an editor, agent or tool on the host opens %s\n", q.From, q.Pattern, q.Repo)
+			continue
+		case q.Pattern != "":
+			fmt.Fprintf(os.Stderr, "nsbox: warning: the sandbox made or changed %s, which matches the protected pattern %s: it is renamed to %s, so that editors, agents and tools on the host do not read it; look at it before you rename it back (or lift the pattern with --protect '!%s')\n", q.From, q.Pattern, q.To, q.Pattern)
+			continue
+		case q.To == "":
 			// A killed run's audit, finished later: reported only.
 			fmt.Fprintf(os.Stderr, "nsbox: warning: a run that was killed may have made the git repository at %s (%s): look at it before you run git there\n", q.Repo, q.From)
 			continue

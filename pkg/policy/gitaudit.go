@@ -49,6 +49,14 @@ type GitAudit struct {
 	// gitlinks, read before the run (an index is read-only in it).
 	submodules []string
 	known      map[fileID]bool
+	// noGit: no repositories are audited (the run had no "DIR/**/.git"
+	// pattern), only created.
+	noGit bool
+	// created are the protect patterns whose matches the run made or
+	// changed the audit quarantines too (createdaudit.go), since the
+	// time (ns, real-time clock) from which a change is the run's.
+	created []createdPattern
+	since   int64
 }
 
 // fileID is what the audit trusts a pre-existing entry by. Directories
@@ -63,9 +71,12 @@ type fileID struct {
 
 // Quarantined is one repository the audit made inert.
 type Quarantined struct {
-	Repo string `json:"repo"` // the directory git would have used it in
+	Repo string `json:"repo"` // the directory git (or a tool) would have used it in
 	From string `json:"from"`
 	To   string `json:"to"`
+	// Pattern is the protect entry, as written, that a quarantined file
+	// matched ("" for a repository): "!PATTERN" lifts it.
+	Pattern string `json:"pattern,omitempty"`
 }
 
 const quarantineSuffix = ".nsbox-quarantine"
@@ -157,29 +168,42 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 	var out []Quarantined
 	var errs []error
 	var gits, heads []string
-	if a.workspace != "" {
+	// One walk for the repositories ("**/.git", "**/HEAD" in the
+	// workspace) and the created patterns.
+	var pats []globPattern
+	gitWalk := a.workspace != "" && !a.noGit
+	if gitWalk {
+		pats = append(pats,
+			globPattern{path: filepath.Join(a.workspace, "**", ".git"), links: true},
+			globPattern{path: filepath.Join(a.workspace, "**", "HEAD"), links: true})
+	}
+	createdGlobs, createdOf := a.createdGlobs()
+	pats = append(pats, createdGlobs...)
+	var res []globResult
+	if len(pats) > 0 {
 		// A directory the walk cannot look into (a sandbox, with the
 		// user's uid, made it unreadable) could hold a repository git
 		// still reaches through search permission: it is opened up
 		// again (u+rx, it is the user's own) and walked once more.
 		reopened := map[string]bool{}
 		for {
-			res, err := globAllDepth([]globPattern{
-				{path: filepath.Join(a.workspace, "**", ".git"), links: true},
-				{path: filepath.Join(a.workspace, "**", "HEAD"), links: true},
-			}, auditMaxDepth)
+			var err error
+			res, err = globAllDepth(pats, auditMaxDepth)
 			if err != nil {
 				return nil, err
 			}
-			gits, heads = res[0].matches, res[1].matches
+			var unlisted []string
+			for _, r := range res {
+				unlisted = append(unlisted, r.unlisted...)
+			}
 			var fresh []string
-			for _, d := range dedupStrings(append(res[0].unlisted, res[1].unlisted...)) {
+			for _, d := range dedupStrings(unlisted) {
 				if !a.wasLocked(d) && !reopened[d] {
 					fresh = append(fresh, d)
 				}
 			}
 			if len(fresh) > 0 && a.reportOnly {
-				errs = append(errs, fmt.Errorf("cannot look into %s: do not run git there before you have looked", someOf(fresh)))
+				errs = append(errs, fmt.Errorf("cannot look into %s: do not run git, or open an editor or agent, there before you have looked", someOf(fresh)))
 			}
 			if len(fresh) > 0 && !a.reportOnly {
 				// Until no new one turns up: each pass opens what the
@@ -189,7 +213,7 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 					if err := a.reopen(d); err != nil {
 						errs = append(errs, err)
 					} else {
-						errs = append(errs, fmt.Errorf("the sandbox made %s unreadable; it is given u+rwx back, so that the repositories it holds could be looked for", d))
+						errs = append(errs, fmt.Errorf("the sandbox made %s unreadable; it is given u+rwx back, so that the repositories and agent files it holds could be looked for", d))
 					}
 				}
 				continue
@@ -197,11 +221,24 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 			if a.repairOnly {
 				return nil, errors.Join(errs...)
 			}
-			if res[0].tooMany || res[1].tooMany || res[0].truncated || res[1].truncated {
-				errs = append(errs, fmt.Errorf("%w: the sandbox left more than %d directories, or deeper than %d levels, in %s; a repository it made there may run its code when you use git: look before you do", ErrGitAuditIncomplete, walkMaxDirs, auditMaxDepth, a.workspace))
+			if slices.ContainsFunc(res, func(r globResult) bool { return r.tooMany || r.truncated }) {
+				where := a.workspace
+				if where == "" {
+					where = strings.Join(a.roots, ", ")
+				}
+				errs = append(errs, fmt.Errorf("%w: the sandbox left more than %d directories, or deeper than %d levels, in %s; a repository or agent file it made there may run its code when you use git or open it in an editor or agent: look before you do", ErrGitAuditIncomplete, walkMaxDirs, auditMaxDepth, where))
 			}
 			break
 		}
+	} else if a.repairOnly {
+		return nil, nil
+	}
+	if gitWalk {
+		gits, heads = res[0].matches, res[1].matches
+		res = res[2:]
+	}
+	if a.noGit {
+		return a.finishCreated(res, createdOf, out, errs)
 	}
 	for _, root := range a.roots {
 		if a.workspace == "" || !within(root, a.workspace) {
@@ -256,6 +293,25 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 		} else if q != nil {
 			out = append(out, *q)
 		}
+	}
+	return a.finishCreated(res, createdOf, out, errs)
+}
+
+// finishCreated quarantines the created patterns' new matches (res,
+// one per pattern of of) after the repositories, and returns Run's
+// result.
+func (a *GitAudit) finishCreated(res []globResult, of []createdPattern, out []Quarantined, errs []error) ([]Quarantined, error) {
+	var done []string
+	for _, q := range out {
+		done = append(done, q.From)
+	}
+	for i, cp := range of {
+		qs, es := a.quarantineCreated(cp, res[i].matches, done)
+		for _, q := range qs {
+			done = append(done, q.From)
+		}
+		out = append(out, qs...)
+		errs = append(errs, es...)
 	}
 	return out, errors.Join(errs...)
 }
@@ -404,10 +460,19 @@ func (a *GitAudit) parentOf(p string) (int, string, error) {
 // RENAME_NOREPLACE. A parent the sandbox made read-only gets u+wx back
 // first. A report-only audit renames nothing: To is "".
 func (a *GitAudit) quarantine(p, repo string) (*Quarantined, error) {
+	return a.quarantineAs(p, repo, "")
+}
+
+// quarantineAs is quarantine of a match of the created pattern pattern
+// ("" for a repository).
+func (a *GitAudit) quarantineAs(p, repo, pattern string) (*Quarantined, error) {
 	if a.reportOnly {
-		return &Quarantined{Repo: repo, From: p}, nil
+		return &Quarantined{Repo: repo, From: p, Pattern: pattern}, nil
 	}
 	fail := func(err error) (*Quarantined, error) {
+		if pattern != "" {
+			return nil, createdFailure(p, pattern, err)
+		}
 		return nil, fmt.Errorf("the sandbox made a git repository at %s, and it could not be made inert (%v): do not run git there before you have looked at %s", repo, err, p)
 	}
 	parent, name, err := a.parentOf(p)
@@ -440,7 +505,7 @@ func (a *GitAudit) quarantine(p, repo string) (*Quarantined, error) {
 		if err != nil {
 			return fail(fmt.Errorf("rename: %w", err))
 		}
-		return &Quarantined{Repo: repo, From: p, To: filepath.Join(filepath.Dir(p), to)}, nil
+		return &Quarantined{Repo: repo, From: p, To: filepath.Join(filepath.Dir(p), to), Pattern: pattern}, nil
 	}
 	return fail(errors.New("120 names taken next to it"))
 }
@@ -534,12 +599,15 @@ func gitlinks(path string, sha256 bool) []string {
 // MarshalJSON): what a run that was killed before its audit leaves for
 // the next nsbox to finish.
 type gitAuditRecord struct {
-	Workspace  string      `json:"workspace"`
-	Roots      []string    `json:"roots"`
-	GitRoots   []string    `json:"gitRoots,omitempty"`
-	Submodules []string    `json:"submodules,omitempty"`
-	Locked     []string    `json:"locked,omitempty"`
-	Known      [][3]uint64 `json:"known"` // device, inode, ctime (ns)
+	Workspace  string           `json:"workspace"`
+	Roots      []string         `json:"roots"`
+	GitRoots   []string         `json:"gitRoots,omitempty"`
+	Submodules []string         `json:"submodules,omitempty"`
+	Locked     []string         `json:"locked,omitempty"`
+	Known      [][3]uint64      `json:"known"` // device, inode, ctime (ns)
+	NoGit      bool             `json:"noGit,omitempty"`
+	Created    []createdPattern `json:"created,omitempty"`
+	Since      int64            `json:"since,omitempty"`
 }
 
 // Deferred returns the audit of a run that was killed before it ran it
@@ -554,7 +622,7 @@ func (a *GitAudit) Deferred() *GitAudit {
 // MarshalJSON writes the audit with what it trusts, so that another nsbox
 // process can run it (a run killed with SIGKILL cannot).
 func (a *GitAudit) MarshalJSON() ([]byte, error) {
-	rec := gitAuditRecord{Workspace: a.workspace, Roots: a.roots, GitRoots: a.gitRoots, Submodules: a.submodules, Locked: a.locked, Known: [][3]uint64{}}
+	rec := gitAuditRecord{Workspace: a.workspace, Roots: a.roots, GitRoots: a.gitRoots, Submodules: a.submodules, Locked: a.locked, Known: [][3]uint64{}, NoGit: a.noGit, Created: a.created, Since: a.since}
 	for id := range a.known {
 		rec.Known = append(rec.Known, [3]uint64{id.dev, id.ino, uint64(id.ctime)})
 	}
@@ -567,7 +635,7 @@ func (a *GitAudit) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return err
 	}
-	*a = GitAudit{workspace: rec.Workspace, roots: rec.Roots, gitRoots: rec.GitRoots, submodules: rec.Submodules, locked: rec.Locked, known: map[fileID]bool{}}
+	*a = GitAudit{workspace: rec.Workspace, roots: rec.Roots, gitRoots: rec.GitRoots, submodules: rec.Submodules, locked: rec.Locked, known: map[fileID]bool{}, noGit: rec.NoGit, created: rec.Created, since: rec.Since}
 	for _, k := range rec.Known {
 		a.known[fileID{dev: k[0], ino: k[1], ctime: int64(k[2])}] = true
 	}

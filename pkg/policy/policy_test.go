@@ -947,6 +947,9 @@ func TestPeekAgreesWithLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Preview.Load: %v", c.name, err)
 		}
+		if full.GitAudit != nil && res.GitAudit != nil {
+			full.GitAudit.since = res.GitAudit.since // the time each was resolved at
+		}
 		if !reflect.DeepEqual(full, res) {
 			t.Errorf("%s: Preview.Load differs from Load:\n%+v\n%+v", c.name, full, res)
 		}

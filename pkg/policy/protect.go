@@ -149,6 +149,7 @@ func (r *resolver) protect() error {
 	if err := r.protectGit(pp, done); err != nil {
 		return err
 	}
+	r.auditCreated()
 	r.mounts = append(r.mounts, pp.newPins...)
 	r.sortMounts()
 	sort.SliceStable(r.protects, func(a, b int) bool { return depth(r.protects[a].Dest) < depth(r.protects[b].Dest) })

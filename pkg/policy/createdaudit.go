@@ -1,0 +1,255 @@
+package policy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+// A protect pattern with a wildcard ("$NSBOX_WORKSPACE/*/**/.vscode",
+// "$NSBOX_RW/pip.con[f]") can protect only what matches it when the run
+// starts, and only as deep as the start's walk looks (walkMaxDepth): a
+// path that does not exist has no inode to bind read-only, and a
+// placeholder for every directory a nested project could be made in is
+// not an option. What the sandbox makes or changes that matches such a
+// pattern (sub/.vscode/tasks.json, packages/x/.cargo/config.toml, a
+// project's .envrc) would then wait on the host for an editor, an agent,
+// cargo, npm or direnv opened or run there. So the run's GitAudit also
+// walks these patterns once the sandbox has ended (as deep as it looks
+// for repositories) and quarantines every match the run made or changed,
+// as it does a repository the sandbox made: NAME is renamed
+// NAME.nsbox-quarantine, which none of those tools reads, and the user
+// can look and rename it back.
+//
+// What the run made or changed is told by the inode's change time: the
+// kernel sets ctime to the current time at every creation, write,
+// rename (ext4, xfs, btrfs, tmpfs), link and mode change, and nothing
+// sets it back (utimensat(2) sets only atime and mtime; setting the
+// clock takes CAP_SYS_TIME of the host, and a time namespace moves only
+// the monotonic clocks). A match whose ctime, or for a directory the
+// ctime of anything in it, is not older than the audit's start was
+// touched during the run. What the run protected read-only (a match of
+// the start's walk, known to the audit by device, inode and ctime) is
+// skipped: the sandbox could not change it, and the host may have. An
+// empty file or directory (a placeholder, or one left by one) is inert
+// and left alone.
+
+// createdPattern is one such pattern as the audit keeps it: absolute,
+// variables expanded, its fixed part resolved again when the audit runs
+// (a prefix missing at the start, such as .yarn/ for
+// "$NSBOX_RW/.yarn/release[s]", may exist by its end).
+type createdPattern struct {
+	Path    string `json:"path"`
+	Written string `json:"written"`       // the entry as written: what a "!" removal names
+	Dir     bool   `json:"dir,omitempty"` // "PATTERN/": directories only
+}
+
+// createdGlob is how the audit matches a created pattern after the run:
+// symlinks match too (a tool reads through a .npmrc that is a link), as
+// deep as the git audit looks.
+func createdGlob() globPattern { return globPattern{links: true, maxDepth: auditMaxDepth} }
+
+// createdPatternOf says whether the protect entry x is audited for what
+// the run creates: a pattern (not the repositories' "DIR/**/.git", which
+// the git audit covers its own way) that can reach into a writable
+// directory. Elsewhere the sandbox cannot create anything.
+func (r *resolver) createdPatternOf(x expandedEntry) (createdPattern, bool) {
+	if _, ok := bareRepoPattern(x.Path); ok {
+		return createdPattern{}, false
+	}
+	p := r.absolute(x.Path)
+	if !hasGlob(p) {
+		return createdPattern{}, false
+	}
+	fixed := fixedPart(p)
+	if !slices.ContainsFunc(r.rwRoots, func(root string) bool { return within(fixed, root) || within(root, fixed) }) {
+		return createdPattern{}, false
+	}
+	return createdPattern{Path: p, Written: x.written, Dir: x.Dir}, true
+}
+
+// fixedPart is p up to its first component with a wildcard.
+func fixedPart(p string) string {
+	parts := splitPath(p)
+	i := 0
+	for i < len(parts) && !hasGlob(parts[i]) && parts[i] != "**" {
+		i++
+	}
+	return "/" + filepath.Join(parts[:i]...)
+}
+
+// auditCreated adds the run's created patterns to its audit, with the
+// matches the protect step made read-only (trusted by device and inode,
+// and a file's ctime, as the git audit trusts what it knew) and the time
+// from which a change counts as the run's. It runs after the protections,
+// so that the git audit, when there is one, exists and is extended.
+func (r *resolver) auditCreated() {
+	var pats []createdPattern
+	known := map[fileID]bool{}
+	var locked []string
+	for _, x := range r.protectList {
+		cp, ok := r.createdPatternOf(x)
+		if !ok || slices.ContainsFunc(pats, func(c createdPattern) bool { return c.Path == cp.Path }) {
+			continue
+		}
+		// The protect step's own walk (no second one): its matches are
+		// the read-only mounts of this run.
+		if g, ok, err := r.globAs(cp.Path, protectGlob(x.Path)); err == nil && ok {
+			for _, m := range g.matches {
+				if id, ok := idOf(m); ok {
+					known[id] = true
+				}
+			}
+			// Made read-only whole by the protect step: nothing can be
+			// made in them, and the audit leaves them as they are.
+			locked = append(locked, g.unlisted...)
+		}
+		pats = append(pats, cp)
+	}
+	if len(pats) == 0 {
+		return
+	}
+	a := r.res.GitAudit
+	if a == nil {
+		// No repositories are audited (their pattern was removed): the
+		// audit looks for the created patterns' matches only.
+		a = &GitAudit{noGit: true, roots: r.rwRoots, known: map[fileID]bool{}}
+		r.res.GitAudit = a
+	}
+	for id := range known {
+		a.known[id] = true
+	}
+	a.locked = dedupStrings(append(a.locked, locked...))
+	a.created = append(a.created, pats...)
+	// Invariant: every change the sandbox makes is stamped at or after
+	// since. File times come from the coarse real-time clock (or a finer
+	// one, never earlier: multigrain timestamps), read here before the
+	// sandbox exists; a change by the host in the same clock tick before
+	// it is taken for the run's, never the reverse.
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts) == nil && (a.since == 0 || ts.Nano() < a.since) {
+		a.since = ts.Nano()
+	}
+}
+
+// createdGlobs are the audit's walk patterns for its created patterns; a
+// pattern whose fixed part does not exist (now) matches nothing and is
+// left out.
+func (a *GitAudit) createdGlobs() (globs []globPattern, of []createdPattern) {
+	for _, cp := range a.created {
+		pat, ok, err := globPatternOf(cp.Path)
+		if err != nil || !ok {
+			continue
+		}
+		g := createdGlob()
+		g.path = pat
+		globs = append(globs, g)
+		of = append(of, cp)
+	}
+	return globs, of
+}
+
+// quarantineCreated makes inert what the sandbox made that matches cp:
+// matches is the walk's result for it, done what is already renamed (a
+// match inside one is gone with it).
+func (a *GitAudit) quarantineCreated(cp createdPattern, matches []string, done []string) ([]Quarantined, []error) {
+	var out []Quarantined
+	var errs []error
+	slices.Sort(matches) // a directory before what it holds
+	for _, m := range matches {
+		if slices.ContainsFunc(done, func(d string) bool { return within(m, d) }) {
+			continue
+		}
+		// Only what the sandbox could have made: below a writable
+		// directory, not in one the run locked whole.
+		if !slices.ContainsFunc(a.roots, func(root string) bool { return within(m, root) && m != root }) || a.wasLocked(m) {
+			continue
+		}
+		id, ok := idOf(m)
+		if !ok || a.known[id] || inert(m) || !a.changedInRun(m) {
+			continue
+		}
+		if cp.Dir {
+			if st, err := os.Lstat(m); err != nil || !st.IsDir() {
+				continue
+			}
+		}
+		q, err := a.quarantineAs(m, filepath.Dir(m), cp.Written)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if q != nil {
+			out = append(out, *q)
+			done = append(done, m)
+		}
+	}
+	return out, errs
+}
+
+// createdFailure is the error of a created match that could not be made
+// inert.
+func createdFailure(p, pattern string, err error) error {
+	return fmt.Errorf("the sandbox made or changed %s, which matches the protected pattern %s, and it could not be made inert (%v): look at it before an editor, agent or tool on the host opens %s", p, pattern, err, filepath.Dir(p))
+}
+
+// changedMaxEntries bounds the entries changedInRun looks at in one
+// directory match; past it the match counts as changed (fail closed).
+const changedMaxEntries = 20000
+
+// changedInRun reports whether p, or anything below it when it is a
+// directory, has a ctime at or after the audit's start (see the top of
+// this file). Nothing is followed: a symlink is judged by its own inode.
+// What cannot be read counts as changed.
+func (a *GitAudit) changedInRun(p string) bool {
+	if a.since == 0 {
+		return true // no start recorded: everything is new
+	}
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil {
+		return true
+	}
+	if st.Ctim.Nano() >= a.since {
+		return true
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false
+	}
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	n := 0
+	return changedBelow(fd, a.since, 0, &n)
+}
+
+// changedBelow is changedInRun for what the directory fd holds (closed
+// here), by fd all the way down (fstatat AT_SYMLINK_NOFOLLOW, openat
+// O_NOFOLLOW): a symlink swapped in since the walk leads nowhere else.
+func changedBelow(fd int, since int64, depth int, n *int) bool {
+	f := os.NewFile(uintptr(fd), "")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return true
+	}
+	for _, name := range names {
+		if *n++; *n > changedMaxEntries || depth >= auditMaxDepth {
+			return true
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Ctim.Nano() >= since {
+			return true
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil || changedBelow(sub, since, depth+1, n) {
+				return true
+			}
+		}
+	}
+	return false
+}

