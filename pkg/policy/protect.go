@@ -5,6 +5,7 @@
 package policy
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -434,9 +435,51 @@ func (r *resolver) globEntry(x expandedEntry, p string, gp globPattern, list str
 		if depth == 0 {
 			depth = walkMaxDepth
 		}
-		r.warn(e.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not %s (%s them explicitly, or remove this entry with \"!%s\" in your config)", e.Path, depth, g.truncatedAt, done, list, x.written))
+		r.truncations = append(r.truncations, truncation{x: x, list: list, done: done, depth: depth, at: g.truncatedAt})
 	}
 	return g, true, nil
+}
+
+// truncation is an entry whose walk stopped at its depth bound, said once
+// the protect and hide steps are done (warnTruncations).
+type truncation struct {
+	x              expandedEntry
+	list, done, at string
+	depth          int
+}
+
+// warnTruncations says which entries stopped at their depth bound: one
+// warning for all the entries of a list that stopped below the same
+// directory (a deep Java tree stops the two dozen agent-file patterns of
+// the built-in profile together), the entry's own for one alone.
+func (r *resolver) warnTruncations() {
+	type key struct {
+		list, at string
+		depth    int
+	}
+	groups := map[key][]truncation{}
+	var order []key
+	for _, t := range r.truncations {
+		k := key{t.list, t.at, t.depth}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], t)
+	}
+	for _, k := range order {
+		ts := groups[k]
+		t := ts[0]
+		if len(ts) == 1 {
+			r.warn(t.x.at.warn(false, "stopped matching %s at %d levels, below %s: matches deeper down are not %s (%s them explicitly, or remove this entry with \"!%s\" in your config)", t.x.Path, t.depth, t.at, t.done, t.list, t.x.written))
+			continue
+		}
+		var names []string
+		for _, t := range ts {
+			names = append(names, t.x.written)
+		}
+		r.warn(Warning{Msg: fmt.Sprintf("stopped matching %d %s entries (%s) at %d levels, below %s: matches deeper down are not %s (%s them explicitly, or remove an entry with \"!ENTRY\" in your config)", len(ts), t.list, someOf(names), t.depth, t.at, t.done, t.list)})
+	}
+	r.truncations = nil
 }
 
 // globAs matches the pattern p (absolute), matched as gp says (fileOnly,

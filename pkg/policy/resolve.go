@@ -254,6 +254,7 @@ func (r *resolver) steps() []step {
 		{"patterns", r.patterns},
 		{"protect", r.protect},
 		{"hide", r.hide},
+		{"walk_warnings", func() error { r.warnTruncations(); return nil }},
 		{"plan", r.plan},
 		// After plan: an allowed socket in a private place is bound in.
 		{"unix_sockets", r.unixSockets},
@@ -316,6 +317,7 @@ type resolver struct {
 	// Filled by the patterns step: the hide and protect entries with
 	// their variables expanded, and what their patterns matched.
 	hideList, protectList []expandedEntry
+	truncations           []truncation // warnTruncations
 	globbed               map[globPattern]globResult
 	// lstat remembers this resolution's host lookups (resolvePath).
 	lstat lstatCache
