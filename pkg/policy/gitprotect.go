@@ -65,12 +65,18 @@ func (r *resolver) protectGit(pp *protectPass, done []protectedPath) error {
 
 // protectGlob is how a protect pattern is matched: a pattern of
 // repositories goes as deep as the git audit looks, since what it trusts
-// after the run must have been protected during it.
+// after the run must have been protected during it. Any other pattern
+// matches symlinks too, protected as a named entry's are (protectOne:
+// the link kept in place, what it leads to in a writable directory
+// read-only): a monorepo package's .npmrc that links to a shared file in
+// the workspace was otherwise left out, and the sandbox changed what it
+// says through the shared file (the audit at the end judges a link by its
+// own inode).
 func protectGlob(p string) globPattern {
 	if _, ok := bareRepoPattern(p); ok {
 		return globPattern{maxDepth: auditMaxDepth}
 	}
-	return globPattern{}
+	return globPattern{links: true}
 }
 
 // gitRepositories protects, for a pattern of repositories x

@@ -361,7 +361,7 @@ func (r *resolver) patterns() error {
 			add(head, globPattern{fileOnly: true, links: true, maxDepth: auditMaxDepth})
 			add(e.Path, globPattern{links: true, maxDepth: auditMaxDepth}) // for the git audit
 		} else {
-			add(e.Path, globPattern{})
+			add(e.Path, protectGlob(e.Path))
 		}
 	}
 	for _, e := range r.hideList {

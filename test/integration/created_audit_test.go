@@ -13,8 +13,8 @@ import (
 // .envrc, a .cargo symlink) is quarantined when the run ends, since such a
 // pattern could protect only what existed at the start. What was there
 // and the run left alone stays as it was (a deep .envrc, a shared .npmrc
-// symlink); what was protected could not be changed; a pattern lifted
-// with "!" is not audited.
+// symlink, whose target is read-only during the run); what was protected
+// could not be changed; a pattern lifted with "!" is not audited.
 func TestCreatedAgentFilesQuarantined(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := filepath.Join(u.visibleDir(t), "proj")
@@ -39,11 +39,17 @@ echo '{"evil":1}' >> sub/deep/a/b/c/d/e/f/g/h/i/.vscode/settings.json
 ln -s /etc other/.cargo
 mkdir sub/.idea
 echo x > sub/.claude/settings.json 2>/dev/null && echo claude-written
+echo registry=evil > npmrc-shared 2>/dev/null && echo shared-written
 mkdir -p sub/prep && echo '{}' > sub/prep/tasks.json
 echo made`)
 		expectCode(t, r, 0)
 		if strings.Contains(r.stdout, "claude-written") {
 			t.Errorf("a protected nested .claude was writable")
+		}
+		// What a matching symlink leads to is protected as a named
+		// entry's target is.
+		if b, _ := os.ReadFile(filepath.Join(ws, "npmrc-shared")); strings.Contains(r.stdout, "shared-written") || string(b) != "registry=x\n" {
+			t.Errorf("the file a nested .npmrc links to was writable: %q", b)
 		}
 		quarantined := []string{"sub/.vscode", "sub/deep/.envrc", "sub/deep/a/b/c/d/e/f/g/h/i/.vscode", "other/.cargo"}
 		for _, p := range quarantined {
