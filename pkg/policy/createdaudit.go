@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -252,4 +253,30 @@ func changedBelow(fd int, since int64, depth int, n *int) bool {
 		}
 	}
 	return false
+}
+
+// toolPatterns are the created patterns below the workspace, relative to
+// it, for the file tools (sandbox.ToolSettings.ProtectedPatterns): the
+// workspace is bound at its own path, so a path relative to it is the
+// same inside.
+func (r *resolver) toolPatterns() []string {
+	ws := r.res.Workspace
+	if ws == "" {
+		return nil
+	}
+	var out []string
+	for _, x := range r.protectList {
+		cp, ok := r.createdPatternOf(x)
+		if !ok || !within(cp.Path, ws) || cp.Path == ws {
+			continue
+		}
+		rel := strings.TrimPrefix(cp.Path, ws+"/")
+		if ws == "/" {
+			rel = strings.TrimPrefix(cp.Path, "/")
+		}
+		if !slices.Contains(out, rel) {
+			out = append(out, rel)
+		}
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -58,5 +59,22 @@ func TestChangedInRun(t *testing.T) {
 	}
 	if !a.changedInRun(filepath.Join(d, "missing")) {
 		t.Errorf("what cannot be looked at must count as changed")
+	}
+}
+
+// The workspace profile hands the file tools its nested agent-file
+// patterns, relative to the workspace; a lifted one is not among them.
+func TestToolPatternsFromProfile(t *testing.T) {
+	h := testHost(t)
+	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	got := res.Policy.Tools.ProtectedPatterns
+	for _, want := range []string{"*/**/.vscode", "*/**/.envrc", "*/**/.cargo", "pip.con[f]", ".yarn/release[s]"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("ProtectedPatterns %q lacks %q", got, want)
+		}
+	}
+	res = mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{Protect: []PathEntry{ParseEntry("!$NSBOX_WORKSPACE/*/**/.envrc")}}})})
+	if slices.Contains(res.Policy.Tools.ProtectedPatterns, "*/**/.envrc") {
+		t.Errorf("a lifted pattern reached the tools: %q", res.Policy.Tools.ProtectedPatterns)
 	}
 }

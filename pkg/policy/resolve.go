@@ -543,6 +543,7 @@ func (r *resolver) tools() error {
 	if r.m.toolMaxResults != nil {
 		t.MaxResults = *r.m.toolMaxResults
 	}
+	t.ProtectedPatterns = r.toolPatterns()
 	return nil
 }
 

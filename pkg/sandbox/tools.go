@@ -26,6 +26,13 @@ type ToolSettings struct {
 	MaxOutput int64 `json:"maxOutput,omitempty"`
 	// MaxResults bounds search results (0: 50).
 	MaxResults int `json:"maxResults,omitempty"`
+	// ProtectedPatterns are the policy's protect patterns with a
+	// wildcard below the workspace, relative to it ("*/**/.vscode"):
+	// the file tools refuse to create or change what they match. What
+	// they matched at the start is read-only anyway; one the run would
+	// create (a nested project's .vscode/tasks.json) is refused by name
+	// here, and quarantined when the run ends if made another way.
+	ProtectedPatterns []string `json:"protectedPatterns,omitempty"`
 }
 
 // WorkerTools is the set of tools a worker runs. It lives in the same binary

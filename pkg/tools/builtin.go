@@ -61,7 +61,12 @@ func openWorkspace(env sandbox.ToolEnv) (*Root, error) {
 	if env == nil || env.Workspace() == "" {
 		return nil, errors.New("this session has no workspace")
 	}
-	return OpenRoot(env.Workspace())
+	root, err := OpenRoot(env.Workspace())
+	if err != nil {
+		return nil, err
+	}
+	root.SetProtected(env.Settings().ProtectedPatterns)
+	return root, nil
 }
 
 // decode reads validated arguments into v.

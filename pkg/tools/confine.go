@@ -111,6 +111,39 @@ type Root struct {
 	// (symlinks in its own path resolved). Absolute user paths are
 	// accepted under either.
 	dir, real string
+	// patterns are the policy's protect patterns below the root, relative
+	// to it (SetProtected).
+	patterns []string
+}
+
+// SetProtected makes the root refuse to create or change what the
+// patterns (relative to the root, "**" for any number of directories)
+// match, and anything below a match, as it refuses .git.
+func (r *Root) SetProtected(patterns []string) { r.patterns = patterns }
+
+// protects reports whether rel (resolved, relative to the root) is a
+// protected place: .git and a bare repository's code (isProtected), or a
+// match of the policy's patterns, or anything below one. Invariant: a
+// nested project's agent file that does not exist yet (a pattern cannot
+// bind it read-only) is refused here by name before a byte is written,
+// with the error the read-only mount gives one that exists.
+func (r *Root) protects(rel string) bool {
+	if isProtected(rel) {
+		return true
+	}
+	if len(r.patterns) == 0 || rel == "." || rel == "" {
+		return false
+	}
+	parts := strings.Split(rel, "/")
+	for _, p := range r.patterns {
+		pat := strings.Split(p, "/")
+		for k := 1; k <= len(parts); k++ {
+			if matchParts(pat, parts[:k]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // OpenRoot opens dir as a confinement root. dir itself comes from the
@@ -272,7 +305,7 @@ func (r *Root) MkdirAll(p string) error {
 		// Where the new directory would really be (the parent may have
 		// been reached through a symlink inside the workspace): never in
 		// a protected place.
-		if real, err := r.RelOf(pfd); err != nil || isProtected(joinRel(real, parts[i])) {
+		if real, err := r.RelOf(pfd); err != nil || r.protects(joinRel(real, parts[i])) {
 			unix.Close(pfd)
 			if err != nil {
 				return &PathError{Path: p, Err: ErrOutsideWorkspace}

@@ -104,7 +104,7 @@ func editFile(ctx context.Context, root *Root, a editFileArgs) (*editFileOutput,
 	if rel == "." {
 		return nil, &PathError{Path: a.Path, Err: unix.EISDIR}
 	}
-	if isProtected(rel) {
+	if root.protects(rel) {
 		return nil, &PathError{Path: a.Path, Err: ErrProtectedPath}
 	}
 	fd, _, err := root.open(rel, unix.O_PATH, 0)

@@ -264,7 +264,7 @@ func writeFile(root *Root, p string, content []byte, mkdirs bool) (*writeFileOut
 		return nil, &PathError{Path: p, Err: unix.EISDIR}
 	}
 	// Refused up front by name, before any directory is created.
-	if isProtected(rel) {
+	if root.protects(rel) {
 		return nil, &PathError{Path: p, Err: ErrProtectedPath}
 	}
 	parent, base := path.Dir(rel), path.Base(rel)
@@ -285,7 +285,7 @@ func writeFile(root *Root, p string, content []byte, mkdirs bool) (*writeFileOut
 	if err != nil {
 		return nil, &PathError{Path: p, Err: ErrOutsideWorkspace}
 	}
-	if isProtected(joinRel(prel, base)) {
+	if root.protects(joinRel(prel, base)) {
 		return nil, &PathError{Path: p, Err: ErrProtectedPath, Detail: "through a symlink"}
 	}
 	// A read-only mount is how the policy's protected paths (and anything
@@ -343,7 +343,7 @@ func replaceFile(root *Root, p string, fd int, content []byte) error {
 	if err != nil || frel == "." {
 		return &PathError{Path: p, Err: ErrOutsideWorkspace}
 	}
-	if isProtected(frel) || readOnlyMount(fd) {
+	if root.protects(frel) || readOnlyMount(fd) {
 		return &PathError{Path: p, Err: ErrProtectedPath}
 	}
 	// A rename needs only the directory to be writable: the file's own
@@ -361,7 +361,7 @@ func replaceFile(root *Root, p string, fd int, content []byte) error {
 		return pathErr(p, err)
 	}
 	defer unix.Close(dfd)
-	if drel, err := root.RelOf(dfd); err != nil || isProtected(joinRel(drel, path.Base(frel))) {
+	if drel, err := root.RelOf(dfd); err != nil || root.protects(joinRel(drel, path.Base(frel))) {
 		return &PathError{Path: p, Err: ErrProtectedPath}
 	}
 	// The name must still be the inode that was checked: a file swapped in

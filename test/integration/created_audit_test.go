@@ -91,3 +91,26 @@ echo made`)
 		}
 	})
 }
+
+// The file tools refuse a nested project's agent file by name, before it
+// exists (nothing is left for the audit to find), and say it is
+// protected; lifting the pattern lifts the refusal too.
+func TestCreatedAgentFilesRefusedByTools(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		u.mkdirs(t, filepath.Join(ws, "sub"))
+		tr, _ := u.callTool(t, ws, "write_file", `{"path":"sub/.vscode/tasks.json","content":"{\"tasks\":[{\"command\":\"/tmp/evil\",\"runOptions\":{\"runOn\":\"folderOpen\"}}]}"}`)
+		if tr.Success || !strings.Contains(tr.err(), "protected") {
+			t.Errorf("write_file sub/.vscode/tasks.json: success %v, error %q", tr.Success, tr.err())
+		}
+		if exists(filepath.Join(ws, "sub", ".vscode")) || exists(filepath.Join(ws, "sub", ".vscode.nsbox-quarantine")) {
+			t.Errorf("sub/.vscode was made")
+		}
+		prof := filepath.Join(u.tempDir(t), "trusted.toml")
+		u.writeFile(t, prof, "extend = \"workspace\"\n[filesystem]\nprotect = [\"!$NSBOX_WORKSPACE/*/**/.envrc\"]\n", 0o644)
+		tr, _ = u.callTool(t, ws, "write_file", `{"path":"sub/.envrc","content":"use nix\n"}`, "--profile", prof)
+		if !tr.Success || !exists(filepath.Join(ws, "sub", ".envrc")) {
+			t.Errorf("write_file sub/.envrc with its pattern lifted: %v %q", tr.Success, tr.err())
+		}
+	})
+}
