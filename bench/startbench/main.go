@@ -51,7 +51,7 @@ type spec struct {
 	faults []time.Duration // a count, kept as a Duration for summarize
 	cpu    []time.Duration
 	fail   int
-	last string // last failure
+	last   string // last failure
 }
 
 type specList []*spec
