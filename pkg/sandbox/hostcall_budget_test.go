@@ -193,9 +193,12 @@ func TestHostCallBudgetUnreadReplies(t *testing.T) {
 	}
 	t.Logf("peak %d supervisor goroutines for %d connections not reading their replies", peak, conns)
 	// The budget's goroutines, and per connection its reader and the
-	// goroutine waiting in Serve once reading was taken over from it; and a
-	// few timer goroutines trying a takeover, for an instant.
-	if bound := hostCallGoroutines + 2*conns + 4; peak > bound {
+	// goroutine waiting in Serve once reading was taken over from it; and,
+	// for an instant, a timer goroutine trying a takeover, at most one per
+	// connection (under load many fire together: 329 against a bound of
+	// 2 per connection + 4 was seen on a busy machine). What must not be
+	// is a goroutine per unread call (2000 a connection here).
+	if bound := hostCallGoroutines + 3*conns + 4; peak > bound {
 		t.Fatalf("%d supervisor goroutines for %d connections, bound %d", peak, conns, bound)
 	}
 }
