@@ -240,6 +240,10 @@ type dryRun struct {
 	// Landlock replaces the mount plan for --backend landlock, which
 	// makes no mount.
 	Landlock *sandbox.LandlockPlan `json:"landlock,omitempty"`
+	// Audit is what is looked for once the sandbox has ended
+	// (policy.GitAudit): repositories made in the workspace, and what
+	// the run made or changed that the patterns match.
+	Audit *policy.AuditPlan `json:"audit,omitempty"`
 }
 
 type planLine struct {
@@ -287,7 +291,7 @@ func printDryRun(w io.Writer, res *policy.Result) error {
 	out := dryRun{
 		Profile: res.Profile, Layers: res.Layers, Backend: res.Backend, BackendFallback: res.BackendFallback,
 		Workspace: res.Workspace, Policy: res.Policy, Plan: mountPlan(res), Placeholders: res.Placeholders,
-		Warnings: res.Warnings,
+		Warnings: res.Warnings, Audit: res.GitAudit.Plan(),
 	}
 	if res.Backend == policy.BackendLandlock {
 		ll, err := sandbox.PlanLandlock(res.Policy)

@@ -280,3 +280,29 @@ func (r *resolver) toolPatterns() []string {
 	}
 	return out
 }
+
+// AuditPlan is what a run's audit will look for when the sandbox has
+// ended, as --dry-run shows it.
+type AuditPlan struct {
+	// Repositories is the directory searched for repositories the run
+	// made ("" when none is).
+	Repositories string `json:"repositories,omitempty"`
+	// Patterns are the protect entries, as written, whose matches the run
+	// makes or changes are quarantined.
+	Patterns []string `json:"patterns,omitempty"`
+}
+
+// Plan returns what the audit looks for (nil for no audit).
+func (a *GitAudit) Plan() *AuditPlan {
+	if a == nil {
+		return nil
+	}
+	p := &AuditPlan{}
+	if !a.noGit {
+		p.Repositories = a.workspace
+	}
+	for _, cp := range a.created {
+		p.Patterns = append(p.Patterns, cp.Written)
+	}
+	return p
+}

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +113,27 @@ func TestCreatedAgentFilesRefusedByTools(t *testing.T) {
 		tr, _ = u.callTool(t, ws, "write_file", `{"path":"sub/.envrc","content":"use nix\n"}`, "--profile", prof)
 		if !tr.Success || !exists(filepath.Join(ws, "sub", ".envrc")) {
 			t.Errorf("write_file sub/.envrc with its pattern lifted: %v %q", tr.Success, tr.err())
+		}
+	})
+}
+
+// --dry-run says what the audit will look for after the run.
+func TestCreatedAgentFilesDryRun(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		r := u.run(t, &runOpts{dir: ws}, "run", "--dry-run", "--", "true")
+		expectCode(t, r, 0)
+		var out struct {
+			Audit struct {
+				Repositories string   `json:"repositories"`
+				Patterns     []string `json:"patterns"`
+			} `json:"audit"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("dry run: %v\n%s", err, r.stdout)
+		}
+		if out.Audit.Repositories == "" || !slices.Contains(out.Audit.Patterns, "$NSBOX_WORKSPACE/*/**/.vscode") {
+			t.Errorf("dry run audit %+v", out.Audit)
 		}
 	})
 }
