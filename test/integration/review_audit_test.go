@@ -98,3 +98,96 @@ func TestReviewAuditMovedAncestor(t *testing.T) {
 		})
 	})
 }
+
+// FINDING 2 (MED). A match that is a symlink is judged by its own inode
+// only. A nested .npmrc that links to a shared file, deeper than the
+// start's walk (8 levels: not protected, its target not read-only), stays
+// old while the sandbox rewrites the file it leads to: npm run in that
+// package on the host reads the sandbox's script-shell, and the audit
+// neither quarantines the link nor says anything.
+func TestReviewAuditDeepLinkTargetRewritten(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		reviewBackends(t, u, func(t *testing.T, flags []string) {
+			ws := filepath.Join(u.visibleDir(t), "proj")
+			deep := filepath.Join(ws, "pkgs", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
+			u.mkdirs(t, deep)
+			shared := filepath.Join(ws, "npmrc-shared")
+			u.writeFile(t, shared, "registry=https://registry.npmjs.org/\n", 0o644)
+			link := filepath.Join(deep, ".npmrc")
+			if err := os.Symlink(shared, link); err != nil {
+				t.Fatal(err)
+			}
+			os.Lchown(link, u.uid, u.gid)
+			time.Sleep(50 * time.Millisecond)
+			r := u.sh(t, &runOpts{dir: ws}, flags, `echo 'script-shell=/tmp/evil' >> npmrc-shared && echo written`)
+			expectCode(t, r, 0)
+			b, _ := os.ReadFile(link) // through the link, as npm reads it
+			if strings.Contains(string(b), "evil") && !strings.Contains(r.stderr, link) {
+				t.Errorf("%s leads to what the sandbox wrote (%q), neither quarantined nor reported; stderr %q", link, b, r.stderr)
+			}
+		})
+	})
+}
+
+// FINDING 3 (MED, root-less with a full subordinate range). The walk
+// records a directory it cannot list only when it is the user's own
+// (walker.unlisted); the audit reopens only those. With an /etc/subuid
+// range the sandbox owns other host uids: it plants pkgs/x/y/.vscode,
+// chowns pkgs/x to uid 5 (host 1000005) and makes it 0711. The end walk
+// cannot list pkgs/x, so never learns of y, and says nothing, while the
+// user still reaches pkgs/x/y/.vscode/tasks.json by name through the
+// search bit, as an editor opened on pkgs/x/y does. (A match directly in
+// pkgs/x is found by name and reported, since its rename fails.)
+func TestReviewAuditForeignUIDDirHides(t *testing.T) {
+	u := requireHolderTest(t)
+	addSubIDEntry(t, "65534:1000000:65536")
+	if !fullRange(t, u) {
+		t.Skip("nsbox status reports no full range for uid 65534 with an /etc/subuid entry")
+	}
+	ws := filepath.Join(u.visibleDir(t), "proj")
+	u.mkdirs(t, filepath.Join(ws, "pkgs"))
+	time.Sleep(50 * time.Millisecond)
+	r := u.sh(t, &runOpts{dir: ws}, nil, plantScript("pkgs/x/y")+` && chown -R 5:5 pkgs/x && chmod 0711 pkgs/x && echo planted`)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "planted") {
+		t.Fatalf("the sandbox could not plant: %q %q", r.stdout, r.stderr)
+	}
+	for _, f := range reviewAgentFiles {
+		p := filepath.Join(ws, "pkgs", "x", "y", f)
+		// Read as the user, on the host.
+		if c := u.runAs(t, nil, "/bin/cat", p); c.code == 0 && !strings.Contains(r.stderr, filepath.Join(ws, "pkgs", "x")) {
+			t.Errorf("%s, made by the sandbox, is readable by the user on the host, neither quarantined nor reported; stderr %q", p, r.stderr)
+		}
+	}
+}
+
+// FINDING 4 (LOW). Protect patterns now match symlinks, and protectOne
+// makes what a match leads to read-only, or, when it is missing, puts a
+// placeholder on the host in its place. A nested .vscode -> ../.. (as a
+// cloned repository may hold, or a run left through finding 1) makes the
+// whole workspace read-only in every later run; a dangling
+// pkgs/y/.npmrc -> ../../build/npmrc makes an empty build/ on the host
+// during the run, and the sandbox cannot make its build directory.
+func TestReviewAuditLinkTargetLocksWorkspace(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		reviewBackends(t, u, func(t *testing.T, flags []string) {
+			for _, c := range []struct{ link, target, script, what string }{
+				{"pkgs/x/.vscode", "../..", `echo ok > out.txt || echo refused`, "a nested .vscode symlink to the workspace made the workspace read-only"},
+				{"pkgs/y/.npmrc", "../../build/npmrc", `mkdir -p build/obj || echo refused`, "a dangling nested .npmrc symlink kept the sandbox from making build/"},
+			} {
+				ws := filepath.Join(u.visibleDir(t), "proj")
+				p := filepath.Join(ws, c.link)
+				u.mkdirs(t, filepath.Dir(p))
+				if err := os.Symlink(c.target, p); err != nil {
+					t.Fatal(err)
+				}
+				os.Lchown(p, u.uid, u.gid)
+				r := u.sh(t, &runOpts{dir: ws}, flags, c.script+`; echo done`)
+				expectCode(t, r, 0)
+				if strings.Contains(r.stdout, "refused") {
+					t.Errorf("%s; stderr %q", c.what, r.stderr)
+				}
+			}
+		})
+	})
+}
