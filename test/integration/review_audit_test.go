@@ -191,3 +191,30 @@ func TestReviewAuditLinkTargetLocksWorkspace(t *testing.T) {
 		})
 	})
 }
+
+// FINDING 4b (LOW). The placeholder a dangling matched link gets is made
+// inside the sandbox's user namespace, which may write in the user's own
+// read-only (0555) directory; the host side cannot remove it there, and
+// says nothing: a committed pkgs/y/.npmrc -> ../../ro/npmrc leaves an
+// empty ro/npmrc on the host after every run (the link now resolves).
+func TestReviewAuditLinkPlaceholderLeftBehind(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		ro := filepath.Join(ws, "ro")
+		u.mkdirs(t, filepath.Join(ws, "pkgs", "y"), ro)
+		link := filepath.Join(ws, "pkgs", "y", ".npmrc")
+		if err := os.Symlink("../../ro/npmrc", link); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(link, u.uid, u.gid)
+		if err := os.Chmod(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(ro, 0o755) })
+		r := u.sh(t, &runOpts{dir: ws}, nil, `echo ran`)
+		expectCode(t, r, 0)
+		if exists(filepath.Join(ro, "npmrc")) && !strings.Contains(r.stderr, filepath.Join(ro, "npmrc")) {
+			t.Errorf("the run left a placeholder %s on the host without a word; stderr %q", filepath.Join(ro, "npmrc"), r.stderr)
+		}
+	})
+}
