@@ -257,3 +257,28 @@ func TestReviewAuditLinkInsideProtectedDir(t *testing.T) {
 		})
 	})
 }
+
+// FINDING 6 (MED, design). With --isolation per-call every tool call runs
+// in a sandbox of its own that is dead when the call returns, but the
+// audit of created files runs only when the pool closes (the end of the
+// MCP connection, hours later): meanwhile what a call planted
+// (pkgs/x/.cargo/config.toml, .vscode/tasks.json) waits on the host, under
+// its name, for the user's cargo or editor in the same workspace. (The
+// session mode has the same window, with a sandbox that lives on.)
+func TestReviewAuditPerCallWindow(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, filepath.Join(ws, "pkgs"))
+		m := startMCP(t, u, ws, "--isolation", "per-call", "--pool-size", "1", "--workspace", ws)
+		time.Sleep(50 * time.Millisecond)
+		text, ok := m.call("run_command", map[string]any{"command": plantScript("pkgs/x") + ` && echo planted`})
+		if !ok || !strings.Contains(text, "planted") {
+			t.Fatalf("the call could not plant: %v %q; stderr %q", ok, text, m.stderr.String())
+		}
+		for _, f := range reviewAgentFiles {
+			if p := filepath.Join(ws, "pkgs", "x", f); exists(p) {
+				t.Errorf("%s, planted by a call whose sandbox is gone, is on the host under its name while the server runs", p)
+			}
+		}
+	})
+}
