@@ -166,18 +166,25 @@ func TestReviewAuditForeignUIDDirHides(t *testing.T) {
 // placeholder on the host in its place. A nested .vscode -> ../.. (as a
 // cloned repository may hold, or a run left through finding 1) makes the
 // whole workspace read-only in every later run; a dangling
-// pkgs/y/.npmrc -> ../../build/npmrc makes an empty build/ on the host
-// during the run, and the sandbox cannot make its build directory.
+// pkgs/y/.npmrc -> ../../src/build/npmrc makes an empty src/build on the
+// host during the run, and the sandbox cannot make its build directory.
 func TestReviewAuditLinkTargetLocksWorkspace(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		reviewBackends(t, u, func(t *testing.T, flags []string) {
 			for _, c := range []struct{ link, target, script, what string }{
-				{"pkgs/x/.vscode", "../..", `echo ok > out.txt || echo refused`, "a nested .vscode symlink to the workspace made the workspace read-only"},
-				{"pkgs/y/.npmrc", "../../build/npmrc", `mkdir -p build/obj || echo refused`, "a dangling nested .npmrc symlink kept the sandbox from making build/"},
+				{"pkgs/x/.vscode", "../..", `echo ok > src/out.txt || echo refused`, "a nested .vscode symlink to the workspace made the workspace read-only"},
+				{"pkgs/y/.npmrc", "../../src/build/npmrc", `mkdir -p src/build/obj || echo refused`, "a dangling nested .npmrc symlink kept the sandbox from making src/build/"},
 			} {
+				// In src/, not at the top of the workspace, which the
+				// landlock backend freezes anyway (its placeholders).
 				ws := filepath.Join(u.visibleDir(t), "proj")
 				p := filepath.Join(ws, c.link)
-				u.mkdirs(t, filepath.Dir(p))
+				u.mkdirs(t, filepath.Dir(p), filepath.Join(ws, "src"))
+				// Without the link the script works (this backend
+				// can write there).
+				if r := u.sh(t, &runOpts{dir: ws}, flags, c.script+`; rm -rf src/*; echo done`); strings.Contains(r.stdout, "refused") {
+					t.Fatalf("without the link: %s; stderr %q", c.what, r.stderr)
+				}
 				if err := os.Symlink(c.target, p); err != nil {
 					t.Fatal(err)
 				}
