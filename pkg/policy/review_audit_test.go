@@ -1,0 +1,103 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Unit repros of an outside review of the audit of created agent files
+// (createdaudit.go, GitAudit.Run): the same findings as
+// test/integration/review_audit_test.go, without a sandbox, at the level
+// the fix lands. Each FAILS on the code reviewed until fixed.
+
+// reviewAudit is the audit a run of the base profile in workspace ws
+// keeps for its nested .vscode pattern, started now (after a tick of
+// the file system's clock).
+func reviewAudit(t *testing.T, ws string) *GitAudit {
+	t.Helper()
+	time.Sleep(30 * time.Millisecond)
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	return &GitAudit{noGit: true, roots: []string{ws}, known: map[fileID]bool{}, since: ts.Nano(),
+		created: []createdPattern{{Path: filepath.Join(ws, "*", "**", ".vscode"), Written: "$NSBOX_WORKSPACE/*/**/.vscode"}}}
+}
+
+func reviewMkfile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// caught reports whether the audit's result quarantined or named p.
+func caught(qs []Quarantined, err error, p string) bool {
+	for _, q := range qs {
+		if q.From == p || strings.HasPrefix(p, q.From+"/") {
+			return true
+		}
+	}
+	return err != nil && strings.Contains(err.Error(), p)
+}
+
+// Finding 1b: a .vscode made before the start (in a directory the walk
+// skips) and moved into reach by renaming the directory above it keeps
+// its old ctime: the run's rename is not seen.
+func TestReviewAuditRunMovedAncestor(t *testing.T) {
+	ws := t.TempDir()
+	reviewMkfile(t, filepath.Join(ws, "node_modules", ".vscode", "tasks.json"), `{"tasks":[]}`)
+	a := reviewAudit(t, ws)
+	if err := os.Rename(filepath.Join(ws, "node_modules"), filepath.Join(ws, "proj")); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := a.Run()
+	if p := filepath.Join(ws, "proj", ".vscode"); !caught(qs, err, p) {
+		t.Errorf("%s, moved into place during the run, neither quarantined nor named: %v %v", p, qs, err)
+	}
+}
+
+// Finding 1a: a .vscode made during the run in a directory the walk
+// skips, reached through a symlink made during the run.
+func TestReviewAuditRunSymlinkToSkippedDir(t *testing.T) {
+	ws := t.TempDir()
+	a := reviewAudit(t, ws)
+	reviewMkfile(t, filepath.Join(ws, "pkgs", "node_modules", "p", ".vscode", "tasks.json"), `{"tasks":[]}`)
+	if err := os.Symlink("node_modules/p", filepath.Join(ws, "pkgs", "proj")); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := a.Run()
+	p := filepath.Join(ws, "pkgs", "proj", ".vscode")
+	if !caught(qs, err, p) && !caught(qs, err, filepath.Join(ws, "pkgs", "proj")) && !caught(qs, err, filepath.Join(ws, "pkgs", "node_modules", "p", ".vscode")) {
+		t.Errorf("%s (through a link made in the run) neither quarantined nor named: %v %v", p, qs, err)
+	}
+}
+
+// Finding 2: a .vscode that is an old symlink to a directory whose
+// contents the run changed: judged by the link's own inode only.
+func TestReviewAuditRunLinkTargetChanged(t *testing.T) {
+	ws := t.TempDir()
+	reviewMkfile(t, filepath.Join(ws, "shared", "tasks.json"), `{}`)
+	link := filepath.Join(ws, "pkgs", "a", ".vscode")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../shared", link); err != nil {
+		t.Fatal(err)
+	}
+	a := reviewAudit(t, ws)
+	reviewMkfile(t, filepath.Join(ws, "shared", "tasks.json"), `{"tasks":["evil"]}`)
+	qs, err := a.Run()
+	if !caught(qs, err, link) {
+		t.Errorf("%s leads to what the run changed, neither quarantined nor named: %v %v", link, qs, err)
+	}
+}
