@@ -107,7 +107,11 @@ func startReviewHTTP(t *testing.T, u user, ws, home string, args ...string) *rev
 			<-exited
 		}
 		if t.Failed() {
-			t.Logf("nsbox mcp --http stderr:\n%s", s.stderr)
+			e := s.stderr.String()
+			if len(e) > 2048 {
+				e = "..." + e[len(e)-2048:]
+			}
+			t.Logf("nsbox mcp --http stderr:\n%s", e)
 		}
 	})
 	return s
@@ -370,4 +374,90 @@ func TestReviewHostHTTPIdleConnectionsKept(t *testing.T) {
 		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.cmd.Process.Pid))
 		t.Errorf("%d of %d connections that got 401 (no token) are still open 12 s later (the server holds %d descriptors): unauthenticated clients keep descriptors for good", open, n, len(fds))
 	}
+}
+
+// reviewPost POSTs body to url as a client without a session (no
+// Mcp-Session-Id) and returns the HTTP status.
+func reviewPost(t *testing.T, url, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// reviewWorkers counts the sandbox workers (nsbox-init) below pid.
+func reviewWorkers(pid int) int {
+	n := 0
+	for _, p := range descendants(pid) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if bytes.HasPrefix(b, []byte("nsbox-init")) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReviewHostHTTPFailedFirstRequestLeaksSession: every POST without a
+// session id makes an nsbox Server (HTTPServer.newSession: a slot of
+// MaxSessions, and with --eager a sandbox) before the SDK reads the body.
+// When that body is no request the SDK dispatches ("{}", bad JSON, a
+// notification), the SDK closes its session at once, but the Server only
+// learns of a session's end through watchSession, which its middleware
+// starts on a dispatched request: the Server is never closed. 64 such
+// POSTs (answered 400) fill MaxSessions for the life of the process, and
+// every later client is refused; with --eager each also leaves a sandbox
+// running. Fixed when a Server whose SDK session never started or ended is
+// closed and its slot freed.
+func TestReviewHostHTTPFailedFirstRequestLeaksSession(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		t.Run("slots", func(t *testing.T) {
+			s := startReviewHTTP(t, u, u.tempDir(t), u.home())
+			for i := 0; i < 64; i++ {
+				if code := reviewPost(t, s.url, `{}`); code != http.StatusBadRequest {
+					t.Fatalf("POST {}: HTTP %d, want 400", code)
+				}
+			}
+			hc := &http.Client{Transport: http.DefaultTransport}
+			c := mcp.NewClient(&mcp.Implementation{Name: "nsbox-rvhost", Version: "1"}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc, MaxRetries: -1}, nil)
+			if err != nil {
+				t.Errorf("after 64 POSTs of {} (each answered 400, no session made), a client cannot initialize: %v", err)
+				return
+			}
+			cs.Close()
+		})
+		if u.uid != users()[0].uid {
+			return // one identity is enough for the sandbox leak
+		}
+		t.Run("eager-sandbox", func(t *testing.T) {
+			s := startReviewHTTP(t, u, u.tempDir(t), u.home(), "--eager")
+			pid := s.cmd.Process.Pid
+			if code := reviewPost(t, s.url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code/100 != 2 {
+				t.Fatalf("POST of a notification without a session: HTTP %d, want 2xx", code)
+			}
+			// The eager start runs in the background: wait for it, then
+			// give the server as long again to close what nobody can
+			// address.
+			deadline := time.Now().Add(time.Minute)
+			for reviewWorkers(pid) == 0 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			deadline = time.Now().Add(10 * time.Second)
+			for reviewWorkers(pid) > 0 && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			if n := reviewWorkers(pid); n > 0 {
+				t.Errorf("one POST of a notification without a session id left %d sandbox worker(s) running below nsbox mcp --http --eager (pid %d) for a session nobody can address", n, pid)
+			}
+		})
+	})
 }
