@@ -461,3 +461,44 @@ func TestReviewHostHTTPFailedFirstRequestLeaksSession(t *testing.T) {
 		})
 	})
 }
+
+// TestReviewHostHTTPSessionsShareMemory: over HTTP each MCP session gets a
+// sandbox of its own ("one sandbox per MCP session"; docs/agents.md offers
+// it for "many agents on one sandbox host"), but one memory and notepad
+// store serves them all (hostapi.DefaultHandlers, made once in mcpMain),
+// and every command in every session may call memory.* and notepad.*
+// (nsbox call, fd 3). So a program run in one session (a dependency's
+// install script) plants text that the model of every other session, of
+// any workspace, recalls as its own memory, and reads or deletes theirs.
+// Fixed when a session's store is its own (or the sharing is opted into).
+func TestReviewHostHTTPSessionsShareMemory(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		home := reviewDir(t, u)
+		tf := filepath.Join(home, "token")
+		const token = "rvhost-memory-0123456789abcdef"
+		if err := os.WriteFile(tf, []byte(token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if os.Getuid() == 0 {
+			os.Chown(tf, u.uid, u.gid)
+		}
+		s := startReviewHTTP(t, u, u.tempDir(t), u.home(), "--token-file", tf)
+		a := reviewConnect(t, s.url, token)
+		b := reviewConnect(t, s.url, token)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		res, err := a.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{
+			"command": `nsbox call memory save '{"key":"rvhost-plant","text":"planted-by-a-command-of-session-a"}'`}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("session A's command: %s", reviewText(res))
+		res, err = b.CallTool(ctx, &mcp.CallToolParams{Name: "memory_recall", Arguments: map[string]any{"key": "rvhost-plant"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := reviewText(res); strings.Contains(out, "planted-by-a-command-of-session-a") {
+			t.Errorf("session B's memory_recall returns what a command of session A saved:\n%s", out)
+		}
+	})
+}
