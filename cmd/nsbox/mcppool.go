@@ -83,6 +83,19 @@ type heldPool struct {
 	plan *poolPlan
 }
 
+// CallTool runs the call in a fresh sandbox of the pool, then the part of
+// the audits that quarantines what the call made of the agent files the
+// protect patterns name (pkgs/x/.vscode/tasks.json, .cargo/config.toml):
+// the call's sandbox is done, and left under its name until the pool
+// closes (hours later) what it planted would wait on the host for the
+// user's editor or cargo in the same workspace (found by review). The
+// repositories a call made stay for the close (poolPlan.replan says why).
+func (h *heldPool) CallTool(ctx context.Context, name string, args json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
+	raw, err := h.Pool.CallTool(ctx, name, args, timeout)
+	h.plan.quarantineCreated()
+	return raw, err
+}
+
 func (h *heldPool) Close() error {
 	err := h.Pool.Close() // every sandbox of the pool is gone after it
 	h.plan.done()
@@ -115,6 +128,33 @@ type poolPlan struct {
 	// built records them all then.
 	recordDue bool
 	closed    bool
+	// created serializes quarantineCreated's runs.
+	created sync.Mutex
+}
+
+// quarantineCreated runs the agent-file part of the pool's audits
+// (GitAudit.CreatedOnly), as a call ends.
+func (pp *poolPlan) quarantineCreated() {
+	pp.created.Lock()
+	defer pp.created.Unlock()
+	pp.mu.Lock()
+	first, latest, closed := pp.first, pp.latest, pp.closed
+	pp.mu.Unlock()
+	if closed {
+		return
+	}
+	for _, res := range []*policy.Result{first, latest} {
+		if res == nil {
+			continue
+		}
+		a := res.GitAudit.CreatedOnly()
+		if a == nil {
+			continue
+		}
+		if _, err := auditGit(&policy.Result{GitAudit: a}); errors.Is(err, policy.ErrGitAuditIncomplete) {
+			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", err)
+		}
+	}
 }
 
 // built is the pool's WithPoolBuilt: the first sandbox built after a

@@ -111,6 +111,7 @@ func (r *resolver) auditCreated() {
 		pats = append(pats, cp)
 	}
 	if len(pats) == 0 {
+		r.res.GitAudit.stamp() // for its directories of other users (foreignDirs)
 		return
 	}
 	a := r.res.GitAudit
@@ -125,13 +126,21 @@ func (r *resolver) auditCreated() {
 	}
 	a.locked = dedupStrings(append(a.locked, locked...))
 	a.created = append(a.created, pats...)
-	// Invariant: every change the sandbox makes is stamped at or after
-	// since. File times come from the coarse real-time clock (or a finer
-	// one, never earlier: multigrain timestamps), read here before the
-	// sandbox exists; a change by the host in the same clock tick before
-	// it is taken for the run's, never the reverse.
+	a.stamp()
+}
+
+// stamp sets the time from which a change is the run's, when not set.
+// Invariant: every change the sandbox makes is stamped at or after since.
+// File times come from the coarse real-time clock (or a finer one, never
+// earlier: multigrain timestamps), read here before the sandbox exists; a
+// change by the host in the same clock tick before it is taken for the
+// run's, never the reverse.
+func (a *GitAudit) stamp() {
+	if a == nil || a.since != 0 {
+		return
+	}
 	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts) == nil && (a.since == 0 || ts.Nano() < a.since) {
+	if unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts) == nil {
 		a.since = ts.Nano()
 	}
 }
@@ -156,7 +165,8 @@ func (a *GitAudit) createdGlobs() (globs []globPattern, of []createdPattern) {
 // quarantineCreated makes inert what the sandbox made that matches cp:
 // matches is the walk's result for it, done what is already renamed (a
 // match inside one is gone with it).
-func (a *GitAudit) quarantineCreated(cp createdPattern, matches []string, done []string) ([]Quarantined, []error) {
+func (a *GitAudit) quarantineCreated(cp createdPattern, pattern string, matches []string, done []string) ([]Quarantined, []error) {
+	fixed := fixedPart(pattern)
 	var out []Quarantined
 	var errs []error
 	slices.Sort(matches) // a directory before what it holds
@@ -170,7 +180,15 @@ func (a *GitAudit) quarantineCreated(cp createdPattern, matches []string, done [
 			continue
 		}
 		id, ok := idOf(m)
-		if !ok || a.known[id] || inert(m) || !a.changedInRun(m) {
+		if !ok || a.known[id] || inert(m) {
+			continue
+		}
+		// Within the start's walk, a match it did not see is new to this
+		// path, whatever its times (a directory stashed in an earlier run
+		// where the walk does not look, node_modules, and renamed into
+		// place in this one keeps its old ctime: found by review).
+		// Deeper, what was there before is unknown: the times decide.
+		if !withinStartWalk(pattern, m) && !a.changedInRun(m, fixed) {
 			continue
 		}
 		if cp.Dir {
@@ -197,15 +215,36 @@ func createdFailure(p, pattern string, err error) error {
 	return fmt.Errorf("the sandbox made or changed %s, which matches the protected pattern %s, and it could not be made inert (%v): look at it before an editor, agent or tool on the host opens %s", p, pattern, err, filepath.Dir(p))
 }
 
+// withinStartWalk reports whether the start's walk of pattern (one "**",
+// walkMaxDepth levels: protectGlob) reached as deep as m: then it saw m
+// if m was there.
+func withinStartWalk(pattern, m string) bool {
+	fixed := fixedPart(pattern)
+	rest := splitPath(strings.TrimPrefix(pattern, fixed))
+	if strings.Count("/"+strings.Join(rest, "/")+"/", "/**/") != 1 {
+		return false
+	}
+	if !within(m, fixed) || m == fixed {
+		return false
+	}
+	k := len(splitPath(strings.TrimPrefix(m, fixed))) - (len(rest) - 1) // levels "**" stands for
+	return k >= 0 && k <= walkMaxDepth
+}
+
 // changedMaxEntries bounds the entries changedInRun looks at in one
 // directory match; past it the match counts as changed (fail closed).
 const changedMaxEntries = 20000
 
-// changedInRun reports whether p, or anything below it when it is a
-// directory, has a ctime at or after the audit's start (see the top of
-// this file). Nothing is followed: a symlink is judged by its own inode.
-// What cannot be read counts as changed.
-func (a *GitAudit) changedInRun(p string) bool {
+// changedInRun reports whether the run made or changed p, a match of a
+// pattern whose fixed part is fixed (see the top of this file): its
+// ctime, or for a directory the ctime of anything below it, is at or
+// after the audit's start; or so is a directory between fixed and p (a
+// directory stashed in an earlier run where the walk does not look, such
+// as node_modules, and renamed into place in this one keeps its own old
+// ctime: only the renamed directory is stamped; found by review); or p
+// is a symlink and what it leads to changed (a shared file a nested
+// .npmrc links to). What cannot be read counts as changed.
+func (a *GitAudit) changedInRun(p, fixed string) bool {
 	if a.since == 0 {
 		return true // no start recorded: everything is new
 	}
@@ -216,15 +255,219 @@ func (a *GitAudit) changedInRun(p string) bool {
 	if st.Ctim.Nano() >= a.since {
 		return true
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return false
-	}
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return true
+	for d := filepath.Dir(p); d != fixed && within(d, fixed) && d != "/"; d = filepath.Dir(d) {
+		var dst unix.Stat_t
+		if unix.Lstat(d, &dst) != nil || dst.Ctim.Nano() >= a.since {
+			return true
+		}
 	}
 	n := 0
-	return changedBelow(fd, a.since, 0, &n)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return true
+		}
+		return changedBelow(fd, a.since, 0, &n)
+	case unix.S_IFLNK:
+		// What the tool on the host reads: the link followed (only
+		// looked at, never written). A target that is gone is not
+		// read either.
+		var tst unix.Stat_t
+		if err := unix.Stat(p, &tst); err != nil {
+			return false
+		}
+		if tst.Ctim.Nano() >= a.since {
+			return true
+		}
+		if tst.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return false
+		}
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return true
+		}
+		return changedBelow(fd, a.since, 0, &n)
+	}
+	return false
+}
+
+// foreignDirs are errors for the directories the walk could not look
+// into, not the user's, that the run made or changed: a sandbox with a
+// range of host ids chowns a directory to one of them and makes it 0711,
+// and the user still reaches, by name, what it planted inside (found by
+// review). Not renamed (the user may not own it): the audit is
+// incomplete, said so, and the run fails closed.
+func (a *GitAudit) foreignDirs(res []globResult) []error {
+	if a.since == 0 {
+		return nil
+	}
+	var dirs []string
+	for _, r := range res {
+		dirs = append(dirs, r.foreign...)
+	}
+	var errs []error
+	for _, d := range dedupStrings(dirs) {
+		if !slices.ContainsFunc(a.roots, func(root string) bool { return within(d, root) }) || a.wasLocked(d) {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(d, &st) == nil && st.Ctim.Nano() < a.since {
+			continue // as it was before the run: not the sandbox's doing
+		}
+		errs = append(errs, fmt.Errorf("%w: the sandbox made %s a directory of another user (uid %d) that nsbox cannot look into; a repository or agent file in it may run its code when you use git or open it in an editor or agent: look (as root) before you do", ErrGitAuditIncomplete, d, st.Uid))
+	}
+	return errs
+}
+
+// linkMaxEntries bounds what quarantineThroughLinks looks at below one
+// symlink's target.
+const linkMaxEntries = 20000
+
+// quarantineThroughLinks looks through the symlinks the walk found
+// (links) that lead into a directory the walk skips (walkSkip:
+// node_modules, .venv, target ...), which a tool on the host follows
+// (an editor opened on pkgs/proj -> node_modules/p; found by review).
+// Below such a target, an entry that the tail of a created pattern (its
+// parts after the last "**") matches is what the host would read: a link
+// the run made or changed is quarantined itself when it leads to one; an
+// older link, when the run made or changed one, has that entry
+// quarantined.
+func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, of []createdPattern, done []string) ([]Quarantined, []error) {
+	type tail struct {
+		parts   []string
+		written string
+	}
+	var tails []tail
+	for i, g := range globs {
+		parts := splitPath(g.path)
+		for j := len(parts) - 1; j >= 0; j-- {
+			if parts[j] == "**" {
+				if j+1 < len(parts) {
+					tails = append(tails, tail{parts[j+1:], of[i].Written})
+				}
+				break
+			}
+		}
+	}
+	if len(tails) == 0 || a.since == 0 {
+		return nil, nil
+	}
+	var out []Quarantined
+	var errs []error
+	inRoot := func(p string) string {
+		for _, root := range a.roots {
+			if within(p, root) && p != root {
+				return root
+			}
+		}
+		return ""
+	}
+	for _, l := range links {
+		if slices.ContainsFunc(done, func(d string) bool { return within(l, d) }) || inRoot(l) == "" || a.wasLocked(l) {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(l)
+		if err != nil {
+			continue // dangling: nothing is read through it
+		}
+		root := inRoot(real)
+		if root == "" || within(l, real) {
+			continue // outside the writable places, or an ancestor the walk covers
+		}
+		rel, _ := filepath.Rel(root, real)
+		if !slices.ContainsFunc(strings.Split(rel, "/"), func(c string) bool { return walkSkip[c] }) {
+			continue // the walk itself looked there
+		}
+		var lst unix.Stat_t
+		if unix.Lstat(l, &lst) != nil {
+			continue
+		}
+		newLink := lst.Ctim.Nano() >= a.since
+		fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // not a directory: the walk judged a matching name already
+		}
+		var found []string
+		var written string
+		n := 0
+		complete := findTails(fd, real, nil, 0, &n, func(p string, relParts []string) bool {
+			for _, t := range tails {
+				if len(relParts) >= len(t.parts) && matchAll(t.parts, relParts[len(relParts)-len(t.parts):]) {
+					found, written = append(found, p), t.written
+					return true
+				}
+			}
+			return false
+		})
+		switch {
+		case newLink && (len(found) > 0 || !complete):
+			q, err := a.quarantineAs(l, filepath.Dir(l), written)
+			if err != nil {
+				errs = append(errs, err)
+			} else if q != nil {
+				out = append(out, *q)
+			}
+		case !complete:
+			errs = append(errs, fmt.Errorf("%s leads to %s, which holds more than %d entries: what the sandbox made there was not all looked at; look before an editor, agent or tool on the host opens %s", l, real, linkMaxEntries, l))
+		default:
+			for _, p := range found {
+				if !a.changedInRun(p, real) {
+					continue
+				}
+				q, err := a.quarantineAs(p, filepath.Dir(p), written)
+				if err != nil {
+					errs = append(errs, err)
+				} else if q != nil {
+					out = append(out, *q)
+				}
+			}
+		}
+	}
+	return out, errs
+}
+
+// matchAll reports whether each name matches its pattern (path.Match).
+func matchAll(pats, names []string) bool {
+	for i := range pats {
+		if ok, _ := filepath.Match(pats[i], names[i]); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// findTails walks the directory fd (path dir, closed here) by fd, never
+// following a symlink, calling match with every entry's path and its
+// parts below the walk's start; what match takes is not descended into.
+// false: the walk stopped at linkMaxEntries or auditMaxDepth.
+func findTails(fd int, dir string, rel []string, depth int, n *int, match func(p string, relParts []string) bool) bool {
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return false
+	}
+	complete := true
+	for _, e := range ents {
+		if *n++; *n > linkMaxEntries || depth >= auditMaxDepth {
+			return false
+		}
+		parts := append(slices.Clip(rel), e.Name())
+		p := filepath.Join(dir, e.Name())
+		if match(p, parts) || !e.IsDir() {
+			continue
+		}
+		sub, err := unix.Openat(fd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if !findTails(sub, p, parts, depth+1, n, match) {
+			complete = false
+			break
+		}
+	}
+	return complete
 }
 
 // changedBelow is changedInRun for what the directory fd holds (closed
@@ -305,4 +548,16 @@ func (a *GitAudit) Plan() *AuditPlan {
 		p.Patterns = append(p.Patterns, cp.Written)
 	}
 	return p
+}
+
+// CreatedOnly is the part of the audit that looks for the created
+// patterns' matches (nil when it has none): no repository is quarantined
+// or looked for. A pool of fresh sandboxes runs it after every call.
+func (a *GitAudit) CreatedOnly() *GitAudit {
+	if a == nil || len(a.created) == 0 {
+		return nil
+	}
+	c := *a
+	c.noGit = true
+	return &c
 }

@@ -47,17 +47,17 @@ func TestChangedInRun(t *testing.T) {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts)
 	a := &GitAudit{since: ts.Nano()}
-	if a.changedInRun(m) {
+	if a.changedInRun(m, d) {
 		t.Fatalf("an untouched directory counts as changed")
 	}
 	time.Sleep(30 * time.Millisecond)
 	if err := os.WriteFile(f, []byte(`{"evil":1}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if !a.changedInRun(m) {
+	if !a.changedInRun(m, d) {
 		t.Errorf("a file changed three levels down is not seen")
 	}
-	if !a.changedInRun(filepath.Join(d, "missing")) {
+	if !a.changedInRun(filepath.Join(d, "missing"), d) {
 		t.Errorf("what cannot be looked at must count as changed")
 	}
 }

@@ -180,6 +180,7 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 	createdGlobs, createdOf := a.createdGlobs()
 	pats = append(pats, createdGlobs...)
 	var res []globResult
+	var links []string
 	if len(pats) > 0 {
 		// A directory the walk cannot look into (a sandbox, with the
 		// user's uid, made it unreadable) could hold a repository git
@@ -188,7 +189,7 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 		reopened := map[string]bool{}
 		for {
 			var err error
-			res, err = globAllDepth(pats, auditMaxDepth)
+			res, links, err = globAllLinks(pats, auditMaxDepth, len(createdGlobs) > 0)
 			if err != nil {
 				return nil, err
 			}
@@ -221,6 +222,7 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 			if a.repairOnly {
 				return nil, errors.Join(errs...)
 			}
+			errs = append(errs, a.foreignDirs(res)...)
 			if slices.ContainsFunc(res, func(r globResult) bool { return r.tooMany || r.truncated }) {
 				where := a.workspace
 				if where == "" {
@@ -238,7 +240,7 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 		res = res[2:]
 	}
 	if a.noGit {
-		return a.finishCreated(res, createdOf, out, errs)
+		return a.finishCreated(res, createdGlobs, createdOf, links, out, errs)
 	}
 	for _, root := range a.roots {
 		if a.workspace == "" || !within(root, a.workspace) {
@@ -294,25 +296,29 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 			out = append(out, *q)
 		}
 	}
-	return a.finishCreated(res, createdOf, out, errs)
+	return a.finishCreated(res, createdGlobs, createdOf, links, out, errs)
 }
 
 // finishCreated quarantines the created patterns' new matches (res,
-// one per pattern of of) after the repositories, and returns Run's
+// one per pattern of of, walked as globs says) after the repositories,
+// then what the walk's symlinks lead to (links), and returns Run's
 // result.
-func (a *GitAudit) finishCreated(res []globResult, of []createdPattern, out []Quarantined, errs []error) ([]Quarantined, error) {
+func (a *GitAudit) finishCreated(res []globResult, globs []globPattern, of []createdPattern, links []string, out []Quarantined, errs []error) ([]Quarantined, error) {
 	var done []string
 	for _, q := range out {
 		done = append(done, q.From)
 	}
 	for i, cp := range of {
-		qs, es := a.quarantineCreated(cp, res[i].matches, done)
+		qs, es := a.quarantineCreated(cp, globs[i].path, res[i].matches, done)
 		for _, q := range qs {
 			done = append(done, q.From)
 		}
 		out = append(out, qs...)
 		errs = append(errs, es...)
 	}
+	qs, es := a.quarantineThroughLinks(links, globs, of, done)
+	out = append(out, qs...)
+	errs = append(errs, es...)
 	return out, errors.Join(errs...)
 }
 

@@ -49,6 +49,11 @@ type globResult struct {
 	// hide pattern hides them whole. A sandbox runs with the caller's
 	// uid; it could chmod such a directory back and read it.
 	unlisted []string
+	// foreign are the directories the walk could not look into that are
+	// not the user's (a sandbox with a range of host ids can make one):
+	// the user may still reach what they hold by name. Only the audit
+	// looks at them.
+	foreign []string
 }
 
 // globPattern is one pattern for globAll: an absolute, clean path whose
@@ -95,8 +100,16 @@ func globAll(patterns []globPattern) ([]globResult, error) {
 
 // globAllDepth is globAll with another depth bound (the git audit's).
 func globAllDepth(patterns []globPattern, maxDepth int) ([]globResult, error) {
+	res, _, err := globAllLinks(patterns, maxDepth, false)
+	return res, err
+}
+
+// globAllLinks is globAllDepth that also returns, when collect is set,
+// the symlinks in every directory a "**" walked (the audit follows those
+// to what the walk does not enter).
+func globAllLinks(patterns []globPattern, maxDepth int, collect bool) ([]globResult, []string, error) {
 	n := len(patterns)
-	w := walker{pats: make([]walkPattern, n), res: make([]globResult, n), dirs: make([]atomic.Int64, n), seen: make([]int, n), forks: walkForks, maxDepth: maxDepth}
+	w := walker{pats: make([]walkPattern, n), res: make([]globResult, n), dirs: make([]atomic.Int64, n), seen: make([]int, n), forks: walkForks, maxDepth: maxDepth, collectLinks: collect}
 	states := make([]walkState, len(patterns))
 	list := false
 	for i, gp := range patterns {
@@ -104,7 +117,7 @@ func globAllDepth(patterns []globPattern, maxDepth int) ([]globResult, error) {
 		for _, p := range parts {
 			if p != "**" && hasGlob(p) {
 				if _, err := filepath.Match(p, ""); err != nil {
-					return nil, fmt.Errorf("bad pattern %q: %v", gp.path, err)
+					return nil, nil, fmt.Errorf("bad pattern %q: %v", gp.path, err)
 				}
 			}
 		}
@@ -123,7 +136,7 @@ func globAllDepth(patterns []globPattern, maxDepth int) ([]globResult, error) {
 	}
 	root, err := w.open(unix.AT_FDCWD, "/", true, list)
 	if err != nil {
-		return nil, fmt.Errorf("open /: %w", err)
+		return nil, nil, fmt.Errorf("open /: %w", err)
 	}
 	w.walk(root, "/", nil, false, states, 0)
 	unix.Close(root.fd)
@@ -133,8 +146,11 @@ func globAllDepth(patterns []globPattern, maxDepth int) ([]globResult, error) {
 		r.matches = dedupStrings(r.matches)
 		sort.Strings(r.unlisted)
 		r.unlisted = dedupStrings(r.unlisted)
+		sort.Strings(r.foreign)
+		r.foreign = dedupStrings(r.foreign)
 	}
-	return w.res, nil
+	sort.Strings(w.links)
+	return w.res, dedupStrings(w.links), nil
 }
 
 // needsList reports whether matching parts at a directory needs its
@@ -197,6 +213,10 @@ type walker struct {
 	// forks is how many more walkers this walk may start (fork).
 	forks    int
 	maxDepth int
+	// links, when collecting (globAllLinks), are the symlinks found in
+	// the directories "**" walked.
+	collectLinks bool
+	links        []string
 }
 
 // walkForks is how many walkers a walk adds to its own at the first level
@@ -211,7 +231,7 @@ const (
 // fork returns a walker for a share of the walk: the same patterns and
 // budgets, results of its own (merge adds them back).
 func (w *walker) fork() *walker {
-	return &walker{pats: w.pats, res: make([]globResult, len(w.res)), dirs: w.dirs, seen: make([]int, len(w.seen)), maxDepth: w.maxDepth}
+	return &walker{pats: w.pats, res: make([]globResult, len(w.res)), dirs: w.dirs, seen: make([]int, len(w.seen)), maxDepth: w.maxDepth, collectLinks: w.collectLinks}
 }
 
 // take returns an empty slice of capacity n from the arena. Calls of walk
@@ -243,10 +263,12 @@ func (w *walker) depthOf(i int) int {
 
 // merge adds what a forked walker found.
 func (w *walker) merge(o *walker) {
+	w.links = append(w.links, o.links...)
 	for i := range w.res {
 		r, x := &w.res[i], &o.res[i]
 		r.matches = append(r.matches, x.matches...)
 		r.unlisted = append(r.unlisted, x.unlisted...)
+		r.foreign = append(r.foreign, x.foreign...)
 		r.tooMany = r.tooMany || x.tooMany
 		if x.truncated && (!r.truncated || x.truncatedAt < r.truncatedAt) {
 			r.truncated, r.truncatedAt = true, x.truncatedAt
@@ -336,6 +358,9 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 		for _, e := range ents {
 			if (e.typ == unix.DT_DIR || e.typ == unix.DT_UNKNOWN) && !walkSkip[e.name] {
 				subdirs = append(subdirs, e)
+			}
+			if w.collectLinks && e.typ == unix.DT_LNK {
+				w.links = append(w.links, dir+"/"+e.name)
 			}
 		}
 		deeper = deep[:0] // filtered in place: deep is this call's own
@@ -472,6 +497,8 @@ func (w *walker) unlisted(fd int, dir string, states []walkState) {
 		}
 		if owned == 1 {
 			w.res[s.pat].unlisted = append(w.res[s.pat].unlisted, dir)
+		} else {
+			w.res[s.pat].foreign = append(w.res[s.pat].foreign, dir)
 		}
 	}
 }

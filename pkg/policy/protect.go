@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -166,10 +167,35 @@ func (r *resolver) protectMatch(x expandedEntry, p string, pp *protectPass) (ok 
 			return false, nil // "PATTERN/" matches directories only
 		}
 	}
+	if hasGlob(x.Path) && r.linkOnly(p) {
+		r.protectLink(e, p, pp)
+		return true, r.protectBound(e, pp)
+	}
 	if err := r.protectOne(e, p, pp); err != nil {
 		return false, err
 	}
 	return true, r.protectBound(e, pp)
+}
+
+// linkOnly reports whether p, a pattern's match, is a symlink of which
+// only the link is protected (kept in place), not what it leads to: a
+// target that is missing (a placeholder for it would be made wherever
+// the link points, on the host, where the host may not even remove it
+// again), or a writable directory itself or one above the link or a
+// writable directory (a committed pkgs/x/.vscode -> ../.. made the whole
+// workspace read-only; found by review). The end-of-run audit judges
+// what such a link leads to (changedInRun).
+func (r *resolver) linkOnly(p string) bool {
+	st, err := r.lstat.lstat(p)
+	if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+		return false
+	}
+	rp, err := r.resolvePath(p, r.h.Cwd)
+	if err != nil || rp.Missing > 0 {
+		return true
+	}
+	t := rp.Path
+	return within(p, t) || slices.ContainsFunc(r.rwRoots, func(root string) bool { return within(root, t) })
 }
 
 // protectBound is the invariant that a run's protections are bounded:
@@ -235,8 +261,67 @@ func (r *resolver) protectOne(e entry, p string, pp *protectPass) error {
 			r.res.Placeholders = append(r.res.Placeholders, Placeholder{Path: t, Dir: dir, Root: b.Source})
 		}
 		r.protects = append(r.protects, PlanEntry{Mount: sandbox.Mount{Kind: sandbox.MountProtect, Dest: dest, Dir: dir}, Why: why})
+		if dir && !missing {
+			r.protectLinksInside(e, t, pp)
+		}
 	}
 	return nil
+}
+
+// Bounds of protectLinksInside's look into one protected directory.
+const (
+	linksInsideMaxEntries = 1024
+	linksInsideMaxDepth   = 6
+)
+
+// protectLinksInside protects what the symlinks inside the protected
+// directory dir lead to, where that is in a writable directory: the
+// directory is read-only, but a link in it is followed to a file the
+// sandbox could write (a monorepo's pkgs/a/.vscode/tasks.json ->
+// ../../../shared/tasks.json, .claude/settings.json -> ../shared/x.json:
+// the host's editor or agent read the sandbox's tasks and hooks; found by
+// review). Not in a repository's .git, whose links the git protections
+// follow their own way (gitLinks) and whose objects would make this walk
+// long. Bounded: past linksInsideMaxEntries entries or
+// linksInsideMaxDepth levels a warning says what was not looked at.
+func (r *resolver) protectLinksInside(e entry, dir string, pp *protectPass) {
+	if slices.Contains(splitPath(dir), ".git") {
+		return
+	}
+	n := 0
+	var walk func(d string, depth int) bool
+	walk = func(d string, depth int) bool {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			return true // unreadable: the sandbox cannot read it either
+		}
+		for _, de := range ents {
+			if n++; n > linksInsideMaxEntries {
+				return false
+			}
+			p := filepath.Join(d, de.Name())
+			switch {
+			case de.Type()&fs.ModeSymlink != 0:
+				if rp, err := r.resolvePath(p, r.h.Cwd); err == nil && rp.Missing == 0 && !within(rp.Path, dir) && r.inWritableRoot(rp.Path) && !r.linkOnly(p) && !pp.seen[rp.Path+"\x00inside"] {
+					pp.seen[rp.Path+"\x00inside"] = true
+					if err := r.protectOne(e, p, pp); err != nil {
+						return true // its own step names what it could not protect
+					}
+				}
+			case de.IsDir():
+				if depth+1 >= linksInsideMaxDepth {
+					return false
+				}
+				if !walk(p, depth+1) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	if !walk(dir, 0) {
+		r.warn(e.at.warn(false, "%s holds more than %d entries or %d levels: what symlinks beyond those lead to is not protected", dir, linksInsideMaxEntries, linksInsideMaxDepth))
+	}
 }
 
 // protectLinks keeps in place every symlink the kernel would follow on

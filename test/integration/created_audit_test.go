@@ -23,7 +23,12 @@ func TestCreatedAgentFilesQuarantined(t *testing.T) {
 		deep := filepath.Join(ws, "sub", "deep", "a", "b", "c", "d", "e", "f", "g", "h", "i")
 		u.mkdirs(t, filepath.Join(ws, "sub", ".claude"), filepath.Join(deep, ".vscode"), filepath.Join(ws, "other"))
 		u.writeFile(t, filepath.Join(ws, "sub", ".claude", "settings.json"), "{}\n", 0o644)
-		u.writeFile(t, filepath.Join(deep, ".envrc"), "old\n", 0o644)
+		// A deep one the run leaves alone, in a tree it does not touch
+		// (deeper than the start's walk, a match is judged by its times
+		// and those of the directories above it).
+		keep := filepath.Join(ws, "keep", "a", "b", "c", "d", "e", "f", "g", "h", "i")
+		u.mkdirs(t, keep)
+		u.writeFile(t, filepath.Join(keep, ".envrc"), "old\n", 0o644)
 		u.writeFile(t, filepath.Join(deep, ".vscode", "settings.json"), "{}\n", 0o644)
 		u.writeFile(t, filepath.Join(ws, "npmrc-shared"), "registry=x\n", 0o644)
 		if err := os.Symlink("../npmrc-shared", filepath.Join(ws, "sub", ".npmrc")); err != nil {
@@ -63,7 +68,7 @@ echo made`)
 			}
 		}
 		// Left alone: what the run did not touch, and an empty directory.
-		for _, p := range []string{"sub/.npmrc", "sub/deep/a/b/c/d/e/f/g/h/i/.envrc", "sub/.claude/settings.json", "sub/.idea", "sub/prep"} {
+		for _, p := range []string{"sub/.npmrc", "keep/a/b/c/d/e/f/g/h/i/.envrc", "sub/.claude/settings.json", "sub/.idea", "sub/prep"} {
 			if !exists(filepath.Join(ws, p)) {
 				t.Errorf("%s is gone after the run; stderr %q", p, r.stderr)
 			}
