@@ -69,7 +69,7 @@ type SockCall struct {
 	id       uint64
 	listener int
 	ctx      context.Context // the handler's (Server.decide)
-	own      *threadCreds    // the serving thread's own ids (AsTarget)
+	th       *servingThread  // the serving thread's ids (AsTarget)
 	tainted  bool            // that thread's ids could not be given back
 	later    []int           // supervisor fds to close after the answer
 	// statusBuf is /proc/Pid/status once read (status), in scratch (the
