@@ -274,7 +274,8 @@ type servingThread struct {
 	// sticky: the thread may keep a target's ids between calls
 	// (Options.OwnPIDNamespace; see take).
 	sticky bool
-	// held: the thread holds the target ids below now (sticky only).
+	// held: the thread holds the target ids below now (from take to
+	// release: between calls on a sticky thread only).
 	held     bool
 	uid, gid uint32
 	groups   []uint32
@@ -365,10 +366,8 @@ func asTarget(c *SockCall, th *servingThread, stay bool, op func() (int64, unix.
 	}
 	uid, gid, groups := cr.uid[1], cr.gid[1], cr.groups
 	// Kept after the call only on a sticky thread, for a call that asks
-	// it (Server.stay), and never as uid 0: the effective capabilities
-	// come back from the permitted set only when the effective uid
-	// returns to 0 from another (release).
-	stay = stay && th.sticky && uid != 0
+	// it (Server.stay).
+	stay = stay && th.sticky
 	if th.held && (!stay || th.uid != uid || th.gid != gid || !slices.Equal(th.groups, groups)) {
 		// Another target's ids, kept from an earlier call: root's
 		// first (a thread with the target's ids and no CAP_SETUID may
@@ -445,8 +444,13 @@ func (th *servingThread) take(uid, gid uint32, groups []uint32, sticky bool) boo
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(th.own.euid)); e != 0 {
 		return false
 	}
-	if !sticky {
-		return true // given back after the call, with no capability meanwhile
+	if !sticky || uid == 0 {
+		// Per call: given back after it, with no capability meanwhile.
+		// A target of uid 0 (a root caller's single-id sandbox) keeps
+		// every capability, as it does per call: its effective uid never
+		// leaves 0, and the gate checks its write permission itself
+		// (UnixGate.writableBy). Only its groups differ from root's.
+		return true
 	}
 	// Exactly stickyCaps effective (capabilities(7): any subset of the
 	// permitted set, which is the thread's own, kept by the saved uid 0).

@@ -433,3 +433,34 @@ func TestStickyReleasedForOtherCalls(t *testing.T) {
 		t.Fatalf("the internet handler ran with uids %d/%d/%d and effective capabilities %#x (want 0/0/0, %#x)", s.ruid, s.euid, s.suid, s.eff, permitted)
 	}
 }
+
+// BenchmarkIDSwitch is what a serving thread that switches per call pays
+// for each unix call on top of the call (take and release of a target's
+// ids, uid 65534 without groups), which a sticky thread pays only when
+// the target changes. The thread it runs on ends with it (locked).
+func BenchmarkIDSwitch(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("a thread takes other ids: run as root")
+	}
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		th, err := newServingThread(false)
+		if err != nil {
+			done <- err
+			return
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if !th.take(nobody, nobody, nil, false) || !th.release() {
+				done <- fmt.Errorf("switch %d failed", i)
+				return
+			}
+		}
+		b.StopTimer()
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
