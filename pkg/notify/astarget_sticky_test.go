@@ -35,6 +35,7 @@ func init() {
 //	inet:A       connect to 127.0.0.1-style A (ip:port)
 //	sendmmsg:P   two datagrams to P with one sendmmsg
 //	rights       a pipe's fd over a socketpair (SCM_RIGHTS)
+//	listen:P     bind to P, then listen (kept open)
 func stepsChild(args []string, in *bufio.Reader) int {
 	runtime.LockOSThread() // the ids below are this thread's
 	for _, step := range args {
@@ -59,6 +60,27 @@ func stepsChild(args []string, in *bufio.Reader) int {
 				fmt.Println("error", err)
 				return 1
 			}
+			continue
+		case "listen":
+			// Bound here, listened to through the supervisor (under
+			// NSBOX_NOTIFY_TEST_FILTERED), and kept open for the test
+			// to connect to.
+			fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err == nil {
+				err = unix.Bind(fd, &unix.SockaddrUnix{Name: arg})
+			}
+			if err != nil {
+				fmt.Println("error", err)
+				return 1
+			}
+			if line, _ := in.ReadString('\n'); line != "next\n" {
+				return 1
+			}
+			r := "ok"
+			if err := unix.Listen(fd, 8); err != nil {
+				r = errName(err)
+			}
+			fmt.Println(step, r)
 			continue
 		case "cd":
 			if err := unix.Chdir(arg); err != nil {
@@ -462,5 +484,55 @@ func BenchmarkIDSwitch(b *testing.B) {
 	}()
 	if err := <-done; err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestListenIsTheTargets: a unix listen(2) the supervisor makes for the
+// sandbox (notified under the filtered network) records the listener's
+// credentials for the peers that connect later (SO_PEERCRED, unix(7):
+// the credentials "in effect at the time of the call to listen"). Made as
+// root, a host client of a socket the sandbox serves in its workspace
+// would take it for root (the CVE-2020-15257 pattern, the other way
+// round); it is made as the target, per call.
+func TestListenIsTheTargets(t *testing.T) {
+	requireAsTarget(t)
+	t.Setenv("NSBOX_NOTIFY_TEST_FILTERED", "1")
+	for _, sticky := range []bool{true, false} {
+		t.Run(fmt.Sprintf("OwnPIDNamespace=%v", sticky), func(t *testing.T) {
+			dir := stickyDir(t)
+			p, l := filepath.Join(dir, "s.sock"), filepath.Join(dir, "l.sock")
+			peers := peerServer(t, p)
+			steps := []string{"connect:" + p, "listen:" + l, "connect:" + p}
+			next := stepper(t, steps, dir, Options{AsTarget: true, OwnPIDNamespace: sticky},
+				&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}})
+			lines := []string{"connect:" + p + " ok dumpable=1", "listen:" + l + " ok", "connect:" + p + " ok dumpable=1"}
+			for i, w := range lines {
+				if line := next(); line != w {
+					t.Fatalf("call %d: got %q, want %q", i, line, w)
+				}
+				if strings.HasPrefix(w, "connect:") {
+					<-peers
+				}
+			}
+			c, err := net.Dial("unix", l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			raw, _ := c.(*net.UnixConn).SyscallConn()
+			var u *unix.Ucred
+			raw.Control(func(fd uintptr) { u, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.Uid != nobody || u.Gid != nobody {
+				t.Fatalf("the sandbox's listener is seen as uid %d gid %d, not the target's %d", u.Uid, u.Gid, nobody)
+			}
+			want := 0
+			if sticky {
+				want = 1 // from the last connect
+			}
+			checkThreads(t, "after the calls", nobody, nobody, want, [][2]int{{nobody, nobody}})
+		})
 	}
 }

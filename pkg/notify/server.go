@@ -593,20 +593,25 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 		// Decided by the handler like a call without an address, and
 		// made on the supervisor's copy of the very socket it checked
 		// (never CONTINUE: another thread could put another socket at
-		// the number meanwhile). Neither call checks a credential, so
-		// the supervisor's call is the target's.
+		// the number meanwhile). Neither call checks a credential, but
+		// a unix listen records its caller's: the peers that connect
+		// later see them (SO_PEERCRED, SO_PEERGROUPS; unix(7)), so it is
+		// made as the target (run), or a host client of a socket the
+		// sandbox serves would take the sandbox for root (the
+		// CVE-2020-15257 pattern; TestListenIsTheTargets).
 		switch v := s.verdict(c); v.kind {
 		case vAllow:
-			var err error
 			if c.Syscall == Shutdown {
-				err = unix.Shutdown(sock, int(int32(a[1])))
-			} else {
-				err = unix.Listen(sock, int(int32(a[1])))
+				if err := unix.Shutdown(sock, int(int32(a[1]))); err != nil {
+					return 0, errnoOf(err), false
+				}
+				return 0, 0, false
 			}
-			if err != nil {
-				return 0, errnoOf(err), false
-			}
-			return 0, 0, false
+			_, e := s.run(c, func() (int64, unix.Errno) {
+				_, _, e := unix.Syscall(unix.SYS_LISTEN, uintptr(sock), uintptr(int32(a[1])), 0)
+				return 0, e
+			})
+			return 0, e, false
 		case vErrno:
 			return 0, v.errno, false
 		}
