@@ -156,13 +156,13 @@ func rightsResult() string {
 }
 
 // stepper starts the steps child (attr: its user) served by a root
-// Server with options o, and returns a function that lets it make its
+// Server with options o and a gate of cfg, and returns a function that lets it make its
 // next call and returns that call's line. The child lives until the test
 // ends (its Server's threads with it).
-func stepper(t *testing.T, steps []string, dir string, o Options, attr *syscall.SysProcAttr) func() string {
+func stepper(t *testing.T, steps []string, cfg GateConfig, o Options, attr *syscall.SysProcAttr) func() string {
 	t.Helper()
 	cmd := childCmd(t, "steps", steps, attr)
-	stdin, out := startGateChild(t, cmd, GateConfig{Writable: []string{dir}}, o)
+	stdin, out := startGateChild(t, cmd, cfg, o)
 	stdin.Write([]byte("go\n"))
 	return func() string {
 		t.Helper()
@@ -304,7 +304,7 @@ func TestStickyEachTargetConnectsAsItself(t *testing.T) {
 			for _, id := range ids {
 				steps = append(steps, fmt.Sprintf("as:%d:%d", id[0], id[1]), "connect:"+p)
 			}
-			next := stepper(t, steps, dir, Options{AsTarget: true, OwnPIDNamespace: sticky},
+			next := stepper(t, steps, GateConfig{Writable: []string{dir}}, Options{AsTarget: true, OwnPIDNamespace: sticky},
 				&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}})
 			for i, id := range ids {
 				if line := next(); !strings.HasPrefix(line, "connect:"+p+" ok ") {
@@ -343,7 +343,7 @@ func TestStickyServesNonDumpableTarget(t *testing.T) {
 	defer dg.Close()
 	os.Chmod(d, 0o777)
 	steps := []string{"connect:" + p, "nodump", "connect:" + p, "cd:" + dir, "connect:s.sock", "rights", "sendmmsg:" + d, "connect:" + p}
-	next := stepper(t, steps, dir, Options{AsTarget: true, OwnPIDNamespace: true},
+	next := stepper(t, steps, GateConfig{Writable: []string{dir}}, Options{AsTarget: true, OwnPIDNamespace: true},
 		&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}})
 	want := []string{
 		"connect:" + p + " ok dumpable=1",
@@ -385,7 +385,7 @@ func TestStickyWriteCheckIsTheTargets(t *testing.T) {
 				o.Unix = noGate
 			}
 			steps := []string{"connect:" + closed, "connect:" + open, "connect:" + closed, "connect:" + open, "connect:" + closed}
-			next := stepper(t, steps, dir, o, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}})
+			next := stepper(t, steps, GateConfig{Writable: []string{dir}}, o, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}})
 			for i, s := range steps {
 				want := s + " ok dumpable=1"
 				if strings.HasSuffix(s, closed) {
@@ -410,7 +410,9 @@ func TestStickyWriteCheckIsTheTargets(t *testing.T) {
 // TestStickyReleasedForOtherCalls: an internet call answered by a thread
 // that kept a target's ids is decided with root's own ids and every
 // capability back (the filtered network's handler dials from the host),
-// and the next unix call is made as the target again.
+// and the next unix call is made as the target again; a refused connect
+// is reported (GateConfig.OnRefuse: the session's audit log) with root's
+// ids too.
 func TestStickyReleasedForOtherCalls(t *testing.T) {
 	requireAsTarget(t)
 	dir := stickyDir(t)
@@ -436,15 +438,34 @@ func TestStickyReleasedForOtherCalls(t *testing.T) {
 	unix.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&own[0])), 0)
 	permitted := uint64(own[1].Permitted)<<32 | uint64(own[0].Permitted)
 
-	steps := []string{"connect:" + p, "inet:127.0.0.1:9", "connect:" + p}
-	next := stepper(t, steps, dir, Options{AsTarget: true, OwnPIDNamespace: true, Inet: handler},
+	// A host socket outside the writable places: refused, and reported
+	// (OnRefuse) with root's ids.
+	host := t.TempDir()
+	var a, b unix.Statx_t
+	unix.Statx(unix.AT_FDCWD, dir, 0, unix.STATX_MNT_ID, &a)
+	unix.Statx(unix.AT_FDCWD, host, 0, unix.STATX_MNT_ID, &b)
+	if a.Mnt_id == b.Mnt_id {
+		t.Skip("/dev/shm and the test's temporary directory are on one mount")
+	}
+	refused := filepath.Join(host, "h.sock")
+	hostServer(t, refused)
+	reported := make(chan seen, 4)
+	onRefuse := func(string) {
+		var s seen
+		unix.RawSyscall(unix.SYS_GETRESUID, uintptr(unsafe.Pointer(&s.ruid)), uintptr(unsafe.Pointer(&s.euid)), uintptr(unsafe.Pointer(&s.suid)))
+		reported <- s
+	}
+
+	steps := []string{"connect:" + p, "inet:127.0.0.1:9", "connect:" + p, "connect:" + refused, "connect:" + p}
+	next := stepper(t, steps, GateConfig{Writable: []string{dir}, OnRefuse: onRefuse}, Options{AsTarget: true, OwnPIDNamespace: true, Inet: handler},
 		&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}})
-	want := []string{"connect:" + p + " ok dumpable=1", "inet:127.0.0.1:9 ECONNREFUSED dumpable=1", "connect:" + p + " ok dumpable=1"}
+	want := []string{"connect:" + p + " ok dumpable=1", "inet:127.0.0.1:9 ECONNREFUSED dumpable=1", "connect:" + p + " ok dumpable=1",
+		"connect:" + refused + " EACCES dumpable=1", "connect:" + p + " ok dumpable=1"}
 	for i, w := range want {
 		if line := next(); line != w {
 			t.Fatalf("call %d: got %q, want %q", i, line, w)
 		}
-		if strings.HasPrefix(w, "connect:") {
+		if strings.HasPrefix(w, "connect:"+p) {
 			if u := <-peers; u.Uid != nobody {
 				t.Fatalf("call %d: the peer is uid %d", i, u.Uid)
 			}
@@ -453,6 +474,9 @@ func TestStickyReleasedForOtherCalls(t *testing.T) {
 	s := <-inet
 	if s.ruid != 0 || s.euid != 0 || s.suid != 0 || s.eff != permitted {
 		t.Fatalf("the internet handler ran with uids %d/%d/%d and effective capabilities %#x (want 0/0/0, %#x)", s.ruid, s.euid, s.suid, s.eff, permitted)
+	}
+	if s := <-reported; s.ruid != 0 || s.euid != 0 || s.suid != 0 {
+		t.Fatalf("OnRefuse ran with uids %d/%d/%d", s.ruid, s.euid, s.suid)
 	}
 }
 
@@ -503,7 +527,7 @@ func TestListenIsTheTargets(t *testing.T) {
 			p, l := filepath.Join(dir, "s.sock"), filepath.Join(dir, "l.sock")
 			peers := peerServer(t, p)
 			steps := []string{"connect:" + p, "listen:" + l, "connect:" + p}
-			next := stepper(t, steps, dir, Options{AsTarget: true, OwnPIDNamespace: sticky},
+			next := stepper(t, steps, GateConfig{Writable: []string{dir}}, Options{AsTarget: true, OwnPIDNamespace: sticky},
 				&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}})
 			lines := []string{"connect:" + p + " ok dumpable=1", "listen:" + l + " ok", "connect:" + p + " ok dumpable=1"}
 			for i, w := range lines {
@@ -534,5 +558,38 @@ func TestListenIsTheTargets(t *testing.T) {
 			}
 			checkThreads(t, "after the calls", nobody, nobody, want, [][2]int{{nobody, nobody}})
 		})
+	}
+}
+
+// TestStickyLooksUpAsRoot: a thread that kept one target's ids resolves
+// the next target's path with a root supervisor's lookup rights
+// (CAP_DAC_READ_SEARCH), not with the kept ids: uid 1002 reaches its
+// socket in its own 0700 directory after a call of uid 1001.
+func TestStickyLooksUpAsRoot(t *testing.T) {
+	requireAsTarget(t)
+	dir := stickyDir(t)
+	p := filepath.Join(dir, "s.sock")
+	peers := peerServer(t, p)
+	private := filepath.Join(dir, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	q := filepath.Join(private, "q.sock")
+	mine := peerServer(t, q)
+	if err := os.Chown(private, 1002, 1002); err != nil {
+		t.Fatal(err)
+	}
+	steps := []string{"as:1001:1001", "connect:" + p, "as:1002:1002", "connect:" + q}
+	next := stepper(t, steps, GateConfig{Writable: []string{dir}}, Options{AsTarget: true, OwnPIDNamespace: true},
+		&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}})
+	if line := next(); !strings.HasPrefix(line, "connect:"+p+" ok ") {
+		t.Fatal(line)
+	}
+	<-peers
+	if line := next(); !strings.HasPrefix(line, "connect:"+q+" ok ") {
+		t.Fatal(line)
+	}
+	if u := <-mine; u.Uid != 1002 {
+		t.Fatalf("the peer is uid %d", u.Uid)
 	}
 }

@@ -89,6 +89,23 @@ type SockCall struct {
 
 func (c *SockCall) closeLater(fd int) { c.later = append(c.later, fd) }
 
+// ownIDs gives the serving thread its own ids back when it kept a
+// target's from an earlier call (servingThread), before code from outside
+// this package runs on it (GateConfig.OnRefuse: the session's audit log,
+// whose rotation creates files, and its reports must not be written with
+// a sandbox's ids and without the supervisor's capabilities). false: they
+// could not be taken back; the thread is tainted and serves no more.
+func (c *SockCall) ownIDs() bool {
+	if c.th == nil || !c.th.held {
+		return true
+	}
+	if c.th.release() {
+		return true
+	}
+	c.tainted = true
+	return false
+}
+
 // Family is the address family of Addr (0 without one).
 func (c *SockCall) Family() int {
 	if len(c.Addr) < 2 {
