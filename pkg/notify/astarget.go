@@ -263,17 +263,86 @@ func setGroups(g []uint32) unix.Errno {
 	return e
 }
 
+// servingThread is the id state of one of the Server's serving threads
+// (follow), which is locked to its goroutine for the Server's life and
+// ends with it (runtime.LockOSThread, never unlocked: Go then destroys the
+// thread, so no other goroutine ever runs with the ids below).
+type servingThread struct {
+	// own are the thread's own ids (root's, groups cleared), given back
+	// after a call (asTarget) or before one that needs them (release).
+	own threadCreds
+	// sticky: the thread may keep a target's ids between calls
+	// (Options.OwnPIDNamespace; see take).
+	sticky bool
+	// held: the thread holds the target ids below now (from take to
+	// release: between calls on a sticky thread only).
+	held     bool
+	uid, gid uint32
+	groups   []uint32
+	// caps are the thread's own permitted and inheritable capability
+	// sets (capget at the start), written back as they are by capset.
+	caps [2]unix.CapUserData
+}
+
+// stickyCaps is the effective set a thread keeps while it holds a
+// target's ids between calls: what the gate's reads of a target need,
+// and nothing that overrides a permission check of the call itself.
+//   - CAP_SYS_PTRACE: pidfd_getfd (PTRACE_MODE_ATTACH_REALCREDS), the
+//     /proc/TID/root and cwd links and ns/user (PTRACE_MODE_READ_FSCREDS)
+//     and process_vm_readv of a target that is not dumpable
+//     (PR_SET_DUMPABLE 0), or whose ids are not all the held ones; ptrace(2),
+//     "Ptrace access mode checking".
+//   - CAP_DAC_READ_SEARCH: the gate resolves a path in the target's root
+//     with the lookup rights a root supervisor has (directories of other
+//     ids). It bypasses read and search checks only, never the write check
+//     connect(2) and a datagram's sendmsg(2) make on the socket inode
+//     (generic_permission: MAY_WRITE is overridden by CAP_DAC_OVERRIDE
+//     alone; capabilities(7)).
+//
+// Not CAP_DAC_OVERRIDE or CAP_FOWNER (the kernel would pass the socket's
+// write check for any target: the confused deputy asTarget exists to
+// prevent), nor CAP_SETUID/CAP_SETGID (SCM_CREDENTIALS is refused anyway:
+// translateControl), nor CAP_NET_ADMIN.
+const stickyCaps = 1<<unix.CAP_SYS_PTRACE | 1<<unix.CAP_DAC_READ_SEARCH
+
+// newServingThread reads this thread's own ids (ownThreadCreds) and
+// capabilities; sticky asks for a thread that may keep a target's ids
+// between calls, which it does only when it may take the capabilities
+// stickyCaps names (a root without them, in a container, switches per
+// call).
+func newServingThread(sticky bool) (*servingThread, error) {
+	own, err := ownThreadCreds()
+	if err != nil {
+		return nil, err
+	}
+	th := &servingThread{own: own}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3} // Pid 0: this thread
+	// Never on the process's main thread: its ids are the process's face
+	// (/proc/PID/status, kill(PID) and prlimit(PID) are checked against
+	// them, a peer's SO_PEERCRED pid names it), and Go does not end it
+	// when a locked goroutine exits but parks it for good, with whatever
+	// ids it holds then.
+	if sticky && own.euid == 0 && own.suid == 0 && unix.Gettid() != unix.Getpid() {
+		if _, _, e := unix.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&th.caps[0])), 0); e == 0 {
+			permitted := uint64(th.caps[1].Permitted)<<32 | uint64(th.caps[0].Permitted)
+			th.sticky = permitted&stickyCaps == stickyCaps
+		}
+	}
+	return th, nil
+}
+
 // asTarget runs op on this goroutine's thread while the thread holds the
-// target's host ids, then gives the thread its own ids back. A root
-// supervisor that connects or sends on the sandbox's behalf would
-// otherwise be the peer a host service sees (SO_PEERCRED, SCM_CREDENTIALS
-// under SO_PASSCRED: uid 0) while the sandbox runs as unprivileged ids of
-// its range: a service that trusts a root peer would trust the sandbox as
-// root (the CVE-2020-15257 pattern). On that thread the kernel also checks
-// the socket's write permission for the target's ids (effective and
-// file-system ids, groups; the effective capabilities are cleared when
-// the effective uid leaves 0, capabilities(7)). The real uid and gid are
-// the target's too: SCM_CREDENTIALS carries the real ones.
+// target's host ids, then gives the thread its own ids back (unless it is
+// sticky and stay: see take). A root supervisor that connects or sends
+// on the sandbox's behalf would otherwise be the peer a host service sees
+// (SO_PEERCRED, SCM_CREDENTIALS under SO_PASSCRED: uid 0) while the
+// sandbox runs as unprivileged ids of its range: a service that trusts a
+// root peer would trust the sandbox as root (the CVE-2020-15257 pattern).
+// On that thread the kernel also checks the socket's write permission for
+// the target's ids (effective and file-system ids, groups; the effective
+// capabilities are cleared when the effective uid leaves 0,
+// capabilities(7)). The real uid and gid are the target's too:
+// SCM_CREDENTIALS carries the real ones.
 //
 // The thread is locked to its goroutine for the Server's life (follow),
 // and the ids are set with raw syscalls, which change only the calling
@@ -285,8 +354,8 @@ func setGroups(g []uint32) unix.Errno {
 // through /proc/self/fd, which the kernel allows a thread of the same
 // thread group whatever its ids (proc_fd_access_allowed:
 // same_thread_group).
-func asTarget(c *SockCall, own *threadCreds, op func() (int64, unix.Errno)) (val int64, errno unix.Errno, tainted bool) {
-	if own == nil || own.euid != 0 {
+func asTarget(c *SockCall, th *servingThread, stay bool, op func() (int64, unix.Errno)) (val int64, errno unix.Errno, tainted bool) {
+	if th == nil || th.own.euid != 0 {
 		return 0, unix.EACCES, false // fail closed: the thread cannot take ids
 	}
 	// Read through the call's proc: the ids are the target thread's own
@@ -296,31 +365,123 @@ func asTarget(c *SockCall, own *threadCreds, op func() (int64, unix.Errno)) (val
 		return 0, unix.EACCES, false // fail closed: whose call it is is unknown
 	}
 	uid, gid, groups := cr.uid[1], cr.gid[1], cr.groups
-	val, errno = 0, unix.EACCES
+	// Kept after the call only on a sticky thread, for a call that asks
+	// it (Server.stay).
+	stay = stay && th.sticky
+	if th.held && (!stay || th.uid != uid || th.gid != gid || !slices.Equal(th.groups, groups)) {
+		// Another target's ids, kept from an earlier call: root's
+		// first (a thread with the target's ids and no CAP_SETUID may
+		// only go back to its saved ids).
+		if !th.release() {
+			return 0, unix.EACCES, true
+		}
+	}
+	if !th.held {
+		own := &th.own
+		if uid == own.ruid && uid == own.euid && gid == own.rgid && gid == own.egid && slices.Equal(groups, own.groups) {
+			// The target's ids are the thread's own (a root caller's
+			// single-id sandbox, host uid 0 inside): a switch would
+			// change nothing, not even a capability.
+			val, errno = op()
+			return val, errno, false
+		}
+		if !th.take(uid, gid, groups, stay) {
+			// Whatever part was taken is given back.
+			return 0, unix.EACCES, !th.release()
+		}
+	}
+	val, errno = op()
+	if !stay && !th.release() {
+		return val, errno, true
+	}
+	return val, errno, false
+}
+
+// take gives the thread the target's ids: groups, then the real,
+// effective and file-system gid and uid (credentials(7): SO_PEERCRED
+// reports the connecting thread's effective ids, SCM_CREDENTIALS its real
+// ones, so both are the target's; CVE-2020-15257 is that pattern). The
+// saved uid and gid stay the supervisor's (0): they are what allows
+// release to take root's ids back, and a saved uid of 0 is also what
+// keeps the permitted capabilities through the switch (capabilities(7),
+// "Effect of user ID changes on capabilities": they are cleared only when
+// no uid is 0 any more), with the effective set cleared as the effective
+// uid leaves 0. No securebit is needed.
+//
+// sticky: the thread keeps these ids after the call (held), and takes
+// the effective capabilities stickyCaps names back from its permitted
+// set, for the reads of the calls it answers meanwhile. Sound only where
+// no process of the target's uid can name this thread:
+//   - Signals: kill(2) and tgkill(2) accept a sender whose real or
+//     effective uid is the target thread's real or saved uid
+//     (kill_ok_by_cred), so a process of the held uid could signal the
+//     whole supervisor through this thread's id. A sandbox with a PID
+//     namespace of its own cannot name it (kill, tgkill and
+//     pidfd_open take ids of the caller's namespace, and
+//     pidfd_send_signal refuses a pidfd of a process outside it, as one
+//     from SO_PEERPIDFD would be): Options.OwnPIDNamespace, which the
+//     Landlock backend (no PID namespace) never sets. Host processes of
+//     that uid outside any PID namespace could, as they could during a
+//     per-call switch's window; the uids are the sandbox range's.
+//   - ptrace: PTRACE_MODE_ATTACH needs the tracer's uid to equal the
+//     thread's real, effective AND saved uids (saved 0 here), or
+//     CAP_SYS_PTRACE over it; the process is not dumpable either once a
+//     thread's effective uid changed (fs.suid_dumpable, commit_creds), and
+//     the tracer's permitted set must include this thread's (full):
+//     refused three times over (ptrace(2), "Ptrace access mode checking").
+func (th *servingThread) take(uid, gid uint32, groups []uint32, sticky bool) bool {
 	// The groups are set only when they differ from the thread's own,
 	// which it cleared when it began serving (ownThreadCreds): a target
 	// with none, as the worker leaves every command (SetIdentity), costs
 	// no setgroups (~3 µs each way).
-	sameGroups := slices.Equal(groups, own.groups)
-	if sameGroups || setGroups(groups) == 0 {
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(own.egid)); e == 0 {
-			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(own.euid)); e == 0 {
-				val, errno = op()
-			}
-		}
+	th.held, th.uid, th.gid, th.groups = true, uid, gid, groups
+	if !slices.Equal(groups, th.own.groups) && setGroups(groups) != 0 {
+		return false
 	}
-	// Back to the supervisor's own ids, uid first (the saved uid 0
-	// allows it and brings the capabilities back for the rest).
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(th.own.egid)); e != 0 {
+		return false
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(th.own.euid)); e != 0 {
+		return false
+	}
+	if !sticky || uid == 0 {
+		// Per call: given back after it, with no capability meanwhile.
+		// A target of uid 0 (a root caller's single-id sandbox) keeps
+		// every capability, as it does per call: its effective uid never
+		// leaves 0, and the gate checks its write permission itself
+		// (UnixGate.writableBy). Only its groups differ from root's.
+		return true
+	}
+	// Exactly stickyCaps effective (capabilities(7): any subset of the
+	// permitted set, which is the thread's own, kept by the saved uid 0).
+	// capset(2) with pid 0 changes this thread only.
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := th.caps
+	data[0].Effective = uint32(stickyCaps) & data[0].Permitted
+	data[1].Effective = uint32(stickyCaps>>32) & data[1].Permitted
+	if _, _, e := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return false
+	}
+	return true
+}
+
+// release gives the thread its own ids back, uid first (the saved uid 0
+// allows it, and the effective uid's return to 0 restores the effective
+// capabilities from the permitted set: capabilities(7)). false: the
+// thread's ids are unknown (tainted: it serves nothing more).
+func (th *servingThread) release() bool {
+	own := &th.own
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(own.ruid), uintptr(own.euid), uintptr(own.suid)); e != 0 {
-		return val, errno, true
+		return false
 	}
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(own.rgid), uintptr(own.egid), uintptr(own.sgid)); e != 0 {
-		return val, errno, true
+		return false
 	}
-	if !sameGroups && setGroups(own.groups) != 0 {
-		return val, errno, true
+	if !slices.Equal(th.groups, own.groups) && setGroups(own.groups) != 0 {
+		return false
 	}
-	return val, errno, false
+	th.held, th.groups = false, nil
+	return true
 }
 
 // ownThreadCreds clears the supplementary groups of this thread (a raw

@@ -83,11 +83,18 @@ func BenchmarkConnect(b *testing.B) {
 			c.Close()
 		}
 	}()
+	os.Chmod(dir, 0o755)
+	os.Chmod(p, 0o777) // the nobody rows' target may write it
 	modes := []string{"plain", "gate"}
 	if os.Geteuid() == 0 {
 		// A root supervisor makes the call on a thread holding the
-		// target's ids (Options.AsTarget), as a root session does.
-		modes = append(modes, "gate-as-target")
+		// target's ids (Options.AsTarget), as a root session does: for
+		// a target of host uid 0 (a single-id sandbox) and for one of
+		// uid 65534 (as a root session's range ids). Its serving thread
+		// keeps the ids between calls, as in a namespace sandbox
+		// (Options.OwnPIDNamespace), or switches per call (-percall: a
+		// Landlock sandbox, and every root session before).
+		modes = append(modes, "gate-as-target", "gate-as-target-percall", "gate-as-target-nobody", "gate-as-target-nobody-percall")
 	}
 	for _, mode := range modes {
 		b.Run(mode, func(b *testing.B) {
@@ -107,7 +114,15 @@ func BenchmarkConnect(b *testing.B) {
 				b.ReportMetric(field(string(out), "cpu"), "child-cpu-ns/connect")
 				b.ReportMetric(field(string(out), "p50"), "p50-ns/connect")
 			} else {
-				res, lines := runChildB(b, "bench", []string{p, strconv.Itoa(n)}, GateConfig{Writable: []string{dir}}, mode == "gate-as-target")
+				o, attr := Options{}, benchAttr()
+				if strings.HasPrefix(mode, "gate-as-target") {
+					o.AsTarget = true
+					o.OwnPIDNamespace = !strings.HasSuffix(mode, "-percall")
+				}
+				if strings.HasPrefix(mode, "gate-as-target-nobody") {
+					attr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+				}
+				res, lines := runChildB(b, "bench", []string{p, strconv.Itoa(n)}, GateConfig{Writable: []string{dir}}, o, attr)
 				ns = res["ns"]
 				if res["ns"] == "" {
 					b.Fatal(lines)
@@ -154,10 +169,10 @@ func field(out, key string) float64 {
 }
 
 // runChildB is runChild for a benchmark.
-func runChildB(b *testing.B, mode string, args []string, cfg GateConfig, asTarget bool) (map[string]string, []string) {
+func runChildB(b *testing.B, mode string, args []string, cfg GateConfig, o Options, attr *syscall.SysProcAttr) (map[string]string, []string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+mode, "NSBOX_NOTIFY_TEST_ARGS="+strings.Join(args, " "))
-	cmd.SysProcAttr = benchAttr()
+	cmd.SysProcAttr = attr
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -182,7 +197,8 @@ func runChildB(b *testing.B, mode string, args []string, cfg GateConfig, asTarge
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, _ := NewServer(listener, Options{Unix: gate, AsTarget: asTarget})
+	o.Unix = gate
+	srv, _ := NewServer(listener, o)
 	go srv.Serve()
 	defer srv.Close()
 	stdin.Write([]byte("go\n"))

@@ -69,7 +69,7 @@ type SockCall struct {
 	id       uint64
 	listener int
 	ctx      context.Context // the handler's (Server.decide)
-	own      *threadCreds    // the serving thread's own ids (AsTarget)
+	th       *servingThread  // the serving thread's ids (AsTarget)
 	tainted  bool            // that thread's ids could not be given back
 	later    []int           // supervisor fds to close after the answer
 	// statusBuf is /proc/Pid/status once read (status), in scratch (the
@@ -88,6 +88,23 @@ type SockCall struct {
 }
 
 func (c *SockCall) closeLater(fd int) { c.later = append(c.later, fd) }
+
+// ownIDs gives the serving thread its own ids back when it kept a
+// target's from an earlier call (servingThread), before code from outside
+// this package runs on it (GateConfig.OnRefuse: the session's audit log,
+// whose rotation creates files, and its reports must not be written with
+// a sandbox's ids and without the supervisor's capabilities). false: they
+// could not be taken back; the thread is tainted and serves no more.
+func (c *SockCall) ownIDs() bool {
+	if c.th == nil || !c.th.held {
+		return true
+	}
+	if c.th.release() {
+		return true
+	}
+	c.tainted = true
+	return false
+}
 
 // Family is the address family of Addr (0 without one).
 func (c *SockCall) Family() int {

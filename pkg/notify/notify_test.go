@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(child(mode))
 	}
+	// The main thread runs nothing but this goroutine: a Server's
+	// thread is never the main one, which keeps no target's ids
+	// (newServingThread), so the tests see every serving thread alike.
+	runtime.LockOSThread()
 	os.Exit(m.Run())
 }
 
@@ -228,9 +232,19 @@ func child(mode string) int {
 			}
 		}
 		fmt.Println("rights", res)
+	default:
+		if f := childModes[mode]; f != nil {
+			return f(args, in)
+		}
+		fmt.Println("error unknown mode", mode)
+		return 1
 	}
 	return 0
 }
+
+// childModes are scenarios other test files add (each run by child, under
+// the filter, after "go").
+var childModes = map[string]func(args []string, in *bufio.Reader) int{}
 
 func inetResult(a string) string {
 	host, port, _ := net.SplitHostPort(a)
@@ -337,6 +351,26 @@ func runChildAttr(t *testing.T, mode string, args []string, cfg GateConfig, o Op
 	if err := Supported(); err != nil {
 		t.Skip(err)
 	}
+	cmd := childCmd(t, mode, args, attr)
+	stdin, out := startGateChild(t, cmd, cfg, o)
+	stdin.Write([]byte("go\n"))
+	res := map[string]string{}
+	var lines []string
+	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // deadlock guard only
+	defer deadline.Stop()
+	for out.Scan() {
+		lines = append(lines, out.Text())
+		k, v, _ := strings.Cut(out.Text(), " ")
+		res[k] = v
+	}
+	return res, lines
+}
+
+// childCmd is the child running scenario mode with args, started with
+// attr (a user namespace of its own, another user): from a copy of the
+// test binary that any user may run when attr is set.
+func childCmd(t *testing.T, mode string, args []string, attr *syscall.SysProcAttr) *exec.Cmd {
+	t.Helper()
 	bin := os.Args[0]
 	if attr != nil {
 		dir, err := os.MkdirTemp("", "nsbox-notify-bin-")
@@ -357,18 +391,7 @@ func runChildAttr(t *testing.T, mode string, args []string, cfg GateConfig, o Op
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.SysProcAttr = attr
 	cmd.Env = append(os.Environ(), childEnv+"="+mode, "NSBOX_NOTIFY_TEST_ARGS="+strings.Join(args, " "))
-	stdin, out := startGateChild(t, cmd, cfg, o)
-	stdin.Write([]byte("go\n"))
-	res := map[string]string{}
-	var lines []string
-	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }) // deadlock guard only
-	defer deadline.Stop()
-	for out.Scan() {
-		lines = append(lines, out.Text())
-		k, v, _ := strings.Cut(out.Text(), " ")
-		res[k] = v
-	}
-	return res, lines
+	return cmd
 }
 
 // startGateChild starts cmd, a child that installs the notification filter
@@ -409,7 +432,11 @@ func startGateChild(t *testing.T, cmd *exec.Cmd, cfg GateConfig, o Options) (io.
 		t.Fatal(err)
 	}
 	t.Cleanup(gate.Close)
-	o.Unix = gate
+	if o.Unix == noGate {
+		o.Unix = nil // every unix call performed as asked
+	} else {
+		o.Unix = gate
+	}
 	srv, err := NewServer(listener, o)
 	if err != nil {
 		t.Fatal(err)
@@ -418,6 +445,15 @@ func startGateChild(t *testing.T, cmd *exec.Cmd, cfg GateConfig, o Options) (io.
 	t.Cleanup(srv.Close)
 	return stdin, out
 }
+
+// noGate, as Options.Unix of startGateChild, asks for a Server without a
+// unix handler (every unix call performed as asked, by the kernel's own
+// checks alone).
+var noGate Handler = noGateHandler{}
+
+type noGateHandler struct{}
+
+func (noGateHandler) Decide(context.Context, *SockCall) Verdict { return Allow() }
 
 // waitAccepted waits until n counts a connection: a guard for the
 // accept loop of hostServer, not a speed assertion (a minute at most).

@@ -26,6 +26,15 @@ type Options struct {
 	// when the supervisor runs as root; a root-less supervisor's ids are
 	// the sandbox's already.
 	AsTarget bool
+	// OwnPIDNamespace says that every process under the filter is in a
+	// PID namespace of its own, below the supervisor's (the namespace
+	// backend), so that none can name a supervisor thread. With
+	// AsTarget, a serving thread then keeps the last target's ids
+	// between its unix connects and sends instead of switching back
+	// after each (servingThread.take says why that needs this). Never
+	// set it for a sandbox that shares the host's PID namespace (the
+	// Landlock backend).
+	OwnPIDNamespace bool
 	// MaxData bounds the bytes of one send the supervisor copies (a
 	// datagram larger than that fails with EMSGSIZE; a stream send is
 	// shortened, as a short write); 0 means 256 KiB.
@@ -162,7 +171,7 @@ const slowCheck = 4 * slowCall
 func (s *Server) follow() {
 	p := []unix.PollFd{{Fd: int32(s.listener), Events: unix.POLLIN}, {Fd: int32(s.stop), Events: unix.POLLIN}}
 	var n seccompNotif
-	var own *threadCreds
+	var th *servingThread
 	// This goroutine's buffer for /proc/TID/status, which a call reads at
 	// most once (SockCall.status): one call at a time is answered here,
 	// and a 4 KiB buffer made per call was, with a root supervisor, most
@@ -174,12 +183,12 @@ func (s *Server) follow() {
 	// no new thread from a locked one, so it is not inherited), and with
 	// AsTarget, asTarget changes its ids for a call and back (a thread
 	// whose ids could not be given back must serve nothing else).
+	// Never unlocked: the thread ends with this goroutine, and no other
+	// goroutine ever runs on it, with the ids it may keep (servingThread).
 	runtime.LockOSThread()
 	shortSlice()
 	if s.o.AsTarget {
-		if t, err := ownThreadCreds(); err == nil {
-			own = &t
-		}
+		th, _ = newServingThread(s.stickyIDs()) // nil: asTarget fails closed
 	}
 	lead := false
 	for {
@@ -188,6 +197,11 @@ func (s *Server) follow() {
 		}
 		if !s.next(p, &n) {
 			s.turn.Unlock()
+			if th != nil && th.held {
+				// Root's ids back before the thread ends (if it
+				// cannot, it ends all the same).
+				th.release()
+			}
 			return
 		}
 		// Still under the turn: number the call and arm the timer.
@@ -202,7 +216,7 @@ func (s *Server) follow() {
 		if s.armed.CompareAndSwap(false, true) {
 			s.setSlow(slowCall)
 		}
-		tainted := s.handle(&n, own, scratch)
+		tainted := s.handle(&n, th, scratch)
 		// The turn is still ours unless watch handed it on.
 		// The timer is left armed: it fires at most slowCall after this
 		// call began, finds no holder (or a later call, for which it is
@@ -432,7 +446,7 @@ func (s *Server) untrack(c *SockCall, fd int) {
 // handle answers one notification. Every exit path answers it: a target
 // left without an answer would wait until the sandbox ends.
 // It reports whether the thread was left tainted (asTarget).
-func (s *Server) handle(n *seccompNotif, own *threadCreds, scratch []byte) (tainted bool) {
+func (s *Server) handle(n *seccompNotif, th *servingThread, scratch []byte) (tainted bool) {
 	if isSetgroups(n.Data.Arch, n.Data.Nr) {
 		// The flag is set before the call goes on, so every later
 		// call reads the groups afresh (creds). CONTINUE is safe
@@ -443,7 +457,7 @@ func (s *Server) handle(n *seccompNotif, own *threadCreds, scratch []byte) (tain
 		respondContinue(s.listener, n.ID)
 		return false
 	}
-	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, own: own, srv: s, scratch: scratch}
+	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, th: th, srv: s, scratch: scratch}
 	val, errno, installed := s.decide(n, c)
 	if !installed {
 		respond(s.listener, n.ID, val, errno)
@@ -508,6 +522,19 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 	if c.Domain, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil {
 		return 0, errnoOf(err), false // ENOTSOCK, as the call would fail
 	}
+	// Up to here the thread may still hold an earlier call's target ids
+	// (servingThread): the pidfd and /proc opens, pidfd_getfd and
+	// SO_DOMAIN need no more than stickyCaps. Every call but a unix
+	// connect or send (inet handlers that dial, listen, shutdown,
+	// sendmmsg's write into the target's memory) is answered with the
+	// thread's own ids, taken back here; if they cannot be, the thread
+	// is tainted and this call refused.
+	if th := c.th; th != nil && th.held && !s.stay(c) {
+		if !th.release() {
+			c.tainted = true
+			return 0, unix.EACCES, false
+		}
+	}
 	if c.Domain != unix.AF_UNIX {
 		// The unix gate decides without the type; a send reads it
 		// (sockType) to tell a datagram from a stream.
@@ -566,20 +593,25 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 		// Decided by the handler like a call without an address, and
 		// made on the supervisor's copy of the very socket it checked
 		// (never CONTINUE: another thread could put another socket at
-		// the number meanwhile). Neither call checks a credential, so
-		// the supervisor's call is the target's.
+		// the number meanwhile). Neither call checks a credential, but
+		// a unix listen records its caller's: the peers that connect
+		// later see them (SO_PEERCRED, SO_PEERGROUPS; unix(7)), so it is
+		// made as the target (run), or a host client of a socket the
+		// sandbox serves would take the sandbox for root (the
+		// CVE-2020-15257 pattern; TestListenIsTheTargets).
 		switch v := s.verdict(c); v.kind {
 		case vAllow:
-			var err error
 			if c.Syscall == Shutdown {
-				err = unix.Shutdown(sock, int(int32(a[1])))
-			} else {
-				err = unix.Listen(sock, int(int32(a[1])))
+				if err := unix.Shutdown(sock, int(int32(a[1]))); err != nil {
+					return 0, errnoOf(err), false
+				}
+				return 0, 0, false
 			}
-			if err != nil {
-				return 0, errnoOf(err), false
-			}
-			return 0, 0, false
+			_, e := s.run(c, func() (int64, unix.Errno) {
+				_, _, e := unix.Syscall(unix.SYS_LISTEN, uintptr(sock), uintptr(int32(a[1])), 0)
+				return 0, e
+			})
+			return 0, e, false
 		case vErrno:
 			return 0, v.errno, false
 		}
@@ -652,9 +684,40 @@ func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Er
 		if c.tainted {
 			return 0, unix.EACCES // this thread's ids are unknown
 		}
-		val, e, tainted := asTarget(c, c.own, op)
+		val, e, tainted := asTarget(c, c.th, s.stay(c), op)
 		c.tainted = c.tainted || tainted
 		return val, e
 	}
 	return op()
+}
+
+// stickyIDs says whether this Server's serving threads may keep a
+// target's ids between calls (servingThread): a root supervisor
+// (AsTarget) of a sandbox in a PID namespace of its own, whose unix calls
+// are decided by the unix gate (or not at all), the code whose reads in
+// those ids (stickyCaps) were checked. Any other Handler is answered by a
+// thread that switches per call.
+func (s *Server) stickyIDs() bool {
+	if !s.o.AsTarget || !s.o.OwnPIDNamespace {
+		return false
+	}
+	switch s.o.Unix.(type) {
+	case nil, *UnixGate:
+		return true
+	}
+	return false
+}
+
+// stay says whether the thread may keep the target's ids after c (when
+// it is sticky): a unix connect or send, whose whole path (the gate's
+// reads, the call) was checked with those ids.
+func (s *Server) stay(c *SockCall) bool {
+	if c.Domain != unix.AF_UNIX {
+		return false
+	}
+	switch c.Syscall {
+	case Connect, SendTo, SendMsg:
+		return true
+	}
+	return false
 }

@@ -31,7 +31,8 @@ type GateConfig struct {
 	// goes through a symlink on a writable place's mount is an error
 	// (ErrAllowedThroughLink).
 	Allow []string
-	// OnRefuse is called, on a Server goroutine, with the path (inside
+	// OnRefuse is called, on a Server goroutine holding the supervisor's
+	// own ids (never a target's: SockCall.ownIDs), with the path (inside
 	// the sandbox) of each refused connect or send.
 	OnRefuse func(path string)
 	// RootMayChange says that a process inside may change its root
@@ -307,14 +308,14 @@ func (g *UnixGate) decideAbstract(c *SockCall, name []byte) Verdict {
 	if err == nil && !host {
 		return Allow()
 	}
-	if g.onRefuse != nil {
+	if g.onRefuse != nil && c.ownIDs() {
 		g.onRefuse("@" + strings.TrimRight(string(name[1:]), "\x00"))
 	}
 	return Deny(unix.EPERM)
 }
 
-func (g *UnixGate) refuse(p string) Verdict {
-	if g.onRefuse != nil {
+func (g *UnixGate) refuse(c *SockCall, p string) Verdict {
+	if g.onRefuse != nil && c.ownIDs() {
 		g.onRefuse(p)
 	}
 	return Deny(unix.EACCES)
@@ -343,7 +344,7 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 		// make the connect miss, never leave the root.
 		cwd, err := readlinkat(c.proc.dir, "cwd")
 		if err != nil || !strings.HasPrefix(cwd, "/") {
-			return g.refuse(p)
+			return g.refuse(c, p)
 		}
 		p = strings.TrimSuffix(cwd, "/") + "/" + p
 	}
@@ -370,7 +371,7 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 		ok = g.allowed(&st)
 	}
 	if !ok {
-		return g.refuse(p)
+		return g.refuse(c, p)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return Deny(unix.ECONNREFUSED) // what connect(2) says for a non-socket

@@ -205,7 +205,10 @@ func (s *Session) startSocketGate(workerFD int) error {
 	}
 	// A root supervisor performs unix calls as the calling process's own
 	// host ids: a host service sees the sandbox, not root, as its peer.
-	o := notify.Options{Unix: gate, Inet: s.opts.inet, AsTarget: os.Geteuid() == 0}
+	// OwnPIDNamespace: a namespace sandbox always has one (CLONE_NEWPID);
+	// the Landlock backend (s.ll) has none, and its commands could signal
+	// a serving thread that keeps their ids (notify.servingThread).
+	o := notify.Options{Unix: gate, Inet: s.opts.inet, AsTarget: os.Geteuid() == 0, OwnPIDNamespace: s.ll == nil}
 	if s.policy.UnixSockets.Unrestricted {
 		// Installed for the filtered network alone: unix sockets
 		// are not gated.
