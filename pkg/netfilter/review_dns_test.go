@@ -239,3 +239,69 @@ func TestReviewDNSCheckSNILeavesPort80Fronted(t *testing.T) {
 		// Deadlock guard: nothing reached the server.
 	}
 }
+
+// TestReviewDNSSNIRelaySocketSquatsHostPort: with CheckSNI the socket
+// installed in the sandbox is loopbackPair's client end, a TCP socket of
+// the host's network namespace whose local port the kernel picked at
+// connect (no bindLocked, unlike dial's sockets). When the relay cuts the
+// connection (any refused ClientHello: here plain HTTP on the SNI port),
+// the socket reaches TCP_CLOSE and the kernel gives that port back
+// (inet_put_port: no SOCK_BINDPORT_LOCK). bind(2) is not trapped, so the
+// sandbox can then bind its host socket to a host port of its choosing,
+// which a host service then fails to bind (EADDRINUSE): the squat
+// TestConnectPortStaysTheSockets closed for dialled sockets, open again
+// through the relay.
+func TestReviewDNSSNIRelaySocketSquatsHostPort(t *testing.T) {
+	echo := echoServer(t)
+	up := newFakeUpstream(t)
+	f := newFilter(t, up, []string{"good.test:" + itoa(echo.Port())}, nil, []string{"good.test:127.0.0.1"}, func(c *Config) {
+		c.CheckSNI, c.SNIPorts = true, []uint16{echo.Port()}
+	})
+	defer f.Close()
+	v := resolveVia(t, serve(t, f), "good.test")
+	verdict, err := f.Connect(context.Background(), netip.AddrPortFrom(v, echo.Port()), Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1})
+	if err != nil || verdict.Action != Install {
+		t.Fatalf("connect: %+v %v", verdict, err)
+	}
+	fd := verdict.Conn.Release()
+	defer unix.Close(fd)
+	// Not a ClientHello: the relay refuses and closes its end (with
+	// unread data: a reset).
+	if _, err := unix.Write(fd, []byte("GET / HTTP/1.0\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 30})
+	unix.Read(fd, make([]byte, 64))
+	// A FIN instead of a reset: finish the close from this side (a
+	// shutdown of a connected socket is allowed by the trap).
+	unix.Shutdown(fd, unix.SHUT_WR)
+	deadline := time.Now().Add(30 * time.Second) // deadlock guard only
+	for {
+		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State == 7 { // TCP_CLOSE
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relayed socket never closed (state %d)", info.State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	free, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	err = unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+	if err == unix.EINVAL {
+		return // its own port kept: fixed
+	}
+	if err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	_, lerr := net.Listen("tcp4", "127.0.0.1:"+itoa(uint16(port)))
+	t.Errorf("the relay's host socket, after the relay cut it, was bound to host port %d of the sandbox's choosing; a host service binding it then gets: %v", port, lerr)
+}
