@@ -59,6 +59,26 @@ func TestReviewDNSWildcardMadeUpNamesUnbounded(t *testing.T) {
 	}
 }
 
+// TestReviewDNSNonexistentNameNotCached: an allowed name that does not
+// exist upstream is not cached (only found names get an entry, kept
+// relookAfter): a loop of queries for it is a loop of upstream lookups,
+// MaxQueries at once with no bound on the rate, as TestUpstreamOncePerName
+// found for existing names.
+func TestReviewDNSNonexistentNameNotCached(t *testing.T) {
+	up := newFakeUpstream(t)
+	f := newFilter(t, up, []string{"nothere.up.test"}, nil, nil, nil)
+	defer f.Close()
+	srv := serve(t, f)
+	for range 20 {
+		if rc, _ := query(t, srv, "nothere.up.test.", dnsmessage.TypeA, false); rc != dnsmessage.RCodeNameError {
+			t.Fatalf("nothere.up.test: %v", rc)
+		}
+	}
+	if n := up.queries.Load(); n > 4 {
+		t.Errorf("20 queries for one allowed name that does not exist made %d upstream queries: NXDOMAIN is not cached", n)
+	}
+}
+
 // echConfig returns one ECHConfig (draft-ietf-tls-esni, version 0xfe0d)
 // for an X25519 key, with publicName as the client-facing server's name,
 // and the private key.
