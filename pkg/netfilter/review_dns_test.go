@@ -353,3 +353,60 @@ func TestReviewDNSSNIRelaySocketSquatsHostPort(t *testing.T) {
 	_, lerr := net.Listen("tcp4", "127.0.0.1:"+itoa(uint16(port)))
 	t.Errorf("the relay's host socket, after the relay cut it, was bound to host port %d of the sandbox's choosing; a host service binding it then gets: %v", port, lerr)
 }
+
+// TestReviewDNSSNIRelaySquatsPastConnCap: the cut relay socket of
+// TestReviewDNSSNIRelaySocketSquatsHostPort is counted only while its
+// relay lives (reserve counts relays, not the installed end): once cut
+// and bound, it holds its host port outside MaxConns. Repeated, a sandbox
+// binds as many host ports as its RLIMIT_NOFILE allows, the ephemeral
+// range among them (a port bound by bind(2) is skipped by every host
+// connect's port choice), with sockets charged to the supervisor.
+func TestReviewDNSSNIRelaySquatsPastConnCap(t *testing.T) {
+	echo := echoServer(t)
+	up := newFakeUpstream(t)
+	const maxConns = 2
+	f := newFilter(t, up, []string{"good.test:" + itoa(echo.Port())}, nil, []string{"good.test:127.0.0.1"}, func(c *Config) {
+		c.CheckSNI, c.SNIPorts, c.MaxConns = true, []uint16{echo.Port()}, maxConns
+	})
+	defer f.Close()
+	v := resolveVia(t, serve(t, f), "good.test")
+	squatted := 0
+	for range 3 * maxConns {
+		verdict, err := f.Connect(context.Background(), netip.AddrPortFrom(v, echo.Port()), Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1})
+		if err != nil || verdict.Action != Install {
+			break // the cap held
+		}
+		fd := verdict.Conn.Release()
+		defer unix.Close(fd)
+		unix.Write(fd, []byte("GET / HTTP/1.0\r\n\r\n"))
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 30})
+		unix.Read(fd, make([]byte, 64))
+		unix.Shutdown(fd, unix.SHUT_WR)
+		deadline := time.Now().Add(30 * time.Second) // deadlock guard only
+		for {
+			info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+			if err != nil || info.State == 7 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Wait for the relay to be dropped (deadlock guard only).
+		for time.Now().Before(deadline) {
+			f.mu.Lock()
+			n := len(f.relays)
+			f.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: 0}) == nil {
+			// Port 0: the kernel picks a free one; the point is that
+			// the socket holds a host port again, uncounted.
+			squatted++
+		}
+	}
+	if squatted > maxConns {
+		t.Errorf("with MaxConns %d the sandbox holds %d host sockets bound to host ports of its choosing (cut SNI relays are not counted)", maxConns, squatted)
+	}
+}
