@@ -254,9 +254,11 @@ func TestReviewDNSCheckSNILeavesPort80Fronted(t *testing.T) {
 		c.SetDeadline(time.Now().Add(30 * time.Second))
 		buf := make([]byte, 512)
 		n, _ := c.Read(buf)
+		defer close(hosts)
 		for _, l := range strings.Split(string(buf[:n]), "\r\n") {
 			if h, ok := strings.CutPrefix(l, "Host: "); ok {
 				hosts <- h
+				return
 			}
 		}
 	}()
@@ -279,8 +281,8 @@ func TestReviewDNSCheckSNILeavesPort80Fronted(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case h := <-hosts:
-		if h == "attacker.example" {
+	case h, ok := <-hosts:
+		if ok && h == "attacker.example" {
 			t.Errorf("with CheckSNI on and the default ports, a plain HTTP request to good.test:80 asking for Host %q reached the server unchecked (refusals: %v)", h, refusals)
 		}
 	case <-time.After(30 * time.Second):
