@@ -74,9 +74,13 @@ keeps one sandbox for the connection (with --http, one per MCP session).
 With --http ADDR it serves MCP's streamable HTTP transport at
 http://ADDR/ instead, for agents on other machines: one sandbox per MCP
 session, ended by the client's DELETE or after --idle-timeout without a
-request. --token-file names a file holding the bearer token every request
-must carry (others get 401); an address other than loopback is refused
-without one.
+request. Every request must carry a bearer token (others get 401):
+--token-file names a file holding it; without one nsbox makes a token for
+the run in a new 0600 file in $XDG_DATA_HOME/nsbox/mcp-http, prints that
+file's path on stderr and removes it at exit. An address other than
+loopback is refused without --token-file. The token file is hidden inside
+the sandboxes. Each HTTP session has memory and notepad stores of its own,
+removed with it.
 
 Logs go to stderr; stdout carries only MCP messages.`,
 		Args: cobra.NoArgs,
@@ -108,7 +112,7 @@ Logs go to stderr; stdout carries only MCP messages.`,
 	fl.StringVar(&f.isolation, "isolation", isolationSession, "`MODE`: session (one sandbox for the connection) or per-call (a fresh sandbox for every tool call, from a pool)")
 	fl.IntVar(&f.poolSize, "pool-size", 2, "with --isolation per-call: keep `N` sandboxes started and idle")
 	fl.StringVar(&f.http, "http", "", "serve the streamable HTTP transport on `ADDR` (HOST:PORT) instead of stdio")
-	fl.StringVar(&f.tokenFile, "token-file", "", "with --http: require the bearer token in `FILE` (mode 0600) on every request")
+	fl.StringVar(&f.tokenFile, "token-file", "", "with --http: require the bearer token in `FILE` (mode 0600) on every request (default: a token made for the run; its file's path is printed)")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session and its sandbox after `DURATION` without a request")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitNsboxFailed, msg: "mcp: " + err.Error()}
