@@ -155,6 +155,23 @@ func TestTokenFile(t *testing.T) {
 			t.Fatalf("%s: mode %v", p, st.Mode())
 		}
 	}
+	// A token file of a server that is gone (pid 2^22+1 is past
+	// pid_max's bound) is removed by the next one.
+	stale := filepath.Join(dir, "mcp-http-4194305-0badcafe.token")
+	if err := os.WriteFile(stale, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf2, err := NewTokenFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf2.Remove()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("stale token file left: %v", err)
+	}
+	if _, err := os.Stat(tf.Path); err != nil {
+		t.Fatalf("a live server's token file was removed: %v", err)
+	}
 	if err := tf.Remove(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,6 +63,7 @@ func NewTokenFile(dir string) (*TokenFile, error) {
 		d.Close()
 		return nil, fmt.Errorf("%s (owner uid %d, mode %04o): %w", real, st.Uid, st.Mode&0o7777, ErrTokenDir)
 	}
+	removeStaleTokens(d)
 	raw := make([]byte, tokenBytes)
 	if _, err := rand.Read(raw); err != nil {
 		d.Close()
@@ -103,4 +106,27 @@ func (t *TokenFile) Remove() error {
 		return fmt.Errorf("removing token file %s: %w", t.Path, err)
 	}
 	return nil
+}
+
+// removeStaleTokens removes the token files of servers that are gone
+// (killed before they could remove their own): a token nobody serves is
+// no use, only a credential lying around. A file whose process id was
+// reused is left for a later run.
+func removeStaleTokens(d *os.File) {
+	names, err := d.Readdirnames(-1)
+	d.Seek(0, io.SeekStart)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		var pid int
+		var rest string
+		if _, err := fmt.Sscanf(n, "mcp-http-%d-%s", &pid, &rest); err != nil || pid <= 0 || !strings.HasSuffix(rest, ".token") {
+			continue
+		}
+		if pid == os.Getpid() || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			continue
+		}
+		unix.Unlinkat(int(d.Fd()), n, 0)
+	}
 }
