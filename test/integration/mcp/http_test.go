@@ -23,6 +23,8 @@ import (
 type httpServer struct {
 	url    string
 	token  string // the bearer token nsbox made for the run (no --token-file)
+	// tokenFile is where nsbox wrote it.
+	tokenFile string
 	cmd    *exec.Cmd
 	stderr *syncBuffer
 	exited chan error
@@ -72,6 +74,7 @@ func startHTTPServer(t *testing.T, h *home, args ...string) *httpServer {
 				t.Fatalf("the token file nsbox made: %v", err)
 			}
 			s.token = strings.TrimSpace(string(b))
+			s.tokenFile = tokenFile
 		}
 	case <-time.After(time.Minute):
 		s.cmd.Process.Kill()
