@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,9 +74,13 @@ keeps one sandbox for the connection (with --http, one per MCP session).
 With --http ADDR it serves MCP's streamable HTTP transport at
 http://ADDR/ instead, for agents on other machines: one sandbox per MCP
 session, ended by the client's DELETE or after --idle-timeout without a
-request. --token-file names a file holding the bearer token every request
-must carry (others get 401); an address other than loopback is refused
-without one.
+request. Every request must carry a bearer token (others get 401):
+--token-file names a file holding it; without one nsbox makes a token for
+the run in a new 0600 file in $XDG_DATA_HOME/nsbox/mcp-http, prints that
+file's path on stderr and removes it at exit. An address other than
+loopback is refused without --token-file. The token file is hidden inside
+the sandboxes. Each HTTP session has memory and notepad stores of its own,
+removed with it.
 
 Logs go to stderr; stdout carries only MCP messages.`,
 		Args: cobra.NoArgs,
@@ -107,7 +112,7 @@ Logs go to stderr; stdout carries only MCP messages.`,
 	fl.StringVar(&f.isolation, "isolation", isolationSession, "`MODE`: session (one sandbox for the connection) or per-call (a fresh sandbox for every tool call, from a pool)")
 	fl.IntVar(&f.poolSize, "pool-size", 2, "with --isolation per-call: keep `N` sandboxes started and idle")
 	fl.StringVar(&f.http, "http", "", "serve the streamable HTTP transport on `ADDR` (HOST:PORT) instead of stdio")
-	fl.StringVar(&f.tokenFile, "token-file", "", "with --http: require the bearer token in `FILE` (mode 0600) on every request")
+	fl.StringVar(&f.tokenFile, "token-file", "", "with --http: require the bearer token in `FILE` (mode 0600) on every request (default: a token made for the run; its file's path is printed)")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session and its sandbox after `DURATION` without a request")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitNsboxFailed, msg: "mcp: " + err.Error()}
@@ -176,6 +181,27 @@ func mcpMain(f *mcpFlags) error {
 		f.hide = append(f.hide, policy.LiteralPath(dataDir)+"/")
 		f.protect = append(f.protect, policy.LiteralPath(dataDir)+"/")
 	}
+	// Over HTTP every request carries a bearer token: the --token-file's,
+	// else one made for this run (loopback is no boundary: every local
+	// user and every sandbox with the host's network reaches it). Either
+	// file is hidden and read-only inside every sandbox the server starts:
+	// a command must not read the credential that drives the server.
+	var token *mcpToken
+	if f.http != "" {
+		if err := mcpserver.CheckListenAddr(f.http, f.tokenFile != ""); err != nil {
+			return fail(fmt.Errorf("--http: %w", err))
+		}
+		if token, err = f.httpToken(); err != nil {
+			return fail(err)
+		}
+		defer token.remove()
+		if token.path != "" {
+			f.hide = append(f.hide, policy.LiteralPath(token.path))
+			f.protect = append(f.protect, policy.LiteralPath(token.path))
+		}
+	} else if f.tokenFile != "" {
+		return fail(errors.New("--token-file applies to --http only"))
+	}
 	res, err := f.resolve(host)
 	if err != nil {
 		return fail(err)
@@ -237,7 +263,30 @@ func mcpMain(f *mcpFlags) error {
 	// one, over HTTP one per MCP session id, each with its own sandbox.
 	sessionConfig := func() mcpserver.Config {
 		id := sessionID()
-		opts := []sandbox.Option{sandbox.WithHandlers(handlers), sandbox.WithID(id)}
+		sessHandlers, closed := handlers, func() {}
+		if f.http != "" {
+			// Over HTTP each MCP session has memory and notepad stores of
+			// its own, removed with it: the sessions are different agents,
+			// and a command of one (every command may call memory.* and
+			// notepad.*) must not plant memories in another's nor read
+			// them.
+			dir := filepath.Join(dataDir, "http-sessions", id)
+			h, closeSess, err := hostapi.DefaultHandlers(dir)
+			if err != nil {
+				// Without stores of its own the session gets none: its
+				// memory and notepad calls fail, and say why.
+				logger.Error("no memory and notepad stores for an HTTP session", "session", id, "error", err)
+				h, closeSess = sandbox.NewHandlers(), func() error { return nil }
+			}
+			sessHandlers = h
+			closed = func() {
+				closeSess()
+				if err := os.RemoveAll(dir); err != nil {
+					logger.Warn("cannot remove an HTTP session's stores", "dir", dir, "error", err)
+				}
+			}
+		}
+		opts := []sandbox.Option{sandbox.WithHandlers(sessHandlers), sandbox.WithID(id)}
 		if audit != nil {
 			opts = append(opts, sandbox.WithAudit(audit))
 		}
@@ -260,6 +309,7 @@ func mcpMain(f *mcpFlags) error {
 			Audit:              audit,
 			AuditID:            id,
 			Logger:             logger,
+			Closed:             closed,
 		}
 	}
 
@@ -271,7 +321,7 @@ func mcpMain(f *mcpFlags) error {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
 	if f.http != "" {
-		return mcpHTTP(ctx, f, sessionConfig, logger)
+		return mcpHTTP(ctx, f, token, sessionConfig, logger)
 	}
 	srv, err := mcpserver.New(sessionConfig())
 	if err != nil {
@@ -286,25 +336,19 @@ func mcpMain(f *mcpFlags) error {
 }
 
 // mcpHTTP serves the streamable HTTP transport until a signal.
-func mcpHTTP(ctx context.Context, f *mcpFlags, sessionConfig func() mcpserver.Config, logger *slog.Logger) error {
+func mcpHTTP(ctx context.Context, f *mcpFlags, token *mcpToken, sessionConfig func() mcpserver.Config, logger *slog.Logger) error {
 	fail := func(err error) error { return &exitError{code: exitNsboxFailed, msg: "mcp: " + err.Error()} }
-	var token string
-	if f.tokenFile != "" {
-		var err error
-		if token, err = readTokenFile(f.tokenFile); err != nil {
-			return fail(fmt.Errorf("--token-file: %w", err))
-		}
-	}
-	if err := mcpserver.CheckListenAddr(f.http, token != ""); err != nil {
-		return fail(fmt.Errorf("--http: %w", err))
-	}
-	hs, err := mcpserver.NewHTTP(mcpserver.HTTPConfig{Session: sessionConfig, Token: token, IdleTimeout: f.idleTimeout, Logger: logger})
+	hs, err := mcpserver.NewHTTP(mcpserver.HTTPConfig{Session: sessionConfig, Token: token.token, IdleTimeout: f.idleTimeout, Logger: logger})
 	if err != nil {
 		return fail(err)
 	}
 	ln, err := net.Listen("tcp", f.http)
 	if err != nil {
 		return fail(fmt.Errorf("--http: %v", err))
+	}
+	if token.made {
+		// The path, never the token: stderr may end up in a log.
+		fmt.Fprintf(os.Stderr, "nsbox mcp: bearer token for this run in %s (clients send Authorization: Bearer TOKEN; the file is removed at exit)\n", token.path)
 	}
 	// The address actually bound (a port 0 is chosen by the kernel), for
 	// scripts and tests to read.
@@ -315,37 +359,81 @@ func mcpHTTP(ctx context.Context, f *mcpFlags, sessionConfig func() mcpserver.Co
 	return nil
 }
 
+// mcpToken is the bearer token of nsbox mcp --http.
+type mcpToken struct {
+	token string
+	path  string // the file's real path ("" on a dry run that made none)
+	made  bool   // nsbox made it for this run
+	file  *mcpserver.TokenFile
+}
+
+func (t *mcpToken) remove() {
+	if err := t.file.Remove(); err != nil {
+		fmt.Fprintf(os.Stderr, "nsbox mcp: warning: %v\n", err)
+	}
+}
+
+// httpToken reads --token-file, or makes a token for this run in
+// $XDG_DATA_HOME/nsbox/mcp-http (0700; the data directory is hidden in
+// every sandbox). A dry run makes none.
+func (f *mcpFlags) httpToken() (*mcpToken, error) {
+	if f.tokenFile != "" {
+		tok, real, err := readTokenFile(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		return &mcpToken{token: tok, path: real}, nil
+	}
+	if f.dryRun {
+		return &mcpToken{}, nil
+	}
+	data, err := hostapi.DataDir(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("--http without --token-file makes a token in nsbox's data directory: %w (or give --token-file)", err)
+	}
+	tf, err := mcpserver.NewTokenFile(filepath.Join(data, "mcp-http"))
+	if err != nil {
+		return nil, fmt.Errorf("--http: %w (or give --token-file)", err)
+	}
+	return &mcpToken{token: tf.Token, path: tf.Path, made: true, file: tf}, nil
+}
+
 // readTokenFile reads a bearer token: the file's content without the
-// surrounding white space. The file is a credential, so one that others
-// can read is refused (as ssh refuses such a key).
-func readTokenFile(path string) (string, error) {
+// surrounding white space, and the real path of the file read (to hide
+// that very file inside the sandboxes, whatever links led to it). The file
+// is a credential, so one that others can read is refused (as ssh refuses
+// such a key).
+func readTokenFile(path string) (token, real string, err error) {
 	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOCTTY, 0)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer fd.Close()
 	st, err := fd.Stat()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
+		return "", "", fmt.Errorf("%s is not a regular file", path)
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("%s can be read by other users (mode %04o): chmod 600 it", path, st.Mode().Perm())
+		return "", "", fmt.Errorf("%s can be read by other users (mode %04o): chmod 600 it", path, st.Mode().Perm())
+	}
+	if real, err = os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd.Fd())); err != nil || !filepath.IsAbs(real) {
+		return "", "", fmt.Errorf("%s: cannot tell its real path to hide it inside the sandboxes: %v", path, err)
 	}
 	b, err := io.ReadAll(io.LimitReader(fd, 4096))
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	token := strings.TrimSpace(string(b))
+	token = strings.TrimSpace(string(b))
 	if len(token) < 16 {
-		return "", fmt.Errorf("%s holds a token of %d characters; use at least 16 (e.g. openssl rand -hex 32)", path, len(token))
+		return "", "", fmt.Errorf("%s holds a token of %d characters; use at least 16 (e.g. openssl rand -hex 32)", path, len(token))
 	}
 	if strings.ContainsAny(token, " \t\r\n") {
-		return "", fmt.Errorf("%s holds more than one word; a token is one", path)
+		return "", "", fmt.Errorf("%s holds more than one word; a token is one", path)
 	}
-	return token, nil
+	return token, real, nil
 }
 
 const (

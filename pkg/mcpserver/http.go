@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/net/netutil"
 )
 
 // HTTPConfig configures the streamable HTTP transport (the MCP
@@ -27,8 +29,8 @@ type HTTPConfig struct {
 	// Session returns the configuration of the server of a new MCP
 	// session. Required.
 	Session func() Config
-	// Token, when set, is the bearer token every request must carry
-	// (Authorization: Bearer TOKEN); others get 401.
+	// Token is the bearer token every request must carry (Authorization:
+	// Bearer TOKEN); others get 401. Required: NewTokenFile makes one.
 	Token string
 	// IdleTimeout ends a session (and its sandbox) that received no request
 	// for this long; 0: DefaultIdleTimeout.
@@ -36,6 +38,8 @@ type HTTPConfig struct {
 	// MaxSessions bounds the sessions alive at once (each is a sandbox);
 	// 0: DefaultMaxSessions.
 	MaxSessions int
+	// MaxConns bounds the connections open at once; 0: DefaultMaxConns.
+	MaxConns int
 	// Logger receives the transport's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -46,13 +50,29 @@ const DefaultIdleTimeout = 30 * time.Minute
 // DefaultMaxSessions bounds the HTTP sessions (sandboxes) alive at once.
 const DefaultMaxSessions = 64
 
+// DefaultMaxConns bounds the HTTP connections open at once.
+const DefaultMaxConns = 512
+
+// Timeouts of a connection: a keep-alive connection between requests is
+// closed after connIdleTimeout, a request's headers must arrive within
+// headerTimeout and its body within bodyTimeout.
+const (
+	connIdleTimeout = 5 * time.Second
+	headerTimeout   = 10 * time.Second
+	bodyTimeout     = 30 * time.Second
+)
+
 // ErrNoToken refuses to serve a non-loopback address without a token.
 var ErrNoToken = errors.New("serving MCP over HTTP on an address other machines reach needs a bearer token (--token-file): anyone who reaches it could run commands in the sandbox")
 
+// ErrTokenRequired is an HTTP server configured without a bearer token.
+var ErrTokenRequired = errors.New("mcpserver: serving MCP over HTTP needs a bearer token (HTTPConfig.Token): any local process or user could otherwise run commands in the sandbox")
+
 // CheckListenAddr refuses an address that is not loopback when there is
-// no token. Only literal loopback addresses and "localhost" count as
-// loopback: a name could resolve anywhere, and an empty host or 0.0.0.0
-// listens on every interface.
+// no token file the user chose (a token nsbox makes for the run is for
+// local clients only). Only literal loopback addresses and "localhost"
+// count as loopback: a name could resolve anywhere, and an empty host or
+// 0.0.0.0 listens on every interface.
 func CheckListenAddr(addr string, haveToken bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -72,15 +92,28 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// isLoopbackHostPort is isLoopback of a HOST[:PORT] (a Host header, an
+// address).
+func isLoopbackHostPort(hp string) bool {
+	if host, _, err := net.SplitHostPort(hp); err == nil {
+		return isLoopback(host)
+	}
+	return isLoopback(hp)
+}
+
 // HTTPServer serves MCP sessions over HTTP.
 type HTTPServer struct {
 	cfg     HTTPConfig
 	log     *slog.Logger
 	handler http.Handler
 	filter  *cancelFilter
+	// versions answers the SDK's look-up of the protocol versions for a
+	// request that makes no session: a server never connected.
+	versions *mcp.Server
 
 	mu      sync.Mutex
 	live    map[*Server]bool
+	bySID   map[string]*Server // MCP session id → its server
 	closing bool
 }
 
@@ -89,51 +122,101 @@ func NewHTTP(cfg HTTPConfig) (*HTTPServer, error) {
 	if cfg.Session == nil {
 		return nil, errors.New("mcpserver: HTTPConfig.Session is required")
 	}
+	// No token, no server: loopback is no boundary (every local user and
+	// every sandbox with the host's network reaches it).
+	if cfg.Token == "" {
+		return nil, ErrTokenRequired
+	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
-	h := &HTTPServer{cfg: cfg, log: cfg.Logger, live: map[*Server]bool{}}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	h := &HTTPServer{cfg: cfg, log: cfg.Logger, live: map[*Server]bool{}, bySID: map[string]*Server{}}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	h.versions = mcp.NewServer(&mcp.Implementation{Name: "nsbox", Version: "dev"}, nil)
 	var handler http.Handler = mcp.NewStreamableHTTPHandler(h.newSession, &mcp.StreamableHTTPOptions{
 		// The SDK ends a session after this long without a request, and on
-		// DELETE; either way its Server closes the sandbox (watchSession).
+		// DELETE; either way its Server closes the sandbox (settle).
 		SessionTimeout: cfg.IdleTimeout,
 		Logger:         cfg.Logger,
 	})
-	h.filter = &cancelFilter{next: handler, cancelled: map[string]map[string]bool{}}
+	h.filter = &cancelFilter{next: handler, h: h, cancelled: map[string]*cancelNotes{}}
 	handler = h.filter
-	if cfg.Token != "" {
-		want := sha256.Sum256([]byte(cfg.Token))
-		verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-			// Compared in constant time (of hashes, so that the length
-			// leaks nothing either): a timing side channel must not
-			// reveal the token byte by byte.
-			got := sha256.Sum256([]byte(token))
-			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-				return nil, auth.ErrInvalidToken
-			}
-			// One user: the SDK ties each session to the user that made
-			// it, so a session id alone cannot be replayed without the
-			// token.
-			return &auth.TokenInfo{UserID: "nsbox-token"}, nil
+	want := sha256.Sum256([]byte(cfg.Token))
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		// Compared in constant time (of hashes, so that the length
+		// leaks nothing either): a timing side channel must not
+		// reveal the token byte by byte.
+		got := sha256.Sum256([]byte(token))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			return nil, auth.ErrInvalidToken
 		}
-		handler = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
+		// One user: the SDK ties each session to the user that made
+		// it, so a session id alone cannot be replayed without the
+		// token.
+		return &auth.TokenInfo{UserID: "nsbox-token"}, nil
 	}
-	h.handler = handler
+	handler = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
+	h.handler = hostCheck(handler)
 	return h, nil
+}
+
+// hostCheck refuses, before anything else reads the request, a request
+// that reached a loopback address under a Host that is not loopback: a web
+// page whose name was rebound to 127.0.0.1 (DNS rebinding; the MCP
+// specification's security best practices). The SDK checks the same, but
+// after the filters in front of it.
+func hostCheck(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil {
+			if isLoopbackHostPort(la.String()) && !isLoopbackHostPort(r.Host) {
+				http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Handler is the http.Handler of the MCP endpoint.
 func (h *HTTPServer) Handler() http.Handler { return h.handler }
 
-// newSession makes the Server of a new MCP session (the SDK calls it for an
-// initialize without a session id). nil answers 400.
+// newSlot carries the Server made for one POST without a session id: the
+// SDK asks for it twice in the request (its protocol versions, then the
+// session's server), and it is settled once the request is served.
+type newSlot struct {
+	once sync.Once
+	s    *Server
+}
+
+type newSlotKey struct{}
+
+// newSession gives the SDK the Server of a new MCP session. It is called
+// for every request; only a POST without a session id (which the filter
+// marks with a newSlot) can make a session, the others get a server that
+// is never connected. nil answers 400.
 func (h *HTTPServer) newSession(r *http.Request) *mcp.Server {
+	slot, _ := r.Context().Value(newSlotKey{}).(*newSlot)
+	if slot == nil {
+		return h.versions
+	}
+	slot.once.Do(func() { slot.s = h.makeServer(r) })
+	if slot.s == nil {
+		return nil
+	}
+	return slot.s.srv
+}
+
+// makeServer makes the Server of a session about to be made; it holds one
+// of MaxSessions until settle (or the session's end) closes it.
+func (h *HTTPServer) makeServer(r *http.Request) *Server {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closing {
@@ -143,34 +226,97 @@ func (h *HTTPServer) newSession(r *http.Request) *mcp.Server {
 		h.log.Warn("refusing a new MCP session: too many sessions", "limit", h.cfg.MaxSessions)
 		return nil
 	}
-	s, err := New(h.cfg.Session())
+	cfg := h.cfg.Session()
+	// The session id is chosen here, so that the filter knows the session
+	// from its first answer on (a random 128-bit text, as the SDK's own).
+	cfg.sessionID = rand.Text()
+	s, err := New(cfg)
 	if err != nil {
 		h.log.Error("cannot make the server of a new MCP session", "error", err)
 		return nil
 	}
 	s.served = true
+	sid := cfg.sessionID
 	h.live[s] = true
+	h.bySID[sid] = s
 	s.onClose = func() {
 		h.mu.Lock()
 		delete(h.live, s)
+		delete(h.bySID, sid)
 		h.mu.Unlock()
-	}
-	if s.cfg.Eager {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.session(s.life)
-		}()
+		h.filter.forget(sid)
 	}
 	h.log.Info("new MCP session", "remote", r.RemoteAddr)
-	return s.srv
+	return s
+}
+
+// settle ties the Server made for a POST without a session id to the SDK
+// session it made, once that POST is served: no session (a body that is no
+// initialize, a failed initialize) closes the Server at once and frees its
+// slot; a session closes it when it ends (DELETE, idle timeout). Only then
+// does --eager start the sandbox, so that no request starts one for a
+// session nobody can address.
+func (h *HTTPServer) settle(slot *newSlot) {
+	s := slot.s
+	if s == nil {
+		return
+	}
+	var ss *mcp.ServerSession
+	for x := range s.srv.Sessions() {
+		ss = x
+		break
+	}
+	if ss == nil || ss.InitializeParams() == nil {
+		s.Close()
+		return
+	}
+	s.watching.Do(func() {
+		go func() {
+			ss.Wait()
+			s.Close()
+		}()
+	})
+	if !s.cfg.Eager {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		// A failure is logged by the start, and the first call tries
+		// again.
+		s.session(s.life)
+	}()
+}
+
+// known reports whether sid is the id of a live session's server.
+func (h *HTTPServer) known(sid string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bySID[sid] != nil
 }
 
 // Serve serves on ln until ctx is cancelled, then stops accepting, answers
 // the calls in flight with an error (as Server.Serve does) and closes every
 // session's sandbox.
 func (h *HTTPServer) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: h.handler, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{
+		Handler: h.handler,
+		// A client, with the token or without, holds a descriptor and a
+		// goroutine only while it sends a request or waits for an answer:
+		// slow headers and idle keep-alive connections are closed. (No
+		// ReadTimeout: it would end event streams and long calls; the
+		// body's deadline is the filter's.)
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       connIdleTimeout,
+	}
+	// Connections past MaxConns wait to be accepted: clients cannot
+	// exhaust the descriptors a new sandbox needs.
+	ln = netutil.LimitListener(ln, h.cfg.MaxConns)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	var err error
@@ -233,11 +379,24 @@ func (h *HTTPServer) Serve(ctx context.Context, ln net.Listener) error {
 // writes it, and clients report it as a response to an unknown request.
 // It notes the cancellations in the POST bodies it passes on, and drops
 // the response event for such a request from the session's streams.
+//
+// It also reads every POST body before the SDK does, under a deadline, and
+// marks a POST without a session id as one that may make a session
+// (newSlot).
 type cancelFilter struct {
 	next      http.Handler
+	h         *HTTPServer
 	mu        sync.Mutex
-	cancelled map[string]map[string]bool // session id → request ids (JSON)
-	posts     int                        // POSTs being served
+	cancelled map[string]*cancelNotes // session id → cancelled requests
+	posts     int                     // POSTs being served
+}
+
+// cancelNotes are the cancelled requests of one session not yet matched
+// by an answer: set, and order (oldest first) to forget the oldest past
+// maxCancelled.
+type cancelNotes struct {
+	set   map[string]bool
+	order []string
 }
 
 func (f *cancelFilter) activePosts() int {
@@ -246,48 +405,63 @@ func (f *cancelFilter) activePosts() int {
 	return f.posts
 }
 
-// Bounds of the filter: a body larger than maxFilterBody is passed on
-// unread (the SDK refuses it anyway), and a session keeps at most
-// maxCancelled cancellations not yet matched by an answer.
+// Bounds of the filter: a body larger than maxFilterBody is refused (413),
+// a session keeps at most maxCancelled cancellations not yet matched by an
+// answer, and a request id longer than maxCancelID is not noted (a
+// JSON-RPC id is a short string or a number).
 const (
 	maxFilterBody = mcp.DefaultMaxRequestBodyBytes
-	maxCancelled  = 1024
+	maxCancelled  = 256
+	maxCancelID   = 256
 )
 
 func (f *cancelFilter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost {
-		f.mu.Lock()
-		f.posts++
-		f.mu.Unlock()
-		defer func() {
-			f.mu.Lock()
-			f.posts--
-			f.mu.Unlock()
-		}()
+	if r.Method != http.MethodPost {
+		f.next.ServeHTTP(w, r)
+		return
 	}
+	f.mu.Lock()
+	f.posts++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.posts--
+		f.mu.Unlock()
+	}()
+	// The body is read whole, within bodyTimeout: a client that sends it
+	// slowly (or never) does not hold its connection and goroutine for
+	// good. The deadline is lifted once it is read, as the answer may take
+	// as long as the call.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxFilterBody+1))
+	rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(body) > maxFilterBody {
+		http.Error(w, fmt.Sprintf("request body exceeds %d bytes", maxFilterBody), http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	sid := r.Header.Get("Mcp-Session-Id")
-	switch {
-	case sid == "":
-	case r.Method == http.MethodDelete:
-		f.mu.Lock()
-		delete(f.cancelled, sid)
-		f.mu.Unlock()
-	case r.Method == http.MethodPost:
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxFilterBody+1))
-		if err != nil {
-			http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if len(body) <= maxFilterBody {
-			f.note(sid, body)
-		}
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		w = &filterWriter{ResponseWriter: w, f: f, sid: sid}
+	if sid == "" {
+		slot := &newSlot{}
+		r = r.WithContext(context.WithValue(r.Context(), newSlotKey{}, slot))
+		f.next.ServeHTTP(w, r)
+		f.h.settle(slot)
+		return
 	}
-	f.next.ServeHTTP(w, r)
+	f.note(sid, body)
+	f.next.ServeHTTP(&filterWriter{ResponseWriter: w, f: f, sid: sid}, r)
+}
+
+// forget drops the notes of a session that ended.
+func (f *cancelFilter) forget(sid string) {
+	f.mu.Lock()
+	delete(f.cancelled, sid)
+	f.mu.Unlock()
 }
 
 // note records the request a notifications/cancelled names.
@@ -295,26 +469,60 @@ func (f *cancelFilter) note(sid string, body []byte) {
 	var m struct {
 		Method string `json:"method"`
 		Params struct {
-			RequestID any `json:"requestId"`
+			RequestID json.RawMessage `json:"requestId"`
 		} `json:"params"`
 	}
-	if json.Unmarshal(body, &m) != nil || m.Method != "notifications/cancelled" || m.Params.RequestID == nil {
+	if json.Unmarshal(body, &m) != nil || m.Method != "notifications/cancelled" {
 		return
 	}
-	key, err := json.Marshal(m.Params.RequestID)
+	// Only a short string or number is an id worth noting: whoever holds
+	// the token must not grow the server's memory by sending long ones.
+	if len(m.Params.RequestID) > maxCancelID || validID(m.Params.RequestID) == nil {
+		return
+	}
+	var id any
+	if json.Unmarshal(m.Params.RequestID, &id) != nil {
+		return
+	}
+	key, err := json.Marshal(id)
 	if err != nil {
+		return
+	}
+	// Only for a session that exists (so at most MaxSessions of them), and
+	// dropped when it ends (forget).
+	if !f.h.known(sid) {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	set := f.cancelled[sid]
-	if set == nil {
-		set = map[string]bool{}
-		f.cancelled[sid] = set
+	n := f.cancelled[sid]
+	if n == nil {
+		n = &cancelNotes{set: map[string]bool{}}
+		f.cancelled[sid] = n
 	}
-	if len(set) < maxCancelled {
-		set[string(key)] = true
+	if n.set[string(key)] {
+		return
 	}
+	if len(n.set) >= maxCancelled {
+		// The oldest note goes: a cancellation of a request that never
+		// existed is not kept forever.
+		for len(n.order) > 0 && len(n.set) >= maxCancelled {
+			delete(n.set, n.order[0])
+			n.order = n.order[1:]
+		}
+	}
+	if len(n.order) >= 2*maxCancelled {
+		// Keep order as short as set: drop the ids already answered.
+		kept := n.order[:0]
+		for _, k := range n.order {
+			if n.set[k] {
+				kept = append(kept, k)
+			}
+		}
+		n.order = kept
+	}
+	n.set[string(key)] = true
+	n.order = append(n.order, string(key))
 }
 
 // drop reports whether msg (one JSON-RPC message) answers a cancelled
@@ -333,10 +541,11 @@ func (f *cancelFilter) drop(sid string, msg []byte) bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.cancelled[sid][string(key)] {
+	n := f.cancelled[sid]
+	if n == nil || !n.set[string(key)] {
 		return false
 	}
-	delete(f.cancelled[sid], string(key))
+	delete(n.set, string(key))
 	return true
 }
 

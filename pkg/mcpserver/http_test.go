@@ -27,8 +27,12 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// testToken is the bearer token of the tests that are not about tokens.
+const testToken = "token-of-the-http-tests-0123456789"
+
 type httpHarness struct {
 	url      string
+	hs       *HTTPServer
 	mu       sync.Mutex
 	sessions []*fakeSession
 }
@@ -58,6 +62,7 @@ func startHTTP(t *testing.T, token string, idle time.Duration) *httpHarness {
 	srv := httptest.NewServer(hs.Handler())
 	t.Cleanup(srv.Close)
 	h.url = srv.URL
+	h.hs = hs
 	return h
 }
 
@@ -125,12 +130,12 @@ func TestHTTPToken(t *testing.T) {
 // TestHTTPSessionPerClient: each MCP session has its own sandbox session,
 // ended by the client's DELETE (ClientSession.Close sends it).
 func TestHTTPSessionPerClient(t *testing.T) {
-	h := startHTTP(t, "", 0)
-	a, err := connectHTTP(t, h.url, "")
+	h := startHTTP(t, testToken, 0)
+	a, err := connectHTTP(t, h.url, testToken)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := connectHTTP(t, h.url, "")
+	b, err := connectHTTP(t, h.url, testToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +159,8 @@ func TestHTTPSessionPerClient(t *testing.T) {
 }
 
 func TestHTTPIdleTimeout(t *testing.T) {
-	h := startHTTP(t, "", 200*time.Millisecond)
-	cs, err := connectHTTP(t, h.url, "")
+	h := startHTTP(t, testToken, 200*time.Millisecond)
+	cs, err := connectHTTP(t, h.url, testToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,13 +201,14 @@ func TestCheckListenAddr(t *testing.T) {
 // TestHTTPCancelledNotAnswered: over HTTP too, a cancelled request gets no
 // answer on its stream (raw HTTP: clients differ in what they do with one).
 func TestHTTPCancelledNotAnswered(t *testing.T) {
-	h := startHTTP(t, "", 0)
+	h := startHTTP(t, testToken, 0)
 	post := func(sid, body string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest("POST", h.url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		req.Header.Set("Authorization", "Bearer "+testToken)
 		if sid != "" {
 			req.Header.Set("Mcp-Session-Id", sid)
 		}

@@ -143,6 +143,14 @@ type Config struct {
 	Logger *slog.Logger
 	// SDKLogger receives the MCP SDK's own log; nil discards it.
 	SDKLogger *slog.Logger
+
+	// Closed, when set, runs once the server is closed (its session gone):
+	// to release what the configuration made for it.
+	Closed func()
+
+	// sessionID, when set, is the MCP session id the SDK gives the one
+	// session of this server (HTTP: known before the session is made).
+	sessionID string
 }
 
 // ErrClosed is returned once the server has been closed.
@@ -254,12 +262,17 @@ func New(cfg Config) (*Server, error) {
 		sdkLog = slog.New(slog.DiscardHandler)
 	}
 	s.life, s.cancel = context.WithCancel(context.Background())
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Title: "nsbox sandbox", Version: cfg.Version}, &mcp.ServerOptions{
+	opts := &mcp.ServerOptions{
 		Instructions: cfg.Instructions,
 		Logger:       sdkLog,
 		// Tools only, and they may change while the connection lives.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
+	}
+	if cfg.sessionID != "" {
+		id := cfg.sessionID
+		opts.GetSessionID = func() string { return id }
+	}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Title: "nsbox sandbox", Version: cfg.Version}, opts)
 	s.srv.AddReceivingMiddleware(s.middleware)
 	if cfg.AllowRegistration {
 		s.addRegistrationTools()
@@ -402,6 +415,9 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	if s.onClose != nil {
 		s.onClose()
+	}
+	if s.cfg.Closed != nil {
+		s.cfg.Closed()
 	}
 	return err
 }

@@ -29,6 +29,7 @@ import (
 type reviewHTTP struct {
 	url    string // http://127.0.0.1:PORT/
 	addr   string // 127.0.0.1:PORT
+	token  string // the bearer token nsbox made for the run (no --token-file)
 	cmd    *exec.Cmd
 	stderr *reviewBuf
 }
@@ -50,7 +51,10 @@ func (s *reviewBuf) String() string {
 	return s.b.String()
 }
 
-var reviewServingAt = regexp.MustCompile(`serving MCP over HTTP at http://(\S+)/`)
+var (
+	reviewServingAt = regexp.MustCompile(`serving MCP over HTTP at http://(\S+)/`)
+	reviewTokenAt   = regexp.MustCompile(`bearer token for this run in (\S+)`)
+)
 
 // startReviewHTTP runs nsbox mcp --http 127.0.0.1:0 --workspace ws ARGS as
 // u (with HOME home and a private data directory) and waits for the address
@@ -77,9 +81,13 @@ func startReviewHTTP(t *testing.T, u user, ws, home string, args ...string) *rev
 	exited := make(chan struct{})
 	go func() { s.cmd.Wait(); pw.Close(); close(exited) }()
 	found := make(chan string, 1)
+	var tokenFile string // written before found is sent
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
+			if m := reviewTokenAt.FindStringSubmatch(sc.Text()); m != nil {
+				tokenFile = m[1]
+			}
 			if m := reviewServingAt.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m[1]
 				break
@@ -94,6 +102,13 @@ func startReviewHTTP(t *testing.T, u user, ws, home string, args ...string) *rev
 			t.Fatalf("nsbox mcp --http ended before serving\nstderr: %s", s.stderr)
 		}
 		s.addr, s.url = a, "http://"+a+"/"
+		if tokenFile != "" {
+			b, err := os.ReadFile(tokenFile)
+			if err != nil {
+				t.Fatalf("the token file nsbox made: %v", err)
+			}
+			s.token = strings.TrimSpace(string(b))
+		}
 	case <-time.After(time.Minute): // a deadlock guard only
 		s.cmd.Process.Kill()
 		t.Fatalf("nsbox mcp --http did not say where it serves\nstderr: %s", s.stderr)
@@ -377,10 +392,11 @@ func TestReviewHostHTTPIdleConnectionsKept(t *testing.T) {
 }
 
 // reviewPost POSTs body to url as a client without a session (no
-// Mcp-Session-Id) and returns the HTTP status.
-func reviewPost(t *testing.T, url, body string) int {
+// Mcp-Session-Id), with token, and returns the HTTP status.
+func reviewPost(t *testing.T, url, token, body string) int {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
@@ -420,11 +436,11 @@ func TestReviewHostHTTPFailedFirstRequestLeaksSession(t *testing.T) {
 		t.Run("slots", func(t *testing.T) {
 			s := startReviewHTTP(t, u, u.tempDir(t), u.home())
 			for i := 0; i < 64; i++ {
-				if code := reviewPost(t, s.url, `{}`); code != http.StatusBadRequest {
+				if code := reviewPost(t, s.url, s.token, `{}`); code != http.StatusBadRequest {
 					t.Fatalf("POST {}: HTTP %d, want 400", code)
 				}
 			}
-			hc := &http.Client{Transport: http.DefaultTransport}
+			hc := &http.Client{Transport: reviewBearer{s.token, http.DefaultTransport}}
 			c := mcp.NewClient(&mcp.Implementation{Name: "nsbox-rvhost", Version: "1"}, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -441,7 +457,7 @@ func TestReviewHostHTTPFailedFirstRequestLeaksSession(t *testing.T) {
 		t.Run("eager-sandbox", func(t *testing.T) {
 			s := startReviewHTTP(t, u, u.tempDir(t), u.home(), "--eager")
 			pid := s.cmd.Process.Pid
-			if code := reviewPost(t, s.url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code/100 != 2 {
+			if code := reviewPost(t, s.url, s.token, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code/100 != 2 {
 				t.Fatalf("POST of a notification without a session: HTTP %d, want 2xx", code)
 			}
 			// The eager start runs in the background: wait for it, then

@@ -22,12 +22,18 @@ import (
 
 type httpServer struct {
 	url    string
+	token  string // the bearer token nsbox made for the run (no --token-file)
+	// tokenFile is where nsbox wrote it.
+	tokenFile string
 	cmd    *exec.Cmd
 	stderr *syncBuffer
 	exited chan error
 }
 
-var servingAt = regexp.MustCompile(`serving MCP over HTTP at (http://\S+)`)
+var (
+	servingAt = regexp.MustCompile(`serving MCP over HTTP at (http://\S+)`)
+	tokenAt   = regexp.MustCompile(`bearer token for this run in (\S+)`)
+)
 
 // startHTTPServer runs nsbox mcp --http 127.0.0.1:0 ARGS... and waits for
 // the address it prints.
@@ -42,9 +48,13 @@ func startHTTPServer(t *testing.T, h *home, args ...string) *httpServer {
 	}
 	go func() { s.exited <- s.cmd.Wait(); pw.Close() }()
 	found := make(chan string, 1)
+	var tokenFile string // written before found is sent
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
+			if m := tokenAt.FindStringSubmatch(sc.Text()); m != nil {
+				tokenFile = m[1]
+			}
 			if m := servingAt.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m[1]
 			}
@@ -58,6 +68,14 @@ func startHTTPServer(t *testing.T, h *home, args ...string) *httpServer {
 		}
 		s.url = u
 		go io.Copy(io.Discard, pr)
+		if tokenFile != "" {
+			b, err := os.ReadFile(tokenFile)
+			if err != nil {
+				t.Fatalf("the token file nsbox made: %v", err)
+			}
+			s.token = strings.TrimSpace(string(b))
+			s.tokenFile = tokenFile
+		}
 	case <-time.After(time.Minute):
 		s.cmd.Process.Kill()
 		t.Fatalf("nsbox mcp --http did not say where it serves\nstderr: %s", s.stderr)
@@ -195,11 +213,11 @@ func TestHTTPSessions(t *testing.T) {
 		// A timeout no slow start reaches: only DELETE ends a session.
 		s := startHTTPServer(t, newHome(t, u), "--idle-timeout", "1h")
 		pid := s.cmd.Process.Pid
-		a, err := connectHTTP(t, s.url, "")
+		a, err := connectHTTP(t, s.url, s.token)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := connectHTTP(t, s.url, "")
+		b, err := connectHTTP(t, s.url, s.token)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +232,7 @@ func TestHTTPSessions(t *testing.T) {
 		callEcho(t, b, "b-still")
 
 		idle := startHTTPServer(t, newHome(t, u), "--idle-timeout", "1s")
-		c, err := connectHTTP(t, idle.url, "")
+		c, err := connectHTTP(t, idle.url, idle.token)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +271,7 @@ func TestHTTPSIGTERMDuringCall(t *testing.T) {
 		s := startHTTPServer(t, newHome(t, u))
 		// The SDK's default retries: the end of the session's event stream
 		// at shutdown does not fail the call whose answer is on its way.
-		cs, err := connectHTTPRetries(t, s.url, "", 0)
+		cs, err := connectHTTPRetries(t, s.url, s.token, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -128,7 +128,7 @@ func TestIsolationPerCallHTTP(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		h := newHome(t, u)
 		s := startHTTPServer(t, h, "--isolation", "per-call", "--pool-size", "1")
-		cs, err := connectHTTP(t, s.url, "")
+		cs, err := connectHTTP(t, s.url, s.token)
 		if err != nil {
 			t.Fatalf("connect: %v\nstderr: %s", err, s.stderr)
 		}
