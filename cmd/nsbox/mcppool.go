@@ -151,8 +151,19 @@ func (pp *poolPlan) quarantineCreated() {
 		if a == nil {
 			continue
 		}
-		if _, err := auditGit(&policy.Result{GitAudit: a}); errors.Is(err, policy.ErrGitAuditIncomplete) {
-			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", err)
+		qs, err := a.Run()
+		// Bounded, as the replan's repair is: a call that makes hundreds
+		// of agent files or unreadable directories must not flood the
+		// log at every call (second review).
+		printQuarantined(qs, 10)
+		if err == nil {
+			continue
+		}
+		lines := strings.Split(err.Error(), "\n")
+		if errors.Is(err, policy.ErrGitAuditIncomplete) {
+			pp.logger.Error("the audit of agent files after a call is incomplete", "count", len(lines), "first", lines[0])
+		} else {
+			pp.logger.Warn("the audit of agent files after a call", "count", len(lines), "first", lines[0])
 		}
 	}
 }

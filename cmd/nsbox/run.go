@@ -551,7 +551,25 @@ func auditGit(res *policy.Result) ([]policy.Quarantined, error) {
 		return nil, nil
 	}
 	qs, err := res.GitAudit.Run()
-	for _, q := range qs {
+	printQuarantined(qs, len(qs))
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if !strings.Contains(line, policy.ErrGitAuditIncomplete.Error()) {
+				fmt.Fprintf(os.Stderr, "nsbox: warning: %s\n", line)
+			}
+		}
+	}
+	return qs, err
+}
+
+// printQuarantined says on stderr what the audit made inert (at most max
+// lines, then how many more).
+func printQuarantined(qs []policy.Quarantined, max int) {
+	for i, q := range qs {
+		if i == max {
+			fmt.Fprintf(os.Stderr, "nsbox: warning: and %d more made inert (renamed *%s)\n", len(qs)-max, ".nsbox-quarantine")
+			return
+		}
 		switch {
 		case q.Pattern != "" && q.To == "":
 			fmt.Fprintf(os.Stderr, "nsbox: warning: a run that was killed may have made or changed %s, which matches the protected pattern %s: look at it before an editor, agent or tool on the host opens %s\n", q.From, q.Pattern, q.Repo)
@@ -566,12 +584,4 @@ func auditGit(res *policy.Result) ([]policy.Quarantined, error) {
 		}
 		fmt.Fprintf(os.Stderr, "nsbox: warning: the sandbox made a git repository at %s: %s is renamed to %s, so that git on the host does not run its config or hooks; look at it before you rename it back\n", q.Repo, q.From, q.To)
 	}
-	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			if !strings.Contains(line, policy.ErrGitAuditIncomplete.Error()) {
-				fmt.Fprintf(os.Stderr, "nsbox: warning: %s\n", line)
-			}
-		}
-	}
-	return qs, err
 }
