@@ -125,6 +125,10 @@ type Filter struct {
 	tcpConns map[net.Conn]struct{}
 	// relays are the SNI relay's connections (both ends).
 	relays map[net.Conn]struct{}
+	// relayIDs are the running relays, by the id their installed end is
+	// registered under in live (addRelay).
+	relayIDs  map[uint64]struct{}
+	relayNext uint64
 
 	queries chan struct{} // semaphore: queries being answered
 	// ctx ends the lookups in flight when the filter closes.
@@ -244,6 +248,7 @@ func New(cfg Config) (*Filter, error) {
 		live:     liveSet{ep: -1},
 		tcpConns: map[net.Conn]struct{}{},
 		relays:   map[net.Conn]struct{}{},
+		relayIDs: map[uint64]struct{}{},
 		queries:  make(chan struct{}, cfg.MaxQueries),
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
