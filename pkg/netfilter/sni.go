@@ -30,6 +30,10 @@ const (
 // errNoSNI is a ClientHello without a server name, or not a ClientHello.
 var errNoSNI = errors.New("not a TLS ClientHello with a server name")
 
+// errECH is a ClientHello carrying Encrypted Client Hello (or ESNI): its
+// clear server name is not the one the server will serve.
+var errECH = errors.New("a TLS ClientHello with Encrypted Client Hello")
+
 // sniConnect connects the sandbox to real through a relay in the
 // supervisor that reads the TLS ClientHello first: the connection goes on
 // only when its server name (SNI) is the allowed name the sandbox
@@ -213,7 +217,10 @@ func (f *Filter) relay(sandbox *net.TCPConn, up net.Conn, id uint64, name string
 	if err != nil || !strings.EqualFold(strings.TrimSuffix(sni, "."), name) {
 		why := fmt.Sprintf("the TLS server name %q is not %s, the name the connection was opened for (domain fronting)", sni, name)
 		host := name
-		if err != nil {
+		switch {
+		case errors.Is(err, errECH):
+			why = fmt.Sprintf("the TLS ClientHello (outer server name %q) carries Encrypted Client Hello, whose inner server name the SNI check cannot read (refused under --check-sni; a browser's GREASE ECH too)", sni)
+		case err != nil:
 			why = "the connection did not start with a TLS ClientHello naming its server (the SNI check is on for port 443)"
 		}
 		f.refuse(&Refusal{Op: OpConnect, Host: host, Port: port, Reason: why, Errno: unix.ECONNRESET})
@@ -315,30 +322,61 @@ func parseSNI(b []byte) (string, error) {
 	if !ok {
 		return "", errNoSNI
 	}
+	var (
+		sni     string
+		seen    bool // a server_name extension was read
+		wrapped bool // an ECH or ESNI extension was seen
+	)
 	for len(exts) > 0 {
 		typ, ok1 := exts.u16()
 		body, ok2 := exts.vec16()
 		if !ok1 || !ok2 {
 			return "", errNoSNI
 		}
-		if typ != 0 { // server_name
-			continue
-		}
-		list, ok := body.vec16()
-		for ok && len(list) > 0 {
-			kind, ok1 := list.u8()
-			host, ok2 := list.vec16()
-			if !ok1 || !ok2 {
-				break
+		switch typ {
+		case extECH, extESNI:
+			wrapped = true
+		case extServerName:
+			if seen {
+				// Two server names: which one a server reads is its
+				// choice, not the check's (fail closed).
+				return "", errNoSNI
 			}
-			if kind == 0 { // host_name
-				return string(host), nil
+			seen = true
+			list, ok := body.vec16()
+			for ok && len(list) > 0 {
+				kind, ok1 := list.u8()
+				host, ok2 := list.vec16()
+				if !ok1 || !ok2 {
+					break
+				}
+				if kind == 0 { // host_name
+					sni = string(host)
+					break
+				}
 			}
 		}
+	}
+	if wrapped {
+		// The clear name is only the outer one: a client-facing server
+		// holding the ECH key serves the encrypted inner name, which
+		// the check cannot read (domain fronting; found by review:
+		// TestReviewDNSSNIBypassedByEncryptedClientHello). Refused,
+		// GREASE ECH too (draft-ietf-tls-esni section 6.2).
+		return sni, errECH
+	}
+	if sni == "" {
 		return "", errNoSNI
 	}
-	return "", errNoSNI
+	return sni, nil
 }
+
+// TLS extensions parseSNI reads (IANA "TLS ExtensionType Values").
+const (
+	extServerName = 0      // RFC 6066
+	extECH        = 0xfe0d // encrypted_client_hello, draft-ietf-tls-esni
+	extESNI       = 0xffce // encrypted_server_name, its earlier drafts
+)
 
 type reader []byte
 
