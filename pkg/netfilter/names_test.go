@@ -53,3 +53,18 @@ func TestNameSlotsReservedBeforeLookup(t *testing.T) {
 		t.Errorf("16 concurrent queries for one name made %d upstream queries (one lookup is an A and an AAAA)", n)
 	}
 }
+
+func TestEscapeName(t *testing.T) {
+	for in, want := range map[string]string{
+		"a!b.example.":        "a!b.example.",
+		"a b\n\x1b[31m\\\xff.": `a\x20b\x0a\x1b[31m\x5c\xff.`,
+	} {
+		if got := escapeName(in); got != want {
+			t.Errorf("escapeName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := escapeName(string(make([]byte, 300)))
+	if len(long) != maxReportedName*4+3 {
+		t.Errorf("300 NULs rendered as %d bytes", len(long))
+	}
+}
