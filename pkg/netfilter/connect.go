@@ -113,7 +113,7 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 		return f.refusal(OpConnect, addr.String(), dst.Port(), "not an address nsbox's resolver handed out: connect by an allowed name")
 	}
 	if !f.cfg.Allow.Allowed(e.name, dst.Port()) {
-		return f.refusal(OpConnect, e.name, dst.Port(), fmt.Sprintf("port %d of %s is not allowed (allow it with --allow-host %s:%d)", dst.Port(), e.name, e.name, dst.Port()))
+		return f.refusal(OpConnect, e.name, dst.Port(), f.portNotAllowed(e.name, dst.Port()))
 	}
 	real, ok := pickAddr(e, sock.Family)
 	if !ok {

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,9 @@ type Config struct {
 	// CheckSNI relays connections to port 443 through the supervisor and
 	// lets one go on only when its TLS ClientHello names the allowed name
 	// it was opened for (domain fronting is refused). Off by default: the
-	// data path is then the kernel's alone.
+	// data path is then the kernel's alone. With it, an allow pattern
+	// written without a port covers SNIPorts among DefaultPorts (443)
+	// only (Allowlist.UnderCheckSNI).
 	CheckSNI bool
 	// SNIPorts are the ports CheckSNI applies to (nil: DefaultSNIPorts).
 	SNIPorts []uint16
@@ -244,6 +247,11 @@ func New(cfg Config) (*Filter, error) {
 	}
 	if cfg.SNIPorts == nil {
 		cfg.SNIPorts = DefaultSNIPorts
+	}
+	if cfg.CheckSNI {
+		// A pattern without a port allows the checked ports only (443,
+		// not plain HTTP's 80, where the Host header fronts unchecked).
+		cfg.Allow = cfg.Allow.UnderCheckSNI(cfg.SNIPorts)
 	}
 	if cfg.LookupTimeout <= 0 {
 		cfg.LookupTimeout = DefaultLookupTimeout
@@ -488,6 +496,15 @@ func (f *Filter) Names() map[string]netip.Addr {
 		out[n] = e.virtual
 	}
 	return out
+}
+
+// portNotAllowed says why a connect to an allowed name's port is refused.
+func (f *Filter) portNotAllowed(name string, port uint16) string {
+	why := fmt.Sprintf("port %d of %s is not allowed (allow it with --allow-host %s:%d", port, name, name, port)
+	if f.cfg.CheckSNI && slices.Contains(DefaultPorts, port) && !slices.Contains(f.cfg.SNIPorts, port) {
+		why += "; with --check-sni a pattern without a port allows 443 only, and a port named so is not checked"
+	}
+	return why + ")"
 }
 
 func (f *Filter) refuse(r *Refusal) *Refusal {

@@ -56,7 +56,7 @@ func TestNameSlotsReservedBeforeLookup(t *testing.T) {
 
 func TestEscapeName(t *testing.T) {
 	for in, want := range map[string]string{
-		"a!b.example.":        "a!b.example.",
+		"a!b.example.":         "a!b.example.",
 		"a b\n\x1b[31m\\\xff.": `a\x20b\x0a\x1b[31m\x5c\xff.`,
 	} {
 		if got := escapeName(in); got != want {
