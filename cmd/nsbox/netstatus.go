@@ -36,7 +36,12 @@ func netStatus(h policy.Host, profile string) (networkStatus, error) {
 func (s networkStatus) lines() []string {
 	out := []string{"network (profile " + s.Profile + "): " + s.Mode}
 	if s.Filter != nil {
-		out[0] += "; allow: " + list(s.Filter.Allow)
+		allow := s.Filter.Allow
+		if s.Filter.CheckSNI {
+			// The ports differ from what the patterns say: shown.
+			allow = allowDescribed(s.Filter)
+		}
+		out[0] += "; allow: " + list(allow)
 		if len(s.Filter.Deny) > 0 {
 			out[0] += "; deny: " + list(s.Filter.Deny)
 		}
@@ -57,4 +62,15 @@ func list(l []string) string {
 		return "(nothing)"
 	}
 	return strings.Join(l, ", ")
+}
+
+// allowDescribed is the allow list with the ports each pattern covers as
+// the session applies them (under --check-sni a pattern without a port
+// allows 443 only), or as written when it does not parse.
+func allowDescribed(f *sandbox.NetFilter) []string {
+	al, err := netfilter.ParseAllowlist(f.Allow, nil)
+	if err != nil {
+		return f.Allow
+	}
+	return al.Describe(f.CheckSNI)
 }

@@ -240,6 +240,10 @@ type dryRun struct {
 	// Landlock replaces the mount plan for --backend landlock, which
 	// makes no mount.
 	Landlock *sandbox.LandlockPlan `json:"landlock,omitempty"`
+	// NetworkAllow is a filtered network's allow list with the ports
+	// each pattern covers, as the session applies them (a pattern
+	// without a port: 80 and 443; 443 only under --check-sni).
+	NetworkAllow []string `json:"networkAllow,omitempty"`
 	// Audit is what is looked for once the sandbox has ended
 	// (policy.GitAudit): repositories made in the workspace, and what
 	// the run made or changed that the patterns match.
@@ -292,6 +296,9 @@ func printDryRun(w io.Writer, res *policy.Result) error {
 		Profile: res.Profile, Layers: res.Layers, Backend: res.Backend, BackendFallback: res.BackendFallback,
 		Workspace: res.Workspace, Policy: res.Policy, Plan: mountPlan(res), Placeholders: res.Placeholders,
 		Warnings: res.Warnings, Audit: res.GitAudit.Plan(),
+	}
+	if res.Policy.Network == sandbox.NetworkFiltered && res.Policy.NetFilter != nil {
+		out.NetworkAllow = allowDescribed(res.Policy.NetFilter)
 	}
 	if res.Backend == policy.BackendLandlock {
 		ll, err := sandbox.PlanLandlock(res.Policy)

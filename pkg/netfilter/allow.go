@@ -46,6 +46,8 @@ type Pattern struct {
 	// Ports the pattern covers; nil means every port (deny patterns
 	// written without a port).
 	Ports []uint16
+	// Bare: written without ":PORT" (Ports are the default ones).
+	Bare bool
 }
 
 // String renders the pattern in the form ParsePattern reads.
@@ -99,7 +101,7 @@ func ParsePattern(s string, defaultPorts []uint16) (Pattern, error) {
 		return bad("an IPv6 address is not a host name; the filter allows names only (pin a name to an address with --add-host NAME:IP)")
 	}
 	host, portStr, hasPort := strings.Cut(s, ":")
-	p := Pattern{Ports: defaultPorts}
+	p := Pattern{Ports: defaultPorts, Bare: !hasPort}
 	if hasPort {
 		ports, err := parsePorts(portStr)
 		if err != nil {
@@ -269,6 +271,62 @@ func (a *Allowlist) Allowed(name string, port uint16) bool {
 		}
 	}
 	return false
+}
+
+// UnderCheckSNI returns the lists as a session with CheckSNI applies them:
+// an allow pattern written without a port covers only those of its
+// default ports the SNI check covers (sniPorts: 443 by default), not 80.
+// On port 80 a CDN routes by the HTTP Host header, in clear and
+// unchecked: the fronting --check-sni is asked to stop would go on
+// there (found by review: TestReviewDNSCheckSNILeavesPort80Fronted). A
+// port written in the pattern (NAME:80) stays allowed, unchecked.
+func (a *Allowlist) UnderCheckSNI(sniPorts []uint16) *Allowlist {
+	out := &Allowlist{Deny: a.Deny, Allow: make([]Pattern, len(a.Allow))}
+	for i, p := range a.Allow {
+		if p.Bare {
+			var ports []uint16
+			for _, n := range p.Ports {
+				if slices.Contains(sniPorts, n) {
+					ports = append(ports, n)
+				}
+			}
+			// Not nil: nil would mean every port.
+			p.Ports = append(make([]uint16, 0, len(ports)), ports...)
+		}
+		out.Allow[i] = p
+	}
+	return out
+}
+
+// Describe renders the allow list with the ports each pattern covers,
+// written out ("registry.npmjs.org:80,443"), and under checkSNI (with
+// DefaultSNIPorts) as UnderCheckSNI applies it, saying which connections
+// have their TLS server name checked. For dry runs and status output.
+func (a *Allowlist) Describe(checkSNI bool) []string {
+	if checkSNI {
+		a = a.UnderCheckSNI(DefaultSNIPorts)
+	}
+	var out []string
+	for _, p := range a.Allow {
+		s := p.Name
+		if p.Wildcard {
+			s = "*." + s
+		}
+		ps := make([]string, len(p.Ports))
+		var checked []string
+		for i, n := range p.Ports {
+			ps[i] = strconv.Itoa(int(n))
+			if checkSNI && slices.Contains(DefaultSNIPorts, n) {
+				checked = append(checked, ps[i])
+			}
+		}
+		s += ":" + strings.Join(ps, ",")
+		if len(checked) > 0 {
+			s += " (TLS server name checked on " + strings.Join(checked, ",") + ")"
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // Strings renders the lists as ParsePattern reads them (for status output).

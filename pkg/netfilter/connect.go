@@ -113,7 +113,7 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 		return f.refusal(OpConnect, addr.String(), dst.Port(), "not an address nsbox's resolver handed out: connect by an allowed name")
 	}
 	if !f.cfg.Allow.Allowed(e.name, dst.Port()) {
-		return f.refusal(OpConnect, e.name, dst.Port(), fmt.Sprintf("port %d of %s is not allowed (allow it with --allow-host %s:%d)", dst.Port(), e.name, e.name, dst.Port()))
+		return f.refusal(OpConnect, e.name, dst.Port(), f.portNotAllowed(e.name, dst.Port()))
 	}
 	real, ok := pickAddr(e, sock.Family)
 	if !ok {
@@ -146,8 +146,8 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 	}
 	c.Host = e.name
 	if c.relayed {
-		// Counted as its relay (reserve), which lives at least as long
-		// as the sandbox's end of it.
+		// Counted already: its installed end is in the live set, under
+		// its relay's id (addRelay).
 		f.mu.Lock()
 		f.dialing--
 		f.mu.Unlock()
@@ -470,13 +470,14 @@ func (f *Filter) reserve() error {
 	if f.closed {
 		return ErrClosed
 	}
-	// An SNI relay counts from its start to its end, in place of the
-	// socket installed for it: one whose sandbox end is closed lives on
-	// while its upstream answers, which the live set would no longer see
-	// (found by review).
-	relays := len(f.relays) / 2
+	// An SNI connection counts while its installed end is open (live)
+	// or its relay runs: one whose sandbox end is closed lives on while
+	// its upstream answers, which the live set no longer sees (found by
+	// review); one the relay cut is a host socket the sandbox holds.
+	relays := f.relaysUncountedLocked()
 	if f.live.n+relays+f.dialing >= f.cfg.MaxConns {
 		f.live.count()
+		relays = f.relaysUncountedLocked()
 	}
 	if f.live.n+relays+f.dialing >= f.cfg.MaxConns {
 		return &LimitError{What: "connections", Limit: f.cfg.MaxConns}

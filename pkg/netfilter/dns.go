@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
@@ -198,8 +199,13 @@ func (f *Filter) answer(q []byte) []byte {
 	// the names it makes up (DNS tunnelling).
 	if err != nil || !f.cfg.Allow.Resolvable(name) {
 		f.stats.nxdomain.Add(1)
-		if err == nil {
-			f.reportLookup(name)
+		if err != nil {
+			// Reported too, as the sandbox wrote it, escaped and cut
+			// (the name is hostile text bound for logs and terminals;
+			// found by review: TestReviewDNSMalformedNameRefusedSilently).
+			f.reportLookup(escapeName(qn.Name.String()), "the name is not a valid host name: "+err.Error())
+		} else {
+			f.reportLookup(name, "the name is not in the allowlist (allow it with --allow-host "+name+")")
 		}
 		return build(h, qs, dnsmessage.RCodeNameError, nil)
 	}
@@ -258,7 +264,7 @@ func build(h dnsmessage.Header, qs []dnsmessage.Question, rc dnsmessage.RCode, a
 }
 
 // reportLookup reports a refused name once per session (within a bound).
-func (f *Filter) reportLookup(name string) {
+func (f *Filter) reportLookup(name, why string) {
 	f.mu.Lock()
 	if f.reported == nil {
 		f.reported = map[string]struct{}{}
@@ -271,5 +277,31 @@ func (f *Filter) reportLookup(name string) {
 	if seen {
 		return
 	}
-	f.refuse(&Refusal{Op: OpLookup, Host: name, Reason: "the name is not in the allowlist (allow it with --allow-host " + name + ")"})
+	f.refuse(&Refusal{Op: OpLookup, Host: name, Reason: why})
+}
+
+// maxReportedName bounds the bytes of a malformed name that are reported.
+const maxReportedName = 96
+
+// escapeName renders a name that is not a valid host name for a report:
+// printable ASCII stays (but "\\"), every other byte is \xNN, and only
+// the first maxReportedName bytes are shown ("..." after them).
+func escapeName(raw string) string {
+	const hex = "0123456789abcdef"
+	var b strings.Builder
+	for i := 0; i < len(raw); i++ {
+		if i == maxReportedName {
+			b.WriteString("...")
+			break
+		}
+		c := raw[i]
+		if c > ' ' && c < 0x7f && c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteString(`\x`)
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }

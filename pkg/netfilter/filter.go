@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,9 @@ type Config struct {
 	// CheckSNI relays connections to port 443 through the supervisor and
 	// lets one go on only when its TLS ClientHello names the allowed name
 	// it was opened for (domain fronting is refused). Off by default: the
-	// data path is then the kernel's alone.
+	// data path is then the kernel's alone. With it, an allow pattern
+	// written without a port covers SNIPorts among DefaultPorts (443)
+	// only (Allowlist.UnderCheckSNI).
 	CheckSNI bool
 	// SNIPorts are the ports CheckSNI applies to (nil: DefaultSNIPorts).
 	SNIPorts []uint16
@@ -120,11 +123,23 @@ type Filter struct {
 	live    liveSet // connections made, still open in the sandbox
 	dialing int     // connections being dialled
 	closed  bool
+	// counted are the names that took a slot of MaxNames: every
+	// distinct name looked up upstream (found or not) or pinned; byName
+	// holds those found.
+	counted map[string]struct{}
+	// missing are the names found not to exist upstream, and when.
+	missing map[string]time.Time
+	// looking are the names being looked up; closed when done.
+	looking map[string]chan struct{}
 	// reported are the refused names already reported (bounded).
 	reported map[string]struct{}
 	tcpConns map[net.Conn]struct{}
 	// relays are the SNI relay's connections (both ends).
 	relays map[net.Conn]struct{}
+	// relayIDs are the running relays, by the id their installed end is
+	// registered under in live (addRelay).
+	relayIDs  map[uint64]struct{}
+	relayNext uint64
 
 	queries chan struct{} // semaphore: queries being answered
 	// ctx ends the lookups in flight when the filter closes.
@@ -145,10 +160,10 @@ type entry struct {
 	looked time.Time
 }
 
-// relookAfter is how long an upstream answer is kept: queries for a name
-// within it are answered without a lookup, so a loop of queries for one
-// allowed name is not a loop of upstream queries (found by review: each
-// query made two).
+// relookAfter is how long an upstream answer is kept, found or not
+// (NXDOMAIN, no address): queries for a name within it are answered
+// without a lookup, so a loop of queries for one allowed name is not a
+// loop of upstream queries (found by review: each query made two).
 const relookAfter = 30 * time.Second
 
 // errLocalAnswer is an upstream answer that names only addresses of the
@@ -233,6 +248,11 @@ func New(cfg Config) (*Filter, error) {
 	if cfg.SNIPorts == nil {
 		cfg.SNIPorts = DefaultSNIPorts
 	}
+	if cfg.CheckSNI {
+		// A pattern without a port allows the checked ports only (443,
+		// not plain HTTP's 80, where the Host header fronts unchecked).
+		cfg.Allow = cfg.Allow.UnderCheckSNI(cfg.SNIPorts)
+	}
 	if cfg.LookupTimeout <= 0 {
 		cfg.LookupTimeout = DefaultLookupTimeout
 	}
@@ -244,6 +264,10 @@ func New(cfg Config) (*Filter, error) {
 		live:     liveSet{ep: -1},
 		tcpConns: map[net.Conn]struct{}{},
 		relays:   map[net.Conn]struct{}{},
+		relayIDs: map[uint64]struct{}{},
+		counted:  map[string]struct{}{},
+		missing:  map[string]time.Time{},
+		looking:  map[string]chan struct{}{},
 		queries:  make(chan struct{}, cfg.MaxQueries),
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -314,22 +338,65 @@ func (f *Filter) Close() error {
 // taking its pin) and handing out a virtual address the first time. ok is
 // false when the name does not exist upstream.
 func (f *Filter) resolve(ctx context.Context, name string) (e *entry, ok bool, err error) {
-	f.mu.Lock()
-	if f.closed {
+	for {
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			return nil, false, ErrClosed
+		}
+		if e := f.byName[name]; e != nil && (e.looked.IsZero() || time.Since(e.looked) < relookAfter) {
+			f.mu.Unlock()
+			return e, true, nil // pinned, or looked up lately
+		}
+		// A name found missing upstream lately is answered so again
+		// without a lookup, as a found one is: a loop of queries for
+		// it is not a loop of upstream queries (found by review:
+		// TestReviewDNSNonexistentNameNotCached).
+		if at, missing := f.missing[name]; missing && time.Since(at) < relookAfter {
+			f.mu.Unlock()
+			return nil, false, nil
+		}
+		// One lookup of a name at a time: the others wait for its
+		// answer (cached above) instead of each sending their own.
+		if wait, busy := f.looking[name]; busy {
+			f.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, false, ctx.Err()
+			}
+		}
+		// Every distinct name that is looked up upstream (or pinned)
+		// takes one of MaxNames slots before the lookup, found or not:
+		// names are what carries data out through an allowed wildcard
+		// ("<data>.zone"), whether the zone knows them or not, so past
+		// the bound nothing new goes upstream. Reserved under mu: queries
+		// in flight at once cannot pass the bound together (found by
+		// review: TestReviewDNSWildcardMadeUpNamesUnbounded).
+		if _, counted := f.counted[name]; !counted {
+			if len(f.counted) >= f.cfg.MaxNames {
+				f.mu.Unlock()
+				return nil, false, &LimitError{What: "names", Limit: f.cfg.MaxNames}
+			}
+			f.counted[name] = struct{}{}
+		}
+		done := make(chan struct{})
+		f.looking[name] = done
 		f.mu.Unlock()
-		return nil, false, ErrClosed
-	}
-	if e := f.byName[name]; e != nil && (e.looked.IsZero() || time.Since(e.looked) < relookAfter) {
+		e, ok, err = f.lookup(ctx, name)
+		f.mu.Lock()
+		delete(f.looking, name)
 		f.mu.Unlock()
-		return e, true, nil // pinned, or looked up lately
+		close(done)
+		return e, ok, err
 	}
-	// A new name past the table's bound is refused before any lookup:
-	// nothing goes upstream for it (found by review).
-	full := f.byName[name] == nil && len(f.byName) >= f.cfg.MaxNames
-	f.mu.Unlock()
-	if full {
-		return nil, false, &LimitError{What: "names", Limit: f.cfg.MaxNames}
-	}
+}
+
+// lookup looks name up upstream (or takes its pin) and enters it in the
+// table; a name that does not exist upstream is remembered as missing.
+// The caller reserved its slot (resolve).
+func (f *Filter) lookup(ctx context.Context, name string) (*entry, bool, error) {
 	var real []netip.Addr
 	var looked time.Time
 	if a, pinned := f.pins[name]; pinned {
@@ -343,6 +410,7 @@ func (f *Filter) resolve(ctx context.Context, name string) (e *entry, ok bool, e
 		addrs, lerr := f.resolver.LookupNetIP(ctx, "ip", name+".")
 		var dnsErr *net.DNSError
 		if errors.As(lerr, &dnsErr) && dnsErr.IsNotFound {
+			f.setMissing(name)
 			return nil, false, nil
 		}
 		if lerr != nil {
@@ -361,6 +429,7 @@ func (f *Filter) resolve(ctx context.Context, name string) (e *entry, ok bool, e
 			return nil, false, &errLocalAnswer{addrs: local}
 		}
 		if len(real) == 0 {
+			f.setMissing(name)
 			return nil, false, nil
 		}
 		looked = time.Now()
@@ -370,17 +439,23 @@ func (f *Filter) resolve(ctx context.Context, name string) (e *entry, ok bool, e
 	if f.closed {
 		return nil, false, ErrClosed
 	}
+	delete(f.missing, name)
 	if e := f.byName[name]; e != nil {
 		e.real, e.looked = real, looked // replaced: a reader holds a copy
 		return e, true, nil
 	}
-	if len(f.byName) >= f.cfg.MaxNames {
-		return nil, false, &LimitError{What: "names", Limit: f.cfg.MaxNames}
-	}
-	e = &entry{name: name, virtual: f.allocLocked(), real: real, looked: looked}
+	e := &entry{name: name, virtual: f.allocLocked(), real: real, looked: looked}
 	f.byName[name] = e
 	f.byAddr[e.virtual] = e
 	return e, true, nil
+}
+
+// setMissing remembers that name does not exist upstream (bounded: only
+// names holding a slot, MaxNames, get here).
+func (f *Filter) setMissing(name string) {
+	f.mu.Lock()
+	f.missing[name] = time.Now()
+	f.mu.Unlock()
 }
 
 // allocLocked returns the next virtual address, skipping those ending in
@@ -421,6 +496,15 @@ func (f *Filter) Names() map[string]netip.Addr {
 		out[n] = e.virtual
 	}
 	return out
+}
+
+// portNotAllowed says why a connect to an allowed name's port is refused.
+func (f *Filter) portNotAllowed(name string, port uint16) string {
+	why := fmt.Sprintf("port %d of %s is not allowed (allow it with --allow-host %s:%d", port, name, name, port)
+	if f.cfg.CheckSNI && slices.Contains(DefaultPorts, port) && !slices.Contains(f.cfg.SNIPorts, port) {
+		why += "; with --check-sni a pattern without a port allows 443 only, and a port named so is not checked"
+	}
+	return why + ")"
 }
 
 func (f *Filter) refuse(r *Refusal) *Refusal {

@@ -48,3 +48,33 @@ func TestLiveSetCountsOpenSockets(t *testing.T) {
 		t.Fatalf("counted %d, none open", got)
 	}
 }
+
+// TestLiveSetTags: a tagged registration is known open by its tag until
+// a count finds its socket closed; untagged ones carry no tag.
+func TestLiveSetTags(t *testing.T) {
+	l := liveSet{ep: -1}
+	defer l.close()
+	var fds []int
+	for _, tag := range []uint64{0, 7, 1 << 40} {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.addTagged(fd, tag); err != nil {
+			t.Fatal(err)
+		}
+		fds = append(fds, fd)
+	}
+	if l.count() != 3 || !l.open(7) || !l.open(1<<40) || l.open(0) {
+		t.Fatalf("count %d, tags %v", l.n, l.tags)
+	}
+	unix.Close(fds[1])
+	if l.count() != 2 || l.open(7) || !l.open(1<<40) {
+		t.Fatalf("after closing tag 7: count %d, tags %v", l.n, l.tags)
+	}
+	unix.Close(fds[0])
+	unix.Close(fds[2])
+	if l.count() != 0 || l.open(1<<40) {
+		t.Fatalf("all closed: count %d, tags %v", l.n, l.tags)
+	}
+}

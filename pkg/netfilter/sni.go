@@ -30,6 +30,10 @@ const (
 // errNoSNI is a ClientHello without a server name, or not a ClientHello.
 var errNoSNI = errors.New("not a TLS ClientHello with a server name")
 
+// errECH is a ClientHello carrying Encrypted Client Hello (or ESNI): its
+// clear server name is not the one the server will serve.
+var errECH = errors.New("a TLS ClientHello with Encrypted Client Hello")
+
 // sniConnect connects the sandbox to real through a relay in the
 // supervisor that reads the TLS ClientHello first: the connection goes on
 // only when its server name (SNI) is the allowed name the sandbox
@@ -67,16 +71,23 @@ func (f *Filter) sniConnect(ctx context.Context, sock Socket, name string, real 
 			return nil, unix.EIO, err
 		}
 	}
-	if !f.addRelay(relay, up) {
+	id, err := f.addRelay(relay, up, client)
+	if err != nil {
 		unix.Close(client)
 		relay.Close()
 		up.Close()
 		f.release()
-		return nil, unix.ECONNABORTED, ErrClosed
+		if errors.Is(err, ErrClosed) {
+			return nil, unix.ECONNABORTED, err
+		}
+		return nil, unix.ENOBUFS, fmt.Errorf("network filter: counting a connection: %w", err)
 	}
-	go f.relay(relay, up, name, real.Port())
+	go f.relay(relay, up, id, name, real.Port())
 	return &Conn{fd: client, Addr: real, relayed: true}, 0, nil
 }
+
+// errRelayPort is a relay socket no local port could be bound for.
+var errRelayPort = errors.New("no local port could be bound for the relay's socket")
 
 // loopbackPair returns a connected TCP socket of family (the one to
 // install) and the relay's end, over the host's loopback.
@@ -91,6 +102,18 @@ func loopbackPair(family int) (int, *net.TCPConn, error) {
 	if err != nil {
 		return -1, nil, err
 	}
+	// The socket installed in the sandbox is the host's: its local port
+	// is bound here, explicitly, so that the kernel keeps it once the
+	// relay cuts the connection (SOCK_BINDPORT_LOCK). A port the connect
+	// picked is given back at TCP_CLOSE, and the sandbox, whose bind(2)
+	// is not trapped, then bound the socket to a host port of its
+	// choosing (found by review: TestReviewDNSSNIRelaySocketSquatsHostPort;
+	// see bindLocked). Unlike dial, no bound port: no relay (fail closed).
+	bindLocked(fd, family)
+	if bound, err := unix.Getsockname(fd); err != nil || sockPort(bound) == 0 {
+		unix.Close(fd)
+		return -1, nil, errRelayPort
+	}
 	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: la.Port, Addr: [4]byte{127, 0, 0, 1}}
 	if family == unix.AF_INET6 {
 		sa = &unix.SockaddrInet6{Port: la.Port, Addr: netip.AddrFrom4([4]byte{127, 0, 0, 1}).As16()}
@@ -104,13 +127,7 @@ func loopbackPair(family int) (int, *net.TCPConn, error) {
 		unix.Close(fd)
 		return -1, nil, err
 	}
-	var port int
-	switch a := local.(type) {
-	case *unix.SockaddrInet4:
-		port = a.Port
-	case *unix.SockaddrInet6:
-		port = a.Port
-	}
+	port := sockPort(local)
 	// Another process of the host could connect to the listener in the
 	// meantime: only the connection from our own socket is taken.
 	_ = ln.SetDeadline(time.Now().Add(helloTimeout))
@@ -129,38 +146,81 @@ func loopbackPair(family int) (int, *net.TCPConn, error) {
 	return -1, nil, errors.New("the relay's listener was raced")
 }
 
-func (f *Filter) addRelay(a, b net.Conn) bool {
+func sockPort(sa unix.Sockaddr) int {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return a.Port
+	case *unix.SockaddrInet6:
+		return a.Port
+	}
+	return 0
+}
+
+// addRelay records a relay about to start (its two connections, a and b)
+// and registers client, the end to be installed in the sandbox, in the
+// live set under the relay's id.
+//
+// An SNI connection counts against MaxConns once, for as long as either
+// its relay runs or its installed end is open (reserve,
+// relaysUncountedLocked): the installed end is a host socket the sandbox
+// holds, and once the relay cut it, it was counted nowhere (found by
+// review: TestReviewDNSSNIRelaySquatsPastConnCap); a relay whose sandbox
+// end closed lives on while its upstream answers.
+func (f *Filter) addRelay(a, b net.Conn, client int) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return false
+		return 0, ErrClosed
+	}
+	f.relayNext++
+	id := f.relayNext
+	if err := f.live.addTagged(client, id); err != nil {
+		return 0, err
 	}
 	f.relays[a] = struct{}{}
 	f.relays[b] = struct{}{}
+	f.relayIDs[id] = struct{}{}
 	f.servers.Add(1)
-	return true
+	return id, nil
 }
 
-func (f *Filter) dropRelay(a, b net.Conn) {
+func (f *Filter) dropRelay(a, b net.Conn, id uint64) {
 	a.Close()
 	b.Close()
 	f.mu.Lock()
 	delete(f.relays, a)
 	delete(f.relays, b)
+	delete(f.relayIDs, id)
 	f.mu.Unlock()
+}
+
+// relaysUncountedLocked is the number of relays running whose installed
+// end the live set no longer counts (closed at its last count): with the
+// live set's count, each SNI connection counted once. Called with mu held.
+func (f *Filter) relaysUncountedLocked() int {
+	n := 0
+	for id := range f.relayIDs {
+		if !f.live.open(id) {
+			n++
+		}
+	}
+	return n
 }
 
 // relay reads the ClientHello from the sandbox's side, checks its server
 // name, and then copies both ways until either side ends.
-func (f *Filter) relay(sandbox *net.TCPConn, up net.Conn, name string, port uint16) {
+func (f *Filter) relay(sandbox *net.TCPConn, up net.Conn, id uint64, name string, port uint16) {
 	defer f.servers.Done()
-	defer f.dropRelay(sandbox, up)
+	defer f.dropRelay(sandbox, up, id)
 	_ = sandbox.SetReadDeadline(time.Now().Add(helloTimeout))
 	hello, sni, err := readClientHello(sandbox)
 	if err != nil || !strings.EqualFold(strings.TrimSuffix(sni, "."), name) {
 		why := fmt.Sprintf("the TLS server name %q is not %s, the name the connection was opened for (domain fronting)", sni, name)
 		host := name
-		if err != nil {
+		switch {
+		case errors.Is(err, errECH):
+			why = fmt.Sprintf("the TLS ClientHello (outer server name %q) carries Encrypted Client Hello, whose inner server name the SNI check cannot read (refused under --check-sni; a browser's GREASE ECH too)", sni)
+		case err != nil:
 			why = "the connection did not start with a TLS ClientHello naming its server (the SNI check is on for port 443)"
 		}
 		f.refuse(&Refusal{Op: OpConnect, Host: host, Port: port, Reason: why, Errno: unix.ECONNRESET})
@@ -262,30 +322,61 @@ func parseSNI(b []byte) (string, error) {
 	if !ok {
 		return "", errNoSNI
 	}
+	var (
+		sni     string
+		seen    bool // a server_name extension was read
+		wrapped bool // an ECH or ESNI extension was seen
+	)
 	for len(exts) > 0 {
 		typ, ok1 := exts.u16()
 		body, ok2 := exts.vec16()
 		if !ok1 || !ok2 {
 			return "", errNoSNI
 		}
-		if typ != 0 { // server_name
-			continue
-		}
-		list, ok := body.vec16()
-		for ok && len(list) > 0 {
-			kind, ok1 := list.u8()
-			host, ok2 := list.vec16()
-			if !ok1 || !ok2 {
-				break
+		switch typ {
+		case extECH, extESNI:
+			wrapped = true
+		case extServerName:
+			if seen {
+				// Two server names: which one a server reads is its
+				// choice, not the check's (fail closed).
+				return "", errNoSNI
 			}
-			if kind == 0 { // host_name
-				return string(host), nil
+			seen = true
+			list, ok := body.vec16()
+			for ok && len(list) > 0 {
+				kind, ok1 := list.u8()
+				host, ok2 := list.vec16()
+				if !ok1 || !ok2 {
+					break
+				}
+				if kind == 0 { // host_name
+					sni = string(host)
+					break
+				}
 			}
 		}
+	}
+	if wrapped {
+		// The clear name is only the outer one: a client-facing server
+		// holding the ECH key serves the encrypted inner name, which
+		// the check cannot read (domain fronting; found by review:
+		// TestReviewDNSSNIBypassedByEncryptedClientHello). Refused,
+		// GREASE ECH too (draft-ietf-tls-esni section 6.2).
+		return sni, errECH
+	}
+	if sni == "" {
 		return "", errNoSNI
 	}
-	return "", errNoSNI
+	return sni, nil
 }
+
+// TLS extensions parseSNI reads (IANA "TLS ExtensionType Values").
+const (
+	extServerName = 0      // RFC 6066
+	extECH        = 0xfe0d // encrypted_client_hello, draft-ietf-tls-esni
+	extESNI       = 0xffce // encrypted_server_name, its earlier drafts
+)
 
 type reader []byte
 

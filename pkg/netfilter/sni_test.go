@@ -108,3 +108,63 @@ func FuzzParseSNI(f *testing.F) {
 		parseSNI(b)
 	})
 }
+
+// helloWith builds a ClientHello handshake message whose extensions are
+// exts, each a type and a body.
+func helloWith(exts ...[]byte) []byte {
+	var e []byte
+	for _, x := range exts {
+		e = append(e, x...)
+	}
+	body := []byte{3, 3}
+	body = append(body, make([]byte, 32)...) // random
+	body = append(body, 0)                   // session id
+	body = append(body, 0, 2, 0x13, 0x01)    // cipher suites
+	body = append(body, 1, 0)                // compression
+	body = append(body, byte(len(e)>>8), byte(len(e)))
+	body = append(body, e...)
+	return append([]byte{1, 0, byte(len(body) >> 8), byte(len(body))}, body...)
+}
+
+func ext(typ uint16, body []byte) []byte {
+	return append([]byte{byte(typ >> 8), byte(typ), byte(len(body) >> 8), byte(len(body))}, body...)
+}
+
+func serverName(name string) []byte {
+	entry := append([]byte{0, byte(len(name) >> 8), byte(len(name))}, name...)
+	return ext(0, append([]byte{byte(len(entry) >> 8), byte(len(entry))}, entry...))
+}
+
+// TestParseSNIRefusesEncryptedHello: a ClientHello carrying Encrypted
+// Client Hello (0xfe0d, Go's real one and a bare extension as GREASE
+// sends) or ESNI (0xffce) is errECH whichever comes first, with the outer
+// name; two server_name extensions are refused.
+func TestParseSNIRefusesEncryptedHello(t *testing.T) {
+	cfg, _ := echConfig(t, "good.test")
+	list := append([]byte{byte(len(cfg) >> 8), byte(len(cfg))}, cfg...)
+	c1, c2 := net.Pipe()
+	go func() {
+		tls.Client(c1, &tls.Config{ServerName: "other.example", MinVersion: tls.VersionTLS13, EncryptedClientHelloConfigList: list}).Handshake()
+		c1.Close()
+	}()
+	_, sni, err := readClientHello(c2)
+	c2.Close()
+	if !errors.Is(err, errECH) || sni != "good.test" {
+		t.Fatalf("Go's ECH hello: %q %v", sni, err)
+	}
+	for name, h := range map[string][]byte{
+		"ech after":  helloWith(serverName("good.test"), ext(0xfe0d, []byte{1})),
+		"ech before": helloWith(ext(0xfe0d, nil), serverName("good.test")),
+		"esni":       helloWith(serverName("good.test"), ext(0xffce, []byte{0, 0})),
+	} {
+		if sni, err := parseSNI(h); !errors.Is(err, errECH) || sni != "good.test" {
+			t.Errorf("%s: %q %v", name, sni, err)
+		}
+	}
+	if sni, err := parseSNI(helloWith(serverName("good.test"))); err != nil || sni != "good.test" {
+		t.Errorf("plain hello: %q %v", sni, err)
+	}
+	if sni, err := parseSNI(helloWith(serverName("good.test"), serverName("other.example"))); err == nil {
+		t.Errorf("two server names: %q accepted", sni)
+	}
+}

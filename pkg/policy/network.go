@@ -25,7 +25,8 @@ type NetworkConfig struct {
 	// without a mode means "filtered".
 	Mode *string `toml:"mode" json:"mode,omitempty"`
 	// Allow are host patterns a filtered network reaches ("NAME",
-	// "*.SUFFIX", either with ":PORT[,PORT]"; without a port 80 and 443).
+	// "*.SUFFIX", either with ":PORT[,PORT]"; without a port 80 and 443,
+	// 443 only with CheckSNI).
 	Allow []string `toml:"allow" json:"allow,omitempty"`
 	// Deny are host patterns that win over Allow (without a port: every
 	// port, and the name is not resolved).

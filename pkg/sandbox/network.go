@@ -18,7 +18,8 @@ const NetworkFiltered Network = "filtered"
 // NetworkFiltered).
 type NetFilter struct {
 	// Allow are host patterns: "registry.npmjs.org", "*.pythonhosted.org",
-	// "proxy.golang.org:443". Without a port a pattern allows 80 and 443.
+	// "proxy.golang.org:443". Without a port a pattern allows 80 and 443
+	// (443 only with CheckSNI).
 	Allow []string `json:"allow,omitempty"`
 	// Deny are host patterns that win over Allow; without a port a
 	// pattern denies every port (and the name is not resolved).
@@ -31,7 +32,9 @@ type NetFilter struct {
 	Upstream []string `json:"upstream,omitempty"`
 	// CheckSNI relays TLS connections (port 443) through the supervisor
 	// and refuses one whose ClientHello names another host than the
-	// allowed name it was opened for (domain fronting).
+	// allowed name it was opened for (domain fronting), or carries
+	// Encrypted Client Hello. A pattern without a port then allows 443
+	// only.
 	CheckSNI bool `json:"checkSNI,omitempty"`
 }
 
