@@ -37,6 +37,10 @@ type Verdict struct {
 	// Errno is the syscall's result: 0, EINPROGRESS (Install of a
 	// nonblocking socket), or the error (Fail).
 	Errno unix.Errno
+	// After, when not nil, is work for once the sandbox's call is
+	// answered (it makes the host socket of the next connect, spareSet):
+	// the caller runs it then, not while the sandbox waits.
+	After func()
 }
 
 // Socket describes the sandbox's socket a connect or send was made on.
@@ -130,19 +134,21 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 		c     *Conn
 		errno unix.Errno
 		err   error
+		after func()
 	)
 	if f.cfg.CheckSNI && slices.Contains(f.cfg.SNIPorts, dst.Port()) {
 		c, errno, err = f.sniConnect(ctx, sock, e.name, netip.AddrPortFrom(real, dst.Port()))
 	} else {
 		c, errno, err = f.dial(ctx, sock, netip.AddrPortFrom(real, dst.Port()))
+		after = func() { f.fillSpare(sock.Family) }
 	}
 	if err != nil {
-		return Verdict{Action: Fail, Errno: errno}, err
+		return Verdict{Action: Fail, Errno: errno, After: after}, err
 	}
 	if c == nil {
 		// The real destination answered with an error (refused,
 		// unreachable): the sandbox sees it as its own connect would.
-		return Verdict{Action: Fail, Errno: errno}, nil
+		return Verdict{Action: Fail, Errno: errno, After: after}, nil
 	}
 	c.Host = e.name
 	if c.relayed {
@@ -156,10 +162,10 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 	}
 	if err := f.track(c); err != nil {
 		c.Close()
-		return Verdict{Action: Fail, Errno: unix.ENOBUFS}, fmt.Errorf("network filter: counting a connection: %w", err)
+		return Verdict{Action: Fail, Errno: unix.ENOBUFS, After: after}, fmt.Errorf("network filter: counting a connection: %w", err)
 	}
 	f.stats.connects.Add(1)
-	return Verdict{Action: Install, Conn: c, Errno: errno}, nil
+	return Verdict{Action: Install, Conn: c, Errno: errno, After: after}, nil
 }
 
 // Send decides a sendto/sendmsg with a destination address: allowed only
@@ -255,10 +261,15 @@ func defaultOptions(family int) []int {
 // connected socket and 0, a socket in progress and EINPROGRESS (for a
 // nonblocking sandbox socket), or nil and the connect's errno.
 func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Conn, unix.Errno, error) {
-	fd, err := unix.Socket(sock.Family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
-	if err != nil {
-		f.release()
-		return nil, errnoOf(err), fmt.Errorf("network filter: socket: %w", err)
+	// The spare made after the previous connect (spareSet), else a
+	// socket made and bound now.
+	fd := f.takeSpare(sock.Family)
+	if fd < 0 {
+		var err error
+		if fd, _, err = newSocket(sock.Family); err != nil {
+			f.release()
+			return nil, errnoOf(err), fmt.Errorf("network filter: socket: %w", err)
+		}
 	}
 	c := &Conn{fd: fd, Addr: to}
 	fail := func(errno unix.Errno, err error) (*Conn, unix.Errno, error) {
@@ -267,13 +278,13 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 		return nil, errno, err
 	}
 	copyOptions(fd, sock)
-	bindLocked(fd, sock.Family)
 	var sa unix.Sockaddr
 	if sock.Family == unix.AF_INET {
 		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
 	} else {
 		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
 	}
+	var err error
 	for try := 1; ; try++ {
 		err = unix.Connect(fd, sa)
 		if err != unix.EADDRNOTAVAIL || try > maxBindTries {
@@ -294,29 +305,16 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 			bindLocked(fd, sock.Family)
 		}
 	}
-	switch {
-	case err == nil:
-	case err == unix.EINPROGRESS:
+	if err == unix.EINPROGRESS {
 		if sock.Nonblock {
 			// The sandbox's socket was nonblocking: it gets the socket
 			// in progress and EINPROGRESS, and learns the outcome as
 			// it would have (poll for POLLOUT, then SO_ERROR).
 			return c, unix.EINPROGRESS, nil
 		}
-		if errno := f.waitConnected(ctx, fd); errno != 0 {
-			return fail(errno, nil)
-		}
-		// The connect again, now that it completed: the kernel marks
-		// the socket connected (SS_CONNECTED) only then. Left
-		// "connecting", a reset later would let a fast-open send turn
-		// it back into an unconnected socket of the host's namespace
-		// (found by review; the trap refuses those sends, and listen,
-		// too). A reset racing this call takes that very path: then
-		// the socket is not installed.
-		if err := unix.Connect(fd, sa); err != nil && err != unix.EISCONN {
-			return fail(errnoOf(err), nil)
-		}
-	default:
+		err = f.finishConnect(ctx, fd, sa)
+	}
+	if err != nil {
 		return fail(errnoOf(err), nil)
 	}
 	if !sock.Nonblock {
@@ -329,6 +327,37 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 		}
 	}
 	return c, 0, nil
+}
+
+// finishConnect completes the connect of a blocking sandbox socket whose
+// first connect on fd answered EINPROGRESS: nil once fd is connected,
+// else the connect's error.
+//
+// It makes the connect again: the kernel marks the socket connected
+// (SS_CONNECTED) only in a connect that finds the handshake done. Left
+// "connecting", a reset later would let a fast-open send turn it back into
+// an unconnected socket of the host's namespace (found by review; the trap
+// refuses those sends, and listen, too). A reset racing this call takes
+// that very path: then the socket is not installed.
+//
+// The second connect is made at once, without a poll first: on the host's
+// loopback the handshake is done before the first connect returns (the
+// SYN-ACK waits in the socket's backlog, which the kernel processes as
+// that connect releases the socket), and this one answers 0. EALREADY
+// says the SYN is still unanswered: only then is the outcome waited for
+// (waitConnected: ConnectTimeout, ctx), and the connect made once more.
+func (f *Filter) finishConnect(ctx context.Context, fd int, sa unix.Sockaddr) error {
+	err := unix.Connect(fd, sa)
+	if err == unix.EALREADY {
+		if errno := f.waitConnected(ctx, fd); errno != 0 {
+			return errno
+		}
+		err = unix.Connect(fd, sa)
+	}
+	if err == unix.EISCONN {
+		return nil
+	}
+	return err
 }
 
 // maxBindTries bounds the fresh sockets dial makes when the port it bound
@@ -370,7 +399,7 @@ func copyOptions(fd int, sock Socket) {
 // and connects failed. Should every try fail, the socket connects without
 // the bind (the connect then picks the port, which a reset gives back):
 // the connection is made, and only that squatting stays possible for it.
-func bindLocked(fd, family int) {
+func bindLocked(fd, family int) bool {
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	lo, hi := localPortRange()
 	for try := 0; try < 32; try++ {
@@ -379,10 +408,15 @@ func bindLocked(fd, family int) {
 		if family == unix.AF_INET6 {
 			sa = &unix.SockaddrInet6{Port: port}
 		}
-		if err := unix.Bind(fd, sa); err != unix.EADDRINUSE {
-			return
+		switch err := unix.Bind(fd, sa); err {
+		case nil:
+			return true
+		case unix.EADDRINUSE:
+		default:
+			return false
 		}
 	}
+	return false
 }
 
 // localPortRange is the host's ephemeral port range

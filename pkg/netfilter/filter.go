@@ -119,6 +119,7 @@ type Filter struct {
 	next    uint32  // offset of the next virtual address in VirtualPrefix
 	live    liveSet // connections made, still open in the sandbox
 	dialing int     // connections being dialled
+	spares  spareSet
 	closed  bool
 	// reported are the refused names already reported (bounded).
 	reported map[string]struct{}
@@ -290,6 +291,7 @@ func (f *Filter) Close() error {
 	}
 	f.closed = true
 	f.live.close()
+	f.closeSpares()
 	closers := f.closers
 	f.closers = nil
 	for c := range f.tcpConns {
