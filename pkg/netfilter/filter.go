@@ -272,7 +272,7 @@ func New(cfg Config) (*Filter, error) {
 // Stats returns the counters.
 func (f *Filter) Stats() Stats {
 	f.mu.Lock()
-	names, open := len(f.byName), f.live.n
+	names, open := len(f.byName), f.openLocked()
 	f.mu.Unlock()
 	return Stats{
 		Queries: f.stats.queries.Load(), Upstream: f.stats.upstream.Load(),

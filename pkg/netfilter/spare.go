@@ -16,10 +16,18 @@ import "golang.org/x/sys/unix"
 // whose bind failed is not kept. Options the program set are copied at the
 // connect, as onto a fresh socket. At most one per family waits, holding
 // one ephemeral port of the host: a session that never connects makes
-// none, and Close closes them. It is no connection: the cap counts those.
+// none, and Close closes them.
+//
+// A spare is registered in the live set when it is made (that epoll_ctl,
+// ~2 µs, is off the wait too), and is no connection until a dial installs
+// it: registered counts the spares in the live set, waiting or being
+// dialled (the dial counts those in dialing), and the cap counts the live
+// set less them (openLocked). A spare leaves registered before its socket
+// is closed: in between the count is one too high, never too low.
 type spareSet struct {
-	fd   [2]int // by familyIndex, when have
-	have [2]bool
+	fd         [2]int // by familyIndex, when have
+	have       [2]bool
+	registered int
 }
 
 func familyIndex(family int) int {
@@ -56,14 +64,28 @@ func (f *Filter) fillSpare(family int) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !bound || f.closed || f.spares.have[i] {
+	if !bound || f.closed || f.spares.have[i] || f.live.add(fd) != nil {
 		unix.Close(fd)
 		return
 	}
+	f.spares.registered++
 	f.spares.fd[i], f.spares.have[i] = fd, true
 }
 
-// closeSpares closes the spares (Close, with mu held).
+// uncount takes c, a spare that will be closed without becoming a
+// connection, out of registered.
+func (f *Filter) uncount(c *Conn) {
+	if !c.counted {
+		return
+	}
+	f.mu.Lock()
+	f.spares.registered--
+	f.mu.Unlock()
+	c.counted = false
+}
+
+// closeSpares closes the spares (Close, with mu held, after the live
+// set).
 func (f *Filter) closeSpares() {
 	for i := range f.spares.have {
 		if f.spares.have[i] {
@@ -71,6 +93,7 @@ func (f *Filter) closeSpares() {
 			f.spares.have[i] = false
 		}
 	}
+	f.spares.registered = 0
 }
 
 // newSocket makes a nonblocking TCP socket of family in the supervisor's

@@ -2,7 +2,9 @@ package netfilter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -144,4 +146,82 @@ func TestConnectTakesSpare(t *testing.T) {
 	if f.spares.have[0] || f.spares.have[1] {
 		t.Fatal("a spare was made after Close")
 	}
+}
+
+// TestConnectCapWithSpares: a spare waiting or being dialled is no
+// connection: the cap and OpenConns count the connections alone, exactly,
+// also after a dial of a spare failed.
+func TestConnectCapWithSpares(t *testing.T) {
+	up := newFakeUpstream(t)
+	echo := echoServer(t)
+	closed := closedPort(t)
+	f := newFilter(t, up, []string{"good.test:" + itoa(echo.Port()), "closed.test:" + itoa(closed)}, nil, []string{"good.test:127.0.0.1", "closed.test:127.0.0.1"}, func(c *Config) { c.MaxConns = 2 })
+	srv := serve(t, f)
+	dst := netip.AddrPortFrom(resolveVia(t, srv, "good.test"), echo.Port())
+	refused := netip.AddrPortFrom(resolveVia(t, srv, "closed.test"), closed)
+	sock := Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1}
+	ctx := context.Background()
+	connect := func(to netip.AddrPort) (Verdict, error) {
+		t.Helper()
+		v, err := f.Connect(ctx, to, sock)
+		if v.After != nil {
+			v.After()
+		}
+		return v, err
+	}
+	var held []int
+	for range 2 {
+		v, err := connect(dst)
+		if err != nil || v.Action != Install {
+			t.Fatalf("%+v %v", v, err)
+		}
+		fd, _ := unix.Dup(v.Conn.FD()) // the sandbox's copy
+		v.Conn.Close()
+		held = append(held, fd)
+	}
+	if !f.spares.have[0] {
+		t.Fatal("no spare waits")
+	}
+	if n := f.OpenConns(); n != 2 {
+		t.Fatalf("open with a spare waiting: %d, want 2", n)
+	}
+	if v, err := connect(dst); !errors.Is(err, ErrLimit) || v.Errno != unix.ENOBUFS {
+		t.Fatalf("at the cap with a spare waiting: %+v %v", v, err)
+	}
+	unix.Close(held[0])
+	// The spare is dialled to a closed port: the dial fails, and neither
+	// it nor the spare made after it is counted.
+	if v, err := connect(refused); err != nil || v.Action != Fail || v.Errno != unix.ECONNREFUSED {
+		t.Fatalf("dial of a spare to a closed port: %+v %v", v, err)
+	}
+	if n := f.OpenConns(); n != 1 {
+		t.Fatalf("open after a close and a failed dial: %d, want 1", n)
+	}
+	v, err := connect(dst)
+	if err != nil || v.Action != Install {
+		t.Fatalf("below the cap again: %+v %v", v, err)
+	}
+	if v, err := connect(dst); !errors.Is(err, ErrLimit) {
+		t.Fatalf("at the cap again: %+v %v", v, err)
+	}
+	v.Conn.Close()
+	unix.Close(held[1])
+	if n := f.OpenConns(); n != 0 {
+		t.Fatalf("open after all closed: %d, want 0", n)
+	}
+	if st := f.Stats(); st.OpenConns != 0 || st.Connects != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// closedPort is a port of the host's 127.0.0.1 nobody listens on.
+func closedPort(t *testing.T) uint16 {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).AddrPort().Port()
+	ln.Close()
+	return port
 }
