@@ -560,7 +560,9 @@ func (f *Filter) track(c *Conn) error {
 	if c.counted {
 		// A spare, registered when it was made: a connection now.
 		c.counted = false
-		f.spares.registered--
+		if !f.closed { // Close set registered to 0
+			f.spares.registered--
+		}
 	} else if !f.closed {
 		if err := f.live.add(c.fd); err != nil {
 			return err

@@ -79,7 +79,9 @@ func (f *Filter) uncount(c *Conn) {
 		return
 	}
 	f.mu.Lock()
-	f.spares.registered--
+	if !f.closed { // Close set registered to 0
+		f.spares.registered--
+	}
 	f.mu.Unlock()
 	c.counted = false
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -224,4 +225,43 @@ func closedPort(t *testing.T) uint16 {
 	port := ln.Addr().(*net.TCPAddr).AddrPort().Port()
 	ln.Close()
 	return port
+}
+
+// TestCloseWhileDiallingSpare: a filter closed while a dial holds its
+// spare counts nothing afterwards (the spare's dial fails on its own).
+func TestCloseWhileDiallingSpare(t *testing.T) {
+	up := newFakeUpstream(t)
+	echo := echoServer(t)
+	slow := synDropper(t)
+	f := newFilter(t, up, []string{"good.test:" + itoa(echo.Port()), "slow.test:" + itoa(slow.Port())}, nil, []string{"good.test:127.0.0.1", "slow.test:127.0.0.1"}, func(c *Config) { c.ConnectTimeout = 500 * time.Millisecond })
+	srv := serve(t, f)
+	good := netip.AddrPortFrom(resolveVia(t, srv, "good.test"), echo.Port())
+	held := netip.AddrPortFrom(resolveVia(t, srv, "slow.test"), slow.Port())
+	sock := Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1}
+	v, err := f.Connect(context.Background(), good, sock)
+	if err != nil || v.Action != Install {
+		t.Fatalf("%+v %v", v, err)
+	}
+	v.Conn.Close()
+	v.After()
+	done := make(chan Verdict)
+	go func() {
+		v, _ := f.Connect(context.Background(), held, sock)
+		done <- v
+	}()
+	// Closed once the dial took the spare (it then waits for the SYN's
+	// answer, which never comes, until ConnectTimeout).
+	for taken := false; !taken; {
+		f.mu.Lock()
+		taken = !f.spares.have[0]
+		f.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	f.Close()
+	if v := <-done; v.Action != Fail {
+		t.Fatalf("dial of a spare past Close: %+v", v)
+	}
+	if st := f.Stats(); st.OpenConns != 0 || f.spares.registered != 0 {
+		t.Fatalf("after Close: %+v, %d spares registered", st, f.spares.registered)
+	}
 }
