@@ -38,10 +38,6 @@ type Verdict struct {
 	// Errno is the syscall's result: 0, EINPROGRESS (Install of a
 	// nonblocking socket), or the error (Fail).
 	Errno unix.Errno
-	// After, when not nil, is work for once the sandbox's call is
-	// answered (it makes the host socket of the next connect, spareSet):
-	// the caller runs it then, not while the sandbox waits.
-	After func()
 }
 
 // Socket describes the sandbox's socket a connect or send was made on.
@@ -62,7 +58,6 @@ type Socket struct {
 type Conn struct {
 	fd      int
 	relayed bool           // one end of an SNI relay's loopback pair
-	counted bool           // a spare: in the live set already (spareSet)
 	Host    string         // the allowed name
 	Addr    netip.AddrPort // the real destination
 }
@@ -136,21 +131,19 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 		c     *Conn
 		errno unix.Errno
 		err   error
-		after func()
 	)
 	if f.cfg.CheckSNI && slices.Contains(f.cfg.SNIPorts, dst.Port()) {
 		c, errno, err = f.sniConnect(ctx, sock, e.name, netip.AddrPortFrom(real, dst.Port()))
 	} else {
 		c, errno, err = f.dial(ctx, sock, netip.AddrPortFrom(real, dst.Port()))
-		after = func() { f.fillSpare(sock.Family) }
 	}
 	if err != nil {
-		return Verdict{Action: Fail, Errno: errno, After: after}, err
+		return Verdict{Action: Fail, Errno: errno}, err
 	}
 	if c == nil {
 		// The real destination answered with an error (refused,
 		// unreachable): the sandbox sees it as its own connect would.
-		return Verdict{Action: Fail, Errno: errno, After: after}, nil
+		return Verdict{Action: Fail, Errno: errno}, nil
 	}
 	c.Host = e.name
 	if c.relayed {
@@ -164,10 +157,10 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 	}
 	if err := f.track(c); err != nil {
 		c.Close()
-		return Verdict{Action: Fail, Errno: unix.ENOBUFS, After: after}, fmt.Errorf("network filter: counting a connection: %w", err)
+		return Verdict{Action: Fail, Errno: unix.ENOBUFS}, fmt.Errorf("network filter: counting a connection: %w", err)
 	}
 	f.stats.connects.Add(1)
-	return Verdict{Action: Install, Conn: c, Errno: errno, After: after}, nil
+	return Verdict{Action: Install, Conn: c, Errno: errno}, nil
 }
 
 // Send decides a sendto/sendmsg with a destination address: allowed only
@@ -263,32 +256,25 @@ func defaultOptions(family int) []int {
 // connected socket and 0, a socket in progress and EINPROGRESS (for a
 // nonblocking sandbox socket), or nil and the connect's errno.
 func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Conn, unix.Errno, error) {
-	// The spare made after the previous connect (spareSet), else a
-	// socket made and bound now.
-	fd := f.takeSpare(sock.Family)
-	counted := fd >= 0
-	if fd < 0 {
-		var err error
-		if fd, _, err = newSocket(sock.Family); err != nil {
-			f.release()
-			return nil, errnoOf(err), fmt.Errorf("network filter: socket: %w", err)
-		}
+	fd, err := unix.Socket(sock.Family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		f.release()
+		return nil, errnoOf(err), fmt.Errorf("network filter: socket: %w", err)
 	}
-	c := &Conn{fd: fd, Addr: to, counted: counted}
+	c := &Conn{fd: fd, Addr: to}
 	fail := func(errno unix.Errno, err error) (*Conn, unix.Errno, error) {
-		f.uncount(c)
 		c.Close()
 		f.release()
 		return nil, errno, err
 	}
 	copyOptions(fd, sock)
+	bindLocked(fd, sock.Family)
 	var sa unix.Sockaddr
 	if sock.Family == unix.AF_INET {
 		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
 	} else {
 		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
 	}
-	var err error
 	for try := 1; ; try++ {
 		err = unix.Connect(fd, sa)
 		if err != unix.EADDRNOTAVAIL || try > maxBindTries {
@@ -302,7 +288,6 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 		if serr != nil {
 			break
 		}
-		f.uncount(c)
 		unix.Close(fd)
 		fd, c.fd = nfd, nfd
 		copyOptions(fd, sock)
@@ -424,7 +409,7 @@ func getsockoptInt(fd, level, opt int) (int, error) {
 // and connects failed. Should every try fail, the socket connects without
 // the bind (the connect then picks the port, which a reset gives back):
 // the connection is made, and only that squatting stays possible for it.
-func bindLocked(fd, family int) bool {
+func bindLocked(fd, family int) {
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	lo, hi := localPortRange()
 	for try := 0; try < 32; try++ {
@@ -433,15 +418,10 @@ func bindLocked(fd, family int) bool {
 		if family == unix.AF_INET6 {
 			sa = &unix.SockaddrInet6{Port: port}
 		}
-		switch err := unix.Bind(fd, sa); err {
-		case nil:
-			return true
-		case unix.EADDRINUSE:
-		default:
-			return false
+		if err := unix.Bind(fd, sa); err != unix.EADDRINUSE {
+			return
 		}
 	}
-	return false
 }
 
 // localPortRange is the host's ephemeral port range
@@ -534,10 +514,10 @@ func (f *Filter) reserve() error {
 	// while its upstream answers, which the live set would no longer see
 	// (found by review).
 	relays := len(f.relays) / 2
-	if f.openLocked()+relays+f.dialing >= f.cfg.MaxConns {
+	if f.live.n+relays+f.dialing >= f.cfg.MaxConns {
 		f.live.count()
 	}
-	if f.openLocked()+relays+f.dialing >= f.cfg.MaxConns {
+	if f.live.n+relays+f.dialing >= f.cfg.MaxConns {
 		return &LimitError{What: "connections", Limit: f.cfg.MaxConns}
 	}
 	f.dialing++
@@ -557,32 +537,16 @@ func (f *Filter) track(c *Conn) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dialing--
-	if c.counted {
-		// A spare, registered when it was made: a connection now.
-		c.counted = false
-		if !f.closed { // Close set registered to 0
-			f.spares.registered--
-		}
-	} else if !f.closed {
-		if err := f.live.add(c.fd); err != nil {
-			return err
-		}
-	}
 	if f.closed {
 		return ErrClosed
 	}
-	return nil
+	return f.live.add(c.fd)
 }
-
-// openLocked is the number of connections open at the last count (plus
-// those made since): the live set's, less the spares in it.
-func (f *Filter) openLocked() int { return f.live.n - f.spares.registered }
 
 // OpenConns sweeps and returns the number of connections made for the
 // sandbox that are still open on the host.
 func (f *Filter) OpenConns() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.live.count()
-	return f.openLocked()
+	return f.live.count()
 }

@@ -119,7 +119,6 @@ type Filter struct {
 	next    uint32  // offset of the next virtual address in VirtualPrefix
 	live    liveSet // connections made, still open in the sandbox
 	dialing int     // connections being dialled
-	spares  spareSet
 	closed  bool
 	// reported are the refused names already reported (bounded).
 	reported map[string]struct{}
@@ -272,7 +271,7 @@ func New(cfg Config) (*Filter, error) {
 // Stats returns the counters.
 func (f *Filter) Stats() Stats {
 	f.mu.Lock()
-	names, open := len(f.byName), f.openLocked()
+	names, open := len(f.byName), f.live.n
 	f.mu.Unlock()
 	return Stats{
 		Queries: f.stats.queries.Load(), Upstream: f.stats.upstream.Load(),
@@ -291,7 +290,6 @@ func (f *Filter) Close() error {
 	}
 	f.closed = true
 	f.live.close()
-	f.closeSpares()
 	closers := f.closers
 	f.closers = nil
 	for c := range f.tcpConns {

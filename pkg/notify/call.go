@@ -72,7 +72,6 @@ type SockCall struct {
 	own      *threadCreds    // the serving thread's own ids (AsTarget)
 	tainted  bool            // that thread's ids could not be given back
 	later    []int           // supervisor fds to close after the answer
-	after    []func()        // the handler's work for after the answer (After)
 	// statusBuf is /proc/Pid/status once read (status), in scratch (the
 	// serving goroutine's buffer, valid during the call) when it fits.
 	statusBuf []byte
@@ -89,12 +88,6 @@ type SockCall struct {
 }
 
 func (c *SockCall) closeLater(fd int) { c.later = append(c.later, fd) }
-
-// After has the Server run f once the call is answered (and the
-// supervisor's copies closed), on the goroutine that served it: work a
-// Handler wants done, but not while the target waits. f must be short:
-// that goroutine serves the next call after it.
-func (c *SockCall) After(f func()) { c.after = append(c.after, f) }
 
 // Family is the address family of Addr (0 without one).
 func (c *SockCall) Family() int {

@@ -454,11 +454,6 @@ func (s *Server) handle(n *seccompNotif, own *threadCreds, scratch []byte) (tain
 	for _, fd := range c.later {
 		unix.Close(fd)
 	}
-	if !c.tainted { // a thread of unknown ids makes nothing more
-		for _, f := range c.after {
-			f()
-		}
-	}
 	s.put(c.proc)
 	return c.tainted
 }

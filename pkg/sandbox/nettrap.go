@@ -107,11 +107,6 @@ func (t netTrap) Decide(ctx context.Context, c *notify.SockCall) notify.Verdict 
 	} else {
 		v, _ = t.f.Send(dst, sock)
 	}
-	if v.After != nil {
-		// The filter's work for the next connect, made once this one
-		// is answered.
-		c.After(v.After)
-	}
 	// Refusals reached the session through the filter's OnRefusal.
 	switch v.Action {
 	case netfilter.Continue:
