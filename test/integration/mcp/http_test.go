@@ -21,13 +21,13 @@ import (
 // client.
 
 type httpServer struct {
-	url    string
-	token  string // the bearer token nsbox made for the run (no --token-file)
+	url   string
+	token string // the bearer token nsbox made for the run (no --token-file)
 	// tokenFile is where nsbox wrote it.
 	tokenFile string
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	exited chan error
+	cmd       *exec.Cmd
+	stderr    *syncBuffer
+	exited    chan error
 }
 
 var (
