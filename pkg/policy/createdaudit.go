@@ -149,8 +149,9 @@ func (a *GitAudit) stamp() {
 // pattern whose fixed part does not exist (now) matches nothing and is
 // left out.
 func (a *GitAudit) createdGlobs() (globs []globPattern, of []createdPattern) {
+	c := lstatCache{} // the patterns share their prefixes
 	for _, cp := range a.created {
-		pat, ok, err := globPatternOf(cp.Path)
+		pat, ok, err := globPatternOf(c, cp.Path)
 		if err != nil || !ok {
 			continue
 		}

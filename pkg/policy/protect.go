@@ -435,7 +435,7 @@ func (r *resolver) patterns() error {
 		}
 		// What cannot be walked (a missing prefix, a bad pattern) is
 		// left to the entry's own step, which skips it or names it.
-		if pat, ok, err := globPatternOf(p); ok && err == nil {
+		if pat, ok, err := r.globPatternOf(p); ok && err == nil {
 			gp.path = pat
 			pats = append(pats, gp)
 		}
@@ -477,13 +477,13 @@ func (r *resolver) absolute(p string) string {
 // globPatternOf resolves the part of p (absolute) before its first
 // wildcard, the walk's start. ok is false when that part does not exist,
 // so that nothing can match.
-func globPatternOf(p string) (pattern string, ok bool, err error) {
+func globPatternOf(c lstatCache, p string) (pattern string, ok bool, err error) {
 	parts := splitPath(p)
 	i := 0
 	for i < len(parts) && !hasGlob(parts[i]) && parts[i] != "**" {
 		i++
 	}
-	prefix, err := resolvePath("/"+strings.Join(parts[:i], "/"), "/")
+	prefix, err := resolvePathWith(c, "/"+strings.Join(parts[:i], "/"), "/")
 	if skippable(err) {
 		return "", false, nil
 	}
@@ -494,6 +494,16 @@ func globPatternOf(p string) (pattern string, ok bool, err error) {
 		return "", false, nil
 	}
 	return filepath.Join(append([]string{prefix.Path}, parts[i:]...)...), true, nil
+}
+
+// globPatternOf is the package function with the resolver's lstat cache:
+// the protect and hide lists share their fixed prefixes (the workspace and
+// its ancestors), which were looked up once per pattern without it.
+func (r *resolver) globPatternOf(p string) (string, bool, error) {
+	if r.lstat == nil {
+		r.lstat = lstatCache{}
+	}
+	return globPatternOf(r.lstat, p)
 }
 
 // globEntry matches the pattern p of a hide or protect entry (list names
@@ -571,7 +581,7 @@ func (r *resolver) warnTruncations() {
 // links, maxDepth): from the patterns step's walk, or, for a pattern it did
 // not see, alone.
 func (r *resolver) globAs(p string, gp globPattern) (globResult, bool, error) {
-	pat, ok, err := globPatternOf(p)
+	pat, ok, err := r.globPatternOf(p)
 	if !ok || err != nil {
 		return globResult{}, false, err
 	}

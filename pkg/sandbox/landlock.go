@@ -221,7 +221,7 @@ func PlanLandlock(p Policy) (*LandlockPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	tmp := filepath.Join(os.TempDir(), landlockTmpPattern()+"*")
+	tmp := filepath.Join(landlockTmpParent(), landlockTmpPattern()+"*")
 	self, err := os.Executable()
 	if err != nil {
 		self = ""
@@ -272,7 +272,7 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 	}
 	// Named after this supervisor (landlock_tmp.go): if it is killed
 	// before Close removes the directory, a later nsbox removes it.
-	tmp, err := os.MkdirTemp("", landlockTmpPattern())
+	tmp, err := os.MkdirTemp(landlockTmpParent(), landlockTmpPattern())
 	if err != nil {
 		return fmt.Errorf("private TMPDIR: %w", err)
 	}

@@ -26,6 +26,11 @@ import (
 // a later nsbox (RemoveDeadLandlockTmpDirs) removes those whose owner is
 // gone: no process with that pid, or one that started at another time (the
 // pid was reused).
+//
+// They live in the caller's own directory nsbox-UID in the host's
+// temporary directory (landlockTmpParent), so that this later nsbox reads
+// a directory of a few entries at its start, not the whole shared one (a
+// /tmp of 500 entries cost every run ~0.5 ms here).
 
 var (
 	tmpOwnerOnce sync.Once
@@ -53,6 +58,51 @@ func landlockTmpPattern() string {
 		return landlockTmpPrefix
 	}
 	return landlockTmpPrefix + tmpOwner + "-"
+}
+
+// landlockTmpParent is the directory a new TMPDIR is made in: nsbox-UID
+// in the host's temporary directory, made mode 0700 and used only when it
+// is this user's own directory (not a symlink, nothing for anyone else): the
+// temporary directory is shared and sticky, so another user can neither
+// put a link there under our name nor move ours away. When another user
+// took the name first, the shared directory itself, as before.
+func landlockTmpParent() string {
+	base := os.TempDir()
+	p := filepath.Join(base, "nsbox-"+strconv.Itoa(os.Geteuid()))
+	if err := unix.Mkdir(p, 0o700); err != nil && err != unix.EEXIST {
+		return base
+	}
+	if ok, _ := ownPrivateDir(p); !ok {
+		return base
+	}
+	return p
+}
+
+// ownPrivateDir says whether p is a directory (not a symlink) of this
+// process's effective uid that no one else may read, write or search;
+// exists is false when there is nothing at p.
+func ownPrivateDir(p string) (ok, exists bool) {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return false, !errors.Is(err, unix.ENOENT)
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o077 == 0, true
+}
+
+// landlockTmpLeftAt is the directory where TMPDIRs of killed runs are
+// looked for: the private one when it is usable; the shared one when the
+// private name is taken by something unusable (runs made them there);
+// none when there is no private directory (no run made one).
+func landlockTmpLeftAt() string {
+	base := os.TempDir()
+	p := filepath.Join(base, "nsbox-"+strconv.Itoa(os.Geteuid()))
+	switch ok, exists := ownPrivateDir(p); {
+	case ok:
+		return p
+	case exists:
+		return base
+	}
+	return ""
 }
 
 func pidNSInode() (uint64, error) {
@@ -106,27 +156,30 @@ func parseTmpOwner(name string) (ns uint64, pid int, start uint64, ok bool) {
 	return ns, p, start, true
 }
 
-// RemoveDeadLandlockTmpDirs removes, from the host's temporary directory,
-// the private TMPDIRs of Landlock sessions whose supervisor is gone (killed
+// RemoveDeadLandlockTmpDirs removes, from where runs make them
+// (landlockTmpLeftAt), the private TMPDIRs of Landlock sessions whose supervisor is gone (killed
 // before it could close them), and returns what it removed. Only what is
 // certainly such a directory and dead goes:
 //   - a name of this scheme whose owner is in this process's PID namespace
 //     (a pid of another namespace, a container sharing /tmp, cannot be
 //     judged from here);
 //   - a directory, not a symlink, owned by this process's effective uid:
-//     the temporary directory is shared, and another user's entry (or one
-//     planted under the scheme's name) is never touched; the sticky bit
-//     keeps others from renaming ours meanwhile;
+//     when the shared temporary directory is scanned, another user's entry
+//     (or one planted under the scheme's name) is never touched; the sticky
+//     bit keeps others from renaming ours meanwhile;
 //   - no live process has the owner's pid and start time.
 //
 // os.RemoveAll does not follow symlinks inside (a session's commands could
 // leave one pointing anywhere).
 func RemoveDeadLandlockTmpDirs() ([]string, error) {
+	dir := landlockTmpLeftAt()
+	if dir == "" {
+		return nil, nil // no Landlock run made its directory
+	}
 	landlockTmpPattern() // this process's namespace
 	if tmpPidNS == 0 {
 		return nil, nil
 	}
-	dir := os.TempDir()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err

@@ -12,7 +12,7 @@ import (
 )
 
 // TestLandlockTmpDirOfKilledRunIsRemoved: a Landlock session's private
-// TMPDIR (on the host, in /tmp) is removed by the next nsbox when the run
+// TMPDIR (on the host, in /tmp/nsbox-UID) is removed by the next nsbox when the run
 // that made it was SIGKILLed before it could remove it, and a live run's
 // is left alone.
 func TestLandlockTmpDirOfKilledRunIsRemoved(t *testing.T) {
@@ -38,7 +38,7 @@ func TestLandlockTmpDirOfKilledRunIsRemoved(t *testing.T) {
 				})
 				// Wait for the file (a deadlock guard only, no timing).
 				for i := 0; i < 1200; i++ {
-					if m, _ := filepath.Glob("/tmp/nsbox-tmp-*/" + marker); len(m) == 1 {
+					if m, _ := filepath.Glob("/tmp/nsbox-[0-9]*/nsbox-tmp-*/" + marker); len(m) == 1 {
 						dir := filepath.Dir(m[0])
 						t.Cleanup(func() { os.RemoveAll(dir) })
 						return cmd, dir
