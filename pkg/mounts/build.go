@@ -97,6 +97,8 @@ func Build(p *Plan, selfFD int) (err error) {
 		{"mount /tmp", b.mountTmp},
 		{"mount /run", b.mountRun},
 		{"user mounts", b.userMounts},
+		// After the placeholders exist (user mounts made them).
+		{"hide placeholders from git", b.gitExclude},
 		{"pivot_root", b.pivot},
 		// Sealed last: until here the root tmpfs must accept mount points.
 		{"seal root read-only", b.seal},

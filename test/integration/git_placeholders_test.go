@@ -1,0 +1,55 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGitStatusHidesPlaceholders: inside the sandbox, git does not list
+// the placeholders that stand where protected agent files are missing
+// (.npmrc, .mcp.json, ...) as untracked, while it still lists what the
+// command made and still applies the repository's own exclude patterns;
+// the host's .git/info/exclude is not changed, and after the run the
+// host's git sees neither the placeholders nor anything nsbox added.
+func TestGitStatusHidesPlaceholders(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "repo")
+		u.mkdirs(t, ws)
+		gitEnv := &runOpts{dir: ws, env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}}
+		if r := u.runAs(t, gitEnv, "git", "init", "-q", ws); r.code != 0 {
+			t.Fatalf("git init: %s", r.stderr)
+		}
+		u.writeFile(t, filepath.Join(ws, "tracked.txt"), "x\n", 0o644)
+		if r := u.runAs(t, gitEnv, "sh", "-c", "git add tracked.txt && git commit -qm init"); r.code != 0 {
+			t.Fatalf("git commit: %s", r.stderr)
+		}
+		exclude := filepath.Join(ws, ".git", "info", "exclude")
+		u.writeFile(t, exclude, "*.log\n", 0o644)
+		before, _ := os.ReadFile(exclude)
+
+		r := u.sh(t, &runOpts{dir: ws}, []string{"--rw", ws},
+			`test -e .npmrc || { echo "no placeholder for .npmrc: nothing to test"; exit 3; }
+: > made.txt; : > debug.log
+git status --porcelain --untracked-files=all`)
+		expectCode(t, r, 0)
+		lines := strings.Fields(strings.ReplaceAll(r.stdout, "??", ""))
+		if len(lines) != 1 || lines[0] != "made.txt" {
+			t.Errorf("git status inside lists %q, want only made.txt\nstderr: %s", r.stdout, r.stderr)
+		}
+		if after, _ := os.ReadFile(exclude); string(after) != string(before) {
+			t.Errorf("the host's .git/info/exclude changed: %q -> %q", before, after)
+		}
+		out := u.runAs(t, gitEnv, "git", "status", "--porcelain", "--untracked-files=all")
+		for _, l := range strings.Split(strings.TrimSpace(out.stdout), "\n") {
+			if l = strings.TrimSpace(strings.TrimPrefix(l, "??")); l != "" && l != "made.txt" && l != "debug.log" {
+				t.Errorf("after the run the host's git lists %q", l)
+			}
+		}
+	})
+}
