@@ -39,8 +39,9 @@ func (b *builder) gitExclude() error {
 		made[path.Clean(m)] = true
 	}
 	// The work tree each placeholder is in: the nearest ancestor with a
-	// .git entry, as git looks for one (a placeholder .git of an empty
-	// workspace stops the search, as it stops git's).
+	// .git entry, as git looks for one. A placeholder .git (a workspace
+	// that is not a repository's top) is empty, not a repository: git
+	// looks further up, and so does this.
 	top := map[string]string{} // directory -> its work tree ("": none)
 	var find func(dir string) string
 	find = func(dir string) string {
@@ -48,13 +49,16 @@ func (b *builder) gitExclude() error {
 			return t
 		}
 		t := ""
-		if made[path.Join(dir, ".git")] {
-			// Ours, empty: no repository here, and git stops at it.
-		} else if fd, err := openNoSymlinks(b.rootFD(), path.Join(dir, ".git")); err == nil {
+		if fd, err := openNoSymlinks(b.rootFD(), path.Join(dir, ".git")); err == nil && !made[path.Join(dir, ".git")] {
 			unix.Close(fd)
 			t = dir
-		} else if dir != "/" {
-			t = find(path.Dir(dir))
+		} else {
+			if err == nil {
+				unix.Close(fd)
+			}
+			if dir != "/" {
+				t = find(path.Dir(dir))
+			}
 		}
 		top[dir] = t
 		return t

@@ -51,5 +51,25 @@ git status --porcelain --untracked-files=all`)
 				t.Errorf("after the run the host's git lists %q", l)
 			}
 		}
+
+		// A workspace below the repository's top: its placeholders
+		// (.git among them, an empty directory git looks past) are
+		// named from the top of the work tree.
+		sub := filepath.Join(ws, "sub")
+		u.mkdirs(t, sub)
+		r = u.sh(t, &runOpts{dir: sub}, []string{"--workspace", sub, "--rw", sub},
+			`test -e .npmrc || { echo "no placeholder for .npmrc: nothing to test"; exit 3; }
+: > made2.txt
+git status --porcelain --untracked-files=all 2>&1; echo "git=$?"`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "dubious ownership") {
+			// The repository above the workspace is not idmapped: its
+			// owner is not the sandbox's user, and git refuses it.
+			t.Logf("git refuses the repository above the workspace here: %s", r.stdout)
+			return
+		}
+		if !strings.Contains(r.stdout, "git=0") || !strings.Contains(r.stdout, "?? sub/made2.txt") || strings.Contains(r.stdout, ".npmrc") || strings.Contains(r.stdout, ".mcp.json") {
+			t.Errorf("git status inside a workspace below the top lists:\n%s", r.stdout)
+		}
 	})
 }
