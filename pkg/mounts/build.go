@@ -52,6 +52,9 @@ type builder struct {
 	// notCreatable are the missing destinations it could not make.
 	placeholders map[string]int
 	notCreatable map[string]bool
+	// emptyProtected: protected paths that were there, empty files
+	// (gitExclude names them as it names placeholders).
+	emptyProtected []string
 }
 
 // shownMount is a mount of the plan attached at dest; fd names its root.

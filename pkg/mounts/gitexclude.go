@@ -31,12 +31,23 @@ const maxExclude = 256 << 10
 // gitExclude adds the placeholders' names to the exclude file of the
 // repository each of them is in.
 func (b *builder) gitExclude() error {
-	if len(b.plan.Made) == 0 {
+	if len(b.plan.Made) == 0 && len(b.emptyProtected) == 0 {
 		return nil
 	}
 	made := map[string]bool{}
 	for _, m := range b.plan.Made {
 		made[path.Clean(m)] = true
+	}
+	// Named too, not searched past: an empty protected file that was
+	// there already, a placeholder of another session sharing the
+	// workspace (or an empty file of the user's, read-only here all the
+	// same).
+	named := map[string]bool{}
+	for m := range made {
+		named[m] = true
+	}
+	for _, m := range b.emptyProtected {
+		named[path.Clean(m)] = true
 	}
 	// The work tree each placeholder is in: the nearest ancestor with a
 	// .git entry, as git looks for one. A placeholder .git (a workspace
@@ -64,7 +75,7 @@ func (b *builder) gitExclude() error {
 		return t
 	}
 	names := map[string][]string{} // work tree -> placeholders, relative
-	for m := range made {
+	for m := range named {
 		t := find(path.Dir(m))
 		if t == "" {
 			continue

@@ -242,6 +242,13 @@ func (b *builder) makePlaceholders(group []Mount) error {
 		}
 		t, err := openInRoot(b.rootFD(), m.Dest)
 		if err == nil {
+			// An empty file here may be another session's placeholder
+			// (one sharing the workspace): git inside is not to list it
+			// either (gitExclude).
+			var st unix.Stat_t
+			if unix.Fstat(t, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 {
+				b.emptyProtected = append(b.emptyProtected, m.Dest)
+			}
 			unix.Close(t)
 			continue
 		}

@@ -53,12 +53,33 @@ func holderDir() (string, error) {
 	if err := unix.Mkdir(dir, 0o700); err != nil && err != unix.EEXIST {
 		return "", fmt.Errorf("make %s: %w", dir, err)
 	}
+	if dir == "/tmp/nsbox-"+strconv.Itoa(os.Geteuid()) {
+		repairOwnDirMode(dir)
+	}
 	cdir := C.CString(dir)
 	defer C.free(unsafe.Pointer(cdir))
 	if C.nsbox_holder_dir_ok(cdir) == 0 {
 		return "", fmt.Errorf("%s is not a directory of uid %d's alone (mode 0700): no identity holder", dir, os.Geteuid())
 	}
 	return dir, nil
+}
+
+// repairOwnDirMode gives dir, when it is a directory (not a symlink) of
+// this effective uid, its mode 0700 back. Only this uid can have changed
+// it, but that includes a Landlock sandbox's command, which runs as the
+// caller: at mode 000 the holder's bind failed there and every root-less
+// start fell back to newuidmap (found by review). By fd: the inode
+// checked is the one changed.
+func repairOwnDirMode(dir string) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o7777 != 0o700 {
+		unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), 0o700)
+	}
 }
 
 // HolderDirProblem says why no holder can be started here (nil: one can,

@@ -272,7 +272,7 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 	}
 	// Named after this supervisor (landlock_tmp.go): if it is killed
 	// before Close removes the directory, a later nsbox removes it.
-	tmp, err := os.MkdirTemp(landlockTmpParent(), landlockTmpPattern())
+	tmp, err := makeLandlockTmp()
 	if err != nil {
 		return fmt.Errorf("private TMPDIR: %w", err)
 	}

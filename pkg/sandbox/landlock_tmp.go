@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,47 +61,95 @@ func landlockTmpPattern() string {
 	return landlockTmpPrefix + tmpOwner + "-"
 }
 
-// landlockTmpParent is the directory a new TMPDIR is made in: nsbox-UID
-// in the host's temporary directory, made mode 0700 and used only when it
-// is this user's own directory (not a symlink, nothing for anyone else): the
-// temporary directory is shared and sticky, so another user can neither
-// put a link there under our name nor move ours away. When another user
-// took the name first, the shared directory itself, as before.
-func landlockTmpParent() string {
-	base := os.TempDir()
-	p := filepath.Join(base, "nsbox-"+strconv.Itoa(os.Geteuid()))
-	if err := unix.Mkdir(p, 0o700); err != nil && err != unix.EEXIST {
-		return base
-	}
-	if ok, _ := ownPrivateDir(p); !ok {
-		return base
-	}
-	return p
+// privateTmpDir is the caller's own directory for TMPDIRs: nsbox-UID in
+// the host's temporary directory.
+func privateTmpDir() string {
+	return filepath.Join(os.TempDir(), "nsbox-"+strconv.Itoa(os.Geteuid()))
 }
 
-// ownPrivateDir says whether p is a directory (not a symlink) of this
-// process's effective uid that no one else may read, write or search;
-// exists is false when there is nothing at p.
-func ownPrivateDir(p string) (ok, exists bool) {
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		return false, !errors.Is(err, unix.ENOENT)
+// openOwnDir returns an O_PATH fd of p when p is a directory (not a
+// symlink) of this process's effective uid, its mode put back to 0700;
+// exists says whether anything is at p. The temporary directory is shared
+// and sticky: another user can neither put a link there under our name nor
+// move ours away, and one who took the name first is refused here. Only
+// this uid can have changed the mode of a directory of ours, but that
+// includes a Landlock command, which runs as the caller (Landlock does not
+// govern chmod(2)): a mode of 000 made every later run fail, one of 755 hid
+// the directory from the cleanup (found by review). So the mode is
+// repaired, not judged.
+func openOwnDir(p string) (fd int, exists bool) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, !errors.Is(err, unix.ENOENT)
 	}
-	return st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o077 == 0, true
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() {
+		unix.Close(fd)
+		return -1, true
+	}
+	if st.Mode&0o7777 != 0o700 {
+		// By the fd: the inode checked above, whatever the name holds now.
+		if unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), 0o700) != nil {
+			unix.Close(fd)
+			return -1, true
+		}
+	}
+	return fd, true
+}
+
+// makeLandlockTmp makes a session's private TMPDIR: in the caller's own
+// directory (privateTmpDir, made mode 0700 when missing), created by fd
+// below it; in the shared temporary directory itself when that name is
+// taken by something not ours.
+func makeLandlockTmp() (string, error) {
+	dir := privateTmpDir()
+	if err := unix.Mkdir(dir, 0o700); err != nil && err != unix.EEXIST {
+		return os.MkdirTemp("", landlockTmpPattern())
+	}
+	fd, _ := openOwnDir(dir)
+	if fd < 0 {
+		return os.MkdirTemp("", landlockTmpPattern())
+	}
+	defer unix.Close(fd)
+	pattern := landlockTmpPattern()
+	for try := 0; try < 100; try++ {
+		name := pattern + strconv.FormatUint(uint64(rand.Uint32()), 10)
+		err := unix.Mkdirat(fd, name, 0o700)
+		if err == nil {
+			return filepath.Join(dir, name), nil
+		}
+		if err != unix.EEXIST {
+			return "", &os.PathError{Op: "mkdir", Path: filepath.Join(dir, name), Err: err}
+		}
+	}
+	return "", &os.PathError{Op: "mkdir", Path: filepath.Join(dir, pattern+"*"), Err: unix.EEXIST}
+}
+
+// landlockTmpParent is where makeLandlockTmp would make a TMPDIR now, for
+// the dry run: nothing is made or repaired.
+func landlockTmpParent() string {
+	var st unix.Stat_t
+	if err := unix.Lstat(privateTmpDir(), &st); err == nil && (st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid()) {
+		return os.TempDir()
+	}
+	return privateTmpDir()
 }
 
 // landlockTmpLeftAt is the directory where TMPDIRs of killed runs are
-// looked for: the private one when it is usable; the shared one when the
-// private name is taken by something unusable (runs made them there);
-// none when there is no private directory (no run made one).
+// looked for: the private one when it is ours (its mode repaired); the
+// shared one when the private name is taken by something not ours (runs
+// made them there); none when there is nothing at the private name (no
+// run made one). A TMPDIR made in the shared directory while the private
+// name was taken is not looked for once that name is free again.
 func landlockTmpLeftAt() string {
-	base := os.TempDir()
-	p := filepath.Join(base, "nsbox-"+strconv.Itoa(os.Geteuid()))
-	switch ok, exists := ownPrivateDir(p); {
-	case ok:
+	p := privateTmpDir()
+	fd, exists := openOwnDir(p)
+	switch {
+	case fd >= 0:
+		unix.Close(fd)
 		return p
 	case exists:
-		return base
+		return os.TempDir()
 	}
 	return ""
 }

@@ -20,11 +20,16 @@ func TestRemoveDeadLandlockTmpDirs(t *testing.T) {
 	if !ok || pid != os.Getpid() {
 		t.Fatalf("this process's pattern %q does not parse back (%v %d)", pat, ok, pid)
 	}
-	// Runs make them in the user's own directory (landlockTmpParent).
-	priv := landlockTmpParent()
-	if priv != filepath.Join(base, "nsbox-"+strconv.Itoa(os.Geteuid())) {
+	// Runs make them in the user's own directory (makeLandlockTmp).
+	first, err := makeLandlockTmp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv := filepath.Dir(first)
+	if priv != filepath.Join(base, "nsbox-"+strconv.Itoa(os.Geteuid())) || landlockTmpParent() != priv {
 		t.Fatalf("TMPDIRs are made in %s, not in a private directory of %s", priv, base)
 	}
+	os.Remove(first)
 	mk := func(name string) string {
 		p := filepath.Join(priv, name)
 		if err := os.Mkdir(p, 0o700); err != nil {
@@ -65,34 +70,52 @@ func TestRemoveDeadLandlockTmpDirs(t *testing.T) {
 }
 
 // TestLandlockTmpParentRefusesOthersDirectory: a private directory name
-// that is not the caller's own directory of mode 0700 (a symlink, a
-// directory others may enter) is not used: TMPDIRs go to the shared
-// directory, and what killed runs left is looked for there.
+// that is not the caller's own directory (a symlink) is not used: TMPDIRs
+// go to the shared directory, and what killed runs left is looked for
+// there. One of the caller's whose mode was changed (a Landlock command
+// runs as the caller and may chmod it: 000 stopped every later run, 755
+// hid it from the cleanup) gets its mode 0700 back and is used.
 func TestLandlockTmpParentRefusesOthersDirectory(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		make func(p string) error
-	}{
-		{"symlink", func(p string) error { return os.Symlink(t.TempDir(), p) }},
-		{"open directory", func(p string) error { return os.Mkdir(p, 0o755) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			base := t.TempDir()
-			t.Setenv("TMPDIR", base)
-			priv := filepath.Join(base, "nsbox-"+strconv.Itoa(os.Geteuid()))
-			if err := tc.make(priv); err != nil {
-				t.Fatal(err)
-			}
-			if got := landlockTmpParent(); got != base {
-				t.Errorf("TMPDIRs are made in %s, want the shared %s", got, base)
-			}
-			if got := landlockTmpLeftAt(); got != base {
-				t.Errorf("leftovers are looked for in %s, want the shared %s", got, base)
-			}
-		})
-	}
-	// Nothing there: no run made one, nothing to look for (and nothing made).
 	base := t.TempDir()
+	t.Setenv("TMPDIR", base)
+	priv := filepath.Join(base, "nsbox-"+strconv.Itoa(os.Geteuid()))
+	if err := os.Symlink(t.TempDir(), priv); err != nil {
+		t.Fatal(err)
+	}
+	if got := landlockTmpParent(); got != base {
+		t.Errorf("TMPDIRs would be made in %s, want the shared %s", got, base)
+	}
+	if got := landlockTmpLeftAt(); got != base {
+		t.Errorf("leftovers are looked for in %s, want the shared %s", got, base)
+	}
+	tmp, err := makeLandlockTmp()
+	if err != nil || filepath.Dir(tmp) != base {
+		t.Errorf("a TMPDIR was made at %s (%v), want one in the shared %s", tmp, err, base)
+	}
+
+	for _, mode := range []os.FileMode{0, 0o755, 0o1777} {
+		base := t.TempDir()
+		t.Setenv("TMPDIR", base)
+		priv := filepath.Join(base, "nsbox-"+strconv.Itoa(os.Geteuid()))
+		if err := os.Mkdir(priv, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(priv, mode)
+		if got := landlockTmpLeftAt(); got != priv {
+			t.Errorf("mode %o: leftovers are looked for in %q, want %s", mode, got, priv)
+		}
+		os.Chmod(priv, mode)
+		tmp, err := makeLandlockTmp()
+		if err != nil || filepath.Dir(tmp) != priv {
+			t.Errorf("mode %o: a TMPDIR was made at %s (%v), want one in %s", mode, tmp, err, priv)
+		}
+		if fi, err := os.Lstat(priv); err != nil || fi.Mode().Perm() != 0o700 || fi.Mode()&os.ModeSticky != 0 {
+			t.Errorf("mode %o: the private directory's mode is %v (%v), want 0700", mode, fi.Mode(), err)
+		}
+	}
+
+	// Nothing there: no run made one, nothing to look for (and nothing made).
+	base = t.TempDir()
 	t.Setenv("TMPDIR", base)
 	if got := landlockTmpLeftAt(); got != "" {
 		t.Errorf("with no private directory, leftovers are looked for in %q", got)
