@@ -177,7 +177,7 @@ func TestMakeSockaddr(t *testing.T) {
 	}{
 		{unix.AF_INET, netip.MustParseAddr("192.0.2.7"), 443},
 		{unix.AF_INET, netip.MustParseAddr("::ffff:192.0.2.7"), 80}, // a mapped address on an AF_INET socket
-		{unix.AF_INET, netip.Addr{}, 40000},                          // bind: any address
+		{unix.AF_INET, netip.Addr{}, 40000},                         // bind: any address
 		{unix.AF_INET6, netip.MustParseAddr("2001:db8::1"), 8443},
 		{unix.AF_INET6, netip.MustParseAddr("::ffff:192.0.2.7"), 443},
 		{unix.AF_INET6, netip.Addr{}, 40001},
