@@ -58,6 +58,8 @@ func errnoErr(e unix.Errno) error {
 }
 
 // rawSocket makes a nonblocking, close-on-exec TCP socket of family.
+// SOCK_CLOEXEC: a process the supervisor starts never inherits a host
+// socket.
 func rawSocket(family int) (int, error) {
 	fd, _, e := unix.RawSyscall(unix.SYS_SOCKET, uintptr(family), unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if e != 0 {

@@ -456,6 +456,11 @@ func (s *Server) track(fd int, call inflightCall) bool {
 func (s *Server) untrack(c *SockCall, fd int) {
 	s.mu.Lock()
 	delete(s.inflight, fd)
+	// Only the copy of a socket InstallFD took out of the target's table
+	// waits: the target's number names the installed socket now. Any
+	// other copy is closed right after the answer: the target may have
+	// closed its own, and a late last close would hold its connection
+	// open (no FIN to the peer).
 	if c.replaced && !s.closed {
 		s.dropReplacedLocked(fd)
 		s.mu.Unlock()
