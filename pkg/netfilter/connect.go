@@ -256,10 +256,14 @@ func defaultOptions(family int) []int {
 // connected socket and 0, a socket in progress and EINPROGRESS (for a
 // nonblocking sandbox socket), or nil and the connect's errno.
 func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Conn, unix.Errno, error) {
-	fd, err := unix.Socket(sock.Family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
-	if err != nil {
-		f.release()
-		return nil, errnoOf(err), fmt.Errorf("network filter: socket: %w", err)
+	// A socket made ahead (hostSockets), already bound, or one made now.
+	fd := f.spares.take(sock.Family)
+	if fd < 0 {
+		var err error
+		if fd, err = newHostSocket(sock.Family); err != nil {
+			f.release()
+			return nil, errnoOf(err), fmt.Errorf("network filter: socket: %w", err)
+		}
 	}
 	c := &Conn{fd: fd, Addr: to}
 	fail := func(errno unix.Errno, err error) (*Conn, unix.Errno, error) {
@@ -268,15 +272,10 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 		return nil, errno, err
 	}
 	copyOptions(fd, sock)
-	bindLocked(fd, sock.Family)
-	var sa unix.Sockaddr
-	if sock.Family == unix.AF_INET {
-		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
-	} else {
-		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
-	}
+	var err error
+	sa := makeSockaddr(sock.Family, to.Addr(), to.Port())
 	for try := 1; ; try++ {
-		err = unix.Connect(fd, sa)
+		err = rawConnect(fd, &sa)
 		if err != unix.EADDRNOTAVAIL || try > maxBindTries {
 			break
 		}
@@ -284,7 +283,7 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 		// very destination in TIME_WAIT (the connect's own choice
 		// steps over those): a fresh socket on another port, and at
 		// the last try the connect's own choice.
-		nfd, serr := unix.Socket(sock.Family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+		nfd, serr := rawSocket(sock.Family)
 		if serr != nil {
 			break
 		}
@@ -302,7 +301,7 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 			// it would have (poll for POLLOUT, then SO_ERROR).
 			return c, unix.EINPROGRESS, nil
 		}
-		err = f.finishConnect(ctx, fd, sa)
+		err = f.finishConnect(ctx, fd, &sa)
 	}
 	if err != nil {
 		return fail(errnoOf(err), nil)
@@ -312,7 +311,7 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 		// flags: a blocking socket stays blocking.
 		// The socket was made here with SOCK_NONBLOCK as its only
 		// status flag: clearing them all clears it, without F_GETFL.
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
+		if err := rawSetfl(fd, 0); err != nil {
 			return fail(unix.EIO, fmt.Errorf("network filter: fcntl: %w", err))
 		}
 	}
@@ -336,13 +335,13 @@ func (f *Filter) dial(ctx context.Context, sock Socket, to netip.AddrPort) (*Con
 // that connect releases the socket), and this one answers 0. EALREADY
 // says the SYN is still unanswered: only then is the outcome waited for
 // (waitConnected: ConnectTimeout, ctx), and the connect made once more.
-func (f *Filter) finishConnect(ctx context.Context, fd int, sa unix.Sockaddr) error {
-	err := unix.Connect(fd, sa)
+func (f *Filter) finishConnect(ctx context.Context, fd int, sa *rawSockaddr) error {
+	err := rawConnect(fd, sa)
 	if err == unix.EALREADY {
 		if errno := f.waitConnected(ctx, fd); errno != 0 {
 			return errno
 		}
-		err = unix.Connect(fd, sa)
+		err = rawConnect(fd, sa)
 	}
 	if err == unix.EISCONN {
 		return nil
@@ -410,15 +409,12 @@ func getsockoptInt(fd, level, opt int) (int, error) {
 // the bind (the connect then picks the port, which a reset gives back):
 // the connection is made, and only that squatting stays possible for it.
 func bindLocked(fd, family int) {
-	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	rawSetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	lo, hi := localPortRange()
 	for try := 0; try < 32; try++ {
-		port := lo + rand.IntN(hi-lo+1)
-		var sa unix.Sockaddr = &unix.SockaddrInet4{Port: port}
-		if family == unix.AF_INET6 {
-			sa = &unix.SockaddrInet6{Port: port}
-		}
-		if err := unix.Bind(fd, sa); err != unix.EADDRINUSE {
+		// The unspecified address: any of the host's.
+		sa := makeSockaddr(family, netip.Addr{}, uint16(lo+rand.IntN(hi-lo+1)))
+		if err := rawBind(fd, &sa); err != unix.EADDRINUSE {
 			return
 		}
 	}
@@ -522,6 +518,13 @@ func (f *Filter) reserve() error {
 		return &LimitError{What: "connections", Limit: f.cfg.MaxConns}
 	}
 	f.dialing++
+	if !f.spares.started {
+		// Started at the first connect (a session that makes none
+		// never starts it), stopped with the filter (Close waits).
+		f.spares.started = true
+		f.servers.Add(1)
+		go func() { defer f.servers.Done(); f.spares.run(f.ctx) }()
+	}
 	return nil
 }
 

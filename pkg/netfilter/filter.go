@@ -121,7 +121,8 @@ type Filter struct {
 	byAddr  map[netip.Addr]*entry
 	next    uint32  // offset of the next virtual address in VirtualPrefix
 	live    liveSet // connections made, still open in the sandbox
-	dialing int     // connections being dialled
+	spares  hostSockets
+	dialing int // connections being dialled
 	closed  bool
 	// counted are the names that took a slot of MaxNames: every
 	// distinct name looked up upstream (found or not) or pinned; byName
@@ -269,6 +270,7 @@ func New(cfg Config) (*Filter, error) {
 		missing:  map[string]time.Time{},
 		looking:  map[string]chan struct{}{},
 		queries:  make(chan struct{}, cfg.MaxQueries),
+		spares:   hostSockets{wake: make(chan struct{}, 1)},
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	for _, p := range cfg.Pins {

@@ -72,6 +72,10 @@ type SockCall struct {
 	th       *servingThread  // the serving thread's ids (AsTarget)
 	tainted  bool            // that thread's ids could not be given back
 	later    []int           // supervisor fds to close after the answer
+	// replaced says InstallFD put another file at FD: Sock, the
+	// supervisor's copy of the file that was there, is closed in a
+	// batch (Server.dropReplaced), not on the serving thread.
+	replaced bool
 	// statusBuf is /proc/Pid/status once read (status), in scratch (the
 	// serving goroutine's buffer, valid during the call) when it fits.
 	statusBuf []byte

@@ -84,6 +84,12 @@ type Server struct {
 	// (proc.groups) are not used (creds). noPidfdInfo is set when the
 	// kernel has no PIDFD_GET_INFO (before 6.13).
 	groupsMoved, noPidfdInfo atomic.Bool
+
+	// replaced (under mu) are copies of sockets InstallFD took out of
+	// a target's fd table, to be closed off the serving thread
+	// (dropReplacedLocked); closeReplaced (cap 1) wakes reap for them.
+	replaced      []int
+	closeReplaced chan struct{}
 }
 
 // NewServer takes ownership of listener (closed by Close).
@@ -109,7 +115,8 @@ func NewServer(listener int, o Options) (*Server, error) {
 	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{listener: listener, stop: efd, slow: tfd, o: o,
-		ctx: ctx, cancel: cancel, epoch: time.Now(), inflight: map[int]inflightCall{}, procs: map[int]*proc{}, done: make(chan struct{})}, nil
+		ctx: ctx, cancel: cancel, epoch: time.Now(), inflight: map[int]inflightCall{}, procs: map[int]*proc{}, done: make(chan struct{}),
+		closeReplaced: make(chan struct{}, 1)}, nil
 }
 
 // Serve answers notifications until Close, or until no process is left
@@ -355,7 +362,12 @@ func (s *Server) Close() {
 		s.putLocked(p)
 	}
 	s.procs = nil
+	replaced := s.replaced
+	s.replaced = nil
 	s.mu.Unlock()
+	for _, fd := range replaced {
+		unix.Close(fd)
+	}
 	s.fdinfo.close()
 	unix.Close(s.stop)
 	unix.Close(s.slow)
@@ -381,8 +393,13 @@ func (s *Server) reap() {
 			return
 		case <-s.done:
 			return
+		case <-s.closeReplaced:
+			s.closeReplacedBatch()
+			continue
 		case <-t.C:
 		}
+		// Also every second: a batch not yet full.
+		s.closeReplacedBatch()
 		s.mu.Lock()
 		for fd, call := range s.inflight {
 			if call.id != 0 && !idValid(s.listener, call.id) {
@@ -439,8 +456,52 @@ func (s *Server) track(fd int, call inflightCall) bool {
 func (s *Server) untrack(c *SockCall, fd int) {
 	s.mu.Lock()
 	delete(s.inflight, fd)
+	// Only the copy of a socket InstallFD took out of the target's table
+	// waits: the target's number names the installed socket now. Any
+	// other copy is closed right after the answer: the target may have
+	// closed its own, and a late last close would hold its connection
+	// open (no FIN to the peer).
+	if c.replaced && !s.closed {
+		s.dropReplacedLocked(fd)
+		s.mu.Unlock()
+		return
+	}
 	s.mu.Unlock()
 	c.closeLater(fd)
+}
+
+// replacedBatch is how many replaced sockets wait before reap closes them.
+const replacedBatch = 8
+
+// dropReplacedLocked queues fd, the supervisor's copy of a socket that
+// InstallFD took out of the target's fd table (a filtered connect's
+// sandbox socket, never connected), to be closed by reap, in batches of
+// replacedBatch or within a second. The copy is most often the socket's
+// last reference: its close releases the whole socket (~9 µs here, timed
+// on the serving thread), work the target waited for, since the serving
+// thread makes its closes after the answer but before it sleeps, and the
+// target runs on its CPU only then (SYNC_WAKE_UP). Nothing waits for that
+// close: the target's number names the installed socket already. Bounded:
+// at most replacedBatch wait at once, and Close closes those left.
+func (s *Server) dropReplacedLocked(fd int) {
+	s.replaced = append(s.replaced, fd)
+	if len(s.replaced) >= replacedBatch {
+		select {
+		case s.closeReplaced <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// closeReplacedBatch closes the replaced sockets queued (reap).
+func (s *Server) closeReplacedBatch() {
+	s.mu.Lock()
+	fds := s.replaced
+	s.replaced = nil
+	s.mu.Unlock()
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
 }
 
 // handle answers one notification. Every exit path answers it: a target
@@ -656,6 +717,7 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 		if err := addFD(s.listener, c.id, v.fd, c.FD, cloexec); err != nil {
 			return 0, errnoOf(err), false
 		}
+		c.replaced = true
 		return v.val, 0, false
 	case vPerformAt:
 		if v.fd >= 0 {
