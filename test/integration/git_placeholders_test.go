@@ -19,16 +19,7 @@ func TestGitStatusHidesPlaceholders(t *testing.T) {
 		t.Skip("git is not installed")
 	}
 	eachUser(t, func(t *testing.T, u user) {
-		ws := filepath.Join(u.visibleDir(t), "repo")
-		u.mkdirs(t, ws)
-		gitEnv := &runOpts{dir: ws, env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}}
-		if r := u.runAs(t, gitEnv, "git", "init", "-q", ws); r.code != 0 {
-			t.Fatalf("git init: %s", r.stderr)
-		}
-		u.writeFile(t, filepath.Join(ws, "tracked.txt"), "x\n", 0o644)
-		if r := u.runAs(t, gitEnv, "sh", "-c", "git add tracked.txt && git commit -qm init"); r.code != 0 {
-			t.Fatalf("git commit: %s", r.stderr)
-		}
+		ws, gitEnv := gitRepoOf(t, u)
 		exclude := filepath.Join(ws, ".git", "info", "exclude")
 		u.writeFile(t, exclude, "*.log\n", 0o644)
 		before, _ := os.ReadFile(exclude)
@@ -72,4 +63,22 @@ git status --porcelain --untracked-files=all 2>&1; echo "git=$?"`)
 			t.Errorf("git status inside a workspace below the top lists:\n%s", r.stdout)
 		}
 	})
+}
+
+// gitRepoOf makes a repository of u's with one commit (tracked.txt) in a
+// directory nsbox may use as a workspace, and the options that run git
+// there as u.
+func gitRepoOf(t *testing.T, u user) (string, *runOpts) {
+	t.Helper()
+	ws := filepath.Join(u.visibleDir(t), "repo")
+	u.mkdirs(t, ws)
+	gitEnv := &runOpts{dir: ws, env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}}
+	if r := u.runAs(t, gitEnv, "git", "init", "-q", ws); r.code != 0 {
+		t.Fatalf("git init: %s", r.stderr)
+	}
+	u.writeFile(t, filepath.Join(ws, "tracked.txt"), "x\n", 0o644)
+	if r := u.runAs(t, gitEnv, "sh", "-c", "git add tracked.txt && git commit -qm init"); r.code != 0 {
+		t.Fatalf("git commit: %s", r.stderr)
+	}
+	return ws, gitEnv
 }

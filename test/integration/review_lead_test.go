@@ -153,16 +153,7 @@ func TestReviewLeadGitExcludeConcurrentSession(t *testing.T) {
 		t.Skip("git is not installed")
 	}
 	eachUser(t, func(t *testing.T, u user) {
-		ws := filepath.Join(u.visibleDir(t), "repo")
-		u.mkdirs(t, ws)
-		gitEnv := &runOpts{dir: ws, env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}}
-		if r := u.runAs(t, gitEnv, "git", "init", "-q", ws); r.code != 0 {
-			t.Fatalf("git init: %s", r.stderr)
-		}
-		u.writeFile(t, filepath.Join(ws, "tracked.txt"), "x\n", 0o644)
-		if r := u.runAs(t, gitEnv, "sh", "-c", "git add tracked.txt && git commit -qm init"); r.code != 0 {
-			t.Fatalf("git commit: %s", r.stderr)
-		}
+		ws, _ := gitRepoOf(t, u)
 		// The first session holds the placeholders while it runs.
 		first := exec.Command(nsboxBin(t), "run", "--workspace", ws, "--rw", ws, "--",
 			"sleep", "300."+strconv.Itoa(int(time.Now().UnixNano()%1000000)))
