@@ -383,11 +383,6 @@ func (w *worker) serve() int {
 // treats a goroutine as running too long.
 const yieldEvery = 5 * time.Millisecond
 
-// yieldMax is how long the main goroutine goes without going through the
-// scheduler while commands keep running (maybeYield): still under the
-// monitor's 10 ms.
-const yieldMax = 8 * time.Millisecond
-
 // wake makes the main thread look at spawnQ and doneQ.
 func (w *worker) wake() {
 	unix.Write(w.efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
@@ -404,9 +399,12 @@ func (w *worker) waitMain(fd int) {
 	// much CPU as the main thread itself on a busy session. Going through
 	// the scheduler once every few milliseconds, here where nothing is
 	// pending, keeps it recent: one hand-off of the locked thread per
-	// yieldEvery instead (maybeYield).
+	// yieldEvery instead.
+	if now := time.Now(); now.Sub(w.lastYield) >= yieldEvery {
+		w.lastYield = now
+		runtime.Gosched()
+	}
 	for {
-		w.maybeYield()
 		// A negative fd (no SIGCHLD eventfd) is ignored by poll(2).
 		p := append(w.pollFDs[:0], unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}, unix.PollFd{Fd: int32(w.efd), Events: unix.POLLIN},
 			unix.PollFd{Fd: int32(w.chldFD), Events: unix.POLLIN})
@@ -455,23 +453,6 @@ func (w *worker) waitMain(fd int) {
 			}
 			return
 		}
-	}
-}
-
-// maybeYield goes through the scheduler (see waitMain) when yieldEvery
-// has passed and no command runs, or when yieldMax has passed. A yield of
-// the locked main thread costs three thread wake-ups (its P handed to
-// another thread, which hands it back); made right after a fork, as it
-// was on every other Exec, they competed with the command's execve for
-// the CPU. With no command running they cost no Exec its start or its
-// reply: they come after the reply, or before a message that waits for
-// them.
-func (w *worker) maybeYield() {
-	now := time.Now()
-	since := now.Sub(w.lastYield)
-	if since >= yieldMax || (since >= yieldEvery && len(w.cmds) == 0) {
-		w.lastYield = now
-		runtime.Gosched()
 	}
 }
 
