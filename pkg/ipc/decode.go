@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -607,7 +608,7 @@ func DecodeFields(data []byte, fields []Field) error {
 		case f != nil && f.String != nil:
 			str, ok, err := s.readString(1)
 			if err == errType {
-				typeErr = fmt.Errorf("%s: not a string", f.Name)
+				typeErr = fmt.Errorf("%s: not a string", fieldName(f))
 			} else if err != nil {
 				return err
 			} else if ok {
@@ -621,7 +622,7 @@ func DecodeFields(data []byte, fields []Field) error {
 			*f.Raw = raw
 		case f != nil && f.Strings != nil:
 			if err := s.readStrings(f.Strings); err == errType {
-				typeErr = fmt.Errorf("%s: not a list of strings", f.Name)
+				typeErr = fmt.Errorf("%s: not a list of strings", fieldName(f))
 			} else if err != nil {
 				return err
 			}
@@ -710,6 +711,12 @@ func (s *scanner) readStrings(out *[]string) error {
 	}
 }
 
+// fieldName is a copy of f's name, for an error message: formatting f.Name
+// itself would make the compiler move every Field, and what its pointers
+// point to (a caller's decoded struct), to the heap on every decode, not
+// only for a failed one.
+func fieldName(f *Field) string { return strings.Clone(f.Name) }
+
 // scalarInto stores the checked value raw into an Int or Bool field; null
 // leaves it alone.
 func scalarInto(raw []byte, f *Field) error {
@@ -725,10 +732,10 @@ func scalarInto(raw []byte, f *Field) error {
 	case f.Int != nil && (raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9')):
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil {
-			return fmt.Errorf("%s: not an integer", f.Name)
+			return fmt.Errorf("%s: not an integer", fieldName(f))
 		}
 		*f.Int = n
 		return nil
 	}
-	return fmt.Errorf("%s: value of the wrong type", f.Name)
+	return fmt.Errorf("%s: value of the wrong type", fieldName(f))
 }

@@ -416,7 +416,10 @@ func (p *Peer) dispatch(env *Envelope, fds []int) (job, bool) {
 			closeFDs(fds)
 			return job{}, false
 		}
-		ch <- incoming{env, fds}
+		// A copy for the caller: env itself stays on the reading
+		// goroutine's stack, not allocated for every message.
+		reply := *env
+		ch <- incoming{&reply, fds}
 		return job{}, false
 	}
 	h, ok := p.handlers[env.Type]

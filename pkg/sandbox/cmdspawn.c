@@ -73,6 +73,8 @@ static atomic_flag busy = ATOMIC_FLAG_INIT;
 
 // dircheck.c
 int nsbox_dircheck_ask(const char *path);
+int nsbox_dircheck_ask_kept(const char *path, int *hit);
+void nsbox_dircheck_forget(void);
 int nsbox_dircheck_answer(void);
 int nsbox_dircheck_collect(void);
 int nsbox_dircheck_same(void);
@@ -266,6 +268,7 @@ int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, i
 		return -1;
 	*bad_dir = 0;
 	int ret = 0;
+	int *fds0 = NULL; // see below, before again
 	char **ptrs = malloc(sizeof(char *) * ((size_t)argc + (size_t)envc + 2));
 	if (ptrs == NULL) {
 		ret = ENOMEM;
@@ -305,8 +308,30 @@ int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, i
 		.err = 0,
 		.bad_dir = 0,
 	};
+	// hit: the directory was the one approved last (dircheck.c,
+	// nsbox_dircheck_ask_kept), so the helper was not asked; the child
+	// still compares its working directory with it after its chdir.
+	int hit = 0, fresh = 0;
+	// The child moves the files in fds (pass 1 writes the array, which it
+	// shares): a second start begins from this copy.
+	if (check_dir && nfds > 0) {
+		fds0 = malloc(sizeof(int) * (size_t)nfds);
+		if (fds0 == NULL) {
+			ret = ENOMEM;
+			goto out;
+		}
+		memcpy(fds0, fds, sizeof(int) * (size_t)nfds);
+	}
+again:
 	if (check_dir) {
-		if (nsbox_dircheck_ask(a.dir) != 0) {
+		if (fresh) {
+			nsbox_dircheck_forget();
+			hit = 0;
+			if (nsbox_dircheck_ask(a.dir) != 0) {
+				ret = -1;
+				goto out;
+			}
+		} else if (nsbox_dircheck_ask_kept(a.dir, &hit) != 0) {
 			ret = -1; // no helper: the caller checks and starts
 			goto out;
 		}
@@ -337,6 +362,17 @@ int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, i
 		while (waitpid(child_pid, &st, 0) < 0 && errno == EINTR)
 			;
 		close(fd);
+		if (hit) {
+			// Started on the kept directory's approval: once more,
+			// with a fresh check, whose refusal (or success) is the
+			// answer, exactly as without the kept directory.
+			fresh = 1;
+			a.err = 0;
+			a.bad_dir = 0;
+			if (fds0 != NULL)
+				memcpy(fds, fds0, sizeof(int) * (size_t)nfds);
+			goto again;
+		}
 		ret = a.err;
 		*bad_dir = a.bad_dir;
 		goto out;
@@ -344,6 +380,7 @@ int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, i
 	*pid = child_pid;
 	*pidfd = fd;
 out:
+	free(fds0);
 	free(ptrs);
 	atomic_flag_clear(&busy);
 	return ret;

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -302,5 +303,134 @@ func TestSpawnCChecksDir(t *testing.T) {
 		if _, err := os.Stat(marker); err == nil {
 			t.Errorf("%s: the command ran", c.dir)
 		}
+	}
+}
+
+// A start in the directory approved last asks nothing of dircheck.c's
+// helper (the kept directory); its child still compares its working
+// directory with the approved one. When the path names something else by
+// the next start, the answer is what a fresh check gives: a magic link
+// swapped in is refused (ELOOP), a removed directory is missing (ENOENT),
+// and a new directory at the same path runs. Files that the child moves
+// (fd 0 and 1 onto slots 1 and 2) are moved again from their original
+// numbers on the second start that a changed directory takes.
+func TestSpawnCKeptDirRechecked(t *testing.T) {
+	requireSpawnC(t)
+	if err := startDirCheck(); err != nil {
+		t.Fatalf("startDirCheck: %v", err)
+	}
+	base := t.TempDir()
+	dir := filepath.Join(base, "w")
+	other := t.TempDir()
+	o, err := os.Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	marker := filepath.Join(base, "ran")
+	spawn := func() error {
+		os.Remove(marker)
+		runtime.LockOSThread()
+		syscall.ForkLock.Lock()
+		pid, pidfd, ok, err := spawnC("/bin/sh", []string{"sh", "-c", "touch " + marker}, nil, dir, []uintptr{2, 0, 1}, true)
+		syscall.ForkLock.Unlock()
+		runtime.UnlockOSThread()
+		if !ok {
+			t.Fatal("cmdspawn.c refused")
+		}
+		if err != nil {
+			if _, serr := os.Stat(marker); serr == nil {
+				t.Errorf("refused (%v), yet the command ran", err)
+			}
+			return err
+		}
+		unix.Close(pidfd)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+		if _, err := os.Stat(marker); err != nil {
+			t.Errorf("the command did not run (%v)", err)
+		}
+		return nil
+	}
+	refused := func(step string, err, want error) {
+		t.Helper()
+		var de *dirError
+		if !errors.As(err, &de) || !errors.Is(err, want) {
+			t.Errorf("%s: %v, want a *dirError %v", step, err, want)
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // the second start is the kept directory's
+		if err := spawn(); err != nil {
+			t.Fatalf("start %d in %s: %v", i, dir, err)
+		}
+	}
+	// A magic link to a directory the check never approved, in its place.
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/proc/self/fd/"+strconv.Itoa(int(o.Fd())), dir); err != nil {
+		t.Fatal(err)
+	}
+	refused("magic link swapped in", spawn(), unix.ELOOP)
+	// The approved directory back, kept again, then removed.
+	os.Remove(dir)
+	if err := os.Rename(dir+".old", dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := spawn(); err != nil {
+		t.Fatalf("approved directory back: %v", err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	refused("directory removed", spawn(), unix.ENOENT)
+	// Another directory at the same path: a fresh check approves it.
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := spawn(); err != nil {
+		t.Fatalf("new directory at the same path: %v", err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Once more, the command's stdout being this process's fd 0 (a pipe
+	// for the test), which the child moves out of the way first.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	saved, err := unix.Dup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Dup2(int(w.Fd()), 0); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	null := devNull(t)
+	runtime.LockOSThread()
+	syscall.ForkLock.Lock()
+	pid, pidfd, ok, err := spawnC("/bin/sh", []string{"sh", "-c", "echo moved"}, nil, dir, []uintptr{null, 0, null}, true)
+	syscall.ForkLock.Unlock()
+	runtime.UnlockOSThread()
+	unix.Dup2(saved, 0)
+	unix.Close(saved)
+	if !ok || err != nil {
+		t.Fatalf("new directory at the same path, kept one replaced: %v %v", ok, err)
+	}
+	unix.Close(pidfd)
+	var ws unix.WaitStatus
+	unix.Wait4(pid, &ws, 0, nil)
+	out, _ := io.ReadAll(r)
+	if string(out) != "moved\n" {
+		t.Errorf("stdout of the second start: %q, want %q", out, "moved\n")
 	}
 }

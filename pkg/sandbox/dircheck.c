@@ -29,6 +29,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -54,6 +56,20 @@ static struct dc_id {
 // overwrite dc_path under it.
 static pthread_mutex_t dc_mu = PTHREAD_MUTEX_INITIALIZER;
 static int dc_started;
+// The last directory approved, kept open (O_PATH, close-on-exec) with the
+// path it was approved for: dc_id describes it while dc_kept_fd >= 0. A
+// command's start in the same path asks nothing of the helper
+// (nsbox_dircheck_ask_kept): its vfork child checks, after its chdir, that
+// it is in this very directory (nsbox_dircheck_same), which is what a
+// fresh check's comparison guarantees too (a directory that a resolution
+// without magic links reached, still the same inode on the same mount);
+// the open descriptor pins the inode and the mount, so no other directory
+// can take their numbers meanwhile. Written by the helper thread while a
+// question is asked, read by the asking thread under dc_mu.
+static int dc_kept_fd = -1;
+static char *dc_kept_path;
+// dc_hit: the question being asked was answered from the kept directory.
+static int dc_hit;
 
 static void dc_wait(int seen)
 {
@@ -86,15 +102,36 @@ static int dc_open(const char *path)
 	struct statx sx;
 	long rc = syscall(SYS_statx, (int)fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx);
 	int err = rc < 0 ? errno : 0;
-	close((int)fd);
-	if (err)
+	if (err) {
+		close((int)fd);
 		return err;
+	}
 	dc_id.dev_major = sx.stx_dev_major;
 	dc_id.dev_minor = sx.stx_dev_minor;
 	dc_id.ino = sx.stx_ino;
 	dc_id.has_mnt = (sx.stx_mask & STATX_MNT_ID) != 0;
 	dc_id.mnt = sx.stx_mnt_id;
+	// Kept for the next start in the same path (see dc_kept_fd); without
+	// memory for the path, not kept.
+	char *copy = strdup(path);
+	if (copy == NULL) {
+		close((int)fd);
+		return 0;
+	}
+	dc_kept_fd = (int)fd;
+	dc_kept_path = copy;
 	return 0;
+}
+
+// dc_forget closes the kept directory. Called by the helper thread while a
+// question is asked, or by the asking thread under dc_mu.
+static void dc_forget(void)
+{
+	if (dc_kept_fd >= 0)
+		close(dc_kept_fd);
+	dc_kept_fd = -1;
+	free(dc_kept_path);
+	dc_kept_path = NULL;
 }
 
 // nsbox_dircheck_same reports (0) whether the calling process's working
@@ -127,6 +164,9 @@ static void *dc_loop(void *arg)
 			dc_wait(s);
 			continue;
 		}
+		// A fresh check replaces the kept directory, whatever it
+		// answers: dc_id is about to describe another one.
+		dc_forget();
 		dc_answer = dc_open(dc_path);
 		atomic_store(&dc_state, ANSWERED);
 		dc_wake();
@@ -186,10 +226,47 @@ int nsbox_dircheck_ask(const char *path)
 		pthread_mutex_unlock(&dc_mu);
 		return -1;
 	}
+	dc_hit = 0;
 	dc_path = path;
 	atomic_store(&dc_state, ASKED);
 	dc_wake();
 	return 0;
+}
+
+// nsbox_dircheck_ask_kept is nsbox_dircheck_ask for a command's start
+// (cmdspawn.c), whose child compares its working directory with the
+// approved one after its chdir: a path that is the kept directory's is
+// answered at once, without waking the helper (see dc_kept_fd). *hit says
+// which; after a start that failed on a hit, the caller calls
+// nsbox_dircheck_forget and starts again with a fresh check, so that a
+// refusal names what a fresh check finds.
+int nsbox_dircheck_ask_kept(const char *path, int *hit)
+{
+	*hit = 0;
+	pthread_mutex_lock(&dc_mu);
+	if (!dc_started) {
+		pthread_mutex_unlock(&dc_mu);
+		return -1;
+	}
+	if (dc_kept_fd >= 0 && strcmp(path, dc_kept_path) == 0) {
+		dc_hit = 1;
+		dc_answer = 0;
+		dc_path = path;
+		atomic_store(&dc_state, ANSWERED);
+		*hit = 1;
+		return 0;
+	}
+	pthread_mutex_unlock(&dc_mu);
+	return nsbox_dircheck_ask(path);
+}
+
+// nsbox_dircheck_forget drops the kept directory; the next question is
+// checked afresh.
+void nsbox_dircheck_forget(void)
+{
+	pthread_mutex_lock(&dc_mu);
+	dc_forget();
+	pthread_mutex_unlock(&dc_mu);
 }
 
 // nsbox_dircheck_answer waits for the answer to the question asked and

@@ -391,7 +391,8 @@ func (s *hostCallServer) dispatch(ctx context.Context, call *hostCallRequest, ap
 		fn = s.handlers.lookup(key)
 	}
 	if fn == nil {
-		return nil, nil, 0, fmt.Sprintf("host API %s has no handler", key)
+		// string(key): key itself stays in keyBuf, on the stack.
+		return nil, nil, 0, fmt.Sprintf("host API %s has no handler", string(key))
 	}
 	args = ipc.Null{}
 	if len(call.Args) > 0 {
