@@ -106,6 +106,15 @@ func (f *Filter) Connect(ctx context.Context, dst netip.AddrPort, sock Socket) (
 		// saw.
 		return f.refusal(OpConnect, f.hostOf(addr), dst.Port(), "only TCP connections leave a filtered network (UDP only as DNS to nsbox's resolver)")
 	}
+	// A socket that is connected, connecting or listening in the
+	// sandbox's namespace (to its own loopback) is answered as the kernel
+	// answers a second connect: EISCONN, or EALREADY while a handshake
+	// runs. Replaced by a host connection instead, its peer got no FIN
+	// and a listener kept completing handshakes until the supervisor's
+	// copy was closed (found by review).
+	if errno := connectedErrno(sock.FD); errno != 0 {
+		return Verdict{Action: Fail, Errno: errno}, nil
+	}
 	// Only an address nsbox handed out for an allowed name is reachable:
 	// a literal IP (or an address the sandbox learnt elsewhere) names no
 	// host the allowlist could have checked.
@@ -553,4 +562,31 @@ func (f *Filter) OpenConns() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.live.count()
+}
+
+// connectedErrno is what connect(2) fails with on the TCP socket fd given
+// its state: EALREADY while a handshake is under way, EISCONN when it is
+// connected, closing or listening (inet_stream_connect: a socket whose
+// state is not TCP_CLOSE); 0 when a connect may proceed, or when fd is
+// not known (-1).
+func connectedErrno(fd int) unix.Errno {
+	if fd < 0 {
+		return 0
+	}
+	info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return 0
+	}
+	// tcpi_state holds the kernel's TCP states (include/net/tcp_states.h).
+	const (
+		tcpSynSent = 2
+		tcpClose   = 7
+	)
+	switch info.State {
+	case tcpClose:
+		return 0
+	case tcpSynSent:
+		return unix.EALREADY
+	}
+	return unix.EISCONN
 }

@@ -212,3 +212,50 @@ func TestMakeSockaddr(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectedErrno: a socket connected, or listening, in the sandbox's
+// own namespace gets the kernel's answer to a second connect (EISCONN), not
+// a host connection in its place; a fresh one may connect.
+func TestConnectedErrno(t *testing.T) {
+	fresh, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fresh)
+	if e := connectedErrno(fresh); e != 0 {
+		t.Errorf("a fresh socket: %v", e)
+	}
+	if e := connectedErrno(-1); e != 0 {
+		t.Errorf("no descriptor: %v", e)
+	}
+	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(l)
+	if err := unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(l, 1); err != nil {
+		t.Fatal(err)
+	}
+	if e := connectedErrno(l); e != unix.EISCONN {
+		t.Errorf("a listening socket: %v, want EISCONN", e)
+	}
+	sa, _ := unix.Getsockname(l)
+	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(c)
+	if err := unix.Connect(c, sa); err != nil {
+		t.Fatal(err)
+	}
+	if e := connectedErrno(c); e != unix.EISCONN {
+		t.Errorf("a connected socket: %v, want EISCONN", e)
+	}
+	// What the kernel itself answers, for comparison.
+	if err := unix.Connect(c, sa); err != unix.EISCONN {
+		t.Errorf("the kernel answers a second connect with %v", err)
+	}
+}

@@ -78,6 +78,8 @@ void nsbox_dircheck_forget(void);
 int nsbox_dircheck_answer(void);
 int nsbox_dircheck_collect(void);
 int nsbox_dircheck_same(void);
+int nsbox_dircheck_same_kept(void);
+int nsbox_dircheck_kept_fd(void);
 
 struct spawn_args {
 	const char *path;
@@ -90,6 +92,10 @@ struct spawn_args {
 	// The working directory's openat2 check was asked of dircheck.c's
 	// helper thread: the child waits for its answer before execve.
 	int check_dir;
+	// kept_fd >= 0: the check was answered from the kept directory
+	// (dircheck.c, nsbox_dircheck_ask_kept), whose descriptor this is in
+	// the worker: the child closes its own copy before its chdir.
+	int kept_fd;
 	// Written by the child before it exits when a step failed: the
 	// errno of that step, and whether it was the directory check.
 	volatile int err;
@@ -123,6 +129,16 @@ static int child(void *arg)
 	// kill on timeout.
 	if ((rc = syscall(SYS_setsid)) < 0)
 		return child_fail(a);
+	// On the kept directory's approval nothing resolved the path now
+	// without magic links: a command that replaced it with a symlink to
+	// /proc/self/fd/N, N the worker's descriptor of that very directory,
+	// would have this chdir enter it (deleted, or reachable by no path)
+	// and pass the comparison below (found by review). This child's copy
+	// of the descriptor goes first (no CLONE_FILES: the worker keeps its
+	// own); nsbox_dircheck_same_kept refuses a deleted directory, which a
+	// link to another process's /proc/PID/cwd could still reach.
+	if (a->kept_fd >= 0)
+		syscall(SYS_close, a->kept_fd);
 	if (a->dir[0] != '\0' && (rc = syscall(SYS_chdir, a->dir)) < 0) {
 		// The check's refusal, if any, is the error to report: it
 		// names what is wrong with the directory, as before.
@@ -177,7 +193,7 @@ static int child(void *arg)
 		// And the directory the chdir above entered is the one the
 		// check opened (dircheck.c, nsbox_dircheck_same).
 		if (answer == 0)
-			answer = nsbox_dircheck_same();
+			answer = a->kept_fd >= 0 ? nsbox_dircheck_same_kept() : nsbox_dircheck_same();
 		if (answer != 0) {
 			a->bad_dir = 1;
 			errno = answer;
@@ -305,6 +321,7 @@ int nsbox_cmd_spawn(const char *buf, size_t len, int argc, int envc, int *fds, i
 		.envp = ptrs + argc + 1,
 		.fds = fds,
 		.nfds = nfds,
+		.kept_fd = -1, // not 0: the child would close fd 0
 		.err = 0,
 		.bad_dir = 0,
 	};
@@ -336,6 +353,8 @@ again:
 			goto out;
 		}
 		a.check_dir = 1;
+		// Stable until nsbox_dircheck_collect: the asker holds dc_mu.
+		a.kept_fd = hit ? nsbox_dircheck_kept_fd() : -1;
 	}
 	// Block every signal (the kernel's set, glibc's two included) until
 	// the child reset its handlers; see handled.

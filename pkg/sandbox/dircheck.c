@@ -155,6 +155,30 @@ int nsbox_dircheck_same(void)
 	return 0;
 }
 
+// nsbox_dircheck_same_kept is nsbox_dircheck_same for a start answered
+// from the kept directory (cmdspawn.c): the directory must also still be
+// linked, not one that only a descriptor or another process's /proc/PID/cwd
+// reaches any more (review).
+int nsbox_dircheck_same_kept(void)
+{
+	int rc = nsbox_dircheck_same();
+	if (rc != 0)
+		return rc;
+	struct statx sx;
+	if (syscall(SYS_statx, AT_FDCWD, "", AT_EMPTY_PATH, STATX_NLINK, &sx) < 0)
+		return errno ? errno : EXDEV;
+	if (!(sx.stx_mask & STATX_NLINK) || sx.stx_nlink == 0)
+		return ENOENT;
+	return 0;
+}
+
+// nsbox_dircheck_kept_fd is the kept directory's descriptor (-1: none),
+// for the asker of a question answered from it, which holds dc_mu.
+int nsbox_dircheck_kept_fd(void)
+{
+	return dc_kept_fd;
+}
+
 static void *dc_loop(void *arg)
 {
 	(void)arg;
