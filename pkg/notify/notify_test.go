@@ -652,15 +652,16 @@ func TestProgramNotifiesEverySetgroups(t *testing.T) {
 	}
 }
 
-// TestInetHandler is the hook the filtered network uses: a connect to one
-// address is refused by the handler, a connect to another is answered by
-// installing a socket the supervisor connected elsewhere (ADDFD, SETFD).
-func TestInetHandler(t *testing.T) {
+// redirectListener listens on the host's 127.0.0.1 and answers every
+// connection with "redirected": where the tests' handlers install the
+// sockets they connect in place of the target's.
+func redirectListener(t *testing.T) net.Listener {
+	t.Helper()
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -671,6 +672,14 @@ func TestInetHandler(t *testing.T) {
 			c.Close()
 		}
 	}()
+	return l
+}
+
+// TestInetHandler is the hook the filtered network uses: a connect to one
+// address is refused by the handler, a connect to another is answered by
+// installing a socket the supervisor connected elsewhere (ADDFD, SETFD).
+func TestInetHandler(t *testing.T) {
+	l := redirectListener(t)
 	var seen atomic.Int64
 	h := HandlerFunc(func(_ context.Context, c *SockCall) Verdict {
 		seen.Add(1)

@@ -38,21 +38,7 @@ func socketInodesOpen(t *testing.T) map[uint64]bool {
 // batches while the Server serves (reap), and the rest by Close; none is
 // left open.
 func TestInstallFDClosesReplacedSockets(t *testing.T) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("redirected"))
-			c.Close()
-		}
-	}()
+	l := redirectListener(t)
 	var mu sync.Mutex
 	var replaced []uint64 // the inodes of the target's sockets, replaced
 	// Registered first, so run after the Server's Close (cleanups run
