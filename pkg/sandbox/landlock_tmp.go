@@ -29,7 +29,7 @@ import (
 // pid was reused).
 //
 // They live in the caller's own directory nsbox-UID in the host's
-// temporary directory (landlockTmpParent), so that this later nsbox reads
+// temporary directory (makeLandlockTmp), so that this later nsbox reads
 // a directory of a few entries at its start, not the whole shared one (a
 // /tmp of 500 entries cost every run ~0.5 ms here).
 
@@ -206,8 +206,9 @@ func parseTmpOwner(name string) (ns uint64, pid int, start uint64, ok bool) {
 }
 
 // RemoveDeadLandlockTmpDirs removes, from where runs make them
-// (landlockTmpLeftAt), the private TMPDIRs of Landlock sessions whose supervisor is gone (killed
-// before it could close them), and returns what it removed. Only what is
+// (landlockTmpLeftAt), the private TMPDIRs of Landlock sessions whose
+// supervisor is gone (killed before it could close them), and returns what
+// it removed. Only what is
 // certainly such a directory and dead goes:
 //   - a name of this scheme whose owner is in this process's PID namespace
 //     (a pid of another namespace, a container sharing /tmp, cannot be
