@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,33 +97,7 @@ func TestReviewLeadLandlockTmpParentModeKeepsKilledTmpDir(t *testing.T) {
 			requireLandlock(t, u)
 			ws := u.tempDir(t)
 			restore := restoreTmpParent(t, u)
-			marker := fmt.Sprintf("nsbox-rvlead-%d", time.Now().UnixNano())
-			cmd := exec.Command(nsboxBin(t), "run", "--backend", "landlock", "--workspace", ws, "--",
-				"/bin/sh", "-c", `chmod 755 "$(dirname "$TMPDIR")"; echo private > "$TMPDIR/$1"; exec sleep 300.$2`,
-				"sh", marker, strconv.Itoa(int(time.Now().UnixNano()%1000000)))
-			cmd.Dir = ws
-			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}
-			u.asUser(cmd)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				cmd.Process.Kill()
-				cmd.Wait()
-			})
-			var dir string
-			// Wait for the file (a deadlock guard only, no timing).
-			for i := 0; i < 1200 && dir == ""; i++ {
-				if m, _ := filepath.Glob(landlockTmpParentOf(u) + "/nsbox-tmp-*/" + marker); len(m) == 1 {
-					dir = filepath.Dir(m[0])
-				} else {
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
-			if dir == "" {
-				t.Fatalf("the session's TMPDIR with %s never appeared in %s", marker, landlockTmpParentOf(u))
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
+			cmd, dir := startLandlockTmpRun(t, u, ws, `chmod 755 "$(dirname "$TMPDIR")"; `)
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
 			r := u.run(t, &runOpts{dir: ws}, "run", "--backend", "landlock", "--workspace", ws, "--", "/bin/true")
