@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestGitStatusHidesPlaceholders: inside the sandbox, git does not list
@@ -81,4 +83,62 @@ func gitRepoOf(t *testing.T, u user) (string, *runOpts) {
 		t.Fatalf("git commit: %s", r.stderr)
 	}
 	return ws, gitEnv
+}
+
+// TestGitExcludeHostileFiles: a repository's exclude file that is a
+// symlink, a FIFO or over the size bound, or a .git that is a file, is
+// left alone: the run starts (no wait on the FIFO), nothing is mounted
+// over the link or what it names, and the host's files are unchanged.
+func TestGitExcludeHostileFiles(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		for _, tc := range []struct {
+			name  string
+			setup func(t *testing.T, ws, exclude string)
+		}{
+			{"symlink", func(t *testing.T, ws, exclude string) {
+				u.writeFile(t, filepath.Join(ws, "target.txt"), "mine\n", 0o644)
+				os.Remove(exclude)
+				if err := os.Symlink("../../target.txt", exclude); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"fifo", func(t *testing.T, ws, exclude string) {
+				os.Remove(exclude)
+				if err := syscall.Mkfifo(exclude, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				os.Lchown(exclude, u.uid, u.uid)
+			}},
+			{"oversized", func(t *testing.T, ws, exclude string) {
+				u.writeFile(t, exclude, strings.Repeat("# padding\n", 30000), 0o644)
+			}},
+			{"gitfile", func(t *testing.T, ws, exclude string) {
+				os.RemoveAll(filepath.Join(ws, ".git"))
+				u.writeFile(t, filepath.Join(ws, ".git"), "gitdir: /nonexistent\n", 0o644)
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ws, _ := gitRepoOf(t, u)
+				exclude := filepath.Join(ws, ".git", "info", "exclude")
+				tc.setup(t, ws, exclude)
+				r := u.sh(t, &runOpts{dir: ws, timeout: time.Minute}, []string{"--rw", ws},
+					`test -e .npmrc || { echo "no placeholder for .npmrc"; exit 3; }
+if grep -qs nsbox target.txt; then echo "target.txt was covered"; fi
+if [ -f .git/info/exclude ] && [ ! -p .git/info/exclude ] && grep -qs 'nsbox: placeholders' .git/info/exclude; then echo "exclude was covered"; fi
+echo done`)
+				expectCode(t, r, 0)
+				if !strings.Contains(r.stdout, "done") || strings.Contains(r.stdout, "covered") {
+					t.Errorf("inside: %q (stderr %q)", r.stdout, r.stderr)
+				}
+				if tc.name == "symlink" {
+					if b, _ := os.ReadFile(filepath.Join(ws, "target.txt")); string(b) != "mine\n" {
+						t.Errorf("the link's target changed on the host: %q", b)
+					}
+				}
+			})
+		}
+	})
 }
