@@ -152,7 +152,11 @@ func startRun(t *testing.T, u user, env []string, want string, orSkip bool, args
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// SIGTERM first: a supervisor killed with SIGKILL leaves the
+	// placeholders it made (with --rw /tmp: .git, .mcp.json, .bashrc...
+	// in the host's /tmp, where a later `go build` below /tmp takes the
+	// empty .git for a repository) to the next run of the same user.
+	t.Cleanup(func() { stopRun(cmd) })
 	rd := bufio.NewReader(out)
 	if line, _ := rd.ReadString('\n'); line != want {
 		cmd.Process.Kill()
@@ -163,6 +167,24 @@ func startRun(t *testing.T, u user, env []string, want string, orSkip bool, args
 		t.Fatalf("nsbox %v did not start (%q): %s", args, line, stderr.String())
 	}
 	return cmd, rd
+}
+
+// stopRun ends a started nsbox the way a user's Ctrl-C would (it kills the
+// sandbox, removes its placeholders and exits), and kills it if it has not
+// within 10 s.
+func stopRun(cmd *exec.Cmd) {
+	if cmd.ProcessState != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+	}
 }
 
 // sandboxedSleep starts `nsbox run -- sleep` as u and returns the host pid
@@ -515,7 +537,7 @@ print("victim done")
 `
 	r := u.run(t, &runOpts{env: env, dir: "/"}, "run", "--rw", "/tmp", "--", "/usr/bin/python3", "-c", victim)
 	expectCode(t, r, 0)
-	att.Process.Kill()
+	att.Process.Signal(syscall.SIGTERM)
 	rest, _ := io.ReadAll(rd)
 	if strings.Contains(string(rest), "VICTIM-SECRET-4711") {
 		t.Errorf("a sandbox holding the holder's socket read a file another sandbox had open:\n%s", rest)

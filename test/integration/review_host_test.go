@@ -198,7 +198,7 @@ func reviewText(res *mcp.CallToolResult) string {
 // $2. It prints the tools/call answer.
 const reviewAttackScript = `set -e
 U="$1"; CMD="$2"
-H=$(mktemp)
+H=$(mktemp); trap 'rm -f "$H"' EXIT
 J='Content-Type: application/json'; A='Accept: application/json, text/event-stream'
 curl -sS -D "$H" -o /dev/null -H "$J" -H "$A" --data '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}' "$U"
 SID=$(grep -i '^mcp-session-id:' "$H" | cut -d' ' -f2 | tr -d '\r')
