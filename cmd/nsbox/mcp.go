@@ -259,6 +259,19 @@ func mcpMain(f *mcpFlags) error {
 	for _, n := range f.tools {
 		only = append(only, strings.TrimSpace(n))
 	}
+	// Over HTTP the sessions' stores live in a run directory of this
+	// server's (httpstores.go), which a later server removes if this one
+	// is killed.
+	var httpRun string
+	var httpRunErr error
+	if f.http != "" {
+		var releaseRun func()
+		if httpRun, releaseRun, httpRunErr = openHTTPStores(dataDir); httpRunErr == nil {
+			defer releaseRun()
+		} else {
+			logger.Error("no memory and notepad stores for HTTP sessions", "dir", filepath.Join(dataDir, httpStoresDir), "error", httpRunErr)
+		}
+	}
 	// The configuration of one MCP session's server: over stdio the only
 	// one, over HTTP one per MCP session id, each with its own sandbox.
 	sessionConfig := func() mcpserver.Config {
@@ -270,19 +283,22 @@ func mcpMain(f *mcpFlags) error {
 			// and a command of one (every command may call memory.* and
 			// notepad.*) must not plant memories in another's nor read
 			// them.
-			dir := filepath.Join(dataDir, "http-sessions", id)
-			h, closeSess, err := hostapi.DefaultHandlers(dir)
-			if err != nil {
-				// Without stores of its own the session gets none: its
-				// memory and notepad calls fail, and say why.
-				logger.Error("no memory and notepad stores for an HTTP session", "session", id, "error", err)
-				h, closeSess = sandbox.NewHandlers(), func() error { return nil }
-			}
-			sessHandlers = h
-			closed = func() {
-				closeSess()
-				if err := os.RemoveAll(dir); err != nil {
-					logger.Warn("cannot remove an HTTP session's stores", "dir", dir, "error", err)
+			sessHandlers, closed = sandbox.NewHandlers(), func() {}
+			if httpRunErr == nil {
+				dir := filepath.Join(httpRun, id)
+				h, closeSess, err := hostapi.DefaultHandlers(dir)
+				if err != nil {
+					// Without stores of its own the session gets none: its
+					// memory and notepad calls fail, and say why.
+					logger.Error("no memory and notepad stores for an HTTP session", "session", id, "error", err)
+				} else {
+					sessHandlers = h
+					closed = func() {
+						closeSess()
+						if err := os.RemoveAll(dir); err != nil {
+							logger.Warn("cannot remove an HTTP session's stores", "dir", dir, "error", err)
+						}
+					}
 				}
 			}
 		}
