@@ -115,6 +115,9 @@ func (p *connPools) admit(c *poolConn) (victim *poolConn, ok bool) {
 		if i < 0 {
 			return nil, false
 		}
+		// The oldest connection that has not sent a whole request makes
+		// room: a silent or slow slot holder cannot keep a new client
+		// (the token holder's among them) waiting in the accept queue.
 		victim = p.unauth[i]
 		p.unauth = slices.Delete(p.unauth, i, i+1)
 		// Closed by the caller: its Close finds it in no pool.
@@ -134,6 +137,8 @@ func (p *connPools) promote(c *poolConn) {
 	if i < 0 {
 		return // taken out to be closed
 	}
+	// Out of reach of tokenless clients from here: never taken to make
+	// room (admit looks in unauth only).
 	p.unauth = slices.Delete(p.unauth, i, i+1)
 	p.auth++
 	c.authed = true
@@ -200,6 +205,8 @@ type refusalWriter struct {
 
 func (w *refusalWriter) WriteHeader(code int) {
 	if code == http.StatusUnauthorized || code == http.StatusForbidden {
+		// One refused request per connection: a tokenless client cannot
+		// keep a slot alive with a refused request every few seconds.
 		w.Header().Set("Connection", "close")
 	}
 	w.ResponseWriter.WriteHeader(code)

@@ -344,6 +344,9 @@ func (f *Filter) followHello(sandbox, up net.Conn, name string, port uint16) boo
 		}
 		_ = sandbox.SetReadDeadline(time.Now().Add(helloTimeout))
 		hello, sni, err := readRetriedHello(sandbox, up)
+		// The second ClientHello names the same host as the first, or
+		// the connection is cut before it reaches the server: no other
+		// site is asked for in clear after a retry.
 		if err != nil || !sameName(sni, name) {
 			f.refuse(&Refusal{Op: OpConnect, Host: name, Port: port, Reason: helloRefused(sni, name, err, true), Errno: unix.ECONNRESET})
 			return false
