@@ -19,7 +19,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/net/netutil"
 )
 
 // HTTPConfig configures the streamable HTTP transport (the MCP
@@ -38,7 +37,9 @@ type HTTPConfig struct {
 	// MaxSessions bounds the sessions alive at once (each is a sandbox);
 	// 0: DefaultMaxSessions.
 	MaxSessions int
-	// MaxConns bounds the connections open at once; 0: DefaultMaxConns.
+	// MaxConns bounds the connections open at once in each of two pools:
+	// those that have not yet made an authenticated request, and those
+	// that have (connPools); 0: DefaultMaxConns.
 	MaxConns int
 	// Logger receives the transport's log; nil discards it.
 	Logger *slog.Logger
@@ -50,8 +51,9 @@ const DefaultIdleTimeout = 30 * time.Minute
 // DefaultMaxSessions bounds the HTTP sessions (sandboxes) alive at once.
 const DefaultMaxSessions = 64
 
-// DefaultMaxConns bounds the HTTP connections open at once.
-const DefaultMaxConns = 512
+// DefaultMaxConns bounds the HTTP connections open at once in each pool
+// (connPools): 512 in all, the bound of a single pool before.
+const DefaultMaxConns = 256
 
 // Timeouts of a connection: a keep-alive connection between requests is
 // closed after connIdleTimeout, a request's headers must arrive within
@@ -61,6 +63,12 @@ const (
 	headerTimeout   = 10 * time.Second
 	bodyTimeout     = 30 * time.Second
 )
+
+// maxHeaderBytes bounds a request's headers (net/http's default is 1 MiB):
+// an MCP request's are a few hundred bytes, and a connection without the
+// token must not make the server read and hold a megabyte before it is
+// refused (found by review).
+const maxHeaderBytes = 64 << 10
 
 // ErrNoToken refuses to serve a non-loopback address without a token.
 var ErrNoToken = errors.New("serving MCP over HTTP on an address other machines reach needs a bearer token (--token-file): anyone who reaches it could run commands in the sandbox")
@@ -163,8 +171,10 @@ func NewHTTP(cfg HTTPConfig) (*HTTPServer, error) {
 		// token.
 		return &auth.TokenInfo{UserID: "nsbox-token"}, nil
 	}
-	handler = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
-	h.handler = hostCheck(handler)
+	// A request past both checks moves its connection to the
+	// authenticated pool (connPools), which tokenless clients cannot fill.
+	handler = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(promoted(handler))
+	h.handler = closeRefused(hostCheck(handler))
 	return h, nil
 }
 
@@ -313,10 +323,14 @@ func (h *HTTPServer) Serve(ctx context.Context, ln net.Listener) error {
 		// body's deadline is the filter's.)
 		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       connIdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnContext:       withPoolConn,
 	}
-	// Connections past MaxConns wait to be accepted: clients cannot
-	// exhaust the descriptors a new sandbox needs.
-	ln = netutil.LimitListener(ln, h.cfg.MaxConns)
+	// At most MaxConns connections are open: clients cannot exhaust the
+	// descriptors a new sandbox needs. They are counted in two pools,
+	// unauthenticated and authenticated, so that clients without the
+	// token cannot hold the slots of the one that has it (connPools).
+	ln = &poolListener{Listener: ln, p: newConnPools(h.cfg.MaxConns)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	var err error

@@ -130,6 +130,12 @@ type Filter struct {
 	counted map[string]struct{}
 	// missing are the names found not to exist upstream, and when.
 	missing map[string]time.Time
+	// failed are the names whose last lookup failed (SERVFAIL, REFUSED,
+	// a timeout) or was refused (errLocalAnswer), with the error and
+	// until when it is answered again without a lookup (failedLookup).
+	// Bounded as missing is: only a name holding a slot of MaxNames
+	// (counted) is ever looked up, so only such a name gets here.
+	failed map[string]failedLookup
 	// looking are the names being looked up; closed when done.
 	looking map[string]chan struct{}
 	// reported are the refused names already reported (bounded).
@@ -166,6 +172,25 @@ type entry struct {
 // without a lookup, so a loop of queries for one allowed name is not a
 // loop of upstream queries (found by review: each query made two).
 const relookAfter = 30 * time.Second
+
+// failHoldDown is how long a failed lookup (SERVFAIL, REFUSED, a timeout,
+// no upstream reachable) is answered from its record, SERVFAIL again,
+// without asking upstream. RFC 9520 section 3.2 asks a resolver to cache
+// such failures for at least 1 s and at most 5 min. 30 s, as relookAfter:
+// a query loop for an allowed name whose zone fails (or one the sandbox can
+// make fail under a wildcard) then costs upstream one lookup per name per
+// 30 s, the same rate a found name costs, instead of a lookup per query
+// (found by review: TestReview2DNSUpstreamFailureNotCached); and a passing
+// outage of the host's resolver heals within half a minute, before a
+// build's own retries give up.
+const failHoldDown = 30 * time.Second
+
+// failedLookup is the record of a failed or refused lookup: the error
+// the lookup gave, answered again until until.
+type failedLookup struct {
+	err   error
+	until time.Time
+}
 
 // errLocalAnswer is an upstream answer that names only addresses of the
 // host itself or its link (localAnswer).
@@ -268,6 +293,7 @@ func New(cfg Config) (*Filter, error) {
 		relayIDs: map[uint64]struct{}{},
 		counted:  map[string]struct{}{},
 		missing:  map[string]time.Time{},
+		failed:   map[string]failedLookup{},
 		looking:  map[string]chan struct{}{},
 		queries:  make(chan struct{}, cfg.MaxQueries),
 		spares:   hostSockets{wake: make(chan struct{}, 1)},
@@ -358,6 +384,16 @@ func (f *Filter) resolve(ctx context.Context, name string) (e *entry, ok bool, e
 			f.mu.Unlock()
 			return nil, false, nil
 		}
+		// A name whose lookup failed or was refused lately gets the
+		// same error again without a lookup, for failHoldDown (or
+		// relookAfter): neither a loop of queries nor the queries that
+		// waited on that lookup (below) turn into upstream queries
+		// (RFC 9520; found by review: TestReview2DNSUpstreamFailureNotCached,
+		// TestReview2DNSLocalAnswerNotCached).
+		if fl, failed := f.failed[name]; failed && time.Now().Before(fl.until) {
+			f.mu.Unlock()
+			return nil, false, fl.err
+		}
 		// One lookup of a name at a time: the others wait for its
 		// answer (cached above) instead of each sending their own.
 		if wait, busy := f.looking[name]; busy {
@@ -416,6 +452,12 @@ func (f *Filter) lookup(ctx context.Context, name string) (*entry, bool, error) 
 			return nil, false, nil
 		}
 		if lerr != nil {
+			// Recorded, so that the next query for the name is answered
+			// from the record (resolve), not sent upstream again; not when
+			// the filter is closing (its context ended the lookup).
+			if f.ctx.Err() == nil {
+				f.setFailed(name, lerr, failHoldDown)
+			}
 			return nil, false, lerr
 		}
 		var local []netip.Addr
@@ -428,7 +470,10 @@ func (f *Filter) lookup(ctx context.Context, name string) (*entry, bool, error) 
 			real = append(real, a)
 		}
 		if len(real) == 0 && len(local) > 0 {
-			return nil, false, &errLocalAnswer{addrs: local}
+			// An answer, refused: kept as long as a found one is.
+			err := &errLocalAnswer{addrs: local}
+			f.setFailed(name, err, relookAfter)
+			return nil, false, err
 		}
 		if len(real) == 0 {
 			f.setMissing(name)
@@ -442,6 +487,7 @@ func (f *Filter) lookup(ctx context.Context, name string) (*entry, bool, error) 
 		return nil, false, ErrClosed
 	}
 	delete(f.missing, name)
+	delete(f.failed, name)
 	if e := f.byName[name]; e != nil {
 		e.real, e.looked = real, looked // replaced: a reader holds a copy
 		return e, true, nil
@@ -457,6 +503,15 @@ func (f *Filter) lookup(ctx context.Context, name string) (*entry, bool, error) 
 func (f *Filter) setMissing(name string) {
 	f.mu.Lock()
 	f.missing[name] = time.Now()
+	delete(f.failed, name)
+	f.mu.Unlock()
+}
+
+// setFailed records that name's lookup failed with err, to be answered so
+// for hold (bounded as setMissing is: only names holding a slot get here).
+func (f *Filter) setFailed(name string, err error, hold time.Duration) {
+	f.mu.Lock()
+	f.failed[name] = failedLookup{err: err, until: time.Now().Add(hold)}
 	f.mu.Unlock()
 }
 

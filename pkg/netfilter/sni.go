@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -25,7 +26,41 @@ const (
 	maxClientHello = 5 + 1<<14
 	// helloTimeout bounds the wait for the ClientHello.
 	helloTimeout = 10 * time.Second
+	// maxServerRecord bounds a record read from the server before the
+	// relay copies plainly: a TLS record's largest (2^14 bytes and a
+	// TLS 1.2 ciphertext's 2048 more, RFC 5246 section 6.2.3) and its
+	// header.
+	maxServerRecord = 5 + 1<<14 + 2048
+	// maxServerRecords bounds the records read from the server before its
+	// ServerHello (change_cipher_spec and warning alerts, forwarded).
+	maxServerRecords = 4
+	// serverHelloTimeout bounds the wait for the server's answer to a
+	// ClientHello, as a blocking connect is bounded (DefaultConnectTimeout).
+	serverHelloTimeout = 30 * time.Second
 )
+
+// TLS record content types (RFC 8446 section 5.1).
+const (
+	recChangeCipherSpec = 20
+	recAlert            = 21
+	recHandshake        = 22
+)
+
+// helloRetryRandom is the Random of a ServerHello that is a
+// HelloRetryRequest: SHA-256 of "HelloRetryRequest" (RFC 8446 section
+// 4.1.3).
+var helloRetryRandom = []byte{
+	0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+	0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+}
+
+// errNotServerHello is a server whose answer to a ClientHello is not a
+// TLS ServerHello the check can follow.
+var errNotServerHello = errors.New("the server's answer is not a TLS ServerHello")
+
+// errServerEnded is a server that answered a ClientHello with a fatal
+// alert: the handshake is over, the alert was passed on.
+var errServerEnded = errors.New("the server ended the handshake")
 
 // errNoSNI is a ClientHello without a server name, or not a ClientHello.
 var errNoSNI = errors.New("not a TLS ClientHello with a server name")
@@ -214,22 +249,21 @@ func (f *Filter) relay(sandbox *net.TCPConn, up net.Conn, id uint64, name string
 	defer f.dropRelay(sandbox, up, id)
 	_ = sandbox.SetReadDeadline(time.Now().Add(helloTimeout))
 	hello, sni, err := readClientHello(sandbox)
-	if err != nil || !strings.EqualFold(strings.TrimSuffix(sni, "."), name) {
-		why := fmt.Sprintf("the TLS server name %q is not %s, the name the connection was opened for (domain fronting)", sni, name)
-		host := name
-		switch {
-		case errors.Is(err, errECH):
-			why = fmt.Sprintf("the TLS ClientHello (outer server name %q) carries Encrypted Client Hello, whose inner server name the SNI check cannot read (refused under --check-sni; a browser's GREASE ECH too)", sni)
-		case err != nil:
-			why = "the connection did not start with a TLS ClientHello naming its server (the SNI check is on for port 443)"
-		}
-		f.refuse(&Refusal{Op: OpConnect, Host: host, Port: port, Reason: why, Errno: unix.ECONNRESET})
+	if err != nil || !sameName(sni, name) {
+		f.refuse(&Refusal{Op: OpConnect, Host: name, Port: port, Reason: helloRefused(sni, name, err, false), Errno: unix.ECONNRESET})
 		return
 	}
-	_ = sandbox.SetReadDeadline(time.Time{})
 	if _, err := up.Write(hello); err != nil {
 		return
 	}
+	// The first ClientHello is not the only one sent in clear: the
+	// handshake is followed until the server's ServerHello (below), and
+	// only then is the connection copied unread.
+	if !f.followHello(sandbox, up, name, port) {
+		return
+	}
+	_ = sandbox.SetReadDeadline(time.Time{})
+	_ = up.SetReadDeadline(time.Time{})
 	done := make(chan struct{}, 2)
 	sandboxDone := make(chan struct{})
 	go func() {
@@ -243,6 +277,151 @@ func (f *Filter) relay(sandbox *net.TCPConn, up net.Conn, id uint64, name string
 	go func() { copyLingering(sandbox, up, sandboxDone); closeWrite(sandbox); done <- struct{}{} }()
 	<-done
 	<-done
+}
+
+// sameName reports whether a ClientHello's server name is the allowed
+// name the connection was opened for.
+func sameName(sni, name string) bool {
+	return strings.EqualFold(strings.TrimSuffix(sni, "."), name)
+}
+
+// helloRefused says why a ClientHello (retried: the one sent again after
+// a HelloRetryRequest) was refused.
+func helloRefused(sni, name string, err error, retried bool) string {
+	switch {
+	case errors.Is(err, errECH):
+		return fmt.Sprintf("the TLS ClientHello (outer server name %q) carries Encrypted Client Hello, whose inner server name the SNI check cannot read (refused under --check-sni; a browser's GREASE ECH too)", sni)
+	case err != nil && retried:
+		return "after a HelloRetryRequest the connection did not send a TLS ClientHello naming its server (the SNI check is on for this port)"
+	case err != nil:
+		return "the connection did not start with a TLS ClientHello naming its server (the SNI check is on for this port)"
+	}
+	again := ""
+	if retried {
+		again = " in the ClientHello sent again after a HelloRetryRequest"
+	}
+	return fmt.Sprintf("the TLS server name %q%s is not %s, the name the connection was opened for (domain fronting)", sni, again, name)
+}
+
+// followHello reads the server's answer to the ClientHello just relayed
+// and passes it on; when it is a HelloRetryRequest it reads the client's
+// second ClientHello and checks it as the first. It returns true once the
+// server sent a ServerHello that is not a HelloRetryRequest: from there on
+// the handshake runs under the keys the checked ClientHello started, and
+// no further ClientHello is sent in clear (a TLS 1.2 renegotiation's is
+// encrypted). False: the relay ends (refused, or the connection failed).
+//
+// A HelloRetryRequest (RFC 8446 section 4.1.4) makes the client send a
+// second ClientHello, in clear, which a relay that copies after the first
+// passed unread: a client names the allowed host in the first and another
+// site in the second, and a front end that routes by the second (as a
+// server re-running its name callback on it does) serves that site
+// (domain fronting; found by review:
+// TestReview2DNSSNISecondClientHelloUnchecked). The second is checked
+// rather than every retry refused: a retry is ordinary TLS 1.3 (the
+// server prefers a group the client sent no key share for, or wants a
+// cookie), and refusing it would cut clients that did nothing wrong;
+// RFC 8446 section 4.1.2 has the client repeat its server_name, so the
+// same name is required, read by the same parser (ECH refused as in the
+// first). A second HelloRetryRequest is refused (the RFC has the client
+// abort). Bounded as the first read: record sizes, record count, and a
+// deadline on each read.
+func (f *Filter) followHello(sandbox, up net.Conn, name string, port uint16) bool {
+	for hellos := 1; ; hellos++ {
+		_ = up.SetReadDeadline(time.Now().Add(serverHelloTimeout))
+		retry, err := passServerHello(up, sandbox)
+		switch {
+		case errors.Is(err, errNotServerHello):
+			f.refuse(&Refusal{Op: OpConnect, Host: name, Port: port, Reason: "the server's answer to the TLS ClientHello is not a ServerHello the SNI check can follow (the SNI check is on for this port)", Errno: unix.ECONNRESET})
+			return false
+		case err != nil:
+			return false // ended, failed or silent: nothing more to relay
+		case !retry:
+			return true
+		case hellos == 2:
+			f.refuse(&Refusal{Op: OpConnect, Host: name, Port: port, Reason: "the server sent a second HelloRetryRequest, which TLS 1.3 forbids (RFC 8446 section 4.1.4): a third ClientHello is not relayed", Errno: unix.ECONNRESET})
+			return false
+		}
+		_ = sandbox.SetReadDeadline(time.Now().Add(helloTimeout))
+		hello, sni, err := readRetriedHello(sandbox, up)
+		// The second ClientHello names the same host as the first, or
+		// the connection is cut before it reaches the server: no other
+		// site is asked for in clear after a retry.
+		if err != nil || !sameName(sni, name) {
+			f.refuse(&Refusal{Op: OpConnect, Host: name, Port: port, Reason: helloRefused(sni, name, err, true), Errno: unix.ECONNRESET})
+			return false
+		}
+		if _, err := up.Write(hello); err != nil {
+			return false
+		}
+	}
+}
+
+// passServerHello reads the server's records up to its first handshake
+// record, passes each on to the sandbox, and reports whether that record
+// starts a HelloRetryRequest. A change_cipher_spec (middlebox
+// compatibility, RFC 8446 appendix D.4) and a warning alert (a TLS 1.2
+// server's unrecognized_name) are passed on and skipped; a fatal alert
+// ends the handshake (errServerEnded); anything else, or a ServerHello
+// split so that its Random is not in the first record, is
+// errNotServerHello (fail closed).
+func passServerHello(up, sandbox net.Conn) (bool, error) {
+	for range maxServerRecords {
+		rec, err := readTLSRecord(up, maxServerRecord)
+		if err != nil {
+			if errors.Is(err, errNotRecord) {
+				return false, errNotServerHello
+			}
+			return false, err
+		}
+		if _, err := sandbox.Write(rec); err != nil {
+			return false, err
+		}
+		body := rec[5:]
+		switch rec[0] {
+		case recChangeCipherSpec:
+			continue
+		case recAlert:
+			if len(body) == 2 && body[0] == 1 { // level warning
+				continue
+			}
+			return false, errServerEnded
+		case recHandshake:
+			// msg_type server_hello (2), its 3-byte length, legacy_version,
+			// then the Random (RFC 8446 section 4.1.3).
+			if len(body) < 4+2+32 || body[0] != 2 {
+				return false, errNotServerHello
+			}
+			return bytes.Equal(body[6:38], helloRetryRandom), nil
+		}
+		return false, errNotServerHello
+	}
+	return false, errNotServerHello
+}
+
+// readRetriedHello reads the ClientHello a client sends after a
+// HelloRetryRequest. One change_cipher_spec record may come first
+// (middlebox compatibility, RFC 8446 appendix D.4: "immediately before its
+// second flight"); it is passed on to up. Anything else before the
+// ClientHello (early data among it: RFC 8446 section 4.2.10 rejects it
+// with a retry) is refused, as a first record that is not a ClientHello
+// is.
+func readRetriedHello(sandbox, up net.Conn) ([]byte, string, error) {
+	rec, err := readTLSRecord(sandbox, maxClientHello)
+	if err == nil && rec[0] == recChangeCipherSpec && len(rec) == 6 && rec[5] == 1 {
+		if _, err := up.Write(rec); err != nil {
+			return nil, "", err
+		}
+		rec, err = readTLSRecord(sandbox, maxClientHello)
+	}
+	if errors.Is(err, errNotRecord) || (err == nil && rec[0] != recHandshake) {
+		return nil, "", errNoSNI
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	sni, err := parseSNI(rec[5:])
+	return rec, sni, err
 }
 
 // relayLinger is how long the upstream may stay silent once the sandbox
@@ -284,21 +463,38 @@ func closeWrite(c net.Conn) {
 // readClientHello reads one TLS record holding a ClientHello and returns
 // the bytes read and the server name it asks for.
 func readClientHello(r io.Reader) ([]byte, string, error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, "", err
-	}
-	n := int(binary.BigEndian.Uint16(hdr[3:5]))
-	if hdr[0] != 22 || n == 0 || 5+n > maxClientHello {
+	buf, err := readTLSRecord(r, maxClientHello)
+	if errors.Is(err, errNotRecord) || (err == nil && buf[0] != recHandshake) {
 		return nil, "", errNoSNI
 	}
-	buf := make([]byte, 5+n)
-	copy(buf, hdr[:])
-	if _, err := io.ReadFull(r, buf[5:]); err != nil {
+	if err != nil {
 		return nil, "", err
 	}
 	sni, err := parseSNI(buf[5:])
 	return buf, sni, err
+}
+
+// errNotRecord is a header that is not a TLS record's, or one longer than
+// the reader's bound.
+var errNotRecord = errors.New("not a TLS record")
+
+// readTLSRecord reads one TLS record, header included, of at most max
+// bytes; the header's length is checked before anything is allocated.
+func readTLSRecord(r io.Reader, max int) ([]byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint16(hdr[3:5]))
+	if hdr[0] < recChangeCipherSpec || hdr[0] > 23 || hdr[1] != 3 || n == 0 || 5+n > max {
+		return nil, errNotRecord
+	}
+	buf := make([]byte, 5+n)
+	copy(buf, hdr[:])
+	if _, err := io.ReadFull(r, buf[5:]); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // parseSNI reads the server_name extension of a ClientHello handshake
