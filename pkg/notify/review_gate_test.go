@@ -1,0 +1,74 @@
+package notify
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Outside review of the sticky target ids (c8968a3, eef9c57): tests that
+// fail on the code reviewed and pass once the finding is fixed.
+
+// TestReviewGateUngatedLookupHasNoCapabilities: without a unix handler
+// (Options.Unix nil: a session with UnixSockets.Unrestricted and the
+// filtered network, pkg/sandbox/sockets.go) the supervisor connects to the
+// path the target wrote, resolved by the kernel on the serving thread. A
+// sticky thread makes that connect with CAP_DAC_READ_SEARCH and
+// CAP_SYS_PTRACE effective (take sets them before the call, not only
+// between calls), so a target of uid 65534 reaches a socket in a root
+// directory of mode 0700, and a socket through /proc/PID/root of a root
+// process (another mount namespace, a container's, in general), both of
+// which the kernel refuses to that uid and the per-call switch refused
+// too. stickyIDs lets a nil handler keep ids: the "reads checked with
+// those ids" are the gate's, but with no gate the call itself is the
+// path lookup.
+func TestReviewGateUngatedLookupHasNoCapabilities(t *testing.T) {
+	requireAsTarget(t)
+	dir := stickyDir(t)
+	private := filepath.Join(dir, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hidden := filepath.Join(private, "h.sock")
+	hiddenPeers := peerServer(t, hidden) // mode 0777, in a 0700 root directory
+	open := filepath.Join(dir, "o.sock")
+	openPeers := peerServer(t, open)
+	// A root process other than this one: its /proc/PID/root needs
+	// PTRACE_MODE_READ_FSCREDS, which uid 65534 does not have on it.
+	sleeper := exec.Command("sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Skipf("no sleep(1): %v", err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	viaProc := "/proc/" + strconv.Itoa(sleeper.Process.Pid) + "/root" + open
+	if len(viaProc) >= 108 {
+		t.Skipf("path too long for sun_path: %s", viaProc)
+	}
+	for _, sticky := range []bool{false, true} {
+		t.Run(fmt.Sprintf("OwnPIDNamespace=%v", sticky), func(t *testing.T) {
+			// Each twice: the first call takes the ids, the second finds
+			// them kept.
+			steps := []string{"connect:" + hidden, "connect:" + hidden, "connect:" + viaProc, "connect:" + viaProc}
+			next := stepper(t, steps, GateConfig{Writable: []string{dir}}, Options{AsTarget: true, OwnPIDNamespace: sticky, Unix: noGate},
+				&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}})
+			for i, s := range steps {
+				line := next()
+				if !strings.HasPrefix(line, s+" EACCES ") {
+					t.Errorf("call %d (%s) as uid %d: got %q, want EACCES (the kernel's answer to that uid)", i, s, nobody, line)
+				}
+			}
+			select {
+			case u := <-hiddenPeers:
+				t.Errorf("the socket in root's 0700 directory accepted uid %d", u.Uid)
+			case u := <-openPeers:
+				t.Errorf("the socket reached through /proc/%d/root accepted uid %d", sleeper.Process.Pid, u.Uid)
+			default:
+			}
+		})
+	}
+}
