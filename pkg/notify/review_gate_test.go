@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Outside review of the sticky target ids (c8968a3, eef9c57): tests that
@@ -70,5 +73,71 @@ func TestReviewGateUngatedLookupHasNoCapabilities(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+func init() {
+	childModes["reviewchroot"] = reviewChrootChild
+}
+
+// reviewChrootChild confines itself to args[0] (chroot, as a process in a
+// mount namespace of its own sees only its own tree), then connects to
+// each of args[1:] and prints each result.
+func reviewChrootChild(args []string, _ *bufio.Reader) int {
+	if err := unix.Chroot(args[0]); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	if err := unix.Chdir("/"); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	for _, p := range args[1:] {
+		fmt.Println(p, connectResult(p))
+	}
+	return 0
+}
+
+// TestReviewGateUngatedPathIsResolvedInTargetRoot: without a unix handler
+// (Options.Unix nil: UnixSockets.Unrestricted with the filtered network,
+// pkg/sandbox/sockets.go) the supervisor performs connect(2) with the
+// target's own path bytes, and the kernel resolves them in the
+// supervisor's root and mount namespace, not the target's
+// (Server.perform, vAllow: op(c.Addr)). A sandbox then reaches host
+// sockets it cannot see (the host's /tmp/.X11-unix/X0 behind its private
+// /tmp: "every visible socket" becomes every host socket its ids may
+// write), and misses its own. Here a child confined to a directory (chroot)
+// connects to a host socket outside it, which its kernel would answer
+// with ENOENT, and to its own socket inside, which its kernel would
+// connect. Not new in the sticky change, but on the same path.
+func TestReviewGateUngatedPathIsResolvedInTargetRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the child chroots: run as root")
+	}
+	if err := Supported(); err != nil {
+		t.Skip(err)
+	}
+	root := stickyDir(t)
+	own := peerServer(t, filepath.Join(root, "in.sock")) // "/in.sock" inside
+	hostDir := stickyDir(t)
+	host := filepath.Join(hostDir, "host.sock") // not under root
+	hostPeers := peerServer(t, host)
+	cmd := childCmd(t, "reviewchroot", []string{root, host, "/in.sock"}, nil)
+	stdin, out := startGateChild(t, cmd, GateConfig{Writable: []string{root}}, Options{Unix: noGate})
+	stdin.Write([]byte("go\n"))
+	want := []string{host + " ENOENT", "/in.sock ok"}
+	for i, w := range want {
+		if !out.Scan() {
+			t.Fatal("the child ended")
+		}
+		if line := out.Text(); line != w {
+			t.Errorf("call %d: got %q, want %q (the path as the target's own root names it)", i, line, w)
+		}
+	}
+	select {
+	case <-hostPeers:
+		t.Errorf("a host socket outside the target's root accepted its connect")
+	case <-own:
+	default:
 	}
 }
