@@ -141,3 +141,43 @@ func TestReviewGateUngatedPathIsResolvedInTargetRoot(t *testing.T) {
 	default:
 	}
 }
+
+// TestReviewGateSearchPermissionIsTheTargets: connect(2) to a path needs
+// search (x) permission on every directory on the way (path_resolution(7));
+// the gate resolves the path with a root supervisor's lookup rights (as
+// root per call, with CAP_DAC_READ_SEARCH on a sticky thread: stickyCaps,
+// "the gate's path lookups") and then checks only the socket's own write
+// bit (writableBy), and the connect through /proc/PID/fd/N walks no
+// directory of the target's. So a target reaches a socket in a directory
+// it may not search: uid 65534 connects to a socket of mode 0777 in a
+// 0700 directory of root's, on a writable place's mount (inside a
+// sandbox: the sandbox's root user's private directory in /tmp, or a
+// host user's in a --rw bind), which its own connect(2) would fail with
+// EACCES. Per call and sticky alike.
+func TestReviewGateSearchPermissionIsTheTargets(t *testing.T) {
+	requireAsTarget(t)
+	for _, sticky := range []bool{false, true} {
+		t.Run(fmt.Sprintf("OwnPIDNamespace=%v", sticky), func(t *testing.T) {
+			dir := stickyDir(t)
+			private := filepath.Join(dir, "private")
+			if err := os.Mkdir(private, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(private, "s.sock")
+			peers := peerServer(t, p) // mode 0777
+			steps := []string{"connect:" + p, "connect:" + p}
+			next := stepper(t, steps, GateConfig{Writable: []string{dir}}, Options{AsTarget: true, OwnPIDNamespace: sticky},
+				&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}})
+			for i, s := range steps {
+				if line := next(); !strings.HasPrefix(line, s+" EACCES ") {
+					t.Errorf("call %d as uid %d through root's 0700 directory: got %q, want EACCES", i, nobody, line)
+				}
+			}
+			select {
+			case u := <-peers:
+				t.Errorf("the socket in root's 0700 directory accepted uid %d", u.Uid)
+			default:
+			}
+		})
+	}
+}
