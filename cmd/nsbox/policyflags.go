@@ -300,6 +300,17 @@ func printDryRun(w io.Writer, res *policy.Result) error {
 	if res.Policy.Network == sandbox.NetworkFiltered && res.Policy.NetFilter != nil {
 		out.NetworkAllow = allowDescribed(res.Policy.NetFilter)
 	}
+	// The environment as commands get it: with the private cache
+	// (sandbox.PrivateCacheEnv). Backend none runs on the host as is.
+	switch pol := res.Policy; res.Backend {
+	case policy.BackendNone:
+	case policy.BackendLandlock:
+		pol.Env = sandbox.PrivateCacheEnv(pol, "$TMPDIR")
+		out.Policy = pol
+	default:
+		pol.Env = sandbox.PrivateCacheEnv(pol, "")
+		out.Policy = pol
+	}
 	if res.Backend == policy.BackendLandlock {
 		ll, err := sandbox.PlanLandlock(res.Policy)
 		if err != nil {

@@ -483,8 +483,51 @@ func (r *resolver) env() error {
 	for _, k := range keys {
 		env = append(env, k+"="+r.m.envSet[k].v)
 	}
-	r.res.Policy.Env = dedupEnv(env)
+	env = dedupEnv(env)
+	if r.gitPlaceholder() {
+		env = goBuildVCSOff(env)
+	}
+	r.res.Policy.Env = env
 	return nil
+}
+
+// gitPlaceholder says whether the run puts an empty directory in place of
+// a missing .git (the protect entry "$NSBOX_RW/.git/": nothing inside can
+// create a repository there for the host's git to trust).
+func (r *resolver) gitPlaceholder() bool {
+	for _, p := range r.res.Placeholders {
+		if p.Dir && filepath.Base(p.Path) == ".git" {
+			return true
+		}
+	}
+	return false
+}
+
+// goBuildVCSOff adds -buildvcs=false to GOFLAGS, unless GOFLAGS already
+// says -buildvcs. `go build` takes any directory named .git for a
+// repository (cmd/go/internal/vcs isVCSRoot) and then fails on the
+// placeholder ("error obtaining VCS status: exit status 128"), which git
+// itself skips as not a repository. The binary only loses its VCS stamp,
+// which a directory without a repository would not have had either. An
+// environment GOFLAGS replaces one set with `go env -w`: pass GOFLAGS
+// (env.pass) to keep it.
+func goBuildVCSOff(env []string) []string {
+	const off = "-buildvcs=false"
+	for i, kv := range env {
+		v, ok := strings.CutPrefix(kv, "GOFLAGS=")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Fields(v) {
+			if f == "-buildvcs" || strings.HasPrefix(f, "-buildvcs=") || f == "--buildvcs" || strings.HasPrefix(f, "--buildvcs=") {
+				return env
+			}
+		}
+		out := append([]string(nil), env...)
+		out[i] = "GOFLAGS=" + strings.TrimSpace(strings.TrimSpace(v)+" "+off)
+		return out
+	}
+	return append(env[:len(env):len(env)], "GOFLAGS="+off)
 }
 
 // dedupEnv keeps the last value of each key, at the place of the first.

@@ -289,6 +289,11 @@ func checkSources(p *Policy) error {
 
 func (s *Session) prepare(setup *setupMsg) error {
 	p := &s.policy
+	if !s.opts.landlock {
+		// Tools' caches go to the private /tmp (the Landlock backend's
+		// TMPDIR is made later, in prepareLandlock).
+		p.Env = withPrivateCache(p.env(), p.Mounts, "/tmp")
+	}
 	hostname := p.Hostname
 	if hostname == "" {
 		hostname = "nsbox"
