@@ -506,7 +506,7 @@ func BenchmarkIDSwitch(b *testing.B) {
 				}
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					if !th.take(tc.uid, tc.gid, tc.groups, false) || !th.release() {
+					if !th.take(tc.uid, tc.gid, tc.groups) || !th.release() {
 						done <- fmt.Errorf("switch %d failed", i)
 						return
 					}

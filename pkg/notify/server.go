@@ -723,6 +723,8 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 		if v.fd >= 0 {
 			defer c.closeLater(v.fd)
 		}
+		// Made with stickyCaps only through the gate's own pin (run).
+		c.pinned = c.pinned && v.fd == c.pin
 		// No ID_VALID here: everything the verdict rests on was read
 		// from the target thread itself (its pidfd, its /proc/TID) or
 		// checked after the read (the address); a target killed since
@@ -735,6 +737,7 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 	if !c.Valid() {
 		return 0, unix.EINTR, false
 	}
+	c.pinned = false // the target's own address: no capability (run)
 	val, e := s.run(c, func() (int64, unix.Errno) { return op(c.Addr) })
 	return val, e, false
 }
@@ -746,9 +749,14 @@ func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Er
 		if c.tainted {
 			return 0, unix.EACCES // this thread's ids are unknown
 		}
-		val, e, tainted := asTarget(c, c.th, s.stay(c), op)
-		c.tainted = c.tainted || tainted
-		return val, e
+		// stickyCaps only for a call through the gate's pin, whose
+		// one path walk is /proc/PID/fd/N of this process; any other
+		// runs with no capability (asTarget says why).
+		var eff uint64
+		if c.pinned {
+			eff = stickyCaps
+		}
+		return asTarget(c, c.th, s.stay(c), eff, op)
 	}
 	return op()
 }

@@ -393,6 +393,7 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 	addr = strconv.AppendInt(addr, int64(pin), 10)
 	addr = append(addr, 0)
 	keep = true
+	c.pinned, c.pin = true, pin
 	return PerformAt(addr, pin)
 }
 
