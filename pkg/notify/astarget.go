@@ -287,32 +287,32 @@ type servingThread struct {
 }
 
 // stickyCaps is the effective set a thread has while it holds a target's
-// ids: during a call made through the gate's pin, and between calls on a
+// ids: during the gate's path lookup and the call, and between calls on a
 // sticky thread. It is what the reads of a target need, and nothing that
-// overrides a permission check of the call itself:
+// overrides a permission check of the lookup or of the call itself:
 //   - CAP_SYS_PTRACE: pidfd_getfd (PTRACE_MODE_ATTACH_REALCREDS), the
 //     /proc/TID/root and cwd links and ns/user (PTRACE_MODE_READ_FSCREDS)
 //     and process_vm_readv of a target that is not dumpable
 //     (PR_SET_DUMPABLE 0), or whose ids are not all the held ones; ptrace(2),
-//     "Ptrace access mode checking", proc(5). The gate never follows a
-//     /proc magic link (RESOLVE_NO_MAGICLINKS, openInRoot), and a call
-//     runs through one only as the gate's own pin (/proc/PID/fd/N of
-//     this process: same thread group, proc_fd_access_allowed). A call
-//     that is not made through a pin runs with no capability at all
-//     (asTarget's eff).
-//   - CAP_DAC_READ_SEARCH: the gate resolves a path in the target's root
-//     with the lookup rights a root supervisor has (directories of other
-//     ids). It bypasses read and search checks only, never the write check
-//     connect(2) and a datagram's sendmsg(2) make on the socket inode
-//     (generic_permission: MAY_WRITE is overridden by CAP_DAC_OVERRIDE
-//     alone; capabilities(7)). A call not made through the gate's pin
-//     runs without it (asTarget's eff).
+//     "Ptrace access mode checking", proc(5). It overrides no file mode:
+//     a path lookup made with it is checked like the target's own, except
+//     for /proc magic links, which the gate never follows
+//     (RESOLVE_NO_MAGICLINKS, openInRoot) and which a call runs through
+//     only as the gate's own pin (/proc/PID/fd/N of this process: same
+//     thread group, proc_fd_access_allowed). A call that is not made
+//     through a pin runs with no capability at all (asTarget's eff).
 //
-// Not CAP_DAC_OVERRIDE or CAP_FOWNER (the kernel would pass the socket's
+// Not CAP_DAC_READ_SEARCH (found by review: with it the lookup walked
+// directories the target may not search, and a sticky thread's ungated
+// connect resolved the target's raw path with it: path_resolution(7)),
+// not CAP_DAC_OVERRIDE or CAP_FOWNER (the kernel would pass the socket's
 // write check for any target: the confused deputy asTarget exists to
 // prevent; capabilities(7)), nor CAP_SETUID/CAP_SETGID (SCM_CREDENTIALS is
-// refused anyway: translateControl), nor CAP_NET_ADMIN.
-const stickyCaps = 1<<unix.CAP_SYS_PTRACE | 1<<unix.CAP_DAC_READ_SEARCH
+// refused anyway: translateControl), nor CAP_NET_ADMIN. A target's own
+// CAP_DAC_READ_SEARCH or CAP_DAC_OVERRIDE in the sandbox's user namespace
+// is honoured by the gate itself (UnixGate.lookup), on the inodes that
+// namespace maps, as the kernel would.
+const stickyCaps = 1 << unix.CAP_SYS_PTRACE
 
 // newServingThread reads this thread's own ids (ownThreadCreds) and
 // capabilities; sticky asks for a thread that may keep a target's ids
@@ -344,7 +344,8 @@ func newServingThread(sticky bool) (*servingThread, error) {
 
 // holdTarget makes the serving thread hold c's target's host ids with
 // exactly stickyCaps effective (take), or finds it holding them already
-// (a sticky thread), before a call is performed for c. It does nothing for a Server that does not
+// (a sticky thread, or an earlier step of this call), before anything is
+// resolved or performed for c. It does nothing for a Server that does not
 // switch ids (Options.AsTarget unset: a root-less supervisor, whose ids
 // are the sandbox's). An errno refuses the call; c.tainted says the
 // thread's ids are unknown.
@@ -378,11 +379,11 @@ func (c *SockCall) holdTarget() unix.Errno {
 		return unix.EACCES
 	}
 	// Even a target whose ids are the thread's own (a root caller's
-	// single-id sandbox, host uid 0 inside) is switched: its call runs
-	// with stickyCaps or none, not with root's capabilities, which would
-	// reach any path and socket for it (its own capabilities are those
-	// of its user namespace, on the inodes that namespace maps:
-	// capabilities(7)).
+	// single-id sandbox, host uid 0 inside) is switched: its lookup and
+	// call run with stickyCaps, not with root's capabilities, which
+	// would search and write any directory and socket for it (its own
+	// capabilities are those of its user namespace, on the inodes that
+	// namespace maps: capabilities(7)).
 	if !th.take(uid, gid, groups) {
 		// Whatever part was taken is given back.
 		c.tainted = !th.release()
@@ -478,8 +479,9 @@ func (th *servingThread) setEff(eff uint64) bool {
 // the effective set cleared as the effective uid leaves 0 and then set to
 // stickyCaps from the permitted set (capset). No securebit is needed.
 //
-// The thread holds these ids until release: within one call, and on a
-// sticky thread between calls too, for the reads of the calls it answers meanwhile. Sound
+// The thread holds these ids until release: within one call (the gate's
+// lookup as the target, then the call), and on a sticky thread between
+// calls too, for the reads of the calls it answers meanwhile. Sound
 // between calls only where no process of the target's uid can name this
 // thread:
 //   - Signals: kill(2) and tgkill(2) accept a sender whose real or
@@ -524,6 +526,9 @@ func (th *servingThread) take(uid, gid uint32, groups []uint32) bool {
 	}
 	// The effective set is empty now if the effective uid left 0, full
 	// if it stayed 0 (a target of uid 0): exactly stickyCaps either way.
+	// The lookup the gate makes next is the target's: no capability that
+	// overrides a directory's search bit (path_resolution(7),
+	// capabilities(7): CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE).
 	if uid != 0 {
 		th.eff = 0
 	}

@@ -520,6 +520,13 @@ func (s *Server) handle(n *seccompNotif, th *servingThread, scratch []byte) (tai
 	}
 	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, th: th, srv: s, scratch: scratch}
 	val, errno, installed := s.decide(n, c)
+	if th != nil && th.held && !th.sticky && !th.release() {
+		// A thread that switches per call took the target's ids for the
+		// gate's lookup (holdTarget) and gives them back after every
+		// call, the refused ones too: between calls a process of the
+		// target's uid could signal it (servingThread.take).
+		c.tainted = true
+	}
 	if !installed {
 		respond(s.listener, n.ID, val, errno)
 	}
@@ -765,8 +772,8 @@ func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Er
 // target's ids between calls (servingThread): a root supervisor
 // (AsTarget) of a sandbox in a PID namespace of its own, whose unix calls
 // are decided by the unix gate (or not at all), the code whose reads in
-// those ids (stickyCaps) were checked. Any other Handler is answered by a
-// thread that switches per call.
+// those ids (stickyCaps) were checked. Any other Handler is answered by a thread
+// that switches per call.
 func (s *Server) stickyIDs() bool {
 	if !s.o.AsTarget || !s.o.OwnPIDNamespace {
 		return false
