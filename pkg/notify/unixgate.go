@@ -75,6 +75,11 @@ type UnixGate struct {
 	// userns is the sandbox's user namespace (its nsfs inode; zero when
 	// it could not be read, which matches no thread's).
 	userns fileID
+	// open: no mount policy (a Server without a unix handler,
+	// Server.ungatedGate): every path the target may reach is let
+	// through, but still resolved in its root, as the target, and
+	// connected through a pin.
+	open bool
 	// sup are this process's own file-system ids and groups (lookup: a
 	// supervisor that does not switch ids resolves with them).
 	sup supIDs
@@ -120,11 +125,12 @@ func NewUnixGate(cfg GateConfig) (*UnixGate, error) {
 	}
 	defer unix.Close(root)
 	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: map[fileID]bool{}, onRefuse: cfg.OnRefuse, rootMayChange: cfg.RootMayChange, onlyUID: -1, sup: readSupIDs()}
-	g.readIDMap(cfg.RootPid)
-	var ns unix.Statx_t
-	if unix.Statx(unix.AT_FDCWD, "/proc/"+strconv.Itoa(cfg.RootPid)+"/ns/user", 0, unix.STATX_INO, &ns) == nil {
-		g.userns = idOf(&ns)
+	dir, err := unix.Open("/proc/"+strconv.Itoa(cfg.RootPid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
 	}
+	g.readIDMap(dir)
+	unix.Close(dir)
 	for _, p := range cfg.Writable {
 		fd, err := openInRoot(root, p)
 		if err != nil {
@@ -335,10 +341,7 @@ func (g *UnixGate) Decide(ctx context.Context, c *SockCall) Verdict {
 		// performed as asked, with the supervisor's copy.
 		return Allow()
 	}
-	p := string(a[2:])
-	if i := strings.IndexByte(p, 0); i >= 0 {
-		p = p[:i]
-	}
+	p, _ := unixPath(a)
 	return g.decidePath(c, p)
 }
 
@@ -423,7 +426,7 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 	// socket on the mount of a writable place was made by the sandbox (or
 	// lies in a directory the user gave it to write); every other mount
 	// is the host's, read-only, where a socket is a host service.
-	ok := st.Mask&uint32(g.mntMask) != 0 && g.writable[st.Mnt_id]
+	ok := g.open || st.Mask&uint32(g.mntMask) != 0 && g.writable[st.Mnt_id]
 	if !ok {
 		ok = g.allowed(&st)
 	}
@@ -660,16 +663,29 @@ var selfFDDir = sync.OnceValue(func() string {
 // allowed says whether st is one of the sockets the policy lets through.
 func (g *UnixGate) allowed(st *unix.Statx_t) bool { return g.allow[idOf(st)] }
 
-// readIDMap reads the sandbox's uid and gid maps (of RootPid) for
-// writableBy and lookup: the host ids they map (as this process sees
-// them: the kernel writes a map's outer ids as the opener's namespace has
-// them).
-func (g *UnixGate) readIDMap(pid int) {
+// newOpenGate is the gate of a Server without a unix handler
+// (UnixGate.open): no mount policy, the id maps and user namespace of the
+// process whose /proc/PID (or /proc/TID) directory dir is.
+func newOpenGate(dir int) *UnixGate {
+	g := &UnixGate{open: true, onlyUID: -1, rootMayChange: true, sup: readSupIDs()}
+	g.readIDMap(dir)
+	return g
+}
+
+// readIDMap reads the sandbox's uid and gid maps (of the process whose
+// /proc directory dir is, RootPid's) for writableBy and lookup: the host
+// ids they map (as this process sees them: the kernel writes a map's
+// outer ids as the opener's namespace has them), and its user namespace.
+func (g *UnixGate) readIDMap(dir int) {
+	var ns unix.Statx_t
+	if unix.Statx(dir, "ns/user", 0, unix.STATX_INO, &ns) == nil {
+		g.userns = idOf(&ns)
+	}
 	for _, f := range []struct {
 		file string
 		out  *[]hostRange
 	}{{"uid_map", &g.uids}, {"gid_map", &g.gids}} {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + f.file)
+		b, err := readAt(dir, f.file)
 		if err != nil {
 			continue
 		}
@@ -691,6 +707,31 @@ func (g *UnixGate) readIDMap(pid int) {
 			}
 		}
 	}
+}
+
+// readAt reads the small file name beneath dir.
+func readAt(dir int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var out []byte
+	buf := make([]byte, 4096)
+	for len(out) < 1<<16 { // an id map has at most 340 lines
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		out = append(out, buf[:n]...)
+	}
+	return out, nil
 }
 
 // inSandboxUserns reports whether the calling thread is in the sandbox's
