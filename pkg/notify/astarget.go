@@ -550,7 +550,12 @@ func (th *servingThread) release() bool {
 	if !slices.Equal(th.groups, own.groups) && setGroups(own.groups) != 0 {
 		return false
 	}
-	th.eff = ^uint64(0) // unknown: the uid's return to 0 set it from the permitted set
+	if th.uid != 0 {
+		// The effective uid's return to 0 copied the permitted set into
+		// the effective one (capabilities(7)): no capset when that is
+		// the thread's own effective set, as it is for root.
+		th.eff = uint64(th.caps[1].Permitted)<<32 | uint64(th.caps[0].Permitted)
+	}
 	if !th.setEff(uint64(th.caps[1].Effective)<<32 | uint64(th.caps[0].Effective)) {
 		return false
 	}
