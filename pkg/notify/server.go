@@ -781,7 +781,10 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 		if v.fd >= 0 {
 			defer c.closeLater(v.fd)
 		}
-		// Made with stickyCaps only through the gate's own pin (run).
+		// Made with stickyCaps (CAP_SYS_PTRACE) only through the gate's
+		// own pin (run): an address a handler made up is walked with no
+		// capability, never through /proc/PID/root of a process the
+		// target may not trace (proc(5), ptrace access mode).
 		c.pinned = c.pinned && v.fd == c.pin
 		// No ID_VALID here: everything the verdict rests on was read
 		// from the target thread itself (its pidfd, its /proc/TID) or
@@ -795,7 +798,10 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 	if !c.Valid() {
 		return 0, unix.EINTR, false
 	}
-	c.pinned = false // the target's own address: no capability (run)
+	// The target's own address (a path only under a Handler other than
+	// the gate): resolved with no capability at all (run), as the
+	// target's own connect would be (capabilities(7)).
+	c.pinned = false
 	val, e := s.run(c, func() (int64, unix.Errno) { return op(c.Addr) })
 	return val, e, false
 }

@@ -517,6 +517,8 @@ func (g *UnixGate) lookupAs(c *SockCall, root int, p string) (int, error) {
 		if th == nil || !th.held {
 			return -1, unix.EACCES // fail closed: holdTarget did not run
 		}
+		// The kernel's own check, for the target's ids, with no
+		// capability that passes a search bit (path_resolution(7)).
 		pin, err := openInRoot(root, p)
 		if err != unix.EACCES || !capable() {
 			return pin, err
