@@ -275,35 +275,44 @@ type servingThread struct {
 	// (Options.OwnPIDNamespace; see take).
 	sticky bool
 	// held: the thread holds the target ids below now (from take to
-	// release: between calls on a sticky thread only).
+	// release: within one call, and between calls on a sticky thread).
 	held     bool
 	uid, gid uint32
 	groups   []uint32
-	// caps are the thread's own permitted and inheritable capability
-	// sets (capget at the start), written back as they are by capset.
+	// caps are the thread's own capability sets (capget at the start),
+	// written back as they are by capset (release). eff is the effective
+	// set the thread has now (setEff).
 	caps [2]unix.CapUserData
+	eff  uint64
 }
 
-// stickyCaps is the effective set a thread keeps while it holds a
-// target's ids between calls: what the gate's reads of a target need,
-// and nothing that overrides a permission check of the call itself.
+// stickyCaps is the effective set a thread has while it holds a target's
+// ids: during the gate's path lookup and the call, and between calls on a
+// sticky thread. It is what the reads of a target need, and nothing that
+// overrides a permission check of the lookup or of the call itself:
 //   - CAP_SYS_PTRACE: pidfd_getfd (PTRACE_MODE_ATTACH_REALCREDS), the
 //     /proc/TID/root and cwd links and ns/user (PTRACE_MODE_READ_FSCREDS)
 //     and process_vm_readv of a target that is not dumpable
 //     (PR_SET_DUMPABLE 0), or whose ids are not all the held ones; ptrace(2),
-//     "Ptrace access mode checking".
-//   - CAP_DAC_READ_SEARCH: the gate resolves a path in the target's root
-//     with the lookup rights a root supervisor has (directories of other
-//     ids). It bypasses read and search checks only, never the write check
-//     connect(2) and a datagram's sendmsg(2) make on the socket inode
-//     (generic_permission: MAY_WRITE is overridden by CAP_DAC_OVERRIDE
-//     alone; capabilities(7)).
+//     "Ptrace access mode checking", proc(5). It overrides no file mode:
+//     a path lookup made with it is checked like the target's own, except
+//     for /proc magic links, which the gate never follows
+//     (RESOLVE_NO_MAGICLINKS, openInRoot) and which a call runs through
+//     only as the gate's own pin (/proc/PID/fd/N of this process: same
+//     thread group, proc_fd_access_allowed). A call that is not made
+//     through a pin runs with no capability at all (asTarget's eff).
 //
-// Not CAP_DAC_OVERRIDE or CAP_FOWNER (the kernel would pass the socket's
+// Not CAP_DAC_READ_SEARCH (found by review: with it the lookup walked
+// directories the target may not search, and a sticky thread's ungated
+// connect resolved the target's raw path with it: path_resolution(7)),
+// not CAP_DAC_OVERRIDE or CAP_FOWNER (the kernel would pass the socket's
 // write check for any target: the confused deputy asTarget exists to
-// prevent), nor CAP_SETUID/CAP_SETGID (SCM_CREDENTIALS is refused anyway:
-// translateControl), nor CAP_NET_ADMIN.
-const stickyCaps = 1<<unix.CAP_SYS_PTRACE | 1<<unix.CAP_DAC_READ_SEARCH
+// prevent; capabilities(7)), nor CAP_SETUID/CAP_SETGID (SCM_CREDENTIALS is
+// refused anyway: translateControl), nor CAP_NET_ADMIN. A target's own
+// CAP_DAC_READ_SEARCH or CAP_DAC_OVERRIDE in the sandbox's user namespace
+// is honoured by the gate itself (UnixGate.lookup), on the inodes that
+// namespace maps, as the kernel would.
+const stickyCaps = 1 << unix.CAP_SYS_PTRACE
 
 // newServingThread reads this thread's own ids (ownThreadCreds) and
 // capabilities; sticky asks for a thread that may keep a target's ids
@@ -317,32 +326,94 @@ func newServingThread(sticky bool) (*servingThread, error) {
 	}
 	th := &servingThread{own: own}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3} // Pid 0: this thread
+	if _, _, e := unix.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&th.caps[0])), 0); e != 0 {
+		return nil, e
+	}
+	th.eff = uint64(th.caps[1].Effective)<<32 | uint64(th.caps[0].Effective)
 	// Never on the process's main thread: its ids are the process's face
 	// (/proc/PID/status, kill(PID) and prlimit(PID) are checked against
 	// them, a peer's SO_PEERCRED pid names it), and Go does not end it
 	// when a locked goroutine exits but parks it for good, with whatever
 	// ids it holds then.
 	if sticky && own.euid == 0 && own.suid == 0 && unix.Gettid() != unix.Getpid() {
-		if _, _, e := unix.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&th.caps[0])), 0); e == 0 {
-			permitted := uint64(th.caps[1].Permitted)<<32 | uint64(th.caps[0].Permitted)
-			th.sticky = permitted&stickyCaps == stickyCaps
-		}
+		permitted := uint64(th.caps[1].Permitted)<<32 | uint64(th.caps[0].Permitted)
+		th.sticky = permitted&stickyCaps == stickyCaps
 	}
 	return th, nil
 }
 
+// holdTarget makes the serving thread hold c's target's host ids with
+// exactly stickyCaps effective (take), or finds it holding them already
+// (a sticky thread, or an earlier step of this call), before anything is
+// resolved or performed for c. It does nothing for a Server that does not
+// switch ids (Options.AsTarget unset: a root-less supervisor, whose ids
+// are the sandbox's). An errno refuses the call; c.tainted says the
+// thread's ids are unknown.
+func (c *SockCall) holdTarget() unix.Errno {
+	if c.srv == nil || !c.srv.o.AsTarget {
+		return 0
+	}
+	th := c.th
+	if c.tainted || th == nil || th.own.euid != 0 {
+		return unix.EACCES // fail closed: the thread cannot take ids
+	}
+	// Read through the call's proc: the ids are the target thread's own
+	// (never those of a later owner of its id), with no ID_VALID after.
+	cr, err := c.creds()
+	if err != nil {
+		return unix.EACCES // fail closed: whose call it is is unknown
+	}
+	uid, gid, groups := cr.uid[1], cr.gid[1], cr.groups
+	if th.held && th.uid == uid && th.gid == gid && slices.Equal(th.groups, groups) {
+		if !th.setEff(stickyCaps) {
+			c.tainted = !th.release()
+			return unix.EACCES
+		}
+		return 0
+	}
+	// Another target's ids, kept from an earlier call: root's first (a
+	// thread with the target's ids and no CAP_SETUID may only go back to
+	// its saved ids).
+	if th.held && !th.release() {
+		c.tainted = true
+		return unix.EACCES
+	}
+	// Even a target whose ids are the thread's own (a root caller's
+	// single-id sandbox, host uid 0 inside) is switched: its lookup and
+	// call run with stickyCaps, not with root's capabilities, which
+	// would search and write any directory and socket for it (its own
+	// capabilities are those of its user namespace, on the inodes that
+	// namespace maps: capabilities(7)).
+	if !th.take(uid, gid, groups) {
+		// Whatever part was taken is given back.
+		c.tainted = !th.release()
+		return unix.EACCES
+	}
+	return 0
+}
+
 // asTarget runs op on this goroutine's thread while the thread holds the
-// target's host ids, then gives the thread its own ids back (unless it is
-// sticky and stay: see take). A root supervisor that connects or sends
-// on the sandbox's behalf would otherwise be the peer a host service sees
-// (SO_PEERCRED, SCM_CREDENTIALS under SO_PASSCRED: uid 0) while the
-// sandbox runs as unprivileged ids of its range: a service that trusts a
-// root peer would trust the sandbox as root (the CVE-2020-15257 pattern).
-// On that thread the kernel also checks the socket's write permission for
-// the target's ids (effective and file-system ids, groups; the effective
-// capabilities are cleared when the effective uid leaves 0,
-// capabilities(7)). The real uid and gid are the target's too:
-// SCM_CREDENTIALS carries the real ones.
+// target's host ids (holdTarget), then gives the thread its own ids back
+// (unless it is sticky and stay: see take). A root supervisor that
+// connects or sends on the sandbox's behalf would otherwise be the peer a
+// host service sees (SO_PEERCRED, SCM_CREDENTIALS under SO_PASSCRED: uid
+// 0) while the sandbox runs as unprivileged ids of its range: a service
+// that trusts a root peer would trust the sandbox as root (the
+// CVE-2020-15257 pattern). On that thread the kernel also checks the
+// socket's write permission for the target's ids (effective and file
+// system ids, groups; no capability that overrides it: stickyCaps). The
+// real uid and gid are the target's too: SCM_CREDENTIALS carries the real
+// ones.
+//
+// eff is the effective set op runs with: stickyCaps for a call made
+// through the gate's pin (c.pinned), none for any other. Only the pin's
+// /proc/PID/fd/N is ever walked with CAP_SYS_PTRACE: a path a handler
+// passed as it came from the target (a Handler other than the gate that
+// allows a path address) is resolved with no capability, as the target's
+// own connect would be, never through /proc/PID/root of a process the
+// target may not trace (found by review: a sticky thread made such a
+// connect with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH effective;
+// proc(5), ptrace access mode).
 //
 // The thread is locked to its goroutine for the Server's life (follow),
 // and the ids are set with raw syscalls, which change only the calling
@@ -354,64 +425,65 @@ func newServingThread(sticky bool) (*servingThread, error) {
 // through /proc/self/fd, which the kernel allows a thread of the same
 // thread group whatever its ids (proc_fd_access_allowed:
 // same_thread_group).
-func asTarget(c *SockCall, th *servingThread, stay bool, op func() (int64, unix.Errno)) (val int64, errno unix.Errno, tainted bool) {
-	if th == nil || th.own.euid != 0 {
-		return 0, unix.EACCES, false // fail closed: the thread cannot take ids
+func asTarget(c *SockCall, th *servingThread, stay bool, eff uint64, op func() (int64, unix.Errno)) (val int64, errno unix.Errno) {
+	if errno := c.holdTarget(); errno != 0 {
+		return 0, errno
 	}
-	// Read through the call's proc: the ids are the target thread's own
-	// (never those of a later owner of its id), with no ID_VALID after.
-	cr, err := c.creds()
-	if err != nil {
-		return 0, unix.EACCES, false // fail closed: whose call it is is unknown
+	if c.srv == nil || !c.srv.o.AsTarget {
+		return 0, unix.EACCES // fail closed: not a Server that switches ids
 	}
-	uid, gid, groups := cr.uid[1], cr.gid[1], cr.groups
-	// Kept after the call only on a sticky thread, for a call that asks
-	// it (Server.stay).
-	stay = stay && th.sticky
-	if th.held && (!stay || th.uid != uid || th.gid != gid || !slices.Equal(th.groups, groups)) {
-		// Another target's ids, kept from an earlier call: root's
-		// first (a thread with the target's ids and no CAP_SETUID may
-		// only go back to its saved ids).
-		if !th.release() {
-			return 0, unix.EACCES, true
-		}
-	}
-	if !th.held {
-		own := &th.own
-		if uid == own.ruid && uid == own.euid && gid == own.rgid && gid == own.egid && slices.Equal(groups, own.groups) {
-			// The target's ids are the thread's own (a root caller's
-			// single-id sandbox, host uid 0 inside): a switch would
-			// change nothing, not even a capability.
-			val, errno = op()
-			return val, errno, false
-		}
-		if !th.take(uid, gid, groups, stay) {
-			// Whatever part was taken is given back.
-			return 0, unix.EACCES, !th.release()
-		}
+	if !th.setEff(eff) {
+		c.tainted = !th.release()
+		return 0, unix.EACCES
 	}
 	val, errno = op()
-	if !stay && !th.release() {
-		return val, errno, true
+	// Kept after the call only on a sticky thread, for a call that asks
+	// it (Server.stay), with stickyCaps again for the reads of the next.
+	if stay && th.sticky && th.setEff(stickyCaps) {
+		return val, errno
 	}
-	return val, errno, false
+	if !th.release() {
+		c.tainted = true
+	}
+	return val, errno
+}
+
+// setEff makes eff (within the thread's own permitted set) its effective
+// set; capset(2) with pid 0 changes this thread only. false: refused.
+func (th *servingThread) setEff(eff uint64) bool {
+	eff &= uint64(th.caps[1].Permitted)<<32 | uint64(th.caps[0].Permitted)
+	if th.eff == eff {
+		return true
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := th.caps
+	data[0].Effective = uint32(eff)
+	data[1].Effective = uint32(eff >> 32)
+	if _, _, e := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		th.eff = ^uint64(0) // unknown
+		return false
+	}
+	th.eff = eff
+	return true
 }
 
 // take gives the thread the target's ids: groups, then the real,
 // effective and file-system gid and uid (credentials(7): SO_PEERCRED
 // reports the connecting thread's effective ids, SCM_CREDENTIALS its real
-// ones, so both are the target's; CVE-2020-15257 is that pattern). The
-// saved uid and gid stay the supervisor's (0): they are what allows
-// release to take root's ids back, and a saved uid of 0 is also what
-// keeps the permitted capabilities through the switch (capabilities(7),
-// "Effect of user ID changes on capabilities": they are cleared only when
-// no uid is 0 any more), with the effective set cleared as the effective
-// uid leaves 0. No securebit is needed.
+// ones, so both are the target's; CVE-2020-15257 is that pattern), and
+// exactly stickyCaps effective. The saved uid and gid stay the
+// supervisor's (0): they are what allows release to take root's ids back,
+// and a saved uid of 0 is also what keeps the permitted capabilities
+// through the switch (capabilities(7), "Effect of user ID changes on
+// capabilities": they are cleared only when no uid is 0 any more), with
+// the effective set cleared as the effective uid leaves 0 and then set to
+// stickyCaps from the permitted set (capset). No securebit is needed.
 //
-// sticky: the thread keeps these ids after the call (held), and takes
-// the effective capabilities stickyCaps names back from its permitted
-// set, for the reads of the calls it answers meanwhile. Sound only where
-// no process of the target's uid can name this thread:
+// The thread holds these ids until release: within one call (the gate's
+// lookup as the target, then the call), and on a sticky thread between
+// calls too, for the reads of the calls it answers meanwhile. Sound
+// between calls only where no process of the target's uid can name this
+// thread:
 //   - Signals: kill(2) and tgkill(2) accept a sender whose real or
 //     effective uid is the target thread's real or saved uid
 //     (kill_ok_by_cred), so a process of the held uid could signal the
@@ -423,13 +495,21 @@ func asTarget(c *SockCall, th *servingThread, stay bool, op func() (int64, unix.
 //     Landlock backend (no PID namespace) never sets. Host processes of
 //     that uid outside any PID namespace could, as they could during a
 //     per-call switch's window; the uids are the sandbox range's.
+//   - Scheduling: setpriority(2), sched_setattr(2), sched_setaffinity(2)
+//     and ioprio_set(2) accept a caller whose effective uid is the
+//     thread's real or effective uid (set_one_prio_perm,
+//     check_same_owner). A host process of the held uid could lower
+//     this thread's priority (nice 19, SCHED_IDLE, one CPU, idle I/O
+//     class): the calls it answers get slower, never different, and so
+//     could that process slow the sandbox itself, whose threads have the
+//     same uid. Nothing inside can name the thread (as for signals).
 //   - ptrace: PTRACE_MODE_ATTACH needs the tracer's uid to equal the
 //     thread's real, effective AND saved uids (saved 0 here), or
 //     CAP_SYS_PTRACE over it; the process is not dumpable either once a
 //     thread's effective uid changed (fs.suid_dumpable, commit_creds), and
 //     the tracer's permitted set must include this thread's (full):
 //     refused three times over (ptrace(2), "Ptrace access mode checking").
-func (th *servingThread) take(uid, gid uint32, groups []uint32, sticky bool) bool {
+func (th *servingThread) take(uid, gid uint32, groups []uint32) bool {
 	// The groups are set only when they differ from the thread's own,
 	// which it cleared when it began serving (ownThreadCreds): a target
 	// with none, as the worker leaves every command (SetIdentity), costs
@@ -444,31 +524,21 @@ func (th *servingThread) take(uid, gid uint32, groups []uint32, sticky bool) boo
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(th.own.euid)); e != 0 {
 		return false
 	}
-	if !sticky || uid == 0 {
-		// Per call: given back after it, with no capability meanwhile.
-		// A target of uid 0 (a root caller's single-id sandbox) keeps
-		// every capability, as it does per call: its effective uid never
-		// leaves 0, and the gate checks its write permission itself
-		// (UnixGate.writableBy). Only its groups differ from root's.
-		return true
+	// The effective set is empty now if the effective uid left 0, full
+	// if it stayed 0 (a target of uid 0): exactly stickyCaps either way.
+	// The lookup the gate makes next is the target's: no capability that
+	// overrides a directory's search bit (path_resolution(7),
+	// capabilities(7): CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE).
+	if uid != 0 {
+		th.eff = 0
 	}
-	// Exactly stickyCaps effective (capabilities(7): any subset of the
-	// permitted set, which is the thread's own, kept by the saved uid 0).
-	// capset(2) with pid 0 changes this thread only.
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	data := th.caps
-	data[0].Effective = uint32(stickyCaps) & data[0].Permitted
-	data[1].Effective = uint32(stickyCaps>>32) & data[1].Permitted
-	if _, _, e := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return false
-	}
-	return true
+	return th.setEff(stickyCaps)
 }
 
 // release gives the thread its own ids back, uid first (the saved uid 0
-// allows it, and the effective uid's return to 0 restores the effective
-// capabilities from the permitted set: capabilities(7)). false: the
-// thread's ids are unknown (tainted: it serves nothing more).
+// allows it), then its own capabilities (capset: an effective uid that
+// stayed 0 kept the lowered set). false: the thread's ids are unknown
+// (tainted: it serves nothing more).
 func (th *servingThread) release() bool {
 	own := &th.own
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(own.ruid), uintptr(own.euid), uintptr(own.suid)); e != 0 {
@@ -478,6 +548,15 @@ func (th *servingThread) release() bool {
 		return false
 	}
 	if !slices.Equal(th.groups, own.groups) && setGroups(own.groups) != 0 {
+		return false
+	}
+	if th.uid != 0 {
+		// The effective uid's return to 0 copied the permitted set into
+		// the effective one (capabilities(7)): no capset when that is
+		// the thread's own effective set, as it is for root.
+		th.eff = uint64(th.caps[1].Permitted)<<32 | uint64(th.caps[0].Permitted)
+	}
+	if !th.setEff(uint64(th.caps[1].Effective)<<32 | uint64(th.caps[0].Effective)) {
 		return false
 	}
 	th.held, th.groups = false, nil

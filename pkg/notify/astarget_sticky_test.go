@@ -440,7 +440,15 @@ func TestStickyReleasedForOtherCalls(t *testing.T) {
 
 	// A host socket outside the writable places: refused, and reported
 	// (OnRefuse) with root's ids.
-	host := t.TempDir()
+	// Searchable by the target (t.TempDir's parent is 0700): the gate
+	// resolves the path as the target (UnixGate.lookup), and a socket it
+	// cannot reach is the kernel's EACCES, not a refusal of the gate's.
+	host, err := os.MkdirTemp("", "nsbox-notify-host-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(host) })
+	os.Chmod(host, 0o755)
 	var a, b unix.Statx_t
 	unix.Statx(unix.AT_FDCWD, dir, 0, unix.STATX_MNT_ID, &a)
 	unix.Statx(unix.AT_FDCWD, host, 0, unix.STATX_MNT_ID, &b)
@@ -506,7 +514,7 @@ func BenchmarkIDSwitch(b *testing.B) {
 				}
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					if !th.take(tc.uid, tc.gid, tc.groups, false) || !th.release() {
+					if !th.take(tc.uid, tc.gid, tc.groups) || !th.release() {
 						done <- fmt.Errorf("switch %d failed", i)
 						return
 					}
@@ -521,11 +529,12 @@ func BenchmarkIDSwitch(b *testing.B) {
 	}
 }
 
-// TestStickyLooksUpAsRoot: a thread that kept one target's ids resolves
-// the next target's path with a root supervisor's lookup rights
-// (CAP_DAC_READ_SEARCH), not with the kept ids: uid 1002 reaches its
-// socket in its own 0700 directory after a call of uid 1001.
-func TestStickyLooksUpAsRoot(t *testing.T) {
+// TestStickyLooksUpAsTheNextTarget: a thread that kept one target's ids
+// resolves the next target's path with that target's own ids
+// (UnixGate.lookup), not with the kept ones: uid 1002 reaches its socket
+// in its own 0700 directory after a call of uid 1001 (and uid 65534 does
+// not reach a socket in root's: TestReviewGateSearchPermissionIsTheTargets).
+func TestStickyLooksUpAsTheNextTarget(t *testing.T) {
 	requireAsTarget(t)
 	dir := stickyDir(t)
 	p := filepath.Join(dir, "s.sock")

@@ -24,8 +24,9 @@ import (
 // their own ids again once each call is made.
 func TestAsTargetPeerSeesTargetIDs(t *testing.T) {
 	requireAsTarget(t)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o777)
+	// On a path every user may search (t.TempDir's parent is 0700): the
+	// gate resolves it as the target (UnixGate.lookup).
+	dir := stickyDir(t)
 	p := filepath.Join(dir, "s.sock")
 	l, err := net.Listen("unix", p)
 	if err != nil {
@@ -163,8 +164,9 @@ func runAsTargetChild(t *testing.T, mode string, args []string, dir string, attr
 // socket is refused, and allowed again once it takes the group back.
 func TestAsTargetGroupsFollowSetgroups(t *testing.T) {
 	requireAsTarget(t)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o777)
+	// On a path every user may search (t.TempDir's parent is 0700): the
+	// gate resolves it as the target (UnixGate.lookup).
+	dir := stickyDir(t)
 	p := filepath.Join(dir, "s.sock")
 	hostServer(t, p)
 	// Only group 4242 may write it.

@@ -72,6 +72,12 @@ type SockCall struct {
 	th       *servingThread  // the serving thread's ids (AsTarget)
 	tainted  bool            // that thread's ids could not be given back
 	later    []int           // supervisor fds to close after the answer
+	// pinned says the gate answered with a PerformAt through its own
+	// O_PATH pin, pin (UnixGate.decidePath): only then does the call
+	// run with stickyCaps (Server.run), its one path walk being
+	// /proc/PID/fd/pin of this process.
+	pinned bool
+	pin    int
 	// replaced says InstallFD put another file at FD: Sock, the
 	// supervisor's copy of the file that was there, is closed in a
 	// batch (Server.dropReplaced), not on the serving thread.

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,10 @@ type Server struct {
 	// (proc.groups) are not used (creds). noPidfdInfo is set when the
 	// kernel has no PIDFD_GET_INFO (before 6.13).
 	groupsMoved, noPidfdInfo atomic.Bool
+
+	// ungated (under mu) is the open gate of a Server without a unix
+	// handler (ungatedGate).
+	ungated *UnixGate
 
 	// replaced (under mu) are copies of sockets InstallFD took out of
 	// a target's fd table, to be closed off the serving thread
@@ -520,6 +525,13 @@ func (s *Server) handle(n *seccompNotif, th *servingThread, scratch []byte) (tai
 	}
 	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, th: th, srv: s, scratch: scratch}
 	val, errno, installed := s.decide(n, c)
+	if th != nil && th.held && !th.sticky && !th.release() {
+		// A thread that switches per call took the target's ids for the
+		// gate's lookup (holdTarget) and gives them back after every
+		// call, the refused ones too: between calls a process of the
+		// target's uid could signal it (servingThread.take).
+		c.tainted = true
+	}
 	if !installed {
 		respond(s.listener, n.ID, val, errno)
 	}
@@ -698,9 +710,55 @@ func (s *Server) verdict(c *SockCall) Verdict {
 		return Deny(unix.EACCES)
 	}
 	if h == nil {
+		if c.Domain == unix.AF_UNIX {
+			if p, ok := unixPath(c.Addr); ok {
+				// No policy, but the target's own view: a path is
+				// resolved in the target's root, as the target (the
+				// gate's lookup, pin and write check without its mount
+				// policy), never by the kernel in the supervisor's root
+				// and mount namespace with the supervisor's rights
+				// (found by review: a sandbox reached host sockets
+				// hidden behind its private /tmp, and a sticky thread
+				// walked the path with CAP_DAC_READ_SEARCH and
+				// CAP_SYS_PTRACE; path_resolution(7)).
+				g, err := s.ungatedGate(c)
+				if err != nil {
+					return Deny(unix.EACCES) // fail closed: no view of the sandbox
+				}
+				return g.decidePath(c, p)
+			}
+		}
 		return Allow()
 	}
 	return h.Decide(c.ctx, c)
+}
+
+// unixPath returns the path of a path address (AF_UNIX, sun_path not
+// abstract nor empty), up to its first NUL.
+func unixPath(a []byte) (string, bool) {
+	if len(a) <= 2 || int(a[0])|int(a[1])<<8 != unix.AF_UNIX || a[2] == 0 {
+		return "", false
+	}
+	p := string(a[2:])
+	if i := strings.IndexByte(p, 0); i >= 0 {
+		p = p[:i]
+	}
+	return p, true
+}
+
+// ungatedGate is the Server's open gate (UnixGate.open: no mount policy),
+// made at the first path call of a Server without a unix handler from
+// that caller's view of the sandbox (its id maps and user namespace).
+func (s *Server) ungatedGate(c *SockCall) (*UnixGate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ungated == nil {
+		if c.proc == nil {
+			return nil, unix.ESRCH
+		}
+		s.ungated = newOpenGate(c.proc.dir)
+	}
+	return s.ungated, nil
 }
 
 // perform carries out a verdict: op makes the call with an address.
@@ -723,6 +781,11 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 		if v.fd >= 0 {
 			defer c.closeLater(v.fd)
 		}
+		// Made with stickyCaps (CAP_SYS_PTRACE) only through the gate's
+		// own pin (run): an address a handler made up is walked with no
+		// capability, never through /proc/PID/root of a process the
+		// target may not trace (proc(5), ptrace access mode).
+		c.pinned = c.pinned && v.fd == c.pin
 		// No ID_VALID here: everything the verdict rests on was read
 		// from the target thread itself (its pidfd, its /proc/TID) or
 		// checked after the read (the address); a target killed since
@@ -735,6 +798,10 @@ func (s *Server) perform(c *SockCall, v Verdict, op func(addr []byte) (int64, un
 	if !c.Valid() {
 		return 0, unix.EINTR, false
 	}
+	// The target's own address (a path only under a Handler other than
+	// the gate): resolved with no capability at all (run), as the
+	// target's own connect would be (capabilities(7)).
+	c.pinned = false
 	val, e := s.run(c, func() (int64, unix.Errno) { return op(c.Addr) })
 	return val, e, false
 }
@@ -746,9 +813,14 @@ func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Er
 		if c.tainted {
 			return 0, unix.EACCES // this thread's ids are unknown
 		}
-		val, e, tainted := asTarget(c, c.th, s.stay(c), op)
-		c.tainted = c.tainted || tainted
-		return val, e
+		// stickyCaps only for a call through the gate's pin, whose
+		// one path walk is /proc/PID/fd/N of this process; any other
+		// runs with no capability (asTarget says why).
+		var eff uint64
+		if c.pinned {
+			eff = stickyCaps
+		}
+		return asTarget(c, c.th, s.stay(c), eff, op)
 	}
 	return op()
 }
@@ -756,9 +828,11 @@ func (s *Server) run(c *SockCall, op func() (int64, unix.Errno)) (int64, unix.Er
 // stickyIDs says whether this Server's serving threads may keep a
 // target's ids between calls (servingThread): a root supervisor
 // (AsTarget) of a sandbox in a PID namespace of its own, whose unix calls
-// are decided by the unix gate (or not at all), the code whose reads in
-// those ids (stickyCaps) were checked. Any other Handler is answered by a
-// thread that switches per call.
+// are decided by the unix gate, or by its open form when there is no
+// handler (ungatedGate: path addresses are still resolved as the target
+// and connected through a pin), the code whose reads in those ids
+// (stickyCaps) were checked. Any other Handler is answered by a thread
+// that switches per call.
 func (s *Server) stickyIDs() bool {
 	if !s.o.AsTarget || !s.o.OwnPIDNamespace {
 		return false

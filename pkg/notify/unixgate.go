@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,32 @@ type UnixGate struct {
 	// userns is the sandbox's user namespace (its nsfs inode; zero when
 	// it could not be read, which matches no thread's).
 	userns fileID
+	// open: no mount policy (a Server without a unix handler,
+	// Server.ungatedGate): every path the target may reach is let
+	// through, but still resolved in its root, as the target, and
+	// connected through a pin.
+	open bool
+	// sup are this process's own file-system ids and groups (lookup: a
+	// supervisor that does not switch ids resolves with them).
+	sup supIDs
+}
+
+// supIDs are the supervisor's file-system uid and gid and its groups.
+type supIDs struct {
+	uid, gid uint32
+	groups   []uint32
+}
+
+func readSupIDs() supIDs {
+	// The file-system ids follow the effective ones (setfsuid(2) is never
+	// called here).
+	s := supIDs{uid: uint32(unix.Geteuid()), gid: uint32(unix.Getegid())}
+	if gs, err := unix.Getgroups(); err == nil {
+		for _, g := range gs {
+			s.groups = append(s.groups, uint32(g))
+		}
+	}
+	return s
 }
 
 // mntIDMask is STATX_MNT_ID_UNIQUE (6.8: never reused) where the kernel
@@ -97,12 +124,13 @@ func NewUnixGate(cfg GateConfig) (*UnixGate, error) {
 		return nil, err
 	}
 	defer unix.Close(root)
-	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: map[fileID]bool{}, onRefuse: cfg.OnRefuse, rootMayChange: cfg.RootMayChange, onlyUID: -1}
-	g.readIDMap(cfg.RootPid)
-	var ns unix.Statx_t
-	if unix.Statx(unix.AT_FDCWD, "/proc/"+strconv.Itoa(cfg.RootPid)+"/ns/user", 0, unix.STATX_INO, &ns) == nil {
-		g.userns = idOf(&ns)
+	g := &UnixGate{writable: map[uint64]bool{}, mntMask: mntIDMask(root), allow: map[fileID]bool{}, onRefuse: cfg.OnRefuse, rootMayChange: cfg.RootMayChange, onlyUID: -1, sup: readSupIDs()}
+	dir, err := unix.Open("/proc/"+strconv.Itoa(cfg.RootPid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
 	}
+	g.readIDMap(dir)
+	unix.Close(dir)
 	for _, p := range cfg.Writable {
 		fd, err := openInRoot(root, p)
 		if err != nil {
@@ -159,14 +187,33 @@ func (g *UnixGate) Close() {
 var ErrAllowedThroughLink = errors.New("the path goes through a symlink in a writable place, which a sandbox may have written")
 
 // pinAllowed opens p beneath root as openInRoot does, one component at a
-// time so that it sees each symlink on the way, and refuses (with
-// ErrAllowedThroughLink) a path that goes through one on a writable
+// time so that it sees each symlink on the way (walkInRoot), and refuses
+// (with ErrAllowedThroughLink) a path that goes through one on a writable
 // place's mount: such a link may be a sandbox's work, left by an earlier
 // run in the same workspace, and would point the allow entry at any host
-// socket the sandbox can see (found by review). The kernel's own
-// resolution (openInRoot: RESOLVE_IN_ROOT, no magic links) must then find
-// the same inode, or the entry is dropped.
+// socket the sandbox can see (found by review).
 func (g *UnixGate) pinAllowed(root int, p string) (int, error) {
+	return walkInRoot(root, p, g.mntMask, nil, func(st *unix.Statx_t, walked string) error {
+		if g.writable[st.Mnt_id] {
+			return fmt.Errorf("allowed socket %s: %w (%s); allow the socket by its own path", p, ErrAllowedThroughLink, walked)
+		}
+		return nil
+	})
+}
+
+// walkInRoot opens p beneath root as openInRoot does (".." never above
+// root, an absolute symlink's text from root, the final component
+// followed as connect(2) follows it, at most 40 links), one component at
+// a time, so that the caller sees each step: search (if set) with each
+// directory a name is looked up in, before the lookup (path_resolution(7):
+// every component, "." and ".." too, needs search permission on the
+// directory it is looked up in), and link (if set) with each symlink
+// about to be followed (its statx, with mntMask). Either stops the walk
+// with its error. The kernel's own resolution (openInRoot: no magic link
+// followed) must then reach the same inode, or the walk fails (ENOENT: a
+// rename raced it; ELOOP: a magic link, which the walk would have taken
+// for a plain symlink). The result is an O_PATH pin of the inode.
+func walkInRoot(root int, p string, mntMask int, search func(dir int) error, link func(st *unix.Statx_t, walked string) error) (int, error) {
 	stack := []int{root} // the directories walked; root is the caller's
 	defer func() {
 		for _, fd := range stack[1:] {
@@ -178,8 +225,17 @@ func (g *UnixGate) pinAllowed(root int, p string) (int, error) {
 	for len(parts) > 0 {
 		c := parts[0]
 		parts = parts[1:]
+		if c == "" {
+			continue
+		}
+		cur := stack[len(stack)-1]
+		if search != nil {
+			if err := search(cur); err != nil {
+				return -1, err
+			}
+		}
 		switch c {
-		case "", ".":
+		case ".":
 			continue
 		case "..":
 			if len(stack) > 1 { // never above root, as RESOLVE_IN_ROOT
@@ -188,25 +244,24 @@ func (g *UnixGate) pinAllowed(root int, p string) (int, error) {
 			}
 			continue
 		}
-		cur := stack[len(stack)-1]
 		walked += "/" + c
 		var st unix.Statx_t
-		if err := unix.Statx(cur, c, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE|g.mntMask, &st); err != nil {
+		if err := unix.Statx(cur, c, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE|mntMask, &st); err != nil {
 			return -1, err
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if g.writable[st.Mnt_id] {
-				return -1, fmt.Errorf("allowed socket %s: %w (%s); allow the socket by its own path", p, ErrAllowedThroughLink, walked)
+			if link != nil {
+				if err := link(&st, walked); err != nil {
+					return -1, err
+				}
 			}
 			if links++; links > 40 {
 				return -1, unix.ELOOP
 			}
-			buf := make([]byte, unix.PathMax)
-			n, err := unix.Readlinkat(cur, c, buf)
+			t, err := readlinkat(cur, c)
 			if err != nil {
 				return -1, err
 			}
-			t := string(buf[:n])
 			if strings.HasPrefix(t, "/") {
 				for _, fd := range stack[1:] {
 					unix.Close(fd)
@@ -286,10 +341,7 @@ func (g *UnixGate) Decide(ctx context.Context, c *SockCall) Verdict {
 		// performed as asked, with the supervisor's copy.
 		return Allow()
 	}
-	p := string(a[2:])
-	if i := strings.IndexByte(p, 0); i >= 0 {
-		p = p[:i]
-	}
+	p, _ := unixPath(a)
 	return g.decidePath(c, p)
 }
 
@@ -325,6 +377,14 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 	if c.proc == nil || c.srv == nil {
 		return Deny(unix.ESRCH)
 	}
+	// From here on, as the target: a root supervisor's serving thread
+	// holds the target's host ids with CAP_SYS_PTRACE alone (holdTarget,
+	// stickyCaps), so that the lookup below is checked by the kernel for
+	// the target's own ids (found by review: made with root's rights, it
+	// let a target through directories it may not search).
+	if e := c.holdTarget(); e != 0 {
+		return Deny(e)
+	}
 	// The target thread's own root, kept from its first gated call
 	// (Server.rootFD says why that is the root it has, and why a root
 	// changed since cannot widen what is reached). Opened through the
@@ -348,7 +408,7 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 		}
 		p = strings.TrimSuffix(cwd, "/") + "/" + p
 	}
-	pin, err := openInRoot(root, p)
+	pin, err := g.lookup(c, root, p)
 	if err != nil {
 		return Deny(errnoOf(err))
 	}
@@ -366,7 +426,7 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 	// socket on the mount of a writable place was made by the sandbox (or
 	// lies in a directory the user gave it to write); every other mount
 	// is the host's, read-only, where a socket is a host service.
-	ok := st.Mask&uint32(g.mntMask) != 0 && g.writable[st.Mnt_id]
+	ok := g.open || st.Mask&uint32(g.mntMask) != 0 && g.writable[st.Mnt_id]
 	if !ok {
 		ok = g.allowed(&st)
 	}
@@ -393,7 +453,182 @@ func (g *UnixGate) decidePath(c *SockCall, p string) Verdict {
 	addr = strconv.AppendInt(addr, int64(pin), 10)
 	addr = append(addr, 0)
 	keep = true
+	c.pinned, c.pin = true, pin
 	return PerformAt(addr, pin)
+}
+
+// lookup opens p beneath root (the target's root) as the target's own
+// connect(2) would resolve it: search permission on every directory of
+// the path is the target's (path_resolution(7)). The supervisor's rights
+// never stand in for the target's: a root supervisor could search any
+// directory, a root-less one those of the ids it owns (found by review:
+// a process of the sandbox reached a socket of mode 0777 in a 0700
+// directory of another of its users, which its own connect fails with
+// EACCES).
+//
+//   - A root supervisor (Options.AsTarget) resolves on its thread that
+//     holds the target's host ids with CAP_SYS_PTRACE alone
+//     (holdTarget): the kernel checks each directory for those ids,
+//     ACLs and security modules included. A target that holds
+//     CAP_DAC_READ_SEARCH or CAP_DAC_OVERRIDE in the sandbox's user
+//     namespace may also search the directories whose owner and group
+//     that namespace maps (capabilities(7), capable_wrt_inode_uidgid):
+//     only after the kernel refused, and only then, the path is walked
+//     again one directory at a time (walkInRoot) with
+//     CAP_DAC_READ_SEARCH, each directory passed either by that rule or
+//     by the kernel's check of the target's ids (faccessat2 AT_EACCESS on
+//     the thread without that capability).
+//   - A supervisor that does not switch ids (root-less) resolves with its
+//     own rights when they are no more than the target's (a one-id
+//     sandbox, or a target with the supervisor's uid, gid and groups);
+//     otherwise it walks the path and checks each directory's mode bits
+//     for the target's file-system ids and groups itself (searchByMode).
+//
+// A magic link is never followed (openInRoot): the kernel would follow
+// one only for a target that passes a ptrace access check (proc(5)),
+// which the supervisor cannot make as the target, so the answer is the
+// one the kernel gives a target that fails it: EACCES (a symlink loop is
+// answered EACCES too).
+func (g *UnixGate) lookup(c *SockCall, root int, p string) (int, error) {
+	pin, err := g.lookupAs(c, root, p)
+	if err == unix.ELOOP {
+		err = unix.EACCES
+	}
+	return pin, err
+}
+
+func (g *UnixGate) lookupAs(c *SockCall, root int, p string) (int, error) {
+	if g.skipDAC {
+		// One id, the supervisor's own (root-less): its rights are the
+		// target's.
+		return openInRoot(root, p)
+	}
+	cr, err := c.creds()
+	if err != nil {
+		return -1, unix.EACCES // fail closed: whose lookup it is is unknown
+	}
+	// The target's own capabilities count in the sandbox's user
+	// namespace only, on inodes it maps (as in writableByStatus).
+	capable := func() bool {
+		return cr.capEff&(1<<unix.CAP_DAC_READ_SEARCH|1<<unix.CAP_DAC_OVERRIDE) != 0 && g.inSandboxUserns(c)
+	}
+	if c.srv != nil && c.srv.o.AsTarget {
+		th := c.th
+		if th == nil || !th.held {
+			return -1, unix.EACCES // fail closed: holdTarget did not run
+		}
+		// The kernel's own check, for the target's ids, with no
+		// capability that passes a search bit (path_resolution(7)).
+		pin, err := openInRoot(root, p)
+		if err != unix.EACCES || !capable() {
+			return pin, err
+		}
+		// Walked with CAP_DAC_READ_SEARCH, each directory checked for the
+		// target by searchAsTarget; stickyCaps again after.
+		if !th.setEff(stickyCaps | 1<<unix.CAP_DAC_READ_SEARCH) {
+			c.tainted = !th.release()
+			return -1, unix.EACCES
+		}
+		pin, err = walkInRoot(root, p, 0, g.searchAsTarget(c, th), nil)
+		if !th.setEff(stickyCaps) {
+			if pin >= 0 {
+				unix.Close(pin)
+			}
+			c.tainted = !th.release()
+			return -1, unix.EACCES
+		}
+		return pin, err
+	}
+	sup := &g.sup
+	if cr.uid[3] == sup.uid && cr.gid[3] == sup.gid && subset(sup.groups, cr.groups) {
+		// The supervisor's rights are no more than the target's.
+		return openInRoot(root, p)
+	}
+	return walkInRoot(root, p, 0, g.searchByMode(cr, capable()), nil)
+}
+
+// subset says whether every id of a is in b.
+func subset(a, b []uint32) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// searchAsTarget checks a directory's search permission for a capable
+// target (lookup): passed by its capability when the sandbox's user
+// namespace maps the directory's owner and group (capable_wrt_inode_uidgid:
+// the target holds CAP_DAC_READ_SEARCH or CAP_DAC_OVERRIDE there), else by
+// the kernel, for the target's ids, on this thread, with stickyCaps only
+// for the check (faccessat2(2) AT_EACCESS: the thread's file-system ids,
+// groups and effective capabilities, which override no mode then).
+func (g *UnixGate) searchAsTarget(c *SockCall, th *servingThread) func(dir int) error {
+	return func(dir int) error {
+		var st unix.Statx_t
+		if err := unix.Statx(dir, "", unix.AT_EMPTY_PATH, unix.STATX_UID|unix.STATX_GID, &st); err != nil {
+			return err
+		}
+		if mapped(g.uids, st.Uid) && mapped(g.gids, st.Gid) {
+			return nil
+		}
+		if !th.setEff(stickyCaps) {
+			c.tainted = !th.release()
+			return unix.EACCES
+		}
+		err := unix.Faccessat2(dir, "", unix.X_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS)
+		if !th.setEff(stickyCaps | 1<<unix.CAP_DAC_READ_SEARCH) {
+			c.tainted = !th.release()
+			return unix.EACCES
+		}
+		return err
+	}
+}
+
+// searchByMode checks a directory's search permission for the target's
+// credentials cr from its mode bits (lookup, a supervisor that cannot
+// take the target's ids): the owner's x bit for the owner, the group's
+// for a member, the others' for the rest (acl_permission_check), or the
+// target's capability on a directory whose owner and group the sandbox's
+// namespace maps. A directory with a POSIX ACL is refused unless the
+// target owns it: the ACL's entries, not the bits, decide for the others,
+// and this check does not read them (it fails closed).
+func (g *UnixGate) searchByMode(cr *procStatus, capable bool) func(dir int) error {
+	return func(dir int) error {
+		var st unix.Statx_t
+		if err := unix.Statx(dir, "", unix.AT_EMPTY_PATH, unix.STATX_MODE|unix.STATX_UID|unix.STATX_GID, &st); err != nil {
+			return err
+		}
+		if capable && mapped(g.uids, st.Uid) && mapped(g.gids, st.Gid) {
+			return nil
+		}
+		if cr.uid[3] == st.Uid {
+			if st.Mode&0o100 != 0 {
+				return nil
+			}
+			return unix.EACCES
+		}
+		if hasACL(dir) {
+			return unix.EACCES
+		}
+		bit := uint16(0o001)
+		if cr.gid[3] == st.Gid || slices.Contains(cr.groups, st.Gid) {
+			bit = 0o010
+		}
+		if st.Mode&bit != 0 {
+			return nil
+		}
+		return unix.EACCES
+	}
+}
+
+// hasACL says whether the directory dir (an O_PATH descriptor) may carry
+// a POSIX access ACL: true unless the filesystem says it has none
+// (ENODATA) or does not support them (EOPNOTSUPP).
+func hasACL(dir int) bool {
+	_, err := unix.Getxattr(selfFDDir()+strconv.Itoa(dir), "system.posix_acl_access", nil)
+	return err != unix.ENODATA && err != unix.EOPNOTSUPP
 }
 
 // readlinkat reads the symbolic link name beneath dir.
@@ -430,15 +665,29 @@ var selfFDDir = sync.OnceValue(func() string {
 // allowed says whether st is one of the sockets the policy lets through.
 func (g *UnixGate) allowed(st *unix.Statx_t) bool { return g.allow[idOf(st)] }
 
-// readIDMap reads the sandbox's uid and gid maps (of RootPid) for
-// writableBy: the host ids they map (as this process sees them: the kernel
-// writes a map's outer ids as the opener's namespace has them).
-func (g *UnixGate) readIDMap(pid int) {
+// newOpenGate is the gate of a Server without a unix handler
+// (UnixGate.open): no mount policy, the id maps and user namespace of the
+// process whose /proc/PID (or /proc/TID) directory dir is.
+func newOpenGate(dir int) *UnixGate {
+	g := &UnixGate{open: true, onlyUID: -1, rootMayChange: true, sup: readSupIDs()}
+	g.readIDMap(dir)
+	return g
+}
+
+// readIDMap reads the sandbox's uid and gid maps (of the process whose
+// /proc directory dir is, RootPid's) for writableBy and lookup: the host
+// ids they map (as this process sees them: the kernel writes a map's
+// outer ids as the opener's namespace has them), and its user namespace.
+func (g *UnixGate) readIDMap(dir int) {
+	var ns unix.Statx_t
+	if unix.Statx(dir, "ns/user", 0, unix.STATX_INO, &ns) == nil {
+		g.userns = idOf(&ns)
+	}
 	for _, f := range []struct {
 		file string
 		out  *[]hostRange
 	}{{"uid_map", &g.uids}, {"gid_map", &g.gids}} {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + f.file)
+		b, err := readAt(dir, f.file)
 		if err != nil {
 			continue
 		}
@@ -460,6 +709,31 @@ func (g *UnixGate) readIDMap(pid int) {
 			}
 		}
 	}
+}
+
+// readAt reads the small file name beneath dir.
+func readAt(dir int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var out []byte
+	buf := make([]byte, 4096)
+	for len(out) < 1<<16 { // an id map has at most 340 lines
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		out = append(out, buf[:n]...)
+	}
+	return out, nil
 }
 
 // inSandboxUserns reports whether the calling thread is in the sandbox's

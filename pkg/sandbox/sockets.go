@@ -21,7 +21,11 @@ import (
 type UnixSocketPolicy struct {
 	// Allow lists host socket paths (as seen inside) let through.
 	Allow []string `json:"allow,omitempty"`
-	// Unrestricted turns the gate off: every visible socket answers.
+	// Unrestricted turns the gate off: every socket the sandbox can see
+	// and may write answers. Where the supervisor still makes the unix
+	// calls (the filtered network's trap), it resolves each path in the
+	// sandbox's own root with the caller's own permissions (pkg/notify,
+	// Server.ungatedGate), never in its own.
 	Unrestricted bool `json:"unrestricted,omitempty"`
 }
 
@@ -211,7 +215,12 @@ func (s *Session) startSocketGate(workerFD int) error {
 	o := notify.Options{Unix: gate, Inet: s.opts.inet, AsTarget: os.Geteuid() == 0, OwnPIDNamespace: s.ll == nil}
 	if s.policy.UnixSockets.Unrestricted {
 		// Installed for the filtered network alone: unix sockets
-		// are not gated.
+		// are not gated. The Server still resolves a path address in
+		// the caller's root, as the caller, and connects through a pin
+		// (a nil handler's open gate): with the raw path, the kernel
+		// resolved it in the supervisor's root and mount namespace,
+		// and a sandbox reached host sockets hidden behind its private
+		// /tmp (found by review, TestReviewGateUngatedPathIsResolvedInTargetRoot).
 		o.Unix = nil
 	}
 	srv, err := notify.NewServer(listener, o)
