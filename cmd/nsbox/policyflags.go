@@ -305,10 +305,10 @@ func printDryRun(w io.Writer, res *policy.Result) error {
 	switch pol := res.Policy; res.Backend {
 	case policy.BackendNone:
 	case policy.BackendLandlock:
-		pol.Env = sandbox.PrivateCacheEnv(pol, "$TMPDIR")
+		pol.Env = sandbox.PrivateCacheEnv(pol, true)
 		out.Policy = pol
 	default:
-		pol.Env = sandbox.PrivateCacheEnv(pol, "")
+		pol.Env = sandbox.PrivateCacheEnv(pol, false)
 		out.Policy = pol
 	}
 	if res.Backend == policy.BackendLandlock {

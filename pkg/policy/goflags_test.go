@@ -43,6 +43,11 @@ func TestGoBuildVCSOffWithGitPlaceholder(t *testing.T) {
 	if v, _ := envValue(res.Policy.Env, "GOFLAGS"); v != "-buildvcs=true" {
 		t.Fatalf("GOFLAGS = %q, want the caller's -buildvcs=true", v)
 	}
+	// Backend none runs on the host: no placeholder is made.
+	res = mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Backend: ptr(BackendNone)})})
+	if v, ok := envValue(res.Policy.Env, "GOFLAGS"); ok {
+		t.Fatalf("GOFLAGS = %q with backend none", v)
+	}
 	// A repository: no placeholder, no change.
 	if err := os.Mkdir(filepath.Join(h.Cwd, ".git"), 0o755); err != nil {
 		t.Fatal(err)

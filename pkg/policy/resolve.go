@@ -492,11 +492,19 @@ func (r *resolver) env() error {
 }
 
 // gitPlaceholder says whether the run puts an empty directory in place of
-// a missing .git (the protect entry "$NSBOX_RW/.git/": nothing inside can
-// create a repository there for the host's git to trust).
+// the workspace's missing .git (the protect entry "$NSBOX_RW/.git/":
+// nothing inside can create a repository there for the host's git to
+// trust). Only the workspace's: a repository workspace with an extra --rw
+// directory without one keeps its builds' VCS stamps (vcs.revision,
+// vcs.modified: what says a binary came from a tree the agent changed;
+// found by review). Backend none makes no placeholder.
 func (r *resolver) gitPlaceholder() bool {
+	if r.res.Workspace == "" || r.m.backend.v == BackendNone {
+		return false
+	}
+	want := filepath.Join(r.res.Workspace, ".git")
 	for _, p := range r.res.Placeholders {
-		if p.Dir && filepath.Base(p.Path) == ".git" {
+		if p.Dir && p.Path == want {
 			return true
 		}
 	}

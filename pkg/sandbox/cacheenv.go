@@ -34,6 +34,21 @@ const CacheEnvKey = "XDG_CACHE_HOME"
 // source that the host's next build links without checking it again
 // (docs/security.md, "Caches the host trusts").
 func withPrivateCache(env []string, ms []Mount, tmp string) []string {
+	return cacheEnv(env, ms, tmp, true)
+}
+
+// withPrivateCacheIn is withPrivateCache for the Landlock backend, whose
+// private directory dir (the session's TMPDIR, made by nsbox in the
+// caller's own 0700 directory) no mount can cover: the policy's binds are
+// Landlock rules there, and a grant of the host's /tmp leaves the TMPDIR
+// nsbox's own (found by review: such a grant dropped the cache).
+func withPrivateCacheIn(env []string, ms []Mount, dir string) []string {
+	return cacheEnv(env, ms, dir, false)
+}
+
+// cacheEnv is withPrivateCache; tmpMounted says whether a bind at or above
+// tmp/.cache would cover it (a mount namespace's /tmp).
+func cacheEnv(env []string, ms []Mount, tmp string, tmpMounted bool) []string {
 	home := ""
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -47,7 +62,7 @@ func withPrivateCache(env []string, ms []Mount, tmp string) []string {
 	cache := path.Join(tmp, ".cache")
 	for _, m := range ms {
 		switch {
-		case m.Kind == mounts.Bind && related(m.Dest, cache):
+		case tmpMounted && m.Kind == mounts.Bind && related(m.Dest, cache):
 			return env
 		case home != "" && path.IsAbs(home) && related(m.Dest, path.Join(home, ".cache")) &&
 			((m.Kind == mounts.Bind && !m.ReadOnly) || m.Kind == mounts.Tmpfs):
@@ -67,11 +82,12 @@ func related(a, b string) bool {
 // PrivateCacheEnv is the environment a sandbox of policy p starts its
 // commands with, as far as the cache goes: p's environment plus
 // XDG_CACHE_HOME in the private /tmp (see withPrivateCache). With the
-// Landlock backend the private directory is a TMPDIR made at start;
-// tmpDir names it ("$TMPDIR" in a dry run).
-func PrivateCacheEnv(p Policy, tmpDir string) []string {
-	if tmpDir == "" {
-		tmpDir = "/tmp"
+// Landlock backend (landlock set) the private directory is a TMPDIR made
+// at start, shown as "$TMPDIR"; the decision is the one the run makes,
+// which depends on no property of that directory's path.
+func PrivateCacheEnv(p Policy, landlock bool) []string {
+	if landlock {
+		return withPrivateCacheIn(p.env(), p.Mounts, "$TMPDIR")
 	}
-	return withPrivateCache(p.env(), p.Mounts, tmpDir)
+	return withPrivateCache(p.env(), p.Mounts, "/tmp")
 }

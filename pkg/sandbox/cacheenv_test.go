@@ -38,3 +38,19 @@ func TestWithPrivateCache(t *testing.T) {
 		}
 	}
 }
+
+// Under the Landlock backend the TMPDIR is nsbox's own directory: a grant
+// of the host's /tmp does not cover it, a writable $HOME/.cache still
+// counts.
+func TestWithPrivateCacheIn(t *testing.T) {
+	base := []string{"PATH=/bin", "HOME=/home/u"}
+	dir := "/tmp/nsbox-1000/nsbox-tmp-x"
+	set := append(base[:2:2], "XDG_CACHE_HOME="+dir+"/.cache")
+	if got := withPrivateCacheIn(base, []Mount{{Kind: MountBind, Source: "/tmp", Dest: "/tmp"}}, dir); !reflect.DeepEqual(got, set) {
+		t.Errorf("with /tmp granted: %q, want %q", got, set)
+	}
+	if got := withPrivateCacheIn(base, []Mount{{Kind: MountBind, Source: "/home/u/.cache", Dest: "/home/u/.cache"}}, dir); !reflect.DeepEqual(got, base) {
+		t.Errorf("with $HOME/.cache writable: %q, want it unset", got)
+	}
+}
+

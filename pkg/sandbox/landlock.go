@@ -326,8 +326,8 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 	}
 	// No mount namespace: the nsbox binary cannot be placed at SelfPath.
 	setup.Plan.SelfDest = ""
-	setup.Env = withPrivateCache(append(setup.Env[:len(setup.Env):len(setup.Env)], "TMPDIR="+tmp), s.policy.Mounts, tmp)
-	s.policy.Env = withPrivateCache(append(s.policy.env()[:len(s.policy.env()):len(s.policy.env())], "TMPDIR="+tmp), s.policy.Mounts, tmp)
+	setup.Env = withPrivateCacheIn(append(setup.Env[:len(setup.Env):len(setup.Env)], "TMPDIR="+tmp), s.policy.Mounts, tmp)
+	s.policy.Env = withPrivateCacheIn(append(s.policy.env()[:len(s.policy.env()):len(s.policy.env())], "TMPDIR="+tmp), s.policy.Mounts, tmp)
 	return nil
 }
 

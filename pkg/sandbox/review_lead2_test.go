@@ -28,9 +28,10 @@ func TestReviewLead2DryRunCacheEnvMatchesLandlockRun(t *testing.T) {
 		// The TMPDIR prepareLandlock makes when the caller's TMPDIR is
 		// unset: below the host's /tmp (privateTmpDir).
 		real := filepath.Join("/tmp", "nsbox-1000", landlockTmpPrefix+"1.2.3-4")
-		_, run := lookup(withPrivateCache(p.env(), p.Mounts, real), CacheEnvKey)
-		dry, shown := lookup(PrivateCacheEnv(p, "$TMPDIR"), CacheEnvKey)
-		if shown != run {
+		// What prepareLandlock calls, and what the dry run shows.
+		_, run := lookup(withPrivateCacheIn(p.env(), p.Mounts, real), CacheEnvKey)
+		dry, shown := lookup(PrivateCacheEnv(p, true), CacheEnvKey)
+		if shown != run || !run {
 			t.Errorf("mount %+v: the dry run shows XDG_CACHE_HOME=%q (set %v), a Landlock run below %s sets it: %v (cacheenv.go related on the literal \"$TMPDIR/.cache\")", m, dry, shown, real, run)
 		}
 	}

@@ -55,11 +55,11 @@ func TestReviewLead2HTTPStartRaceRemovesLiveRun(t *testing.T) {
 	}
 	eachUser(t, func(t *testing.T, u user) {
 		h := newHome(t, u)
-		// Server A, held 20 s in its flock of the run directory's lock.
+		// Server A, held 5 s in its flock of the run directory's lock.
 		a := h.mcpCmd(t, "--http", "127.0.0.1:0")
 		a.Path = strace
 		a.Args = append([]string{"strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=flock",
-			"-e", "inject=flock:delay_enter=20000000"}, a.Args...)
+			"-e", "inject=flock:delay_enter=5000000"}, a.Args...)
 		// Its own process group: strace detaches on a signal and leaves
 		// nsbox running, so the cleanup signals both.
 		if a.SysProcAttr == nil {
