@@ -16,7 +16,8 @@ import (
 // namespace) and asks, on it, for multicast memberships on interface 1
 // (the host's lo) through the protocol-independent names the kernel
 // takes on a TCP socket: MCAST_JOIN_GROUP (42), MCAST_JOIN_SOURCE_GROUP
-// (46) and IP_ADD_SOURCE_MEMBERSHIP (39). It prints what each answered.
+// (46) and IP_ADD_SOURCE_MEMBERSHIP (39); then MCAST_JOIN_GROUP at level
+// IPPROTO_IPV6 on an AF_INET6 socket. It prints what each answered.
 const mcastJoinPy = `
 import errno, socket, struct, sys
 port = int(sys.argv[1])
@@ -42,6 +43,21 @@ for label, opt, arg in calls:
         print(label, "ok", flush=True)
     except OSError as e:
         print(label, name(e.errno), flush=True)
+# The same through an AF_INET6 socket (the host socket installed is an
+# IPv6 one, connected to the v4-mapped address): MLDv2 reports.
+s6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s6.settimeout(20)
+try:
+    s6.connect(("::ffff:" + socket.gethostbyname("good.test"), port))
+    print("connect6 ok", flush=True)
+except OSError as e:
+    print("connect6", name(e.errno), flush=True); sys.exit(0)
+sin6 = struct.pack("=H2xI16sI100x", socket.AF_INET6, 0, socket.inet_pton(socket.AF_INET6, "ff05::77:1"), 0)
+try:
+    s6.setsockopt(socket.IPPROTO_IPV6, 42, struct.pack("=I4x", 1) + sin6)
+    print("join_group6 ok", flush=True)
+except OSError as e:
+    print("join_group6", name(e.errno), flush=True)
 `
 
 // TestReview3NetMulticastJoinOnInstalledSocket: the filtered network
@@ -74,9 +90,12 @@ func TestReview3NetMulticastJoinOnInstalledSocket(t *testing.T) {
 		if res["connect"] != "ok" {
 			t.Fatalf("the allowed connect was not made (%v): nothing tested\nstderr: %s", res, r.stderr)
 		}
-		for _, k := range []string{"join_group", "join_source_group", "add_source_membership"} {
+		if res["connect6"] != "ok" {
+			t.Errorf("the allowed IPv6 connect was not made (%v): its join not tested", res)
+		}
+		for _, k := range []string{"join_group", "join_source_group", "add_source_membership", "join_group6"} {
 			if res[k] != "EPERM" {
-				t.Errorf("setsockopt(IPPROTO_IP, %s) on the installed host socket answered %s, not the filter's EPERM: the sandbox joins multicast groups of its choosing on the host's interfaces (membership reports on the host's links carry its data past the allowlist)", k, res[k])
+				t.Errorf("setsockopt(%s) on the installed host socket answered %s, not the filter's EPERM: the sandbox joins multicast groups of its choosing on the host's interfaces (membership reports on the host's links carry its data past the allowlist)", k, res[k])
 			}
 		}
 	})
