@@ -72,8 +72,10 @@ var errECH = errors.New("a TLS ClientHello with Encrypted Client Hello")
 // sniConnect connects the sandbox to real through a relay in the
 // supervisor that reads the TLS ClientHello first: the connection goes on
 // only when its server name (SNI) is the allowed name the sandbox
-// resolved. That catches domain fronting: a connection to an allowed name
-// on a shared CDN address that asks, inside TLS, for another site.
+// resolved. That catches the SNI form of domain fronting (a connection to
+// an allowed name's address on a shared CDN that names another site in
+// its ClientHello); what TLS encrypts (an HTTP Host header naming another
+// site, renegotiation, early data) it cannot see.
 //
 // The socket installed in the sandbox is one end of a TCP connection over
 // the host's loopback to the relay; the data path is the supervisor's
@@ -505,7 +507,14 @@ func parseSNI(b []byte) (string, error) {
 	if t, ok := p.u8(); !ok || t != 1 { // client_hello
 		return "", errNoSNI
 	}
-	if l, ok := p.u24(); !ok || l > len(p) {
+	// Exactly one handshake message: the ClientHello fills the record's
+	// data to its end. A second message packed behind it (another
+	// ClientHello naming another host, which a server that answers the
+	// first with a HelloRetryRequest takes for the retried one) would
+	// reach the server unread (found by review:
+	// TestReview3NetSNISecondHelloInFirstRecord). RFC 8446 section 5.1:
+	// a ClientHello must not share a record with another message.
+	if l, ok := p.u24(); !ok || l != len(p) {
 		return "", errNoSNI
 	}
 	if !p.skip(2 + 32) { // legacy_version, random

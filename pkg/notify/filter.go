@@ -50,6 +50,12 @@ func (a *asm) jset(k uint32, jt, jf string) {
 	a.ins = append(a.ins, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: k})
 }
 
+// jge jumps to jt when A >= k, else to jf.
+func (a *asm) jge(k uint32, jt, jf string) {
+	a.fix = append(a.fix, fixup{at: len(a.ins), jt: jt, jf: jf})
+	a.ins = append(a.ins, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K, K: k})
+}
+
 // jeq jumps to jt when A == k, else to jf ("" is the next instruction).
 func (a *asm) jeq(k uint32, jt, jf string) {
 	a.fix = append(a.fix, fixup{at: len(a.ins), jt: jt, jf: jf})
@@ -224,10 +230,30 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		a.jeq(unix.IPV6_RTHDRDSTOPTS, "eperm", "")
 		a.jeq(unix.IPV6_DSTOPTS, "eperm", "")
 		a.jeq(unix.IPV6_2292HOPOPTS, "eperm", "")
-		a.jeq(unix.IPV6_2292DSTOPTS, "eperm", "allow")
+		a.jeq(unix.IPV6_2292DSTOPTS, "eperm", "")
+		// Group joins (multicast and anycast): on an installed socket,
+		// one of the host's network namespace, they join a group on any
+		// host interface the program names by index, and the host then
+		// sends MLDv2 reports on that link carrying the group and source
+		// addresses the program chose: traffic past the allowlist to the
+		// host's LAN, and host state the sandbox outlives (found by
+		// review: TestReview3NetMulticastJoinOnInstalledSocket). The
+		// kernel refuses only IPV6_ADD_MEMBERSHIP on TCP, not
+		// MCAST_JOIN_GROUP (ipv6(7), RFC 3678). Names 42-48 are MCAST_*.
+		a.jeq(unix.IPV6_ADD_MEMBERSHIP, "eperm", "")
+		a.jeq(unix.IPV6_DROP_MEMBERSHIP, "eperm", "")
+		a.jeq(unix.IPV6_JOIN_ANYCAST, "eperm", "")
+		a.jeq(unix.IPV6_LEAVE_ANYCAST, "eperm", "")
+		a.jge(unix.MCAST_JOIN_GROUP, "", "allow")
+		a.jge(unix.MCAST_MSFILTER+1, "allow", "eperm")
 		a.label("sockopt-ip")
 		a.stmt(ld, offArgs+2*8)
-		a.jeq(unix.IP_OPTIONS, "eperm", "allow")
+		a.jeq(unix.IP_OPTIONS, "eperm", "")
+		// The same joins at IPPROTO_IP (ip(7), RFC 3678), names 35-48:
+		// IP_ADD_MEMBERSHIP to IP_MSFILTER and MCAST_JOIN_GROUP to
+		// MCAST_MSFILTER. The IGMPv3 reports go out on the host's link.
+		a.jge(unix.IP_ADD_MEMBERSHIP, "", "allow")
+		a.jge(unix.MCAST_MSFILTER+1, "allow", "eperm")
 	}
 	a.label("allow")
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)

@@ -591,6 +591,12 @@ func runProgram(t *testing.T, p []unix.SockFilter, arch, nr uint32, args [6]uint
 			} else {
 				pc += int(ins.Jf)
 			}
+		case unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K:
+			if a >= ins.K {
+				pc += int(ins.Jt)
+			} else {
+				pc += int(ins.Jf)
+			}
 		case unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K:
 			if a&ins.K != 0 {
 				pc += int(ins.Jt)
@@ -863,6 +869,24 @@ func TestProgramFiltered(t *testing.T) {
 		{"IPV6_2292PKTINFO", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_2292PKTINFO}, allow, allow},
 		{"IPV6_UNICAST_HOPS", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS}, allow, allow},
 		{"IP_OPTIONS", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.IP_OPTIONS}, eperm, allow},
+		{"IPV6_ADD_MEMBERSHIP", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_ADD_MEMBERSHIP}, eperm, allow},
+		{"IPV6_DROP_MEMBERSHIP", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_DROP_MEMBERSHIP}, eperm, allow},
+		{"IPV6_JOIN_ANYCAST", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_JOIN_ANYCAST}, eperm, allow},
+		{"IPV6_LEAVE_ANYCAST", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_LEAVE_ANYCAST}, eperm, allow},
+		{"IPV6 MCAST_JOIN_GROUP", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.MCAST_JOIN_GROUP}, eperm, allow},
+		{"IPV6 MCAST_MSFILTER", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.MCAST_MSFILTER}, eperm, allow},
+		{"IPV6 49, above the MCAST_* names", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.MCAST_MSFILTER + 1}, allow, allow},
+		{"IPV6_RECVERR", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_RECVERR}, allow, allow},
+		{"IP_ADD_MEMBERSHIP", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP}, eperm, allow},
+		{"IP_ADD_SOURCE_MEMBERSHIP", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.IP_ADD_SOURCE_MEMBERSHIP}, eperm, allow},
+		{"IP_MSFILTER", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.IP_MSFILTER}, eperm, allow},
+		{"IP MCAST_JOIN_GROUP", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.MCAST_JOIN_GROUP}, eperm, allow},
+		{"IP MCAST_JOIN_SOURCE_GROUP", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.MCAST_JOIN_SOURCE_GROUP}, eperm, allow},
+		{"IP MCAST_MSFILTER", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.MCAST_MSFILTER}, eperm, allow},
+		{"IP_TOS", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.IP_TOS}, allow, allow},
+		{"IP_MTU_DISCOVER", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER}, allow, allow},
+		{"IP 34, below the group names", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP - 1}, allow, allow},
+		{"IP 49 (IP_MULTICAST_ALL)", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IP, unix.MCAST_MSFILTER + 1}, allow, allow},
 		{"SO_KEEPALIVE", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.SOL_SOCKET, unix.SO_KEEPALIVE}, allow, allow},
 		{"TCP_NODELAY", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_TCP, unix.TCP_NODELAY}, allow, allow},
 		{"IPV6_V6ONLY", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY}, allow, allow},
