@@ -434,6 +434,8 @@ func startGateChild(t *testing.T, cmd *exec.Cmd, cfg GateConfig, o Options) (io.
 	t.Cleanup(gate.Close)
 	if o.Unix == noGate {
 		o.Unix = nil // every unix call performed as asked
+		// The child is the sandbox's first process, as the worker is.
+		o.SandboxPid = cmd.Process.Pid
 	} else {
 		o.Unix = gate
 	}

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,11 @@ type Options struct {
 	// set it for a sandbox that shares the host's PID namespace (the
 	// Landlock backend).
 	OwnPIDNamespace bool
+	// SandboxPid is a process whose /proc/PID names the sandbox's user
+	// namespace and id maps (its PID 1, the worker). A Server without a
+	// Unix handler builds its open gate from it (ungatedGate); without
+	// it, such a Server refuses path addresses (EACCES).
+	SandboxPid int
 	// MaxData bounds the bytes of one send the supervisor copies (a
 	// datagram larger than that fails with EMSGSIZE; a stream send is
 	// shortened, as a short write); 0 means 256 KiB.
@@ -747,16 +753,31 @@ func unixPath(a []byte) (string, bool) {
 }
 
 // ungatedGate is the Server's open gate (UnixGate.open: no mount policy),
-// made at the first path call of a Server without a unix handler from
-// that caller's view of the sandbox (its id maps and user namespace).
+// made at the first path call of a Server without a unix handler from the
+// sandbox's view (Options.SandboxPid: its id maps and user namespace),
+// never a caller's: built from the first caller's, a process in a nested
+// user namespace (`unshare -r`, with nested namespaces allowed) that
+// called first stood in for the sandbox for the rest of the session: a
+// one-id map of the supervisor's own uid made the gate skip the
+// permission checks for every later caller (root-less), or a nested
+// namespace's inode refused the sandbox's own root (found by review:
+// TestReview2GateOpenGateIsNotTheFirstCallers,
+// TestReview2GateRootlessOpenGateSkipDACFromNestedCaller). The sandbox's
+// namespace lives as long as its PID 1, which outlives this Server's
+// calls, so its inode number cannot be reused meanwhile.
 func (s *Server) ungatedGate(c *SockCall) (*UnixGate, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ungated == nil {
-		if c.proc == nil {
-			return nil, unix.ESRCH
+		if s.o.SandboxPid <= 0 {
+			return nil, unix.EACCES
 		}
-		s.ungated = newOpenGate(c.proc.dir)
+		dir, err := unix.Open("/proc/"+strconv.Itoa(s.o.SandboxPid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, unix.EACCES
+		}
+		s.ungated = newOpenGate(dir)
+		unix.Close(dir)
 	}
 	return s.ungated, nil
 }

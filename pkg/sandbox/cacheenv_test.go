@@ -53,4 +53,3 @@ func TestWithPrivateCacheIn(t *testing.T) {
 		t.Errorf("with $HOME/.cache writable: %q, want it unset", got)
 	}
 }
-

@@ -222,6 +222,9 @@ func (s *Session) startSocketGate(workerFD int) error {
 		// and a sandbox reached host sockets hidden behind its private
 		// /tmp (found by review, TestReviewGateUngatedPathIsResolvedInTargetRoot).
 		o.Unix = nil
+		// The open gate's view of the sandbox: its PID 1's, never a
+		// caller's (a nested user namespace's).
+		o.SandboxPid = s.pid
 	}
 	srv, err := notify.NewServer(listener, o)
 	if err != nil {
