@@ -35,12 +35,35 @@ func newFakeUpstream(t testing.TB) *fakeUpstream {
 // the A record answer.
 func answeringUpstream(t testing.TB, answer netip.Addr) *fakeUpstream {
 	t.Helper()
+	u := &fakeUpstream{}
+	u.addr = serveUpstream(t, func(q dnsmessage.Question) (dnsmessage.RCode, *netip.Addr) {
+		u.queries.Add(1)
+		u.mu.Lock()
+		u.names = append(u.names, q.Name.String())
+		u.mu.Unlock()
+		rc := dnsmessage.RCodeNameError
+		exists := strings.HasSuffix(q.Name.String(), "up.test.") && !strings.HasPrefix(q.Name.String(), "nothere.")
+		if exists {
+			rc = dnsmessage.RCodeSuccess
+		}
+		var ans *netip.Addr
+		if exists && q.Type == dnsmessage.TypeA {
+			ans = &answer
+		}
+		return rc, ans
+	})
+	return u
+}
+
+// serveUpstream runs a DNS server on a UDP loopback socket of the test's
+// own until the test ends: answer gives each question's code and A record.
+func serveUpstream(t testing.TB, answer func(q dnsmessage.Question) (dnsmessage.RCode, *netip.Addr)) netip.AddrPort {
+	t.Helper()
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Close() })
-	u := &fakeUpstream{addr: pc.LocalAddr().(*net.UDPAddr).AddrPort()}
 	go func() {
 		buf := make([]byte, 1500)
 		for {
@@ -57,23 +80,11 @@ func answeringUpstream(t testing.TB, answer netip.Addr) *fakeUpstream {
 			if err != nil {
 				continue
 			}
-			u.queries.Add(1)
-			u.mu.Lock()
-			u.names = append(u.names, q.Name.String())
-			u.mu.Unlock()
-			rc := dnsmessage.RCodeNameError
-			exists := strings.HasSuffix(q.Name.String(), "up.test.") && !strings.HasPrefix(q.Name.String(), "nothere.")
-			if exists {
-				rc = dnsmessage.RCodeSuccess
-			}
-			var ans *netip.Addr
-			if exists && q.Type == dnsmessage.TypeA {
-				ans = &answer
-			}
+			rc, ans := answer(q)
 			pc.WriteTo(build(dnsmessage.Header{ID: h.ID, RecursionDesired: h.RecursionDesired}, []dnsmessage.Question{q}, rc, ans), from)
 		}
 	}()
-	return u
+	return pc.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 
 // serve starts f's resolver on loopback sockets of the test's own (UDP and

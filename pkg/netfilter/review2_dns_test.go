@@ -34,45 +34,22 @@ type failingUpstream struct {
 
 func newFailingUpstream(t *testing.T) *failingUpstream {
 	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	u := &failingUpstream{addr: pc.LocalAddr().(*net.UDPAddr).AddrPort()}
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
+	u := &failingUpstream{}
+	u.addr = serveUpstream(t, func(q dnsmessage.Question) (dnsmessage.RCode, *netip.Addr) {
+		u.queries.Add(1)
+		name := q.Name.String()
+		switch {
+		case strings.HasPrefix(name, "broken."):
+			return dnsmessage.RCodeServerFailure, nil
+		case strings.HasPrefix(name, "local."):
+			if q.Type == dnsmessage.TypeA {
+				lo := netip.MustParseAddr("127.0.0.1")
+				return dnsmessage.RCodeSuccess, &lo
 			}
-			var p dnsmessage.Parser
-			h, err := p.Start(buf[:n])
-			if err != nil {
-				continue
-			}
-			q, err := p.Question()
-			if err != nil {
-				continue
-			}
-			u.queries.Add(1)
-			name := q.Name.String()
-			rc := dnsmessage.RCodeNameError
-			var ans *netip.Addr
-			switch {
-			case strings.HasPrefix(name, "broken."):
-				rc = dnsmessage.RCodeServerFailure
-			case strings.HasPrefix(name, "local."):
-				rc = dnsmessage.RCodeSuccess
-				if q.Type == dnsmessage.TypeA {
-					lo := netip.MustParseAddr("127.0.0.1")
-					ans = &lo
-				}
-			}
-			pc.WriteTo(build(dnsmessage.Header{ID: h.ID, RecursionDesired: h.RecursionDesired}, []dnsmessage.Question{q}, rc, ans), from)
+			return dnsmessage.RCodeSuccess, nil
 		}
-	}()
+		return dnsmessage.RCodeNameError, nil
+	})
 	return u
 }
 
