@@ -16,7 +16,8 @@
 # 4. What limits cost: nsbox run with and without --memory 256M --pids 64.
 # 5. The filtered network: what --allow-host adds to a cold start, then
 #    bulk throughput and connect latency against --net host, slirp4netns
-#    and pasta (bench/netcompare_test.go).
+#    and pasta (bench/netcompare_test.go), and the same connect's design
+#    in C (bench/cmin/connfloor.c).
 #
 # Knobs (environment): N=300 runs per command, WARMUP=20, LOOP=1000,
 # NSBOX=bin/nsbox, BENCH_USER=65534, SKIP_LEAK=1, SKIP_ROOTLESS=1, SKIP_NET=1.
@@ -260,6 +261,20 @@ else
   fi
   (cd "$REPO" && "$GO" test -tags seccomp -run '^$' -bench 'NetCompare' -benchtime 1x ./bench/ 2>&1 |
     grep -vE '^(goos|goarch|pkg|cpu): |^PASS$|^ok ') || status=1
+  # The same connect built in C (bench/cmin/connfloor.c): the seccomp
+  # trap alone, and the filtered design (dial on the host, install with
+  # ADDFD) with no policy and no Go runtime: the floor under nsbox's
+  # "connect added" on this host.
+  CC=${CC:-cc}
+  if command -v "$CC" >/dev/null 2>&1 && "$CC" -O2 -pthread -o "$work/connfloor" bench/cmin/connfloor.c; then
+    echo
+    echo "### network: the filtered connect's design in C (bench/cmin/connfloor.c, as uid $(id -u))"
+    echo
+    "$work/connfloor" -r 15 -n 500 || status=1
+  else
+    echo
+    echo "SKIP connect floor: no C compiler ($CC; apt-get install gcc)"
+  fi
 fi
 
 # ------------------------------------------------------------ leak check
