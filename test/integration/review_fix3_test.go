@@ -1,0 +1,55 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReviewFix3GoBuildInRWDirWithoutWorkspace: review of a14f26f
+// (rvlead2's GOFLAGS finding). Severity: MEDIUM (correctness, a
+// regression of that fix).
+//
+// Finding: gitPlaceholder (pkg/policy/resolve.go) now adds
+// -buildvcs=false only for the workspace's own .git placeholder and
+// returns false outright when the run has no workspace. A run without a
+// workspace (started from /, or a profile without one) still gets an
+// empty read-only .git placeholder in every --rw directory ("$NSBOX_RW/.git/"),
+// and cmd/go takes that for a repository: `go build` there stops with
+// "error obtaining VCS status: exit status 128". Before a14f26f any
+// .git placeholder turned VCS stamping off, and such builds worked. With
+// no workspace there are no workspace builds whose stamps the fix meant
+// to keep, so nothing is gained by the change in this case.
+//
+// Attack/trigger: none needed; `nsbox run --rw DIR -- sh -c 'cd DIR && go build'`
+// from / with DIR a Go module that is not a repository.
+//
+// Expected: the build succeeds (GOFLAGS gets -buildvcs=false whenever a
+// placeholder stands in for the .git of a --rw directory and no workspace
+// stamps are at stake).
+func TestReviewFix3GoBuildInRWDirWithoutWorkspace(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = "/usr/local/go/bin/go"
+		if _, err := os.Stat(goBin); err != nil {
+			t.Skip("no Go toolchain on this host")
+		}
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		lib := u.tempDir(t)
+		u.writeFile(t, filepath.Join(lib, "go.mod"), "module example.com/lib\n\ngo 1.21\n", 0o644)
+		u.writeFile(t, filepath.Join(lib, "main.go"), "package main\n\nfunc main() { println(\"built inside\") }\n", 0o644)
+		// dir "/": no workspace ("the current directory is /").
+		r := u.run(t, &runOpts{dir: "/", env: []string{"GOTOOLCHAIN=local"}}, "run", "--pass-env", "GOTOOLCHAIN", "--rw", lib, "--",
+			"/bin/sh", "-c", `test -d `+lib+`/.git || { echo "no .git placeholder in the --rw directory: nothing to show" >&2; exit 77; }
+cd `+lib+` && `+goBin+` build -o hello . && ./hello`)
+		if r.code == 77 {
+			t.Skip(strings.TrimSpace(r.stderr))
+		}
+		if r.code != 0 || !strings.Contains(r.stderr, "built inside") {
+			t.Fatalf("go build in a --rw directory of a run without a workspace failed (exit %d): %s\nGOFLAGS gets -buildvcs=false only for the workspace's own .git placeholder (a14f26f, resolve.go gitPlaceholder returns false when Workspace is \"\"), and cmd/go stops on the empty .git placeholder nsbox put in %s", r.code, strings.TrimSpace(r.stderr), lib)
+		}
+	})
+}
