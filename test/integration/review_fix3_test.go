@@ -53,3 +53,35 @@ cd `+lib+` && `+goBin+` build -o hello . && ./hello`)
 		}
 	})
 }
+
+// TestReviewFix3GoBuildStrictProfileRW: the same finding as
+// TestReviewFix3GoBuildInRWDirWithoutWorkspace (a14f26f, MEDIUM) in its
+// most common form: the strict profile has no workspace, and the way to
+// work on a project under it is `nsbox run --profile strict --rw .`
+// (the advice ErrUnsafeWorkspace gives). The project directory gets an
+// empty .git placeholder when it is not a repository, GOFLAGS no longer
+// says -buildvcs=false, and `go build` in the current directory fails
+// ("error obtaining VCS status"). Expected: the build succeeds, as it
+// did before a14f26f.
+func TestReviewFix3GoBuildStrictProfileRW(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = "/usr/local/go/bin/go"
+		if _, err := os.Stat(goBin); err != nil {
+			t.Skip("no Go toolchain on this host")
+		}
+	}
+	eachUser(t, func(t *testing.T, u user) {
+		proj := u.tempDir(t)
+		u.writeFile(t, filepath.Join(proj, "go.mod"), "module example.com/proj\n\ngo 1.21\n", 0o644)
+		u.writeFile(t, filepath.Join(proj, "main.go"), "package main\n\nfunc main() { println(\"built inside\") }\n", 0o644)
+		r := u.run(t, &runOpts{dir: proj, env: []string{"GOTOOLCHAIN=local"}}, "run", "--profile", "strict", "--pass-env", "GOTOOLCHAIN", "--rw", proj, "--",
+			"/bin/sh", "-c", `cd `+proj+` && { test -d .git || { echo "no .git placeholder in the --rw directory: nothing to show" >&2; exit 77; }; } && `+goBin+` build -o hello . && ./hello`)
+		if r.code == 77 {
+			t.Skip(strings.TrimSpace(r.stderr))
+		}
+		if r.code != 0 || !strings.Contains(r.stderr, "built inside") {
+			t.Fatalf("go build under --profile strict --rw %s failed (exit %d): %s\nthe strict profile has no workspace, so a14f26f's gitPlaceholder never adds -buildvcs=false, and cmd/go stops on the empty .git placeholder", proj, r.code, strings.TrimSpace(r.stderr))
+		}
+	})
+}
