@@ -491,20 +491,24 @@ func (r *resolver) env() error {
 	return nil
 }
 
-// gitPlaceholder says whether the run puts an empty directory in place of
-// the workspace's missing .git (the protect entry "$NSBOX_RW/.git/":
+// gitPlaceholder says whether a build would meet an empty directory put
+// in place of a missing .git (the protect entry "$NSBOX_RW/.git/":
 // nothing inside can create a repository there for the host's git to
-// trust). Only the workspace's: a repository workspace with an extra --rw
-// directory without one keeps its builds' VCS stamps (vcs.revision,
-// vcs.modified: what says a binary came from a tree the agent changed;
-// found by review). Backend none makes no placeholder.
+// trust). With a workspace, only the workspace's counts: a repository
+// workspace with an extra --rw directory without one keeps its builds'
+// VCS stamps (vcs.revision, vcs.modified: what says a binary came from a
+// tree the agent changed; found by review), and a build in that extra
+// directory asks for -buildvcs=false in cmd/go's own message. Without a
+// workspace (a run from /, the strict profile) there are no stamps to
+// keep, and any placeholder counts (found by review: `--profile strict
+// --rw .` could not build). Backend none makes no placeholder.
 func (r *resolver) gitPlaceholder() bool {
-	if r.res.Workspace == "" || r.m.backend.v == BackendNone {
+	if r.m.backend.v == BackendNone {
 		return false
 	}
 	want := filepath.Join(r.res.Workspace, ".git")
 	for _, p := range r.res.Placeholders {
-		if p.Dir && p.Path == want {
+		if p.Dir && filepath.Base(p.Path) == ".git" && (r.res.Workspace == "" || p.Path == want) {
 			return true
 		}
 	}

