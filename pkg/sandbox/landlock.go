@@ -368,7 +368,7 @@ func (s *Session) startLandlockWorker(workerEnd *os.File) error {
 	s.pid, s.proc = proc.Pid, proc
 	s.holdWorker()
 	go func() {
-		s.reaped(proc.Wait())
+		s.reaped(waitExit(proc))
 	}()
 	return nil
 }

@@ -154,7 +154,7 @@ func adoptWorker(pid int, channel *os.File, h PrestartHint, st *namespaces.Stage
 	go func() {
 		// Not reaped while newuidmap may still write to /proc/PID.
 		maps.wait()
-		w.s.reaped(proc.Wait())
+		w.s.reaped(waitExit(proc))
 	}()
 	return w
 }

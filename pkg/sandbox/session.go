@@ -459,7 +459,7 @@ func (s *Session) startWorker(h PrestartHint, workerEnd *os.File) error {
 		// Not reaped while newuidmap may still write to /proc/PID: the
 		// pid could be another process's by then.
 		maps.wait()
-		s.reaped(proc.Wait())
+		s.reaped(waitExit(proc))
 	}()
 	if err := <-started; err != nil {
 		return describeStartError(err)
@@ -730,6 +730,30 @@ func (s *Session) holdWorker() {
 	if fd, err := unix.PidfdOpen(s.pid, 0); err == nil {
 		s.workerPidfd, s.hasPidfd = fd, true
 	}
+}
+
+// waitExit reaps proc, our own child, once it has exited. It waits for
+// that on the runtime's poller (a pidfd turns readable when its process
+// exits), not in os.Process.Wait's waitid(2): a goroutine blocked in a
+// system call keeps its P, and with the supervisor's other long waits
+// (the serving thread's poll, the channel's recvmsg) a GOMAXPROCS=2
+// process had no idle P left, so the runtime's monitor took Ps back and
+// woke every 20 µs through the start (benchmarks-history.md, "The tenth
+// stop"). Where the pidfd cannot be polled, Wait blocks as before.
+func waitExit(proc *os.Process) (*os.ProcessState, error) {
+	// Our unreaped child: its pid names no other process until Wait.
+	if fd, err := unix.PidfdOpen(proc.Pid, unix.PIDFD_NONBLOCK); err == nil {
+		f := os.NewFile(uintptr(fd), "pidfd")
+		if rc, err := f.SyscallConn(); err == nil {
+			rc.Read(func(fd uintptr) bool {
+				p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+				n, err := unix.Poll(p, 0)
+				return err != nil || n > 0
+			})
+		}
+		f.Close()
+	}
+	return proc.Wait()
 }
 
 // reaped records the worker's end: its pidfd is closed (under pidfdMu, so
