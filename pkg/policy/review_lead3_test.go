@@ -21,9 +21,10 @@ import (
 // TestReviewLead2GoBuildVCSOffOnlyForPlaceholderWorkspace, fixed for runs
 // with a workspace, is back for runs without one).
 // Expected: the placeholder of an unrelated --rw directory does not take the
-// stamps of a repository --rw directory's builds away: without a workspace,
-// the --rw directory the run starts in (holding the current directory)
-// plays the workspace's part, as 429e78c's own case (`--rw .`) needs.
+// stamps of a repository --rw directory's builds away, as with a workspace
+// (no -buildvcs=false here); 429e78c's rule ("no stamps to keep", any
+// placeholder counts) holds only when no --rw directory is a repository,
+// which keeps TestReviewFix3GoBuildVCSOffWithoutWorkspace's case building.
 func TestReviewLead3RepoRWDirKeepsVCSStampsWithoutWorkspace(t *testing.T) {
 	h := testHost(t)
 	// The current directory is a repository, made writable with --rw .
