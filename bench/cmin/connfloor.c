@@ -55,6 +55,9 @@
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
 #define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
 #endif
+#ifndef SECCOMP_ADDFD_FLAG_SEND
+#define SECCOMP_ADDFD_FLAG_SEND (1UL << 1)
+#endif
 #ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP 1
 #endif
@@ -80,9 +83,23 @@ static double median(double *v, int n) {
 	return v[n / 2];
 }
 
-static void die(const char *what) {
-	perror(what);
-	exit(1);
+// A mode that cannot run here (no user namespaces, no seccomp
+// notifications, a kernel without ADDFD's flags) is reported and skipped;
+// the others still run, and the program never fails make bench for it.
+struct result {
+	double med; // median connect in µs, or < 0 when the mode failed
+	char why[200];
+};
+
+static char serve_why[200]; // the supervisor's reason, when it failed
+
+static void child_fail(int out, const char *what) {
+	struct result r = {.med = -1};
+	snprintf(r.why, sizeof r.why, "%s: %s", what, strerror(errno));
+	if (write(out, &r, sizeof r) != sizeof r) {
+		// Nothing more to say: the parent reports a short read.
+	}
+	_exit(0);
 }
 
 // accept_loop takes and closes every connection to the listener.
@@ -96,7 +113,7 @@ static void *accept_loop(void *arg) {
 	return NULL;
 }
 
-static void send_fd(int sock, int fd) {
+static int send_fd(int sock, int fd) {
 	char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = {&byte, 1};
 	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
@@ -105,16 +122,17 @@ static void send_fd(int sock, int fd) {
 	h->cmsg_type = SCM_RIGHTS;
 	h->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(h), &fd, sizeof fd);
-	if (sendmsg(sock, &m, 0) != 1)
-		die("sendmsg");
+	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
 }
 
+// recv_fd returns the fd the client sent, or -1 when it sent none (it
+// failed before: its result says why).
 static int recv_fd(int sock) {
 	char byte, ctl[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = {&byte, 1};
 	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
 	if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1 || !CMSG_FIRSTHDR(&m))
-		die("recvmsg");
+		return -1;
 	int fd;
 	memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof fd);
 	return fd;
@@ -126,7 +144,7 @@ static void client(enum mode m, int n, int ctl, int out) {
 		// A network namespace of its own: only the supervisor's
 		// socket reaches the listener.
 		if (unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0)
-			die("unshare");
+			child_fail(out, "unshare(CLONE_NEWUSER|CLONE_NEWNET)");
 	}
 	if (m != PLAIN) {
 		struct sock_filter f[] = {
@@ -137,42 +155,58 @@ static void client(enum mode m, int n, int ctl, int out) {
 		};
 		struct sock_fprog prog = {sizeof f / sizeof f[0], f};
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-			die("no_new_privs");
+			child_fail(out, "no_new_privs");
 		int l = syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
 		if (l < 0)
-			die("seccomp");
-		send_fd(ctl, l);
+			child_fail(out, "seccomp(SECCOMP_FILTER_FLAG_NEW_LISTENER)");
+		if (send_fd(ctl, l) != 0)
+			child_fail(out, "sendmsg");
 		close(l);
 	}
+	close(ctl);
+	struct result r = {0};
 	double *t = malloc(n * sizeof *t);
+	if (!t)
+		child_fail(out, "malloc");
 	for (int i = 0; i < n; i++) {
 		double t0 = now_us();
 		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		// send mode returns the installed file's number: any
 		// non-negative answer is a connected socket there.
 		if (s < 0 || connect(s, (struct sockaddr *)&target, sizeof target) < 0)
-			die("client connect");
+			child_fail(out, "connect");
 		close(s);
 		t[i] = now_us() - t0;
 	}
-	double med = median(t, n);
-	if (write(out, &med, sizeof med) != sizeof med)
-		die("write");
-	exit(0);
+	r.med = median(t, n);
+	if (write(out, &r, sizeof r) != sizeof r)
+		_exit(1);
+	_exit(0);
+}
+
+// refuse answers notification n with an error after the supervisor
+// failed at what; the client's connect then fails and the mode is
+// skipped with this reason.
+static void refuse(int l, __u64 id, const char *what) {
+	if (!serve_why[0])
+		snprintf(serve_why, sizeof serve_why, "%s: %s", what, strerror(errno));
+	struct seccomp_notif_resp r = {.id = id, .error = -EPERM};
+	ioctl(l, SECCOMP_IOCTL_NOTIF_SEND, &r);
 }
 
 // serve answers the client's connects until it exits.
 static void serve(enum mode m, int l, pid_t pid) {
 	__u64 flag = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
-	ioctl(l, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flag);
+	ioctl(l, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flag); // optional (6.6)
 	int pidfd = syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0)
-		die("pidfd_open");
 	for (;;) {
 		struct pollfd p = {l, POLLIN, 0};
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
-			die("poll");
-		if (p.revents & POLLHUP)
+		if (poll(&p, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
 			break;
 		struct seccomp_notif n;
 		memset(&n, 0, sizeof n);
@@ -184,18 +218,30 @@ static void serve(enum mode m, int l, pid_t pid) {
 			ioctl(l, SECCOMP_IOCTL_NOTIF_SEND, &r);
 			continue;
 		}
+#ifdef SECCOMP_IOCTL_NOTIF_ADDFD
 		// What nsbox's supervisor does at the least: read the address
 		// (then check the call is still live: the pid could be
 		// reused), take the socket, dial on the host, install.
 		struct sockaddr_in a;
 		struct iovec local = {&a, sizeof a}, remote = {(void *)(uintptr_t)n.data.args[1], sizeof a};
 		if (process_vm_readv(n.pid, &local, 1, &remote, 1, 0) != sizeof a ||
-		    ioctl(l, SECCOMP_IOCTL_NOTIF_ID_VALID, &n.id) != 0)
-			die("read address");
-		int theirs = syscall(SYS_pidfd_getfd, pidfd, (int)n.data.args[0], 0);
+		    ioctl(l, SECCOMP_IOCTL_NOTIF_ID_VALID, &n.id) != 0) {
+			refuse(l, n.id, "read the address");
+			continue;
+		}
+		int theirs = pidfd < 0 ? -1 : syscall(SYS_pidfd_getfd, pidfd, (int)n.data.args[0], 0);
+		if (theirs < 0) {
+			refuse(l, n.id, "pidfd_getfd");
+			continue;
+		}
 		int host = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (theirs < 0 || host < 0 || connect(host, (struct sockaddr *)&a, sizeof a) != 0)
-			die("supervisor dial");
+		if (host < 0 || connect(host, (struct sockaddr *)&a, sizeof a) != 0) {
+			refuse(l, n.id, "the supervisor's dial");
+			if (host >= 0)
+				close(host);
+			close(theirs);
+			continue;
+		}
 		struct seccomp_notif_addfd add = {
 		    .id = n.id,
 		    .flags = SECCOMP_ADDFD_FLAG_SETFD,
@@ -203,29 +249,36 @@ static void serve(enum mode m, int l, pid_t pid) {
 		    .newfd = n.data.args[0],
 		    .newfd_flags = O_CLOEXEC,
 		};
-		if (m == SEND) {
+		if (m == SEND)
 			add.flags |= SECCOMP_ADDFD_FLAG_SEND;
-			if (ioctl(l, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0)
-				die("addfd send");
-		} else {
-			if (ioctl(l, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0)
-				die("addfd");
+		if (ioctl(l, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0)
+			refuse(l, n.id, m == SEND ? "SECCOMP_IOCTL_NOTIF_ADDFD with SEND (Linux 5.14)" : "SECCOMP_IOCTL_NOTIF_ADDFD (Linux 5.9)");
+		else if (m != SEND)
 			ioctl(l, SECCOMP_IOCTL_NOTIF_SEND, &r);
-		}
 		close(host);
 		close(theirs);
+#else
+		errno = ENOSYS;
+		refuse(l, n.id, "built without SECCOMP_IOCTL_NOTIF_ADDFD (kernel headers older than 5.9)");
+#endif
 	}
-	close(pidfd);
+	if (pidfd >= 0)
+		close(pidfd);
 }
 
-// run_mode runs one round of mode m and returns its median connect.
-static double run_mode(enum mode m, int n) {
+// run_mode runs one round of mode m: its median connect, or < 0 with why
+// filled when the mode cannot run here.
+static double run_mode(enum mode m, int n, char *why, size_t whylen) {
 	int ctl[2], out[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0 || pipe2(out, O_CLOEXEC) != 0)
-		die("socketpair");
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0 || pipe2(out, O_CLOEXEC) != 0) {
+		snprintf(why, whylen, "socketpair: %s", strerror(errno));
+		return -1;
+	}
 	pid_t pid = fork();
-	if (pid < 0)
-		die("fork");
+	if (pid < 0) {
+		snprintf(why, whylen, "fork: %s", strerror(errno));
+		return -1;
+	}
 	if (pid == 0) {
 		close(ctl[0]);
 		close(out[0]);
@@ -233,23 +286,24 @@ static double run_mode(enum mode m, int n) {
 	}
 	close(ctl[1]);
 	close(out[1]);
+	serve_why[0] = 0;
 	if (m != PLAIN) {
 		int l = recv_fd(ctl[0]);
-		serve(m, l, pid);
-		close(l);
+		if (l >= 0) {
+			serve(m, l, pid);
+			close(l);
+		}
 	}
-	double med = 0;
-	if (read(out[0], &med, sizeof med) != sizeof med)
-		med = -1;
+	struct result r = {.med = -1};
+	if (read(out[0], &r, sizeof r) != sizeof r)
+		snprintf(r.why, sizeof r.why, "the client ended without a result");
 	int status;
 	waitpid(pid, &status, 0);
 	close(ctl[0]);
 	close(out[0]);
-	if (med < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		fprintf(stderr, "connfloor: mode %s failed\n", names[m]);
-		exit(1);
-	}
-	return med;
+	if (r.med < 0)
+		snprintf(why, whylen, "%s", serve_why[0] ? serve_why : r.why);
+	return r.med;
 }
 
 int main(int argc, char **argv) {
@@ -268,27 +322,41 @@ int main(int argc, char **argv) {
 	target.sin_family = AF_INET;
 	target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	socklen_t len = sizeof target;
-	if (l < 0 || bind(l, (struct sockaddr *)&target, sizeof target) != 0 || listen(l, 4096) != 0 ||
-	    getsockname(l, (struct sockaddr *)&target, &len) != 0)
-		die("listener");
 	pthread_t th;
-	if (pthread_create(&th, NULL, accept_loop, &l) != 0)
-		die("pthread_create");
+	if (l < 0 || bind(l, (struct sockaddr *)&target, sizeof target) != 0 || listen(l, 4096) != 0 ||
+	    getsockname(l, (struct sockaddr *)&target, &len) != 0 || pthread_create(&th, NULL, accept_loop, &l) != 0) {
+		printf("SKIP connect floor: no listener on 127.0.0.1: %s\n", strerror(errno));
+		return 0;
+	}
 
 	double *med[NMODES], *added[NMODES];
+	char why[NMODES][200];
+	int ok[NMODES];
 	for (int m = 0; m < NMODES; m++) {
 		med[m] = calloc(rounds, sizeof(double));
 		added[m] = calloc(rounds, sizeof(double));
+		ok[m] = 1;
+		why[m][0] = 0;
 	}
 	for (int r = 0; r < rounds; r++) {
 		for (int m = 0; m < NMODES; m++)
-			med[m][r] = run_mode(m, n);
+			if (ok[m] && (med[m][r] = run_mode(m, n, why[m], sizeof why[m])) < 0)
+				ok[m] = 0; // skipped from now on, with its reason
 		for (int m = 0; m < NMODES; m++)
 			added[m][r] = med[m][r] - med[PLAIN][r];
 	}
 	printf("connect (socket+connect+close) to the host's 127.0.0.1, %d rounds of %d, medians of the rounds' medians\n", rounds, n);
 	printf("| mode | µs | µs added over plain |\n|---|---:|---:|\n");
+	for (int m = 0; m < NMODES; m++) {
+		if (!ok[m])
+			continue;
+		if (ok[PLAIN])
+			printf("| %s | %.1f | %+.1f |\n", names[m], median(med[m], rounds), median(added[m], rounds));
+		else
+			printf("| %s | %.1f | — |\n", names[m], median(med[m], rounds));
+	}
 	for (int m = 0; m < NMODES; m++)
-		printf("| %s | %.1f | %+.1f |\n", names[m], median(med[m], rounds), median(added[m], rounds));
+		if (!ok[m])
+			printf("- %s skipped: %s\n", names[m], why[m]);
 	return 0;
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -494,25 +495,35 @@ func (r *resolver) env() error {
 // gitPlaceholder says whether a build would meet an empty directory put
 // in place of a missing .git (the protect entry "$NSBOX_RW/.git/":
 // nothing inside can create a repository there for the host's git to
-// trust). With a workspace, only the workspace's counts: a repository
-// workspace with an extra --rw directory without one keeps its builds'
-// VCS stamps (vcs.revision, vcs.modified: what says a binary came from a
-// tree the agent changed; found by review), and a build in that extra
-// directory asks for -buildvcs=false in cmd/go's own message. Without a
-// workspace (a run from /, the strict profile) there are no stamps to
-// keep, and any placeholder counts (found by review: `--profile strict
-// --rw .` could not build). Backend none makes no placeholder.
+// trust), where no repository's builds would lose their VCS stamps
+// (vcs.revision, vcs.modified: what says a binary came from a tree the
+// agent changed). With a workspace, only the workspace's placeholder
+// counts: a repository workspace keeps its stamps beside an extra --rw
+// directory without one, whose build asks for -buildvcs=false in cmd/go's
+// own message (found by review). Without a workspace (a run from /, the
+// strict profile), it counts when every writable directory got one: then
+// none is a repository (found by review: `--profile strict --rw .` could
+// not build); a repository --rw directory keeps its stamps as a
+// repository workspace does (found by a second review). Backend none
+// makes no placeholder.
 func (r *resolver) gitPlaceholder() bool {
 	if r.m.backend.v == BackendNone {
 		return false
 	}
-	want := filepath.Join(r.res.Workspace, ".git")
-	for _, p := range r.res.Placeholders {
-		if p.Dir && filepath.Base(p.Path) == ".git" && (r.res.Workspace == "" || p.Path == want) {
-			return true
+	// Compared as strings only: nothing is opened by these names.
+	planned := func(dir string) bool {
+		want := filepath.Join(dir, ".git")
+		return slices.ContainsFunc(r.res.Placeholders, func(p Placeholder) bool { return p.Dir && p.Path == want })
+	}
+	if r.res.Workspace != "" {
+		return planned(r.res.Workspace)
+	}
+	for _, root := range r.rwRoots {
+		if !planned(root) {
+			return false
 		}
 	}
-	return false
+	return len(r.rwRoots) > 0
 }
 
 // goBuildVCSOff adds -buildvcs=false to GOFLAGS, unless GOFLAGS already
