@@ -235,6 +235,8 @@ func runMain(f *runFlags, argv []string) error {
 	// Usually the worker is already starting: prespawn.c spawned it before
 	// the Go runtime started.
 	pre := takePrespawned()
+	// The interrupt handlers, in place before Start (interruptReady).
+	interruptReady := startInterrupt()
 	switch {
 	case f.dryRun:
 		pre.Discard() // prespawn.c does not spawn for --dry-run; in case
@@ -295,7 +297,7 @@ func runMain(f *runFlags, argv []string) error {
 	defer release()
 	printWarnings(os.Stderr, res, false)
 
-	ctx := notifyInterrupt()
+	ctx := interruptReady()
 	defer ctx.Stop()
 	if !b.Isolates() {
 		fmt.Fprintln(os.Stderr, "nsbox: warning: "+backend.NoneWarning)
