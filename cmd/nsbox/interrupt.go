@@ -58,10 +58,11 @@ func notifyInterrupt() *interrupt {
 // of its own, locked, and a round trip to it for every signal (with the
 // Stop at the end, ~2 ms of a 25 ms run on these machines), which a run
 // started this way overlaps with the policy's resolution. Until the
-// returned function has returned, the signals have their default effect,
-// as they had before notifyInterrupt was called; one that arrives after
-// the handlers are in place and before the caller waits is not lost: the
-// interrupt it returns is cancelled already.
+// handlers are in place the signals have their default effect, as they
+// had before notifyInterrupt was called; one that arrives after that and
+// before the caller waits is not lost: the interrupt it returns is
+// cancelled already (a run that fails before it waits ends with its own
+// error).
 func startInterrupt() func() *interrupt {
 	ch := make(chan *interrupt, 1)
 	go func() { ch <- notifyInterrupt() }()

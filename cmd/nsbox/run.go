@@ -235,8 +235,12 @@ func runMain(f *runFlags, argv []string) error {
 	// Usually the worker is already starting: prespawn.c spawned it before
 	// the Go runtime started.
 	pre := takePrespawned()
-	// The interrupt handlers, in place before Start (interruptReady).
-	interruptReady := startInterrupt()
+	// The interrupt handlers, in place before Start (interruptReady); a
+	// dry run builds nothing and needs none.
+	interruptReady := notifyInterrupt
+	if !f.dryRun {
+		interruptReady = startInterrupt()
+	}
 	switch {
 	case f.dryRun:
 		pre.Discard() // prespawn.c does not spawn for --dry-run; in case
