@@ -79,17 +79,10 @@ func TestPrivateCacheLandlock(t *testing.T) {
 // .git placeholder does not make it fail on VCS stamping ("error
 // obtaining VCS status").
 func TestPrivateCacheGoBuild(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = "/usr/local/go/bin/go"
-		if _, err := os.Stat(goBin); err != nil {
-			t.Skip("no Go toolchain on this host")
-		}
-	}
+	goBin := goToolchain(t)
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
-		u.writeFile(t, filepath.Join(ws, "go.mod"), "module example.com/hello\n\ngo 1.21\n", 0o644)
-		u.writeFile(t, filepath.Join(ws, "main.go"), "package main\n\nfunc main() { println(\"built inside\") }\n", 0o644)
+		u.writeGoModule(t, ws, "example.com/hello")
 		r := u.run(t, &runOpts{dir: ws, env: []string{"GOTOOLCHAIN=local"}}, "run", "--pass-env", "GOTOOLCHAIN", "--",
 			"/bin/sh", "-c", goBin+` env GOCACHE && `+goBin+` build -o hello . && ./hello`)
 		expectCode(t, r, 0)
@@ -97,4 +90,26 @@ func TestPrivateCacheGoBuild(t *testing.T) {
 			t.Fatalf("go build inside: %q %q", r.stdout, r.stderr)
 		}
 	})
+}
+
+// goToolchain is the host's go command, for the tests that build inside
+// a sandbox; the test is skipped without one.
+func goToolchain(t *testing.T) string {
+	t.Helper()
+	if goBin, err := exec.LookPath("go"); err == nil {
+		return goBin
+	}
+	goBin := "/usr/local/go/bin/go"
+	if _, err := os.Stat(goBin); err != nil {
+		t.Skip("no Go toolchain on this host")
+	}
+	return goBin
+}
+
+// writeGoModule writes, as u, a Go module in dir whose program prints
+// "built inside" on stderr.
+func (u user) writeGoModule(t *testing.T, dir, module string) {
+	t.Helper()
+	u.writeFile(t, filepath.Join(dir, "go.mod"), "module "+module+"\n\ngo 1.21\n", 0o644)
+	u.writeFile(t, filepath.Join(dir, "main.go"), "package main\n\nfunc main() { println(\"built inside\") }\n", 0o644)
 }

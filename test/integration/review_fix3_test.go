@@ -2,7 +2,6 @@ package integration
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,17 +29,10 @@ import (
 // placeholder stands in for the .git of a --rw directory and no workspace
 // stamps are at stake).
 func TestReviewFix3GoBuildInRWDirWithoutWorkspace(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = "/usr/local/go/bin/go"
-		if _, err := os.Stat(goBin); err != nil {
-			t.Skip("no Go toolchain on this host")
-		}
-	}
+	goBin := goToolchain(t)
 	eachUser(t, func(t *testing.T, u user) {
 		lib := u.tempDir(t)
-		u.writeFile(t, filepath.Join(lib, "go.mod"), "module example.com/lib\n\ngo 1.21\n", 0o644)
-		u.writeFile(t, filepath.Join(lib, "main.go"), "package main\n\nfunc main() { println(\"built inside\") }\n", 0o644)
+		u.writeGoModule(t, lib, "example.com/lib")
 		// dir "/": no workspace ("the current directory is /").
 		r := u.run(t, &runOpts{dir: "/", env: []string{"GOTOOLCHAIN=local"}}, "run", "--pass-env", "GOTOOLCHAIN", "--rw", lib, "--",
 			"/bin/sh", "-c", `test -d `+lib+`/.git || { echo "no .git placeholder in the --rw directory: nothing to show" >&2; exit 77; }
@@ -64,17 +56,10 @@ cd `+lib+` && `+goBin+` build -o hello . && ./hello`)
 // ("error obtaining VCS status"). Expected: the build succeeds, as it
 // did before a14f26f.
 func TestReviewFix3GoBuildStrictProfileRW(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = "/usr/local/go/bin/go"
-		if _, err := os.Stat(goBin); err != nil {
-			t.Skip("no Go toolchain on this host")
-		}
-	}
+	goBin := goToolchain(t)
 	eachUser(t, func(t *testing.T, u user) {
 		proj := u.tempDir(t)
-		u.writeFile(t, filepath.Join(proj, "go.mod"), "module example.com/proj\n\ngo 1.21\n", 0o644)
-		u.writeFile(t, filepath.Join(proj, "main.go"), "package main\n\nfunc main() { println(\"built inside\") }\n", 0o644)
+		u.writeGoModule(t, proj, "example.com/proj")
 		r := u.run(t, &runOpts{dir: proj, env: []string{"GOTOOLCHAIN=local"}}, "run", "--profile", "strict", "--pass-env", "GOTOOLCHAIN", "--rw", proj, "--",
 			"/bin/sh", "-c", `cd `+proj+` && { test -d .git || { echo "no .git placeholder in the --rw directory: nothing to show" >&2; exit 77; }; } && `+goBin+` build -o hello . && ./hello`)
 		if r.code == 77 {
@@ -96,13 +81,7 @@ func TestReviewFix3GoBuildStrictProfileRW(t *testing.T) {
 // shows both halves; the workspace keeping its stamps is pkg/policy's
 // TestReviewLead2GoBuildVCSOffOnlyForPlaceholderWorkspace.
 func TestReviewFix3ExtraRWDirBuildsWithBuildvcsFlag(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = "/usr/local/go/bin/go"
-		if _, err := os.Stat(goBin); err != nil {
-			t.Skip("no Go toolchain on this host")
-		}
-	}
+	goBin := goToolchain(t)
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
 		// The workspace is a repository: no placeholder of its own.
@@ -113,8 +92,7 @@ func TestReviewFix3ExtraRWDirBuildsWithBuildvcsFlag(t *testing.T) {
 			os.Chown(filepath.Join(ws, ".git"), u.uid, u.gid)
 		}
 		lib := u.tempDir(t)
-		u.writeFile(t, filepath.Join(lib, "go.mod"), "module example.com/lib\n\ngo 1.21\n", 0o644)
-		u.writeFile(t, filepath.Join(lib, "main.go"), "package main\n\nfunc main() { println(\"built inside\") }\n", 0o644)
+		u.writeGoModule(t, lib, "example.com/lib")
 		build := `cd ` + lib + ` && { test -e .git || { echo "no .git placeholder in the extra --rw directory: nothing to show" >&2; exit 77; }; } && ` + goBin + ` build -o hello . && ./hello`
 		r := u.run(t, &runOpts{dir: ws, env: []string{"GOTOOLCHAIN=local"}}, "run", "--pass-env", "GOTOOLCHAIN", "--rw", lib, "--", "/bin/sh", "-c", build)
 		if r.code == 77 {

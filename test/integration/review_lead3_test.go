@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -27,13 +25,7 @@ import (
 // placeholder counts for the whole run only when no --rw directory is a
 // repository (the unit test is TestReviewLead3RepoRWDirKeepsVCSStampsWithoutWorkspace).
 func TestReviewLead3StrictRepoBuildKeepsVCSStamp(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = "/usr/local/go/bin/go"
-		if _, err := os.Stat(goBin); err != nil {
-			t.Skip("no Go toolchain on this host")
-		}
-	}
+	goBin := goToolchain(t)
 	git, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("no git on this host")
@@ -41,8 +33,7 @@ func TestReviewLead3StrictRepoBuildKeepsVCSStamp(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		proj := u.tempDir(t)
 		out := u.tempDir(t)
-		u.writeFile(t, filepath.Join(proj, "go.mod"), "module example.com/proj\n\ngo 1.21\n", 0o644)
-		u.writeFile(t, filepath.Join(proj, "main.go"), "package main\n\nfunc main() { println(\"built inside\") }\n", 0o644)
+		u.writeGoModule(t, proj, "example.com/proj")
 		gitEnv := []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
 		for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"commit", "-q", "-m", "one"}} {
 			if r := u.runAs(t, &runOpts{dir: proj, env: gitEnv}, git, args...); r.code != 0 {
