@@ -283,6 +283,9 @@ func scriptMain(f *scriptFlags, args []string) error {
 	}
 	removeLeftPlaceholders()
 	finishPendingAudits()
+	// The interrupt handlers, set up beside the sandbox's preparation and
+	// in place before it starts (startInterrupt).
+	interruptReady := startInterrupt()
 	sb, run, err := scriptSandbox(f)
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "script: " + err.Error()}
@@ -301,7 +304,7 @@ func scriptMain(f *scriptFlags, args []string) error {
 	if w := sb.Warning(); w != "" {
 		fmt.Fprintln(os.Stderr, "nsbox: WARNING: "+w)
 	}
-	ctx := notifyInterrupt()
+	ctx := interruptReady()
 	defer ctx.Stop()
 	stdout, stderr, err := sb.Execute(ctx, cfg)
 	os.Stdout.WriteString(stdout)

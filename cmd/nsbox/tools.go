@@ -218,11 +218,14 @@ func toolsPreview(f *toolsCallFlags) (*policy.Preview, error) {
 }
 
 func toolsCall(f *toolsCallFlags, name string, raw json.RawMessage) error {
+	// The interrupt handlers, set up beside the policy's preview and in
+	// place before the sandbox starts (startInterrupt).
+	interruptReady := startInterrupt()
 	pv, err := toolsPreview(f)
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
 	}
-	ctx := notifyInterrupt()
+	ctx := interruptReady()
 	defer ctx.Stop()
 	opts, closeStores, err := hostAPIOptions(&sandbox.Policy{HostAPIs: hostapi.Methods()})
 	if err != nil {
