@@ -62,6 +62,14 @@ func (a *asm) jeq(k uint32, jt, jf string) {
 	a.ins = append(a.ins, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: k})
 }
 
+// refuse makes each of names a jump to "eperm", falling through to the
+// next instruction otherwise: a list of refused option names.
+func (a *asm) refuse(names ...uint32) {
+	for _, k := range names {
+		a.jeq(k, "eperm", "")
+	}
+}
+
 func (a *asm) done() []unix.SockFilter {
 	off := func(at int, l string) uint8 {
 		if l == "" {
@@ -209,8 +217,7 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		a.jeq(unix.SO_BINDTOIFINDEX, "eperm", "allow")
 		a.label("sockopt-ipv6")
 		a.stmt(ld, offArgs+2*8)
-		a.jeq(unix.IPV6_RTHDR, "eperm", "")
-		a.jeq(unix.IPV6_2292RTHDR, "eperm", "")
+		a.refuse(unix.IPV6_RTHDR, unix.IPV6_2292RTHDR)
 		// Every other name that installs sticky IPv6 extension headers
 		// (np->opt, sent on each segment of a TCP socket; ipv6(7),
 		// RFC 3542 section 6, RFC 2292; numbers of uapi linux/in6.h):
@@ -225,12 +232,8 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		// the sandbox holds. IPV6_2292HOPOPTS (3) and IPV6_2292DSTOPTS
 		// (4) only ask for those headers on received packets today, but
 		// name them in RFC 2292's API: refused too, nothing needs them.
-		a.jeq(unix.IPV6_2292PKTOPTIONS, "eperm", "")
-		a.jeq(unix.IPV6_HOPOPTS, "eperm", "")
-		a.jeq(unix.IPV6_RTHDRDSTOPTS, "eperm", "")
-		a.jeq(unix.IPV6_DSTOPTS, "eperm", "")
-		a.jeq(unix.IPV6_2292HOPOPTS, "eperm", "")
-		a.jeq(unix.IPV6_2292DSTOPTS, "eperm", "")
+		a.refuse(unix.IPV6_2292PKTOPTIONS, unix.IPV6_HOPOPTS, unix.IPV6_RTHDRDSTOPTS,
+			unix.IPV6_DSTOPTS, unix.IPV6_2292HOPOPTS, unix.IPV6_2292DSTOPTS)
 		// Group joins (multicast and anycast): on an installed socket,
 		// one of the host's network namespace, they join a group on any
 		// host interface the program names by index, and the host then
@@ -240,10 +243,7 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		// review: TestReview3NetMulticastJoinOnInstalledSocket). The
 		// kernel refuses only IPV6_ADD_MEMBERSHIP on TCP, not
 		// MCAST_JOIN_GROUP (ipv6(7), RFC 3678). Names 42-48 are MCAST_*.
-		a.jeq(unix.IPV6_ADD_MEMBERSHIP, "eperm", "")
-		a.jeq(unix.IPV6_DROP_MEMBERSHIP, "eperm", "")
-		a.jeq(unix.IPV6_JOIN_ANYCAST, "eperm", "")
-		a.jeq(unix.IPV6_LEAVE_ANYCAST, "eperm", "")
+		a.refuse(unix.IPV6_ADD_MEMBERSHIP, unix.IPV6_DROP_MEMBERSHIP, unix.IPV6_JOIN_ANYCAST, unix.IPV6_LEAVE_ANYCAST)
 		a.jge(unix.MCAST_JOIN_GROUP, "", "allow")
 		a.jge(unix.MCAST_MSFILTER+1, "allow", "eperm")
 		a.label("sockopt-ip")
