@@ -73,6 +73,7 @@ generate:
 fuzz:
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzReadMessage -fuzztime 60000x ./pkg/ipc
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzDNSAnswer -fuzztime 20000x -fuzzminimizetime 200x ./pkg/netfilter
+	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzTranslateControl -fuzztime 100000x ./pkg/notify
 
 # cgroup v2 tests of pkg/cgroups, as root, in a throw-away qemu VM (TCG).
 test-vm:
