@@ -42,49 +42,37 @@ func gitConfigPointers(file, workTree, home string, roots, trees []string) []git
 			return
 		}
 		seen[file] = true
-		section := ""
-		for _, line := range gitConfigLines(readConfigFile(file, roots)) {
-			for strings.HasPrefix(line, "[") {
-				end := strings.IndexByte(line, ']')
-				if end < 0 {
-					line = ""
-					break
+		for _, v := range parseGitConfig(readConfigFile(file, roots)) {
+			// Any subsection counts ([core "x"] hooksPath is not git's
+			// core.hooksPath, and include.x.path includes nothing): at
+			// worst more is protected.
+			hooks := v.section == "core" && v.key == "hookspath"
+			include := (v.section == "include" || v.section == "includeif") && v.key == "path"
+			if !hooks && !include {
+				continue
+			}
+			for _, val := range v.values {
+				if val == "" {
+					continue
 				}
-				name, _, _ := strings.Cut(strings.TrimSpace(line[1:end]), " ")
-				name, _, _ = strings.Cut(name, "\"")
-				section = strings.ToLower(strings.TrimSpace(name))
-				line = strings.TrimSpace(line[end+1:])
-			}
-			if line == "" {
-				continue
-			}
-			k, v, ok := strings.Cut(line, "=")
-			if !ok {
-				continue
-			}
-			k = strings.ToLower(strings.TrimSpace(k))
-			v = gitConfigValue(v)
-			if v == "" {
-				continue
-			}
-			if strings.HasPrefix(v, "~/") && home != "" {
-				v = filepath.Join(home, v[2:])
-			}
-			switch {
-			case section == "core" && k == "hookspath":
-				bases := []string{workTree}
-				if workTree == "" {
-					bases = trees
+				if strings.HasPrefix(val, "~/") && home != "" {
+					val = filepath.Join(home, val[2:])
 				}
-				for _, b := range bases {
-					p := v
-					if !filepath.IsAbs(p) {
-						p = filepath.Join(b, p)
+				if hooks {
+					bases := []string{workTree}
+					if workTree == "" {
+						bases = trees
 					}
-					out = append(out, gitPointer{filepath.Clean(p), true})
+					for _, b := range bases {
+						p := val
+						if !filepath.IsAbs(p) {
+							p = filepath.Join(b, p)
+						}
+						out = append(out, gitPointer{filepath.Clean(p), true})
+					}
+					continue
 				}
-			case (section == "include" || section == "includeif") && k == "path":
-				p := v
+				p := val
 				if !filepath.IsAbs(p) {
 					p = filepath.Join(filepath.Dir(file), p)
 				}
@@ -95,28 +83,6 @@ func gitConfigPointers(file, workTree, home string, roots, trees []string) []git
 		}
 	}
 	read(file, 0)
-	return out
-}
-
-// gitConfigLines splits a config file into logical lines, trimmed: a line
-// that ends in a backslash goes on with the next one, as in git.
-func gitConfigLines(b []byte) []string {
-	var out []string
-	var cur strings.Builder
-	for _, l := range strings.Split(string(b), "\n") {
-		l = strings.TrimRight(l, "\r")
-		trail := len(l) - len(strings.TrimRight(l, "\\"))
-		if trail%2 == 1 {
-			cur.WriteString(l[:len(l)-1])
-			continue
-		}
-		cur.WriteString(l)
-		out = append(out, strings.TrimSpace(cur.String()))
-		cur.Reset()
-	}
-	if cur.Len() > 0 {
-		out = append(out, strings.TrimSpace(cur.String()))
-	}
 	return out
 }
 
@@ -150,37 +116,4 @@ func readConfigFile(file string, roots []string) []byte {
 	}
 	b, _ := io.ReadAll(io.LimitReader(f, maxSubmoduleConfig))
 	return b
-}
-
-// gitConfigValue is a config value as git reads it, for the plain cases:
-// a comment (# or ;) outside quotes ends it, quotes are dropped, and \t,
-// \n, \b, \" and \\ are unescaped.
-func gitConfigValue(v string) string {
-	var b strings.Builder
-	quoted := false
-	v = strings.TrimSpace(v)
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case c == '"':
-			quoted = !quoted
-		case c == '\\' && i+1 < len(v):
-			i++
-			switch v[i] {
-			case 't':
-				b.WriteByte('\t')
-			case 'n':
-				b.WriteByte('\n')
-			case 'b':
-				b.WriteByte('\b')
-			default:
-				b.WriteByte(v[i])
-			}
-		case (c == '#' || c == ';') && !quoted:
-			return strings.TrimSpace(b.String())
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return strings.TrimSpace(b.String())
 }

@@ -585,7 +585,7 @@ func (r *resolver) submoduleGitfiles(gitDir string, budget *int) ([]string, erro
 			}
 			sub := filepath.Join(dir, e.Name())
 			config := filepath.Join(sub, submoduleConfigName)
-			if wt := configWorktree(config); wt != "" {
+			for _, wt := range configWorktrees(config) {
 				// The work tree is looked up as a gitdir is: by fd,
 				// below a writable root only (openBeneath).
 				fd, _, err := r.openBeneath(config, wt)
@@ -614,20 +614,19 @@ func (r *resolver) submoduleGitfiles(gitDir string, budget *int) ([]string, erro
 	return out, err
 }
 
-// configWorktree is core.worktree of the git config file at path, or "".
-func configWorktree(path string) string {
-	b := readSmall(path, maxSubmoduleConfig)
-	core := false
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "[") {
-			core = strings.EqualFold(strings.Trim(line, "[] \t"), "core")
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if core && ok && strings.EqualFold(strings.TrimSpace(k), "worktree") {
-			return strings.Trim(strings.TrimSpace(v), `"`)
+// configWorktrees are the values of core.worktree in the git config file
+// at path, each reading of each (parseGitConfig): git takes the last, but
+// every one is a checkout whose .git file is worth protecting.
+func configWorktrees(path string) []string {
+	var out []string
+	for _, v := range parseGitConfig(readSmall(path, maxSubmoduleConfig)) {
+		if v.section == "core" && v.key == "worktree" {
+			for _, wt := range v.values {
+				if wt != "" {
+					out = append(out, wt)
+				}
+			}
 		}
 	}
-	return ""
+	return out
 }

@@ -1,0 +1,159 @@
+package policy
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// Configs git reads in ways a line-by-line reader did not; each was
+// checked against git 2.39 (the comments say what git reads).
+var gitConfigCases = []struct {
+	name, text string
+	want       []string // name=value of every variable, in order; a value's readings joined by "|"
+}{
+	{"comment ending in a backslash does not continue",
+		"[core]\n\teditor = vim ; comment \\\n\thooksPath = evil\n",
+		[]string{"core.editor=vim", "core.hookspath=evil"}},
+	{"a comment line ending in a backslash does not swallow the header",
+		"# top \\\n[core]\n\thooksPath = evil2\n",
+		[]string{"core.hookspath=evil2"}},
+	{"quoted subsection holding ] with the variable on the header's line",
+		"[includeIf \"onbranch:x]\"] path = inc.cfg\n",
+		[]string{"includeif.onbranch:x].path=inc.cfg"}},
+	{"escapes in a subsection",
+		"[includeIf \"onbranch:a\\\"]b\"] path = one\n[includeIf \"x\\\\\"]path=two\n",
+		[]string{"includeif.onbranch:a\"]b.path=one", "includeif.x\\.path=two"}},
+	{"byte order mark",
+		"\xef\xbb\xbf[core]\n\thooksPath = bomhooks\n",
+		[]string{"core.hookspath=bomhooks"}},
+	{"whitespace inside a value: a space for older git (2.39), as written for newer",
+		"[core]\n\thooksPath\t=\tx\\\n\ty\n",
+		[]string{"core.hookspath=x y|x\ty"}},
+	{"quotes, comments and escapes",
+		"[core]\n\thooksPath = \"a;b\" ; c\n\tworktree = \"  sp  \"  # c\n\tpager = a\\tb\\\\c\\\"d\n",
+		[]string{"core.hookspath=a;b", "core.worktree=  sp  ", "core.pager=a\tb\\c\"d"}},
+	{"case, sections on one line, old dotted form, booleans",
+		"[Include]PATH=three\n[include.Sub] path = four\n[x] [core] bare\n[CORE \"Sub\"] hooksPath = h2\r\n",
+		[]string{"include.path=three", "include.sub.path=four", "core.bare", "core.Sub.hookspath=h2"}},
+	{"continued value, CRLF",
+		"[core]\r\n\thooksPath = .git\\\r\nhooks\r\n",
+		[]string{"core.hookspath=.githooks"}},
+}
+
+func renderGitConfig(vars []gitConfigVar) []string {
+	var out []string
+	for _, v := range vars {
+		s := v.name()
+		if v.values != nil {
+			s += "="
+			for i, val := range v.values {
+				if i > 0 {
+					s += "|"
+				}
+				s += val
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestParseGitConfig(t *testing.T) {
+	for _, c := range gitConfigCases {
+		if got := renderGitConfig(parseGitConfig([]byte(c.text))); !slices.Equal(got, c.want) {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
+	}
+}
+
+// gitReads is what git itself reads of a config file (`git config --list`),
+// as name=value lines; ok is false when git refuses the file or is absent.
+func gitReads(t testing.TB, dir string, text []byte) (out []string, ok bool) {
+	f := filepath.Join(dir, "config")
+	if err := os.WriteFile(f, text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("git", "config", "--file", f, "--list", "--null")
+	cmd.Env = []string{"HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}
+	b, err := cmd.Output()
+	if err != nil {
+		return nil, false
+	}
+	for _, e := range bytes.Split(b, []byte{0}) {
+		if len(e) == 0 {
+			continue
+		}
+		name, value, hasValue := bytes.Cut(e, []byte{'\n'})
+		s := string(name)
+		if hasValue {
+			s += "=" + string(value)
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// agreesWithGit: every variable git reads, in order, with git's value
+// among the readings parseGitConfig keeps.
+func agreesWithGit(git []string, vars []gitConfigVar) bool {
+	if len(git) != len(vars) {
+		return false
+	}
+	for i, v := range vars {
+		if v.values == nil {
+			if git[i] != v.name() {
+				return false
+			}
+			continue
+		}
+		if !slices.ContainsFunc(v.values, func(val string) bool { return git[i] == v.name()+"="+val }) {
+			return false
+		}
+	}
+	return true
+}
+
+// The same configs, read by the git on this machine (skipped without one).
+func TestParseGitConfigAgreesWithGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: nothing to compare with")
+	}
+	dir := t.TempDir()
+	for _, c := range gitConfigCases {
+		git, ok := gitReads(t, dir, []byte(c.text))
+		if !ok {
+			t.Errorf("%s: git refuses the file", c.name)
+			continue
+		}
+		if vars := parseGitConfig([]byte(c.text)); !agreesWithGit(git, vars) {
+			t.Errorf("%s:\n git reads %q\n we read   %q", c.name, git, renderGitConfig(vars))
+		}
+	}
+}
+
+// FuzzParseGitConfig compares parseGitConfig with git on any file git
+// accepts (go test -run '^$' -fuzz FuzzParseGitConfig ./pkg/policy: each
+// input runs git once). A file git refuses is read by git not at all, so
+// only those it accepts are compared; parseGitConfig must not panic on
+// any.
+func FuzzParseGitConfig(f *testing.F) {
+	for _, c := range gitConfigCases {
+		f.Add([]byte(c.text))
+	}
+	_, err := exec.LookPath("git")
+	haveGit := err == nil
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, text []byte) {
+		vars := parseGitConfig(text)
+		if !haveGit || bytes.IndexByte(text, 0) >= 0 {
+			return
+		}
+		if git, ok := gitReads(t, dir, text); ok && !agreesWithGit(git, vars) {
+			t.Fatalf("%q:\n git reads %q\n we read   %q", text, git, renderGitConfig(vars))
+		}
+	})
+}
