@@ -157,3 +157,27 @@ func FuzzParseGitConfig(f *testing.F) {
 		}
 	})
 }
+
+// A .git file and a commondir are read as git reads them (the whole file
+// after "gitdir: ", less the newlines that end it, spaces kept), beside
+// the first line trimmed; `git rev-parse --git-dir` on "gitdir: ../r \n"
+// names "../r ".
+func TestGitfileValues(t *testing.T) {
+	for _, c := range []struct {
+		text, prefix string
+		want         []string
+	}{
+		{"gitdir: ../repo\n", "gitdir:", []string{"../repo"}},
+		{"gitdir: ../repo \r\n\n", "gitdir:", []string{"../repo ", "../repo"}},
+		{"gitdir:  ../repo", "gitdir:", []string{" ../repo", "../repo"}},
+		{"gitdir:../repo\n", "gitdir:", []string{"../repo"}}, // git refuses it; protecting it costs nothing
+		{"gitdir: a\nb\n", "gitdir:", []string{"a\nb", "a"}},
+		{"gitdir: a\x00b\n", "gitdir:", []string{"a"}},
+		{"../..\n", "", []string{"../.."}},
+		{"", "gitdir:", nil},
+	} {
+		if got := gitfileValues([]byte(c.text), c.prefix); !slices.Equal(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.text, got, c.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -418,16 +419,19 @@ func (r *resolver) gitLinked(dotGit string, budget *int) ([]string, error) {
 	}
 	if st.Mode().IsRegular() {
 		var out []string
-		dir, err := r.gitTarget(dotGit, "gitdir:", dotGit)
-		if dir == "" || err != nil {
+		dirs, err := r.gitTargets(dotGit, "gitdir:", dotGit)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, dir)
-		common, err := r.gitTarget(filepath.Join(dir, "commondir"), "", dotGit)
-		if common != "" {
-			out = append(out, common)
+		for _, dir := range dirs {
+			out = append(out, dir)
+			commons, err := r.gitTargets(filepath.Join(dir, "commondir"), "", dotGit)
+			out = append(out, commons...)
+			if err != nil {
+				return out, err
+			}
 		}
-		return out, err
+		return out, nil
 	}
 	if !st.IsDir() {
 		return nil, nil
@@ -435,10 +439,10 @@ func (r *resolver) gitLinked(dotGit string, budget *int) ([]string, error) {
 	return r.submoduleGitfiles(dotGit, budget)
 }
 
-// gitTarget reads the one-line file at file (a .git file, "gitdir: DIR",
-// or a commondir, "DIR") and returns DIR as a host path when it is a git
-// directory inside the writable directory that holds file; "" when it
-// names anything else (outside, it is read-only inside anyway) or a
+// gitTargets reads the file at file (a .git file, "gitdir: DIR", or a
+// commondir, "DIR") and returns DIR as a host path when it is a git
+// directory inside the writable directory that holds file; nothing when
+// it names anything else (outside, it is read-only inside anyway) or a
 // directory above dotGit, the .git file the chain started from.
 //
 // Invariant: a path the sandbox wrote is looked up only below a writable
@@ -450,13 +454,49 @@ func (r *resolver) gitLinked(dotGit string, budget *int) ([]string, error) {
 // target. A directory above file or above a writable root is never
 // protected this way: a planted "gitdir: .." would make the whole
 // workspace read-only.
-func (r *resolver) gitTarget(file, prefix, dotGit string) (string, error) {
-	line, _, _ := strings.Cut(string(readSmall(file, maxGitfile)), "\n")
-	v, ok := strings.CutPrefix(line, prefix)
-	v = strings.TrimSpace(v)
-	if !ok || v == "" {
-		return "", nil
+func (r *resolver) gitTargets(file, prefix, dotGit string) ([]string, error) {
+	var out []string
+	for _, v := range gitfileValues(readSmall(file, maxGitfile), prefix) {
+		t, err := r.gitTarget(file, v, dotGit)
+		if err != nil {
+			return out, err
+		}
+		if t != "" {
+			out = append(out, t)
+		}
 	}
+	return out, nil
+}
+
+// gitfileValues is DIR of a .git file's content b ("gitdir: DIR", prefix
+// "gitdir:") or of a commondir's ("DIR", prefix ""), as git reads it
+// (setup.c: the whole file after "gitdir: ", less the newlines and
+// carriage returns that end it, up to a NUL; spaces kept) and as a
+// lenient reader would (the first line, trimmed): where the two differ,
+// both are protected, the one git uses among them.
+func gitfileValues(b []byte, prefix string) []string {
+	var out []string
+	add := func(v string) {
+		if v, _, _ = strings.Cut(v, "\x00"); v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	gitPrefix := prefix
+	if prefix != "" {
+		gitPrefix += " "
+	}
+	if v, ok := strings.CutPrefix(string(b), gitPrefix); ok {
+		add(strings.TrimRight(v, "\r\n"))
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if v, ok := strings.CutPrefix(line, prefix); ok {
+		add(strings.TrimSpace(v))
+	}
+	return out
+}
+
+// gitTarget is gitTargets for one value v that file names.
+func (r *resolver) gitTarget(file, v, dotGit string) (string, error) {
 	fd, root, err := r.openBeneath(file, v)
 	if fd < 0 || err != nil {
 		return "", err
