@@ -568,6 +568,13 @@ func gitlinks(path string, sha256 bool) []string {
 					drop++
 				}
 				drop = drop<<7 | int(c&127)
+				// Never more than the previous path: checked at
+				// each byte, so that a long varint cannot overflow
+				// into a negative count and slice past it (a panic
+				// on a crafted index, found by FuzzGitlinks).
+				if drop > len(prev) {
+					return out
+				}
 				if c&128 == 0 {
 					break
 				}

@@ -197,3 +197,30 @@ func TestWorkspaceGitAuditAfterKill(t *testing.T) {
 		}
 	})
 }
+
+// A crafted git index in the workspace (an index v4 entry whose path
+// compression says to drop more of the previous path than there is, in a
+// varint long enough to overflow) is read as git reads a broken index:
+// as the end of it. It stopped every run there with an internal error.
+func TestWorkspaceCraftedGitIndex(t *testing.T) {
+	entry := func(name string, drop ...byte) string {
+		e := make([]byte, 62)
+		e[24], e[25], e[26], e[27] = 0, 0, 0xe0, 0 // mode 0160000: a gitlink
+		e[61] = byte(len(name))
+		return string(e) + string(drop) + name + "\x00"
+	}
+	index := "DIRC\x00\x00\x00\x04\x00\x00\x00\x02" + entry("lib/a", 0) + entry("x", 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f)
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, filepath.Join(ws, ".git"), filepath.Join(ws, "vendor", "lib", ".git", "objects"))
+		u.writeFile(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, ".git", "index"), index, 0o644)
+		u.writeFile(t, filepath.Join(ws, "vendor", "lib", ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, "vendor", "lib", ".git", "index"), index, 0o644)
+		r := u.sh(t, &runOpts{dir: ws}, nil, `echo ran`)
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stdout, "ran") || strings.Contains(r.stderr, "internal error") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+	})
+}
