@@ -3,6 +3,7 @@ package policy
 import (
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 
@@ -27,7 +28,8 @@ const maxGitIncludeDepth = 4
 // user's own: each of trees is then a work tree) and the files of
 // include.path and includeIf.*.path (relative to the including file's
 // directory; every includeIf counts, whatever its condition). A path that
-// starts with "~/" is below home.
+// starts with "~/" is below home, one that starts with "~name/" below that
+// user's home directory.
 //
 // The protected config of a repository in a writable directory is only as
 // safe as what it points to: a hooksPath of .githooks/ (husky: .husky/_)
@@ -55,8 +57,9 @@ func gitConfigPointers(file, workTree, home string, roots, trees []string) []git
 				if val == "" {
 					continue
 				}
-				if strings.HasPrefix(val, "~/") && home != "" {
-					val = filepath.Join(home, val[2:])
+				var ok bool
+				if val, ok = expandGitUserPath(val, home); !ok {
+					continue // git fails on it: nothing is read there
 				}
 				if hooks {
 					bases := []string{workTree}
@@ -84,6 +87,30 @@ func gitConfigPointers(file, workTree, home string, roots, trees []string) []git
 	}
 	read(file, 0)
 	return out
+}
+
+// expandGitUserPath expands a leading "~" ("~/x": below home) or "~name"
+// ("~alice/x": below alice's home directory), as git does for include
+// paths and core.hooksPath (interpolate_path); false when git could not
+// (an unknown user, or "~" without a home).
+func expandGitUserPath(p, home string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, "~")
+	if !ok {
+		return p, true
+	}
+	name, tail, _ := strings.Cut(rest, "/")
+	dir := home
+	if name != "" {
+		u, err := user.Lookup(name)
+		if err != nil {
+			return "", false
+		}
+		dir = u.HomeDir
+	}
+	if dir == "" {
+		return "", false
+	}
+	return filepath.Join(dir, tail), true
 }
 
 // readConfigFile reads a git config file: inside a writable root by fd,

@@ -181,3 +181,28 @@ func TestGitfileValues(t *testing.T) {
 		}
 	}
 }
+
+// Include paths and core.hooksPath are expanded as git expands them: "~/"
+// below the home directory, "~name/" below that user's (`git config
+// --includes` reads /root/inc for "path = ~root/inc").
+func TestExpandGitUserPath(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"~/inc", "/home/u/inc", true},
+		{"~", "/home/u", true},
+		{"~root/inc", "/root/inc", true},
+		{"~no-such-user-nsbox/inc", "", false},
+		{"rel/~x", "rel/~x", true},
+		{"/abs", "/abs", true},
+	} {
+		got, ok := expandGitUserPath(c.in, "/home/u")
+		if got != c.want || ok != c.ok {
+			t.Errorf("%q: %q %v, want %q %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+	if _, ok := expandGitUserPath("~/x", ""); ok {
+		t.Error("~/ without a home directory expanded")
+	}
+}
