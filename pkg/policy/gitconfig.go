@@ -51,6 +51,7 @@ func gitConfigPointers(file, workTree, home string, roots, trees []string) []git
 			hooks := v.section == "core" && v.key == "hookspath"
 			include := (v.section == "include" || v.section == "includeif") && v.key == "path"
 			if !hooks && !include {
+				out = append(out, commandPointers(v, workTree, home, trees)...)
 				continue
 			}
 			for _, val := range v.values {
@@ -143,4 +144,117 @@ func readConfigFile(file string, roots []string) []byte {
 	}
 	b, _ := io.ReadAll(io.LimitReader(f, maxSubmoduleConfig))
 	return b
+}
+
+// gitCommand says whether git runs the value of v as a command or a
+// program of the user's (through the shell, or as a hook): those that
+// name a file, such as "./tools/fsmonitor" or "!scripts/lint.sh", are a
+// file git runs as the user, as a hooks directory is.
+func gitCommand(v gitConfigVar) bool {
+	switch v.section + "." + v.key {
+	case "core.fsmonitor", "core.sshcommand", "core.editor", "core.pager", "core.askpass",
+		"sequence.editor", "diff.external", "diff.textconv", "diff.command", "merge.driver",
+		"filter.clean", "filter.smudge", "filter.process", "credential.helper", "gpg.program",
+		"interactive.difffilter", "uploadpack.packobjectshook", "web.browser", "browser.cmd",
+		"browser.path", "difftool.cmd", "difftool.path", "mergetool.cmd", "mergetool.path",
+		"sendemail.sendmailcmd", "sendemail.smtpserver", "ssh.variant", "gpg.ssh.defaultkeycommand":
+		return true
+	}
+	switch v.section {
+	case "alias", "pager":
+		return true // alias.NAME = "!cmd", pager.CMD = "cmd"
+	}
+	return false
+}
+
+// commandPointers returns the file that v, a variable git runs as a
+// command (gitCommand), names as its program: the first word of the
+// command (after a leading "!" and any VAR=value words), when it is a
+// path. A relative one is taken from the work tree's top (where git runs
+// them), or from each of trees for a config of no one repository.
+func commandPointers(v gitConfigVar, workTree, home string, trees []string) []gitPointer {
+	if !gitCommand(v) {
+		return nil
+	}
+	var out []gitPointer
+	for _, val := range v.values {
+		prog := commandProgram(val)
+		if !strings.Contains(prog, "/") {
+			continue // none, a word git looks up in PATH, or a boolean
+		}
+		prog, ok := expandGitUserPath(prog, home)
+		if !ok {
+			continue
+		}
+		if filepath.IsAbs(prog) {
+			out = append(out, gitPointer{filepath.Clean(prog), false})
+			continue
+		}
+		bases := []string{workTree}
+		if workTree == "" {
+			bases = trees
+		}
+		for _, b := range bases {
+			if b != "" {
+				out = append(out, gitPointer{filepath.Join(b, prog), false})
+			}
+		}
+	}
+	return out
+}
+
+// commandProgram is the first word of a shell command line as git's
+// configs write them: a leading "!" dropped, VAR=value words skipped, and
+// simple quoting ('...', "...", backslash) undone. Not a shell: what it
+// cannot read (a subshell, a variable) gives a word with no path in it,
+// or a path that does not exist.
+func commandProgram(cmd string) string {
+	cmd = strings.TrimPrefix(strings.TrimSpace(cmd), "!")
+	for {
+		cmd = strings.TrimLeft(cmd, " \t")
+		word, rest := shellWord(cmd)
+		if word == "" {
+			return ""
+		}
+		if eq := strings.IndexByte(word, '='); eq > 0 && isShellName(word[:eq]) {
+			cmd = rest
+			continue
+		}
+		return word
+	}
+}
+
+// shellWord splits the first word off s.
+func shellWord(s string) (word, rest string) {
+	var b strings.Builder
+	quote := byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote == '\'' && c == '\'':
+			quote = 0
+		case quote == '"' && c == '"':
+			quote = 0
+		case quote == 0 && (c == '\'' || c == '"'):
+			quote = c
+		case quote != '\'' && c == '\\' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+		case quote == 0 && (c == ' ' || c == '\t' || c == ';' || c == '|' || c == '&'):
+			return b.String(), s[i:]
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), ""
+}
+
+func isShellName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || isASCIIAlpha(c) || (i > 0 && c >= '0' && c <= '9')) {
+			return false
+		}
+	}
+	return s != ""
 }

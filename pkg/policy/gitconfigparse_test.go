@@ -206,3 +206,51 @@ func TestExpandGitUserPath(t *testing.T) {
 		t.Error("~/ without a home directory expanded")
 	}
 }
+
+// The program of a command git runs from a config: its first word, as a
+// shell would split it.
+func TestCommandProgram(t *testing.T) {
+	for in, want := range map[string]string{
+		"./tools/crypt --smudge":          "./tools/crypt",
+		"!FOO=1 'tools/lint it.sh' --all": "tools/lint it.sh",
+		`"/opt/my tool" -x`:               "/opt/my tool",
+		`!scripts/a\ b.sh;echo`:           "scripts/a b.sh",
+		"git-lfs filter-process":          "git-lfs",
+		"  less -R":                       "less",
+		"true":                            "true",
+		"A=1 B=2":                         "",
+		"!sh -c 'tools/x'":                "sh",
+		"\"~/bin/helper\" get":            "~/bin/helper",
+		"!f() { ./x; }; f":                "f()",
+		"":                                "",
+		"1A=x ./run":                      "1A=x",
+	} {
+		if got := commandProgram(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Which programs of a config are files that git would run: by variable,
+// relative to the work tree (or to each writable tree for the user's own
+// config), never a word git finds in PATH.
+func TestCommandPointers(t *testing.T) {
+	vars := parseGitConfig([]byte("[core]\n\tfsmonitor = true\n\tpager = less\n\teditor = ./ed\n[diff \"pdf\"]\n\ttextconv = bin/pdf2txt\n" +
+		"[alias]\n\tst = status\n\tx = !~/bin/x\n[user]\n\tname = ./not-a-command\n"))
+	var got []string
+	for _, v := range vars {
+		for _, p := range commandPointers(v, "/w", "/home/u", nil) {
+			got = append(got, p.path)
+		}
+	}
+	if want := []string{"/w/ed", "/w/bin/pdf2txt", "/home/u/bin/x"}; !slices.Equal(got, want) {
+		t.Errorf("repository config: %q, want %q", got, want)
+	}
+	got = nil
+	for _, p := range commandPointers(vars[2], "", "/home/u", []string{"/a", "/b"}) {
+		got = append(got, p.path)
+	}
+	if want := []string{"/a/ed", "/b/ed"}; !slices.Equal(got, want) {
+		t.Errorf("user config: %q, want %q", got, want)
+	}
+}
