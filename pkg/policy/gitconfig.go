@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -36,15 +37,19 @@ const maxGitIncludeDepth = 4
 // or an include of a file in the work tree is as writable as the rest of
 // the workspace, and git runs it at the next commit or status.
 func gitConfigPointers(file, workTree, home string, roots, trees []string) []gitPointer {
+	return gitVarsPointers(nil, file, workTree, home, roots, trees)
+}
+
+// gitVarsPointers is gitConfigPointers for the variables vars, given
+// other than in a file (the environment's GIT_CONFIG_KEY_n), followed by
+// those of the file at file (none when file is ""). A relative include of
+// vars has no file to be relative to: git refuses it.
+func gitVarsPointers(vars []gitConfigVar, file, workTree, home string, roots, trees []string) []gitPointer {
 	var out []gitPointer
 	seen := map[string]bool{}
-	var read func(file string, depth int)
-	read = func(file string, depth int) {
-		if depth > maxGitIncludeDepth || seen[file] {
-			return
-		}
-		seen[file] = true
-		for _, v := range parseGitConfig(readConfigFile(file, roots)) {
+	var read func(file string, vars []gitConfigVar, depth int)
+	read = func(file string, vars []gitConfigVar, depth int) {
+		for _, v := range vars {
 			// Any subsection counts ([core "x"] hooksPath is not git's
 			// core.hooksPath, and include.x.path includes nothing): at
 			// worst more is protected.
@@ -78,17 +83,58 @@ func gitConfigPointers(file, workTree, home string, roots, trees []string) []git
 				}
 				p := val
 				if !filepath.IsAbs(p) {
+					if file == "" {
+						continue
+					}
 					p = filepath.Join(filepath.Dir(file), p)
 				}
 				p = filepath.Clean(p)
 				out = append(out, gitPointer{p, false})
-				read(p, depth+1)
+				if depth < maxGitIncludeDepth && !seen[p] {
+					seen[p] = true
+					read(p, parseGitConfig(readConfigFile(p, roots)), depth+1)
+				}
 			}
 		}
 	}
-	read(file, 0)
+	read("", vars, 0)
+	if file != "" {
+		seen[file] = true
+		read(file, parseGitConfig(readConfigFile(file, roots)), 0)
+	}
 	return out
 }
+
+// gitEnvConfig is the configuration git takes from the environment
+// (GIT_CONFIG_COUNT, GIT_CONFIG_KEY_n, GIT_CONFIG_VALUE_n), as variables;
+// git refuses the lot when one is missing or malformed, and so does this
+// reading (nil).
+func gitEnvConfig(lookup func(string) (string, bool)) []gitConfigVar {
+	count, ok := lookup("GIT_CONFIG_COUNT")
+	if !ok || count == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 0 || n > maxGitEnvConfig {
+		return nil
+	}
+	var out []gitConfigVar
+	for i := 0; i < n; i++ {
+		key, okk := lookup("GIT_CONFIG_KEY_" + strconv.Itoa(i))
+		value, okv := lookup("GIT_CONFIG_VALUE_" + strconv.Itoa(i))
+		first, last := strings.IndexByte(key, '.'), strings.LastIndexByte(key, '.')
+		if !okk || !okv || first <= 0 || last == len(key)-1 {
+			return nil
+		}
+		// Section and key in lower case, a subsection as written.
+		base := strings.ToLower(key[:first]) + key[first:last]
+		out = append(out, gitConfigVar{base: base, section: strings.ToLower(key[:first]), key: strings.ToLower(key[last+1:]), values: []string{value}})
+	}
+	return out
+}
+
+// maxGitEnvConfig bounds the variables read from the environment.
+const maxGitEnvConfig = 1024
 
 // expandGitUserPath expands a leading "~" ("~/x": below home) or "~name"
 // ("~alice/x": below alice's home directory), as git does for include

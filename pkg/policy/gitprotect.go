@@ -192,13 +192,30 @@ func (r *resolver) gitUserConfigs(gs *gitScan, pp *protectPass) error {
 			files = append(files, filepath.Join(r.home, ".gitconfig"))
 		}
 		files = append(files, "/etc/gitconfig")
-		for _, f := range files {
-			// A relative core.hooksPath there counts for every
-			// repository: each writable root, and each repository
-			// found in them.
-			trees := dedupStrings(append(append([]string(nil), r.rwRoots...), gs.repoTrees...))
+		// The configs the caller's environment gives git instead (a
+		// git run later from the same shell reads them), read beside
+		// the usual ones: at worst more is protected.
+		if lookup := r.h.LookupEnv; lookup != nil {
+			for _, k := range []string{"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"} {
+				if f, ok := lookup(k); ok && filepath.IsAbs(f) {
+					files = append(files, filepath.Clean(f))
+				}
+			}
+		}
+		// A relative core.hooksPath there counts for every repository:
+		// each writable root, and each repository found in them.
+		trees := dedupStrings(append(append([]string(nil), r.rwRoots...), gs.repoTrees...))
+		for _, f := range dedupStrings(files) {
 			if err := r.protectPointers(x.entry, f, gitConfigPointers(f, "", r.home, r.rwRoots, trees), pp); err != nil {
 				return err
+			}
+		}
+		if r.h.LookupEnv != nil {
+			// And the variables it sets itself (GIT_CONFIG_KEY_n).
+			if vars := gitEnvConfig(r.h.LookupEnv); vars != nil {
+				if err := r.protectPointers(x.entry, "the environment's GIT_CONFIG_KEY_n", gitVarsPointers(vars, "", "", r.home, r.rwRoots, trees), pp); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
