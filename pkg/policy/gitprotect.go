@@ -162,15 +162,28 @@ func (r *resolver) gitLinks(e entry, p string, gs *gitScan, pp *protectPass) err
 	if st, err := os.Lstat(p); err == nil && st.IsDir() {
 		gitDirs = append([]string{p}, more...)
 	}
+	var hookDirs []string
 	for _, d := range gitDirs {
 		if st, err := os.Lstat(d); err != nil || !st.IsDir() {
 			continue
 		}
+		hookDirs = append(hookDirs, filepath.Join(d, "hooks"))
 		for _, name := range []string{"config", "config.worktree"} {
 			ptrs := gitConfigPointers(filepath.Join(d, name), filepath.Dir(p), r.home, r.rwRoots, nil)
 			if err := r.protectPointers(e, filepath.Join(d, name), ptrs, pp); err != nil {
 				return err
 			}
+			for _, ptr := range ptrs {
+				if ptr.dir {
+					hookDirs = append(hookDirs, ptr.path) // a core.hooksPath
+				}
+			}
+		}
+	}
+	// What the hooks there run from the work tree (hook managers).
+	for _, d := range dedupStrings(hookDirs) {
+		if err := r.protectPointers(e, d, hookManagerPointers(d, filepath.Dir(p), r.rwRoots), pp); err != nil {
+			return err
 		}
 	}
 	return nil

