@@ -18,9 +18,10 @@ import (
 //   - pre-commit's hooks run what .pre-commit-config.yaml (or the file
 //     their --config names) lists, a "repo: local" entry any command;
 //   - lefthook's hooks run what its config files list, and the scripts of
-//     .lefthook/ and .lefthook-local/: those that exist are protected
-//     (lefthook reads a dozen names; the missing ones are not held open
-//     with placeholders, see docs/profiles.md).
+//     .lefthook/ and .lefthook-local/: those that exist are protected.
+//     Partial: lefthook reads some thirty names and the files its
+//     "extends" lists; the missing ones are not held with placeholders
+//     and extends is not followed (docs/profiles.md).
 //
 // A hook may run anything else of the work tree (`npm test` runs the
 // tests the sandbox edits); those are the project's code, not its
