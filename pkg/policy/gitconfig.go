@@ -160,24 +160,38 @@ func expandGitUserPath(p, home string) (string, bool) {
 	return filepath.Join(dir, tail), true
 }
 
+// beneathWritable finds the longest writable root of roots strictly above
+// p and p relative to it; root is "" when p lies in none of them (read-only
+// inside, the host's as it is), and ok false when p cannot be put below
+// its root.
+func beneathWritable(p string, roots []string) (root, rel string, ok bool) {
+	for _, rw := range roots {
+		if within(p, rw) && p != rw && len(rw) > len(root) {
+			root = rw
+		}
+	}
+	if root == "" {
+		return "", "", true
+	}
+	rel, err := filepath.Rel(root, p)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", "", false
+	}
+	return root, rel, true
+}
+
 // readConfigFile reads a git config file: inside a writable root by fd,
 // never through a symlink and never past the root (the sandbox could have
 // put one on the way, to make the host read a path of its choosing);
 // elsewhere (the user's own configs) as it is. At most maxSubmoduleConfig
 // bytes, never blocking on a FIFO; nil when it cannot.
 func readConfigFile(file string, roots []string) []byte {
-	root := ""
-	for _, rw := range roots {
-		if within(file, rw) && file != rw && len(rw) > len(root) {
-			root = rw
-		}
+	root, rel, ok := beneathWritable(file, roots)
+	if !ok {
+		return nil
 	}
 	if root == "" {
 		return readSmall(file, maxSubmoduleConfig)
-	}
-	rel, err := filepath.Rel(root, file)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		return nil
 	}
 	fd, err := openBeneathRoot(root, rel, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {

@@ -92,19 +92,13 @@ func hookManagerPointers(dir, workTree string, roots []string) []gitPointer {
 // below it, never through a symlink (a path there is the sandbox's to
 // shape: see readConfigFile); elsewhere with lstat.
 func present(p string, roots []string) bool {
-	root := ""
-	for _, rw := range roots {
-		if within(p, rw) && p != rw && len(rw) > len(root) {
-			root = rw
-		}
+	root, rel, ok := beneathWritable(p, roots)
+	if !ok {
+		return false
 	}
 	if root == "" {
 		_, err := os.Lstat(p)
 		return err == nil
-	}
-	rel, err := filepath.Rel(root, p)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		return false
 	}
 	fd, err := openBeneathRoot(root, rel, unix.O_PATH|unix.O_NOFOLLOW)
 	if err != nil {
