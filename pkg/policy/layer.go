@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -267,6 +268,7 @@ func keyLines(data []byte) (map[string]int, error) {
 	out := map[string]int{}
 	var p unstable.Parser
 	p.Reset(data)
+	nl := newlines(data)
 	table := ""
 	for p.NextExpression() {
 		n := p.Expression()
@@ -275,19 +277,19 @@ func keyLines(data []byte) (map[string]int, error) {
 			it := n.Key()
 			table = keyPath(&it)
 			if first := n.Child(); first != nil {
-				out[table] = lineOf(&p, first.Raw)
+				out[table] = nl.lineOf(first.Raw)
 			}
 		case unstable.KeyValue:
 			it := n.Key()
 			k := joinKey(table, keyPath(&it))
-			out[k] = lineOf(&p, n.Raw)
-			valueLines(&p, n.Value(), k, out)
+			out[k] = nl.lineOf(n.Raw)
+			valueLines(nl, n.Value(), k, out)
 		}
 	}
 	return out, p.Error()
 }
 
-func valueLines(p *unstable.Parser, v *unstable.Node, key string, out map[string]int) {
+func valueLines(nl newlineIndex, v *unstable.Node, key string, out map[string]int) {
 	switch v.Kind {
 	case unstable.Array:
 		i := 0
@@ -298,9 +300,9 @@ func valueLines(p *unstable.Parser, v *unstable.Node, key string, out map[string
 			}
 			k := key + "[" + strconv.Itoa(i) + "]"
 			if c.Raw.Length > 0 {
-				out[k] = lineOf(p, c.Raw)
+				out[k] = nl.lineOf(c.Raw)
 			}
-			valueLines(p, c, k, out)
+			valueLines(nl, c, k, out)
 			i++
 		}
 	case unstable.InlineTable:
@@ -311,8 +313,8 @@ func valueLines(p *unstable.Parser, v *unstable.Node, key string, out map[string
 			}
 			kit := c.Key()
 			k := joinKey(key, keyPath(&kit))
-			out[k] = lineOf(p, c.Raw)
-			valueLines(p, c.Value(), k, out)
+			out[k] = nl.lineOf(c.Raw)
+			valueLines(nl, c.Value(), k, out)
 		}
 	}
 }
@@ -332,9 +334,28 @@ func joinKey(a, b string) string {
 	return a + "." + b
 }
 
-func lineOf(p *unstable.Parser, r unstable.Range) int {
+// newlineIndex holds the offsets of a document's newlines, so that the
+// line of every key is a binary search: the parser's Shape counts from the
+// start of the document each time, which made the line numbers of a long
+// list (the base profile's protect entries) quadratic, a tenth of a
+// policy's resolution.
+type newlineIndex []int
+
+func newlines(data []byte) newlineIndex {
+	var nl newlineIndex
+	for i, c := range data {
+		if c == '\n' {
+			nl = append(nl, i)
+		}
+	}
+	return nl
+}
+
+// lineOf is the 1-based line where r starts, or 0 for an empty range.
+func (nl newlineIndex) lineOf(r unstable.Range) int {
 	if r.Length == 0 && r.Offset == 0 {
 		return 0
 	}
-	return p.Shape(r).Start.Line
+	line, _ := slices.BinarySearch(nl, int(r.Offset))
+	return line + 1
 }
