@@ -62,7 +62,14 @@ type lstatAnswer struct {
 	target string // Readlink's, once asked
 	terr   error
 	read   bool
+	// A whole path's resolution, under a key no path can be (it holds
+	// a NUL): the patterns of a policy share their fixed prefixes.
+	res    *resolved
+	reserr error
 }
+
+// resolvedKey is the cache key of resolvePathWith(p, cwd)'s answer.
+func resolvedKey(p, cwd string) string { return "\x00" + cwd + "\x00" + p }
 
 func (c lstatCache) lstat(p string) (fs.FileInfo, error) {
 	if a, ok := c[p]; ok {
@@ -95,11 +102,25 @@ func (r *resolver) resolvePath(p, cwd string) (resolved, error) {
 	return resolvePathWith(r.lstat, p, cwd)
 }
 
-// resolvePathWith is resolvePath, looking components up through c.
+// resolvePathWith is resolvePath, looking components up through c, which
+// also keeps the answer.
 func resolvePathWith(c lstatCache, p, cwd string) (resolved, error) {
-	if strings.ContainsRune(p, 0) {
+	if strings.ContainsRune(p, 0) || strings.ContainsRune(cwd, 0) {
 		return resolved{}, errors.New("path contains a NUL byte")
 	}
+	if c == nil {
+		return resolveUncached(c, p, cwd)
+	}
+	key := resolvedKey(p, cwd)
+	if a, ok := c[key]; ok {
+		return *a.res, a.reserr
+	}
+	res, err := resolveUncached(c, p, cwd)
+	c[key] = lstatAnswer{res: &res, reserr: err}
+	return res, err
+}
+
+func resolveUncached(c lstatCache, p, cwd string) (resolved, error) {
 	if !filepath.IsAbs(p) {
 		p = cwd + "/" + p
 	}
@@ -111,7 +132,17 @@ func resolvePathWith(c lstatCache, p, cwd string) (resolved, error) {
 	for len(todo) > 0 {
 		name := todo[0]
 		todo = todo[1:]
-		next := filepath.Join(cur, name)
+		// filepath.Join(cur, name), without its Clean: cur is clean and
+		// name one component ("..", or a name; never "." or empty).
+		var next string
+		switch {
+		case name == "..":
+			next = filepath.Dir(cur)
+		case cur == "/":
+			next = "/" + name
+		default:
+			next = cur + "/" + name
+		}
 		st, err := c.lstat(next)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
