@@ -191,9 +191,24 @@ func (e *unreachableError) Unwrap() error { return e.err }
 // no mount; the typical case is a $HOME of another user (sudo -E).
 func skippable(err error) bool { return errors.Is(err, fs.ErrPermission) }
 
+// splitPath returns p's components, without empty ones and ".". It is on
+// the path of every pattern and entry a policy resolves: one allocation,
+// no intermediate slice.
 func splitPath(p string) []string {
-	var out []string
-	for _, c := range strings.Split(p, "/") {
+	n := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			n++
+		}
+	}
+	out := make([]string, 0, n+1)
+	for len(p) > 0 {
+		c := p
+		if i := strings.IndexByte(p, '/'); i >= 0 {
+			c, p = p[:i], p[i+1:]
+		} else {
+			p = ""
+		}
 		if c != "" && c != "." {
 			out = append(out, c)
 		}
@@ -218,7 +233,14 @@ func rebase(p, from, to string) string {
 	return path.Clean(to + "/" + strings.TrimPrefix(rel, "/"))
 }
 
-func hasGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+func hasGlob(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '*' || c == '?' || c == '[' {
+			return true
+		}
+	}
+	return false
+}
 
 func dedupStrings(in []string) []string {
 	seen := map[string]bool{}
