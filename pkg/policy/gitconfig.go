@@ -217,7 +217,12 @@ func gitCommand(v gitConfigVar) bool {
 		"filter.clean", "filter.smudge", "filter.process", "credential.helper", "gpg.program",
 		"interactive.difffilter", "uploadpack.packobjectshook", "web.browser", "browser.cmd",
 		"browser.path", "difftool.cmd", "difftool.path", "mergetool.cmd", "mergetool.path",
-		"sendemail.sendmailcmd", "sendemail.smtpserver", "ssh.variant", "gpg.ssh.defaultkeycommand":
+		"sendemail.sendmailcmd", "sendemail.smtpserver", "gpg.defaultkeycommand", "core.gitproxy",
+		"remote.uploadpack", "remote.receivepack", "man.cmd", "man.path", "guitool.cmd",
+		"trailer.command", "trailer.cmd", "submodule.update":
+		// (A subsection is not part of the name here: diff.pdf.textconv
+		// is "diff.textconv", gpg.ssh.defaultKeyCommand
+		// "gpg.defaultkeycommand", submodule.NAME.update "!cmd".)
 		return true
 	}
 	switch v.section {

@@ -236,14 +236,15 @@ func TestCommandProgram(t *testing.T) {
 // config), never a word git finds in PATH.
 func TestCommandPointers(t *testing.T) {
 	vars := parseGitConfig([]byte("[core]\n\tfsmonitor = true\n\tpager = less\n\teditor = ./ed\n[diff \"pdf\"]\n\ttextconv = bin/pdf2txt\n" +
-		"[alias]\n\tst = status\n\tx = !~/bin/x\n[user]\n\tname = ./not-a-command\n"))
+		"[alias]\n\tst = status\n\tx = !~/bin/x\n[user]\n\tname = ./not-a-command\n" +
+		"[gpg \"ssh\"]\n\tdefaultKeyCommand = ./keys.sh\n[submodule \"lib\"]\n\tupdate = !./sync.sh\n[remote \"o\"]\n\tuploadpack = ./up\n"))
 	var got []string
 	for _, v := range vars {
 		for _, p := range commandPointers(v, "/w", "/home/u", nil) {
 			got = append(got, p.path)
 		}
 	}
-	if want := []string{"/w/ed", "/w/bin/pdf2txt", "/home/u/bin/x"}; !slices.Equal(got, want) {
+	if want := []string{"/w/ed", "/w/bin/pdf2txt", "/home/u/bin/x", "/w/keys.sh", "/w/sync.sh", "/w/up"}; !slices.Equal(got, want) {
 		t.Errorf("repository config: %q, want %q", got, want)
 	}
 	got = nil
