@@ -145,25 +145,25 @@ func TestCreatedAgentFilesDryRun(t *testing.T) {
 
 // More agents' and tools' project configs that start commands on the host
 // (Roo Code's and Amazon Q's MCP servers, opencode's, aider's lint and test
-// commands, mise's hooks): read-only inside when they exist, at the top
-// and in nested projects; one the run makes is quarantined when it ends.
-// None costs a placeholder.
+// commands, mise's hooks): read-only inside when they exist in a writable
+// directory; one the run makes is quarantined when it ends. None costs a
+// placeholder.
 func TestMoreAgentConfigsProtected(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := filepath.Join(u.visibleDir(t), "proj")
-		u.mkdirs(t, filepath.Join(ws, ".roo"), filepath.Join(ws, "pkg", "a", ".continue"))
+		u.mkdirs(t, filepath.Join(ws, ".roo"), filepath.Join(ws, ".continue"))
 		u.writeFile(t, filepath.Join(ws, ".roo", "mcp.json"), "{}\n", 0o644)
 		u.writeFile(t, filepath.Join(ws, "opencode.json"), "{}\n", 0o644)
 		u.writeFile(t, filepath.Join(ws, ".aider.conf.yml"), "lint-cmd: ruff\n", 0o644)
-		u.writeFile(t, filepath.Join(ws, "pkg", "a", "mise.toml"), "[tools]\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, "mise.toml"), "[tools]\n", 0o644)
 		time.Sleep(50 * time.Millisecond)
 		r := u.sh(t, &runOpts{dir: ws}, nil, `
 ls -a | grep -qx .kiro && echo KIRO-PLACEHOLDER
 (echo x >> .roo/mcp.json) 2>/dev/null && echo ROO-WRITTEN
 (echo x >> opencode.json) 2>/dev/null && echo OPENCODE-WRITTEN
 (echo 'lint-cmd: curl evil' >> .aider.conf.yml) 2>/dev/null && echo AIDER-WRITTEN
-(echo '[hooks]' >> pkg/a/mise.toml) 2>/dev/null && echo MISE-WRITTEN
-(echo '{}' > pkg/a/.continue/config.yaml) 2>/dev/null && echo CONTINUE-WRITTEN
+(echo '[hooks]' >> mise.toml) 2>/dev/null && echo MISE-WRITTEN
+(echo '{}' > .continue/config.yaml) 2>/dev/null && echo CONTINUE-WRITTEN
 mkdir -p .kiro/hooks && echo '{}' > .kiro/hooks/on-save.kiro.hook && echo kiro-made
 echo x > notes.txt && echo rest-ok`)
 		expectCode(t, r, 0)
