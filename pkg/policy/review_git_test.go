@@ -26,3 +26,16 @@ func TestReviewGitTrailerCmdIsACommand(t *testing.T) {
 		}
 	}
 }
+
+// git -c and wrappers pass config through GIT_CONFIG_PARAMETERS
+// ('core.hooksPath'='h' ...), which git 2.39 reads alongside
+// GIT_CONFIG_COUNT. gitEnvConfig ignores it, so a relative hooksPath or
+// command named there is left writable in the workspace.
+func TestReviewGitConfigParametersEnv(t *testing.T) {
+	env := map[string]string{"GIT_CONFIG_PARAMETERS": "'core.hooksPath'='h' 'core.fsmonitor'='./fsm'"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	got := renderGitConfig(gitEnvConfig(lookup))
+	if !slices.Contains(got, "core.hookspath=h") || !slices.Contains(got, "core.fsmonitor=./fsm") {
+		t.Errorf("GIT_CONFIG_PARAMETERS not read: %q", got)
+	}
+}
