@@ -105,33 +105,137 @@ func gitVarsPointers(vars []gitConfigVar, file, workTree, home string, roots, tr
 	return out
 }
 
-// gitEnvConfig is the configuration git takes from the environment
-// (GIT_CONFIG_COUNT, GIT_CONFIG_KEY_n, GIT_CONFIG_VALUE_n), as variables;
-// git refuses the lot when one is missing or malformed, and so does this
-// reading (nil).
+// gitEnvConfig is the configuration git takes from the environment:
+// GIT_CONFIG_PARAMETERS (what `git -c` and wrappers pass on) and
+// GIT_CONFIG_COUNT with GIT_CONFIG_KEY_n and GIT_CONFIG_VALUE_n, as
+// variables. git refuses the lot when either is malformed, and so does
+// this reading (nil).
 func gitEnvConfig(lookup func(string) (string, bool)) []gitConfigVar {
+	var out []gitConfigVar
+	if params, ok := lookup("GIT_CONFIG_PARAMETERS"); ok && params != "" {
+		vars, ok := gitConfigParameters(params)
+		if !ok {
+			return nil
+		}
+		out = append(out, vars...)
+	}
 	count, ok := lookup("GIT_CONFIG_COUNT")
 	if !ok || count == "" {
-		return nil
+		return out
 	}
 	n, err := strconv.Atoi(count)
 	if err != nil || n < 0 || n > maxGitEnvConfig {
 		return nil
 	}
-	var out []gitConfigVar
 	for i := 0; i < n; i++ {
 		key, okk := lookup("GIT_CONFIG_KEY_" + strconv.Itoa(i))
 		value, okv := lookup("GIT_CONFIG_VALUE_" + strconv.Itoa(i))
-		first, last := strings.IndexByte(key, '.'), strings.LastIndexByte(key, '.')
-		if !okk || !okv || first <= 0 || last == len(key)-1 {
+		v, ok := gitEnvVar(key, &value)
+		if !okk || !okv || !ok {
 			return nil
 		}
-		// Section and key in lower case, a subsection as written.
-		base := strings.ToLower(key[:first]) + key[first:last]
-		out = append(out, gitConfigVar{base: base, section: strings.ToLower(key[:first]), key: strings.ToLower(key[last+1:]), values: []string{value}})
+		out = append(out, v)
 	}
 	return out
 }
+
+// gitEnvVar is the variable key (section[.subsection].key) with value
+// (nil: a boolean true), named as git names it: section and key in lower
+// case, a subsection as written.
+func gitEnvVar(key string, value *string) (gitConfigVar, bool) {
+	first, last := strings.IndexByte(key, '.'), strings.LastIndexByte(key, '.')
+	if first <= 0 || last == len(key)-1 {
+		return gitConfigVar{}, false
+	}
+	v := gitConfigVar{base: strings.ToLower(key[:first]) + key[first:last], section: strings.ToLower(key[:first]), key: strings.ToLower(key[last+1:])}
+	if value != nil {
+		v.values = []string{*value}
+	}
+	return v, true
+}
+
+// gitConfigParameters reads GIT_CONFIG_PARAMETERS as git does
+// (config.c, parse_config_env_list): shell single-quoted words separated
+// by spaces, each 'key'='value', 'key'= (a boolean) or the older
+// 'key=value'; false when git would call it bogus.
+func gitConfigParameters(s string) ([]gitConfigVar, bool) {
+	var out []gitConfigVar
+	for {
+		s = strings.TrimLeft(s, " \t\n")
+		if s == "" {
+			return out, true
+		}
+		if len(out) >= maxGitEnvConfig {
+			return nil, false
+		}
+		key, rest, ok := sqDequoteStep(s)
+		if !ok {
+			return nil, false
+		}
+		var v gitConfigVar
+		switch {
+		case rest == "" || isSQSpace(rest[0]):
+			// The older 'key=value'.
+			k, val, hasValue := strings.Cut(key, "=")
+			var value *string
+			if hasValue {
+				value = &val
+			}
+			if v, ok = gitEnvVar(k, value); !ok {
+				return nil, false
+			}
+		case rest[0] == '=':
+			rest = rest[1:]
+			var value *string
+			switch {
+			case rest != "" && rest[0] == '\'':
+				val, r, ok := sqDequoteStep(rest)
+				if !ok || (r != "" && !isSQSpace(r[0])) {
+					return nil, false
+				}
+				value, rest = &val, r
+			case rest == "" || isSQSpace(rest[0]):
+				// 'key'=: a boolean.
+			default:
+				return nil, false
+			}
+			if v, ok = gitEnvVar(key, value); !ok {
+				return nil, false
+			}
+		default:
+			return nil, false
+		}
+		out = append(out, v)
+		s = rest
+	}
+}
+
+// sqDequoteStep reads one word of git's shell quoting (quote.c): '...',
+// where a quote is written '\” and an exclamation mark '\!'.
+func sqDequoteStep(s string) (word, rest string, ok bool) {
+	if s == "" || s[0] != '\'' {
+		return "", "", false
+	}
+	var b strings.Builder
+	i := 1
+	for {
+		j := strings.IndexByte(s[i:], '\'')
+		if j < 0 {
+			return "", "", false
+		}
+		b.WriteString(s[i : i+j])
+		i += j + 1
+		// '\'' and '\!' go on with the word.
+		if i+2 < len(s) && s[i] == '\\' && (s[i+1] == '\'' || s[i+1] == '!') && s[i+2] == '\'' {
+			b.WriteByte(s[i+1])
+			i += 3
+			continue
+		}
+		return b.String(), s[i:], true
+	}
+}
+
+func isSQSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
 
 // maxGitEnvConfig bounds the variables read from the environment.
 const maxGitEnvConfig = 1024

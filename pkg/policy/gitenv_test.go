@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -51,6 +54,50 @@ func TestGitEnvConfig(t *testing.T) {
 		env = bad
 		if v := gitEnvConfig(lookup); v != nil {
 			t.Errorf("%v: %v", bad, v)
+		}
+	}
+}
+
+// GIT_CONFIG_PARAMETERS is read as the installed git reads it (`git
+// config --list` shows what the environment gives); skipped without git.
+func TestGitConfigParametersAgreesWithGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: nothing to compare with")
+	}
+	dir := t.TempDir()
+	for _, params := range []string{
+		`'core.hooksPath'='h' 'core.fsmonitor'='./fsm'`,
+		`'alias.x=!./x.sh' 'Core.Pager'`,
+		`'includeIf.gitdir:/W/.path'='/i' 'filter.Crypt.smudge'='./it'\''s'`,
+		`'trailer.sign.cmd'='./t\!.sh'   'core.bare'=`,
+	} {
+		cmd := exec.Command("git", "config", "--list", "--null")
+		cmd.Dir = dir
+		cmd.Env = []string{"HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH"), "GIT_CONFIG_PARAMETERS=" + params}
+		b, err := cmd.Output()
+		if err != nil {
+			t.Errorf("%s: git refuses it: %v", params, err)
+			continue
+		}
+		var git []string
+		for _, e := range bytes.Split(b, []byte{0}) {
+			if len(e) > 0 {
+				name, value, has := bytes.Cut(e, []byte{'\n'})
+				if has {
+					git = append(git, string(name)+"="+string(value))
+				} else {
+					git = append(git, string(name))
+				}
+			}
+		}
+		vars, ok := gitConfigParameters(params)
+		if !ok || !agreesWithGit(git, vars) {
+			t.Errorf("%s:\n git reads %q\n we read   %q (%v)", params, git, renderGitConfig(vars), ok)
+		}
+	}
+	for _, bogus := range []string{`'unterminated`, `'a.b'x`, `'a.b'='v'x`, `a.b=v`} {
+		if _, ok := gitConfigParameters(bogus); ok {
+			t.Errorf("%s read, which git calls bogus", bogus)
 		}
 	}
 }
