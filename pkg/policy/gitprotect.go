@@ -224,9 +224,10 @@ func (r *resolver) gitUserConfigs(gs *gitScan, pp *protectPass) error {
 			}
 		}
 		if r.h.LookupEnv != nil {
-			// And the variables it sets itself (GIT_CONFIG_KEY_n).
+			// And the variables it sets itself (GIT_CONFIG_PARAMETERS,
+			// GIT_CONFIG_KEY_n).
 			if vars := gitEnvConfig(r.h.LookupEnv); vars != nil {
-				if err := r.protectPointers(x.entry, "the environment's GIT_CONFIG_KEY_n", gitVarsPointers(vars, "", "", r.home, r.rwRoots, trees), pp); err != nil {
+				if err := r.protectPointers(x.entry, "the environment's git configuration (GIT_CONFIG_PARAMETERS, GIT_CONFIG_KEY_n)", gitVarsPointers(vars, "", "", r.home, r.rwRoots, trees), pp); err != nil {
 					return err
 				}
 			}
