@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -71,7 +73,7 @@ func hookManagerPointers(dir, workTree string, roots []string) []gitPointer {
 		}
 		lefthook = lefthook || strings.Contains(hook, "lefthook")
 	}
-	for cfg := range preCommit {
+	for _, cfg := range slices.Sorted(maps.Keys(preCommit)) { // the mounts in a stable order
 		if !filepath.IsAbs(cfg) {
 			cfg = filepath.Join(workTree, cfg)
 		}
