@@ -41,7 +41,8 @@ func gitConfigPointers(file, workTree, home string, roots, trees []string) []git
 }
 
 // gitVarsPointers is gitConfigPointers for the variables vars, given
-// other than in a file (the environment's GIT_CONFIG_KEY_n), followed by
+// other than in a file (the environment's GIT_CONFIG_PARAMETERS and
+// GIT_CONFIG_KEY_n), followed by
 // those of the file at file (none when file is ""). A relative include of
 // vars has no file to be relative to: git refuses it.
 func gitVarsPointers(vars []gitConfigVar, file, workTree, home string, roots, trees []string) []gitPointer {
