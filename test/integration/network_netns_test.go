@@ -5,59 +5,46 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
 // otherNamespaceServer starts an HTTP server in a network namespace this
-// test creates, joined to the host's by a veth pair of its own, and
-// returns the server's address and port. Everything is removed when the
-// test ends. Root only: the pair's host end lives in the host's
-// namespace.
+// test creates (unshare --net: no /run/netns mount is left on the host),
+// joined to the host's by a veth pair of its own, and returns the
+// server's address and port. The namespace and the pair end with the
+// server. Root only: the pair's host end lives in the host's namespace.
 func otherNamespaceServer(t *testing.T) (addr, port string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a network namespace joined to the host's by a veth pair needs root")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("iproute2's ip is not installed (apt-get install iproute2)")
-	}
-	id := os.Getpid() % 250
-	ns := fmt.Sprintf("nsbox-it-%d", os.Getpid())
-	host, peer := fmt.Sprintf("nsbx%dh", os.Getpid()), fmt.Sprintf("nsbx%dp", os.Getpid())
-	hostAddr, nsAddr := fmt.Sprintf("10.213.%d.1", id), fmt.Sprintf("10.213.%d.2", id)
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	for _, tool := range []string{"ip", "unshare", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (apt-get install iproute2 util-linux)", tool)
 		}
 	}
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace here (ip netns add: %v: %s)", err, out)
-	}
-	t.Cleanup(func() {
-		// Deleting the namespace destroys its end of the pair, and with
-		// it the host's end.
-		exec.Command("ip", "netns", "del", ns).Run()
-		exec.Command("ip", "link", "del", host).Run()
-	})
-	ip("link", "add", host, "type", "veth", "peer", "name", peer)
-	ip("link", "set", peer, "netns", ns)
-	ip("addr", "add", hostAddr+"/30", "dev", host)
-	ip("link", "set", host, "up")
-	ip("-n", ns, "addr", "add", nsAddr+"/30", "dev", peer)
-	ip("-n", ns, "link", "set", peer, "up")
-	ip("-n", ns, "link", "set", "lo", "up")
+	id := os.Getpid() % 250
+	host, peer := fmt.Sprintf("nsbx%dh", os.Getpid()), fmt.Sprintf("nsbx%dp", os.Getpid())
+	hostAddr, nsAddr := fmt.Sprintf("10.213.%d.1", id), fmt.Sprintf("10.213.%d.2", id)
 
-	srv := exec.Command("ip", "netns", "exec", ns, "python3", "-c", `
-import http.server, sys
+	// The server waits for its address: the pair is set up once its
+	// namespace exists.
+	srv := exec.Command("unshare", "--net", "--", "python3", "-c", `
+import http.server, sys, time
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         b = b"hello from another namespace\n"
         self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
     def log_message(self, *a): pass
-s = http.server.HTTPServer((sys.argv[1], 0), H)
+for _ in range(600):
+    try:
+        s = http.server.HTTPServer((sys.argv[1], 0), H)
+        break
+    except OSError:
+        time.sleep(0.05)
 print(s.server_address[1], flush=True)
 s.serve_forever()
 `, nsAddr)
@@ -66,9 +53,36 @@ s.serve_forever()
 		t.Fatal(err)
 	}
 	if err := srv.Start(); err != nil {
-		t.Fatal(err)
+		t.Skipf("cannot create a network namespace here (unshare --net: %v)", err)
 	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	t.Cleanup(func() {
+		// The namespace ends with its last process, and its end of the
+		// pair with it, and so the host's end.
+		srv.Process.Kill()
+		srv.Wait()
+		exec.Command("ip", "link", "del", host).Run()
+	})
+	pid := strconv.Itoa(srv.Process.Pid)
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	inNS := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("nsenter", append([]string{"--target", pid, "--net", "ip"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s in the test's namespace: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	ip("link", "add", host, "type", "veth", "peer", "name", peer)
+	ip("link", "set", peer, "netns", pid)
+	ip("addr", "add", hostAddr+"/30", "dev", host)
+	ip("link", "set", host, "up")
+	inNS("addr", "add", nsAddr+"/30", "dev", peer)
+	inNS("link", "set", peer, "up")
+	inNS("link", "set", "lo", "up")
+
 	lines := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(out).ReadString('\n')
@@ -76,7 +90,7 @@ s.serve_forever()
 	}()
 	select {
 	case port = <-lines:
-	case <-time.After(30 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("the server in the test's namespace did not start")
 	}
 	if port == "" {
