@@ -69,17 +69,7 @@ func gitVarsPointers(vars []gitConfigVar, file, workTree, home string, roots, tr
 					continue // git fails on it: nothing is read there
 				}
 				if hooks {
-					bases := []string{workTree}
-					if workTree == "" {
-						bases = trees
-					}
-					for _, b := range bases {
-						p := val
-						if !filepath.IsAbs(p) {
-							p = filepath.Join(b, p)
-						}
-						out = append(out, gitPointer{filepath.Clean(p), true})
-					}
+					out = append(out, workTreePointers(val, true, workTree, trees)...)
 					continue
 				}
 				p := val
@@ -356,18 +346,27 @@ func commandPointers(v gitConfigVar, workTree, home string, trees []string) []gi
 		if !ok {
 			continue
 		}
-		if filepath.IsAbs(prog) {
-			out = append(out, gitPointer{filepath.Clean(prog), false})
-			continue
-		}
-		bases := []string{workTree}
-		if workTree == "" {
-			bases = trees
-		}
-		for _, b := range bases {
-			if b != "" {
-				out = append(out, gitPointer{filepath.Join(b, prog), false})
-			}
+		out = append(out, workTreePointers(prog, false, workTree, trees)...)
+	}
+	return out
+}
+
+// workTreePointers points to p as git takes a path it runs from a work
+// tree's top (a hooks directory, a program): as it is when absolute, else
+// below workTree, or below each of trees for a config of no one
+// repository.
+func workTreePointers(p string, dir bool, workTree string, trees []string) []gitPointer {
+	if filepath.IsAbs(p) {
+		return []gitPointer{{filepath.Clean(p), dir}}
+	}
+	bases := []string{workTree}
+	if workTree == "" {
+		bases = trees
+	}
+	var out []gitPointer
+	for _, b := range bases {
+		if b != "" {
+			out = append(out, gitPointer{filepath.Join(b, p), dir})
 		}
 	}
 	return out

@@ -208,12 +208,16 @@ func (r *resolver) gitUserConfigs(gs *gitScan, pp *protectPass) error {
 		// The configs the caller's environment gives git instead (a
 		// git run later from the same shell reads them), read beside
 		// the usual ones: at worst more is protected.
+		// And the variables it sets itself (GIT_CONFIG_PARAMETERS,
+		// GIT_CONFIG_KEY_n).
+		var envVars []gitConfigVar
 		if lookup := r.h.LookupEnv; lookup != nil {
 			for _, k := range []string{"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"} {
 				if f, ok := lookup(k); ok && filepath.IsAbs(f) {
 					files = append(files, filepath.Clean(f))
 				}
 			}
+			envVars = gitEnvConfig(lookup)
 		}
 		// A relative core.hooksPath there counts for every repository:
 		// each writable root, and each repository found in them.
@@ -223,14 +227,8 @@ func (r *resolver) gitUserConfigs(gs *gitScan, pp *protectPass) error {
 				return err
 			}
 		}
-		if r.h.LookupEnv != nil {
-			// And the variables it sets itself (GIT_CONFIG_PARAMETERS,
-			// GIT_CONFIG_KEY_n).
-			if vars := gitEnvConfig(r.h.LookupEnv); vars != nil {
-				if err := r.protectPointers(x.entry, "the environment's git configuration (GIT_CONFIG_PARAMETERS, GIT_CONFIG_KEY_n)", gitVarsPointers(vars, "", "", r.home, r.rwRoots, trees), pp); err != nil {
-					return err
-				}
-			}
+		if envVars != nil {
+			return r.protectPointers(x.entry, "the environment's git configuration (GIT_CONFIG_PARAMETERS, GIT_CONFIG_KEY_n)", gitVarsPointers(envVars, "", "", r.home, r.rwRoots, trees), pp)
 		}
 		return nil
 	}
