@@ -21,8 +21,10 @@ func TestReaperCancelsTheWaitOfAKilledTarget(t *testing.T) {
 	h := HandlerFunc(func(ctx context.Context, c *SockCall) Verdict {
 		// The target dies while its call is being decided, as a
 		// program killed by its user or its session's timeout does.
-		unix.Kill(c.Pid, unix.SIGKILL)
+		// Entered is told first: the kill ends the child, and with it
+		// runChildWith, which raced this send (a flake of ~5 %).
 		entered <- struct{}{}
+		unix.Kill(c.Pid, unix.SIGKILL)
 		select {
 		case <-ctx.Done():
 			ended <- ctx.Err()
