@@ -343,3 +343,27 @@ func TestGlobUnreadable(t *testing.T) {
 	check(".env*", []string{".env"}, nil)
 	check("*/config/.env", []string{"app/config/.env"}, []string{"r", "sub"})
 }
+
+// BenchmarkGlobWorkspaceNested is the walk with the base profile's
+// nested-project patterns ("$NSBOX_WORKSPACE/*/**/NAME", one per agent or
+// tool config) beside the .env hide and the .git protect. Its bytes per
+// op caught the walk's state arena being thrown away and made again in
+// every directory once the patterns outgrew it (13 MB a walk with 31
+// patterns against 0.46 MB with 18).
+func BenchmarkGlobWorkspaceNested(b *testing.B) {
+	root := benchTree(b)
+	pats := []globPattern{{path: filepath.Join(root, "**", ".env*"), fileOnly: true}, {path: filepath.Join(root, "**", ".git")}}
+	for _, n := range []string{".mcp.json", ".claude", ".codex", ".agents", ".gemini", ".cursor", ".vscode", ".idea", ".zed",
+		".devcontainer", ".devcontainer.json", ".envrc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", ".cargo", "pip.conf",
+		".amazonq", ".roo", ".kiro", ".continue", "opencode.json", "opencode.jsonc", ".opencode", ".aider.conf.yml",
+		"mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".mise", ".config/mise.toml", ".config/mise"} {
+		pats = append(pats, globPattern{path: filepath.Join(root, "*", "**", n)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		g, err := globAll(pats)
+		if err != nil || len(g[0].matches) != 41 || len(g[1].matches) != 1 {
+			b.Fatalf("globAll: %v, %v", g, err)
+		}
+	}
+}

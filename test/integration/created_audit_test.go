@@ -145,17 +145,21 @@ func TestCreatedAgentFilesDryRun(t *testing.T) {
 
 // More agents' and tools' project configs that start commands on the host
 // (Roo Code's and Amazon Q's MCP servers, opencode's, aider's lint and test
-// commands, mise's hooks): read-only inside when they exist in a writable
-// directory; one the run makes is quarantined when it ends. None costs a
-// placeholder.
+// commands, mise's hooks): read-only inside when they exist, in a
+// writable directory and in projects nested in the workspace; one the run
+// makes is quarantined when it ends. None costs a placeholder.
 func TestMoreAgentConfigsProtected(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := filepath.Join(u.visibleDir(t), "proj")
-		u.mkdirs(t, filepath.Join(ws, ".roo"), filepath.Join(ws, ".continue"))
+		u.mkdirs(t, filepath.Join(ws, ".roo"), filepath.Join(ws, ".continue"),
+			filepath.Join(ws, "pkg", "a", ".continue"), filepath.Join(ws, "pkg", "b", ".config"))
 		u.writeFile(t, filepath.Join(ws, ".roo", "mcp.json"), "{}\n", 0o644)
 		u.writeFile(t, filepath.Join(ws, "opencode.json"), "{}\n", 0o644)
 		u.writeFile(t, filepath.Join(ws, ".aider.conf.yml"), "lint-cmd: ruff\n", 0o644)
 		u.writeFile(t, filepath.Join(ws, "mise.toml"), "[tools]\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, "pkg", "a", "mise.toml"), "[tools]\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, "pkg", "a", "opencode.jsonc"), "{}\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, "pkg", "b", ".config", "mise.toml"), "[tools]\n", 0o644)
 		time.Sleep(50 * time.Millisecond)
 		r := u.sh(t, &runOpts{dir: ws}, nil, `
 ls -a | grep -qx .kiro && echo KIRO-PLACEHOLDER
@@ -164,7 +168,12 @@ ls -a | grep -qx .kiro && echo KIRO-PLACEHOLDER
 (echo 'lint-cmd: curl evil' >> .aider.conf.yml) 2>/dev/null && echo AIDER-WRITTEN
 (echo '[hooks]' >> mise.toml) 2>/dev/null && echo MISE-WRITTEN
 (echo '{}' > .continue/config.yaml) 2>/dev/null && echo CONTINUE-WRITTEN
+(echo '[hooks]' >> pkg/a/mise.toml) 2>/dev/null && echo NESTED-MISE-WRITTEN
+(echo x >> pkg/a/opencode.jsonc) 2>/dev/null && echo NESTED-OPENCODE-WRITTEN
+(echo '{}' > pkg/a/.continue/config.yaml) 2>/dev/null && echo NESTED-CONTINUE-WRITTEN
+(echo '[hooks]' >> pkg/b/.config/mise.toml) 2>/dev/null && echo NESTED-CONFIG-MISE-WRITTEN
 mkdir -p .kiro/hooks && echo '{}' > .kiro/hooks/on-save.kiro.hook && echo kiro-made
+mkdir -p pkg/c/.roo && echo '{}' > pkg/c/.roo/mcp.json && echo nested-roo-made
 echo x > notes.txt && echo rest-ok`)
 		expectCode(t, r, 0)
 		for _, leak := range []string{"PLACEHOLDER", "WRITTEN"} {
@@ -172,11 +181,14 @@ echo x > notes.txt && echo rest-ok`)
 				t.Errorf("%s: stdout %q", leak, r.stdout)
 			}
 		}
-		if !strings.Contains(r.stdout, "kiro-made") || !strings.Contains(r.stdout, "rest-ok") {
+		if !strings.Contains(r.stdout, "kiro-made") || !strings.Contains(r.stdout, "nested-roo-made") || !strings.Contains(r.stdout, "rest-ok") {
 			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
 		}
 		if exists(filepath.Join(ws, ".kiro")) || !exists(filepath.Join(ws, ".kiro.nsbox-quarantine")) {
 			t.Errorf("the .kiro the run made was not quarantined; stderr %q", r.stderr)
+		}
+		if exists(filepath.Join(ws, "pkg", "c", ".roo")) || !exists(filepath.Join(ws, "pkg", "c", ".roo.nsbox-quarantine")) {
+			t.Errorf("the nested .roo the run made was not quarantined; stderr %q", r.stderr)
 		}
 	})
 }
