@@ -82,9 +82,73 @@ func hookManagerPointers(dir, workTree string, roots []string) []gitPointer {
 	if lefthook {
 		for _, f := range lefthookFiles {
 			p := filepath.Join(workTree, strings.TrimSuffix(f, "/"))
-			if present(p, roots) {
-				out = append(out, gitPointer{p, strings.HasSuffix(f, "/")})
+			if !present(p, roots) {
+				continue
 			}
+			out = append(out, gitPointer{p, strings.HasSuffix(f, "/")})
+			if strings.HasSuffix(f, "/") {
+				continue
+			}
+			// Invariant: lefthook merges a local config
+			// (lefthook-local.EXT beside lefthook.EXT) into the one its
+			// hooks run, and follows extends: both stay read-only, the
+			// local one even when missing (a placeholder), or the
+			// sandbox wrote a command the host's next git commit ran
+			// (review).
+			dir, base := filepath.Split(p)
+			if name, ext, ok := strings.Cut(base, "."+strings.TrimPrefix(filepath.Ext(base), ".")); ok && !strings.HasSuffix(name, "-local") && ext == "" {
+				out = append(out, gitPointer{filepath.Join(dir, name+"-local"+filepath.Ext(base)), false})
+			}
+			for _, x := range lefthookExtends(readConfigFile(p, roots)) {
+				if !filepath.IsAbs(x) {
+					x = filepath.Join(workTree, x)
+				}
+				out = append(out, gitPointer{filepath.Clean(x), false})
+			}
+		}
+	}
+	return out
+}
+
+// lefthookExtends are the files a lefthook YAML config's top-level
+// "extends:" names, as a block list ("  - ci/common.yml") or a flow one
+// ("extends: [a.yml, b.yml]"), quotes removed. A reading of the common
+// forms, not a YAML parser: what it misses stays writable, what it
+// misreads is at worst protected.
+func lefthookExtends(b []byte) []string {
+	var out []string
+	clean := func(v string) {
+		v = strings.Trim(strings.TrimSpace(v), `"'`)
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimRight(line, "\r")
+		if rest, ok := strings.CutPrefix(line, "extends:"); ok {
+			in = true
+			if rest = strings.TrimSpace(rest); strings.HasPrefix(rest, "[") {
+				for _, v := range strings.Split(strings.Trim(rest, "[]"), ",") {
+					clean(v)
+				}
+				in = false
+			} else if rest != "" {
+				clean(rest)
+				in = false
+			}
+			continue
+		}
+		if !in {
+			continue
+		}
+		t := strings.TrimSpace(line)
+		switch {
+		case t == "" || strings.HasPrefix(t, "#"):
+		case strings.HasPrefix(t, "- "):
+			clean(strings.TrimPrefix(t, "- "))
+		default:
+			in = false
 		}
 	}
 	return out
