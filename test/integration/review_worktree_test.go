@@ -44,6 +44,29 @@ func wtHostGit(t *testing.T, u user, dir string, args ...string) {
 	t.Logf("host git %v in %s: code %d stdout %q stderr %q", args, dir, r.code, r.stdout, r.stderr)
 }
 
+// wtExpectRefused checks the sandbox's script ran to its end ("done")
+// and did not print token, which it prints when its write succeeded.
+func wtExpectRefused(t *testing.T, r result, token, msg string) {
+	t.Helper()
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "done") {
+		t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, token) {
+		t.Errorf("%s", msg)
+	}
+}
+
+// wtExpectHostGitClean runs the user's later git command in dir and
+// checks it did not run the program the sandbox planted (marker).
+func wtExpectHostGitClean(t *testing.T, u user, dir, marker, msg string, args ...string) {
+	t.Helper()
+	wtHostGit(t, u, dir, args...)
+	if exists(marker) {
+		t.Errorf("%s", msg)
+	}
+}
+
 // wtRepo makes a repository of u's at dir with one commit (f).
 func wtRepo(t *testing.T, u user, dir string) {
 	t.Helper()
@@ -80,18 +103,9 @@ func TestReviewWorktreeWorkspaceMainHooksPath(t *testing.T) {
 		r := u.sh(t, &runOpts{dir: ws}, []string{"--env", "HOOK=" + wtHook(marker)}, `
 (mkdir -p .githooks && printf '%s' "$HOOK" > .githooks/pre-commit && chmod +x .githooks/pre-commit) 2>/dev/null && echo HOOK-PLANTED
 echo done`)
-		expectCode(t, r, 0)
-		if !strings.Contains(r.stdout, "done") {
-			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
-		}
-		if strings.Contains(r.stdout, "HOOK-PLANTED") {
-			t.Errorf("the sandbox created .githooks/pre-commit, the hooks directory the main repository's config (outside the workspace) names for this worktree")
-		}
+		wtExpectRefused(t, r, "HOOK-PLANTED", "the sandbox created .githooks/pre-commit, the hooks directory the main repository's config (outside the workspace) names for this worktree")
 		u.writeFile(t, filepath.Join(ws, "f"), "y\n", 0o644)
-		wtHostGit(t, u, ws, "commit", "-q", "-a", "-m", "after the sandbox")
-		if exists(marker) {
-			t.Errorf("the host's git commit in the worktree ran the hook the sandbox planted")
-		}
+		wtExpectHostGitClean(t, u, ws, marker, "the host's git commit in the worktree ran the hook the sandbox planted", "commit", "-q", "-a", "-m", "after the sandbox")
 	})
 }
 
@@ -115,17 +129,8 @@ func TestReviewWorktreeWorkspaceConfigWorktreeFsmonitor(t *testing.T) {
 		r := u.sh(t, &runOpts{dir: ws}, []string{"--env", "HOOK=" + wtHook(marker)}, `
 (mkdir -p tools && printf '%s' "$HOOK" > tools/fsmon && chmod +x tools/fsmon) 2>/dev/null && echo FSMONITOR-PLANTED
 echo done`)
-		expectCode(t, r, 0)
-		if !strings.Contains(r.stdout, "done") {
-			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
-		}
-		if strings.Contains(r.stdout, "FSMONITOR-PLANTED") {
-			t.Errorf("the sandbox created tools/fsmon, the core.fsmonitor the worktree's config.worktree (outside the workspace) names")
-		}
-		wtHostGit(t, u, ws, "status", "--porcelain")
-		if exists(marker) {
-			t.Errorf("the host's git status in the worktree ran the fsmonitor the sandbox planted")
-		}
+		wtExpectRefused(t, r, "FSMONITOR-PLANTED", "the sandbox created tools/fsmon, the core.fsmonitor the worktree's config.worktree (outside the workspace) names")
+		wtExpectHostGitClean(t, u, ws, marker, "the host's git status in the worktree ran the fsmonitor the sandbox planted", "status", "--porcelain")
 	})
 }
 
@@ -198,10 +203,7 @@ echo x > notes.txt && echo rest-ok`)
 			t.Errorf("the sandbox changed the husky hooks that the repository above the workspace runs: %q", r.stdout)
 		}
 		u.writeFile(t, filepath.Join(repo, "f"), "y\n", 0o644)
-		wtHostGit(t, u, repo, "commit", "-q", "-a", "-m", "after the sandbox")
-		if exists(marker) {
-			t.Errorf("the host's git commit ran the husky hook the sandbox changed")
-		}
+		wtExpectHostGitClean(t, u, repo, marker, "the host's git commit ran the husky hook the sandbox changed", "commit", "-q", "-a", "-m", "after the sandbox")
 	})
 }
 
@@ -229,17 +231,8 @@ func TestReviewWorktreeOutsideConfigWorktreeInclude(t *testing.T) {
 		r := u.sh(t, &runOpts{dir: ws}, []string{"--env", "M=" + marker}, `
 (printf '[core]\n\tfsmonitor = "echo ran > %s; false"\n' "$M" >> wt-local.gitconfig) 2>/dev/null && echo INCLUDE-WRITTEN
 echo done`)
-		expectCode(t, r, 0)
-		if !strings.Contains(r.stdout, "done") {
-			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
-		}
-		if strings.Contains(r.stdout, "INCLUDE-WRITTEN") {
-			t.Errorf("the sandbox changed wt-local.gitconfig, which .git/worktrees/wt/config.worktree includes")
-		}
-		wtHostGit(t, u, wt, "status", "--porcelain")
-		if exists(marker) {
-			t.Errorf("the host's git status in the linked worktree ran the fsmonitor the sandbox planted")
-		}
+		wtExpectRefused(t, r, "INCLUDE-WRITTEN", "the sandbox changed wt-local.gitconfig, which .git/worktrees/wt/config.worktree includes")
+		wtExpectHostGitClean(t, u, wt, marker, "the host's git status in the linked worktree ran the fsmonitor the sandbox planted", "status", "--porcelain")
 	})
 }
 
@@ -268,20 +261,11 @@ mkdir -p "$evil/objects" "$evil/refs" && echo 'ref: refs/heads/main' > "$evil/HE
 printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "echo ran > %s; false"\n' "$M" > "$evil/config"
 (echo "gitdir: $evil" > .cache/wt/.git) 2>/dev/null && echo GITFILE-WRITTEN
 echo done`)
-		expectCode(t, r, 0)
-		if !strings.Contains(r.stdout, "done") {
-			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
-		}
-		if strings.Contains(r.stdout, "GITFILE-WRITTEN") {
-			t.Errorf("the sandbox rewrote .cache/wt/.git, the .git file of a linked worktree the main repository records")
-		}
+		wtExpectRefused(t, r, "GITFILE-WRITTEN", "the sandbox rewrote .cache/wt/.git, the .git file of a linked worktree the main repository records")
 		if b, _ := os.ReadFile(filepath.Join(wt, ".git")); strings.Contains(string(b), "evil") {
 			t.Errorf("after the run .cache/wt/.git still points to the sandbox's git directory: %q", b)
 		}
-		wtHostGit(t, u, wt, "status", "--porcelain")
-		if exists(marker) {
-			t.Errorf("the host's git status in the worktree ran the fsmonitor the sandbox planted")
-		}
+		wtExpectHostGitClean(t, u, wt, marker, "the host's git status in the worktree ran the fsmonitor the sandbox planted", "status", "--porcelain")
 	})
 }
 
