@@ -108,6 +108,13 @@ func (r *resolver) gitEnclosing(pp *protectPass) error {
 		if top == "" || (top == root && st.IsDir()) {
 			continue // none, or the root's own .git directory (gitLinks)
 		}
+		if top != root && st.Mode()&os.ModeSymlink != 0 && !r.beneathAnyRoot(top) {
+			// Above the writable directories the link is the host's,
+			// and git follows it.
+			if fi, err := os.Stat(dotGit); err == nil {
+				st = fi
+			}
+		}
 		var gitDirs []string
 		switch {
 		case st.IsDir():
