@@ -323,3 +323,29 @@ echo x > ci/notes.txt && echo rest-ok`)
 		}
 	})
 }
+
+// The workspace is a package of a repository whose .git, above the
+// workspace, is a symlink to its git directory elsewhere (git follows
+// it); that config's core.hooksPath names pkg/.githooks, in the
+// workspace. Attack: the sandbox creates pkg/.githooks/pre-commit. Host
+// consequence: the user's next `git commit` runs it.
+func TestWorkspaceBelowRepoGitSymlinkHooksPath(t *testing.T) {
+	wtRequireGit(t)
+	eachUser(t, func(t *testing.T, u user) {
+		base := u.visibleDir(t)
+		repo, marker := filepath.Join(base, "mono"), filepath.Join(base, "hook-ran")
+		ws := filepath.Join(repo, "pkg")
+		wtRepo(t, u, repo)
+		if r := u.runAs(t, &runOpts{dir: base}, "sh", "-c", "mv mono/.git realgit && ln -s ../realgit mono/.git"); r.code != 0 {
+			t.Fatalf("move the git directory: %s%s", r.stdout, r.stderr)
+		}
+		u.mkdirs(t, ws)
+		wtGit(t, u, repo, "config", "core.hooksPath", "pkg/.githooks")
+		r := u.sh(t, &runOpts{dir: ws}, []string{"--env", "HOOK=" + wtHook(marker)}, `
+(mkdir -p .githooks && printf '%s' "$HOOK" > .githooks/pre-commit && chmod +x .githooks/pre-commit) 2>/dev/null && echo HOOK-PLANTED
+echo done`)
+		wtExpectRefused(t, r, "HOOK-PLANTED", "the sandbox created pkg/.githooks/pre-commit, the hooks directory of the repository whose .git symlink is above the workspace")
+		u.writeFile(t, filepath.Join(repo, "f"), "y\n", 0o644)
+		wtExpectHostGitClean(t, u, repo, marker, "the host's git commit ran the hook the sandbox planted", "commit", "-q", "-a", "-m", "after the sandbox")
+	})
+}
