@@ -26,6 +26,7 @@ declare -A why=(
   [slirp4netns]="bench: the filtered network against slirp4netns in make bench"
   [passt]="bench: the filtered network against pasta in make bench"
   [strace]="test: a command traced inside the sandbox (TestExecTracedCommand)"
+  [git]="test: the git perimeter tests run the host's git after a sandbox (they skip without it)"
 )
 
 missing=()
