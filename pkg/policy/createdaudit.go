@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,6 +73,42 @@ func (r *resolver) createdPatternOf(x expandedEntry) (createdPattern, bool) {
 	return createdPattern{Path: p, Written: x.written, Dir: x.Dir}, true
 }
 
+// literalPattern is a pattern that matches the path p alone: its last
+// component a one-character class, so that the audit takes it for a
+// pattern, and the glob characters of every component that is matched as
+// a pattern escaped (filepath.Match). ok is false for a path it cannot
+// express that way.
+func literalPattern(p string) (string, bool) {
+	parts := splitPath(filepath.Clean(p))
+	if len(parts) == 0 {
+		return "", false
+	}
+	for i, c := range parts[:len(parts)-1] {
+		if hasGlob(c) { // matched as a pattern by the walk
+			parts[i] = escapeGlob(c)
+		}
+	}
+	last := parts[len(parts)-1]
+	r, size := utf8.DecodeLastRuneInString(last)
+	if r == utf8.RuneError || strings.ContainsRune(`]-^!\`, r) {
+		return "", false
+	}
+	parts[len(parts)-1] = escapeGlob(last[:len(last)-size]) + "[" + string(r) + "]"
+	return "/" + strings.Join(parts, "/"), true
+}
+
+// escapeGlob escapes what filepath.Match reads as a wildcard in s.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // fixedPart is p up to its first component with a wildcard.
 func fixedPart(p string) string {
 	parts := splitPath(p)
@@ -109,6 +146,11 @@ func (r *resolver) auditCreated() {
 			locked = append(locked, g.unlisted...)
 		}
 		pats = append(pats, cp)
+	}
+	for _, cp := range r.hookCreated {
+		if !slices.ContainsFunc(pats, func(c createdPattern) bool { return c.Path == cp.Path }) {
+			pats = append(pats, cp)
+		}
 	}
 	if len(pats) == 0 {
 		r.res.GitAudit.stamp() // for its directories of other users (foreignDirs)

@@ -78,3 +78,41 @@ func TestToolPatternsFromProfile(t *testing.T) {
 		t.Errorf("a lifted pattern reached the tools: %q", res.Policy.Tools.ProtectedPatterns)
 	}
 }
+
+// literalPattern's pattern matches its path, and only it, component by
+// component as the walk matches them.
+func TestLiteralPattern(t *testing.T) {
+	for _, p := range []string{"/w/lefthook.yml", "/w/.config/lefthook-local.jsonc", "/w/a[1]/b*c/x?.yml", `/w/back\slash/y\z.toml`, "/w/é/ü", "/x"} {
+		pat, ok := literalPattern(p)
+		if !ok {
+			t.Errorf("literalPattern(%q): not expressed", p)
+			continue
+		}
+		if !hasGlob(splitPath(pat)[len(splitPath(pat))-1]) {
+			t.Errorf("literalPattern(%q) = %q: the last component is no pattern", p, pat)
+		}
+		pp, ps := splitPath(pat), splitPath(p)
+		if len(pp) != len(ps) {
+			t.Fatalf("literalPattern(%q) = %q: %d components", p, pat, len(pp))
+		}
+		for i := range pp {
+			if !hasGlob(pp[i]) {
+				if pp[i] != ps[i] {
+					t.Errorf("literalPattern(%q) = %q: literal component %q", p, pat, pp[i])
+				}
+				continue
+			}
+			if ok, err := filepath.Match(pp[i], ps[i]); !ok || err != nil {
+				t.Errorf("literalPattern(%q) = %q: %q does not match %q (%v)", p, pat, pp[i], ps[i], err)
+			}
+			if ok, _ := filepath.Match(pp[i], ps[i]+"x"); ok {
+				t.Errorf("literalPattern(%q) = %q: %q matches more than %q", p, pat, pp[i], ps[i])
+			}
+		}
+	}
+	for _, p := range []string{"/", "/w/a]", "/w/b-", `/w/c\`} {
+		if pat, ok := literalPattern(p); ok {
+			t.Errorf("literalPattern(%q) = %q, want not expressed", p, pat)
+		}
+	}
+}

@@ -22,8 +22,8 @@ import (
 //   - lefthook's hooks run what its config files list, and the scripts of
 //     .lefthook/ and .lefthook-local/: those that exist are protected,
 //     with the local config beside each (a placeholder when missing) and
-//     what its "extends" lists. Partial: a config of another of its
-//     thirty names that does not exist yet can be made (docs/profiles.md);
+//     what its "extends" lists; one of its other config names that the
+//     run makes is quarantined when it ends (audited);
 //   - overcommit's hooks run what .overcommit.yml lists (a placeholder
 //     when missing) and the Ruby hooks of .git-hooks/;
 //   - rusty-hook's hooks run what .rusty-hook.toml or rusty-hook.toml
@@ -58,9 +58,11 @@ var lefthookFiles = func() []string {
 }()
 
 // hookManagerPointers returns what the hooks in dir run from workTree
-// when a hook manager installed them. Hooks inside a writable root are
-// read by fd below it (readConfigFile), bounded.
-func hookManagerPointers(dir, workTree string, roots []string) []gitPointer {
+// when a hook manager installed them: held is to be read-only (a
+// placeholder where missing), audited is what does not exist and would be
+// read if a run made it (quarantined then, createdaudit.go). Hooks inside
+// a writable root are read by fd below it (readConfigFile), bounded.
+func hookManagerPointers(dir, workTree string, roots []string) (held, audited []gitPointer) {
 	var out []gitPointer
 	if filepath.Base(dir) == "_" && (readConfigFile(filepath.Join(dir, "h"), roots) != nil || readConfigFile(filepath.Join(dir, "husky.sh"), roots) != nil) {
 		out = append(out, gitPointer{filepath.Dir(dir), true})
@@ -130,8 +132,23 @@ func hookManagerPointers(dir, workTree string, roots []string) []gitPointer {
 				out = append(out, gitPointer{filepath.Clean(x), false})
 			}
 		}
+		// Invariant: a lefthook config the run makes under any of its
+		// other names does not reach the host's next commit. lefthook
+		// loads the first of its thirty names that exists, extension
+		// by extension (lefthook.yml before .config/lefthook.yml before
+		// lefthook.yaml ...), and merges the first local one: a new
+		// lefthook.yml beside an existing .lefthook.toml replaces it,
+		// and a new .lefthook-local.yaml is merged in (review). The
+		// missing names are audited, not held by thirty placeholders:
+		// what the run makes under one is quarantined when it ends.
+		for _, f := range lefthookFiles {
+			p := filepath.Join(workTree, strings.TrimSuffix(f, "/"))
+			if !slices.ContainsFunc(out, func(g gitPointer) bool { return g.path == p }) && !present(p, roots) {
+				audited = append(audited, gitPointer{p, strings.HasSuffix(f, "/")})
+			}
+		}
 	}
-	return out
+	return out, audited
 }
 
 // lefthookExtends are the files a lefthook YAML config's top-level

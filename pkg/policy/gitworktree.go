@@ -118,11 +118,29 @@ func (r *resolver) protectRepoConfigs(e entry, top string, configs, hookDirs []s
 		}
 	}
 	for _, d := range dedupStrings(hookDirs) {
-		if err := r.protectPointers(e, d, hookManagerPointers(d, top, r.rwRoots), pp); err != nil {
+		held, audited := hookManagerPointers(d, top, r.rwRoots)
+		if err := r.protectPointers(e, d, held, pp); err != nil {
 			return err
 		}
+		r.auditPointers(d, audited)
 	}
 	return nil
+}
+
+// auditPointers adds to the run's audit (auditCreated) the files the hooks
+// in hookDir would run that do not exist now: one the run makes inside a
+// writable directory is quarantined when the run ends.
+func (r *resolver) auditPointers(hookDir string, ptrs []gitPointer) {
+	for _, ptr := range ptrs {
+		if !slices.ContainsFunc(r.rwRoots, func(rw string) bool { return within(ptr.path, rw) && ptr.path != rw }) {
+			continue // read-only inside: nothing can be made there
+		}
+		pat, ok := literalPattern(ptr.path)
+		if !ok || slices.ContainsFunc(r.hookCreated, func(c createdPattern) bool { return c.Path == pat }) {
+			continue
+		}
+		r.hookCreated = append(r.hookCreated, createdPattern{Path: pat, Written: "what the hooks in " + hookDir + " run", Dir: ptr.dir})
+	}
 }
 
 // beneathAnyRoot: p is a writable root or inside one.

