@@ -26,27 +26,16 @@ deps:
 STATIC ?= 1
 STATIC_FLAGS := -tags=$(TAGS),osusergo,netgo -trimpath -ldflags '-linkmode external -extldflags -static'
 
-# bin/nsbox is built with Go's previous garbage collector, while the
-# toolchain offers it: every sandbox start pays two Go runtime starts (the
-# supervisor's and the worker's), and Go 1.26's default collector (Green
-# Tea) writes the mark bits kept at the end of each new small-object span,
-# one more page touched per span. A `run -- /bin/true` took 440 fewer page
-# faults (1,235 against 1,679) and 7-8 % less time without it
-# (docs/benchmarks-history.md, "The thirteenth stop"); nsbox allocates
-# ~1 MB a run and rarely collects. A GOEXPERIMENT set by the caller wins; a
-# toolchain without the opt-out builds with its default.
-BUILD_GOEXPERIMENT := $(if $(GOEXPERIMENT),$(GOEXPERIMENT),$(shell GOEXPERIMENT=nogreenteagc $(GO) env GOEXPERIMENT >/dev/null 2>&1 && echo nogreenteagc))
-
 build:
 	@mkdir -p $(dir $(BIN))
-	@if [ "$(STATIC)" = 1 ] && GOEXPERIMENT=$(BUILD_GOEXPERIMENT) $(GO) build $(STATIC_FLAGS) -o $(BIN) ./cmd/nsbox 2>$(BIN).static.log; then \
-		echo "GOEXPERIMENT=$(BUILD_GOEXPERIMENT) $(GO) build $(STATIC_FLAGS) -o $(BIN) ./cmd/nsbox"; rm -f $(BIN).static.log; \
+	@if [ "$(STATIC)" = 1 ] && $(GO) build $(STATIC_FLAGS) -o $(BIN) ./cmd/nsbox 2>$(BIN).static.log; then \
+		echo "$(GO) build $(STATIC_FLAGS) -o $(BIN) ./cmd/nsbox"; rm -f $(BIN).static.log; \
 	else \
 		if [ "$(STATIC)" = 1 ]; then \
 			echo "note: static link failed (libc.a or libseccomp.a missing?), building bin/nsbox dynamically linked:"; \
 			grep -E 'cannot find|undefined reference|error' $(BIN).static.log | sed 's/^/  /' | head -n 3; rm -f $(BIN).static.log; \
 		fi; \
-		echo "GOEXPERIMENT=$(BUILD_GOEXPERIMENT) $(GO) build $(GOFLAGS) -o $(BIN) ./cmd/nsbox"; GOEXPERIMENT=$(BUILD_GOEXPERIMENT) $(GO) build $(GOFLAGS) -o $(BIN) ./cmd/nsbox; \
+		echo "$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/nsbox"; $(GO) build $(GOFLAGS) -o $(BIN) ./cmd/nsbox; \
 	fi
 
 # Unit tests, integration tests of the built binary (root and root-less),
