@@ -122,15 +122,15 @@ func (r *resolver) protectRepoConfigs(e entry, top string, configs, hookDirs []s
 		if err := r.protectPointers(e, d, held, pp); err != nil {
 			return err
 		}
-		r.auditPointers(d, audited)
+		r.auditPointers(audited)
 	}
 	return nil
 }
 
-// auditPointers adds to the run's audit (auditCreated) the files the hooks
-// in hookDir would run that do not exist now: one the run makes inside a
+// auditPointers adds to the run's audit (auditCreated) the files hooks
+// would run that do not exist now: one the run makes inside a
 // writable directory is quarantined when the run ends.
-func (r *resolver) auditPointers(hookDir string, ptrs []gitPointer) {
+func (r *resolver) auditPointers(ptrs []gitPointer) {
 	for _, ptr := range ptrs {
 		if !slices.ContainsFunc(r.rwRoots, func(rw string) bool { return within(ptr.path, rw) && ptr.path != rw }) {
 			continue // read-only inside: nothing can be made there
@@ -139,7 +139,9 @@ func (r *resolver) auditPointers(hookDir string, ptrs []gitPointer) {
 		if !ok || slices.ContainsFunc(r.hookCreated, func(c createdPattern) bool { return c.Path == pat }) {
 			continue
 		}
-		r.hookCreated = append(r.hookCreated, createdPattern{Path: pat, Written: "what the hooks in " + hookDir + " run", Dir: ptr.dir})
+		// Written (what --dry-run's audit plan and a quarantine
+		// report name) is the path itself: no entry of a policy wrote it.
+		r.hookCreated = append(r.hookCreated, createdPattern{Path: pat, Written: ptr.path, Dir: ptr.dir})
 	}
 }
 
