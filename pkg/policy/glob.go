@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,20 +109,122 @@ func globAllDepth(patterns []globPattern, maxDepth int) ([]globResult, error) {
 // the symlinks in every directory a "**" walked (the audit follows those
 // to what the walk does not enter).
 func globAllLinks(patterns []globPattern, maxDepth int, collect bool) ([]globResult, []string, error) {
-	n := len(patterns)
-	w := walker{pats: make([]walkPattern, n), res: make([]globResult, n), dirs: make([]atomic.Int64, n), seen: make([]int, n), forks: walkForks, maxDepth: maxDepth, collectLinks: collect}
-	states := make([]walkState, len(patterns))
-	list := false
-	for i, gp := range patterns {
-		parts := splitPath(gp.path)
-		for _, p := range parts {
+	for _, gp := range patterns {
+		for _, p := range splitPath(gp.path) {
 			if p != "**" && hasGlob(p) {
 				if _, err := filepath.Match(p, ""); err != nil {
 					return nil, nil, fmt.Errorf("bad pattern %q: %v", gp.path, err)
 				}
 			}
 		}
-		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, links: gp.links, base: "/", maxDepth: gp.maxDepth, glob: make([]bool, len(parts))}
+	}
+	walked, alts, of := groupNames(patterns)
+	res, links, err := globWalk(walked, alts, maxDepth, collect)
+	if err != nil {
+		return nil, nil, err
+	}
+	if of == nil {
+		return res, links, nil
+	}
+	// Each pattern's result from its group's: the matches of its name,
+	// and the rest (bounds, unlisted directories) as the group's, which
+	// is what its own walk would have met.
+	out := make([]globResult, len(patterns))
+	for i, g := range of {
+		r := res[g]
+		out[i] = r
+		if alts[g] == nil {
+			continue
+		}
+		name := filepath.Base(patterns[i].path)
+		out[i].matches = nil
+		for _, m := range r.matches {
+			if filepath.Base(m) == name {
+				out[i].matches = append(out[i].matches, m)
+			}
+		}
+		out[i].unlisted, out[i].foreign = slices.Clone(r.unlisted), slices.Clone(r.foreign)
+	}
+	return out, links, nil
+}
+
+// walkGroup: patterns "PREFIX/**/NAME" that differ only in NAME walk as
+// one (groupNames). A variable only so that a test can compare.
+var walkGroup = true
+
+// groupNames merges the patterns "PREFIX/**/NAME" with the same PREFIX and
+// options and a plain NAME into one walk pattern whose last part is any of
+// their names (alts), so that a walk for thirty agent-config names costs
+// what one costs: the walk keeps a state per pattern in every directory
+// below "**", and looked each name up in each listing. of[i] is the walk
+// pattern of patterns[i]; nil when nothing merged (walked is patterns).
+// The merged pattern meets what each would have: its directories, depth
+// and budget are the same (they depend on PREFIX and the options only).
+func groupNames(patterns []globPattern) (walked []globPattern, alts []map[string]bool, of []int) {
+	if !walkGroup {
+		return patterns, make([]map[string]bool, len(patterns)), nil
+	}
+	type key struct {
+		prefix          string
+		fileOnly, links bool
+		maxDepth        int
+	}
+	groupable := func(gp globPattern) (key, string, bool) {
+		dir, name := filepath.Split(gp.path)
+		dir = strings.TrimSuffix(dir, "/")
+		if name == "" || name == "**" || hasGlob(name) || filepath.Base(dir) != "**" {
+			return key{}, "", false
+		}
+		return key{dir, gp.fileOnly, gp.links, gp.maxDepth}, name, true
+	}
+	count := map[key]int{}
+	for _, gp := range patterns {
+		if k, _, ok := groupable(gp); ok {
+			count[k]++
+		}
+	}
+	merged := false
+	for _, c := range count {
+		merged = merged || c > 1
+	}
+	if !merged {
+		return patterns, make([]map[string]bool, len(patterns)), nil
+	}
+	at := map[key]int{}
+	of = make([]int, len(patterns))
+	for i, gp := range patterns {
+		k, name, ok := groupable(gp)
+		if !ok || count[k] < 2 {
+			of[i] = len(walked)
+			walked = append(walked, gp)
+			alts = append(alts, nil)
+			continue
+		}
+		g, seen := at[k]
+		if !seen {
+			g = len(walked)
+			at[k] = g
+			// "*" stands for the names: a wildcard to the walk, which
+			// matches it by alts (matchPart).
+			walked = append(walked, globPattern{path: k.prefix + "/*", fileOnly: k.fileOnly, links: k.links, maxDepth: k.maxDepth})
+			alts = append(alts, map[string]bool{})
+		}
+		alts[g][name] = true
+		of[i] = g
+	}
+	return walked, alts, of
+}
+
+// globWalk is globAllLinks for valid patterns, with alts[i] the names the
+// last part of patterns[i] stands for (nil: the part itself).
+func globWalk(patterns []globPattern, alts []map[string]bool, maxDepth int, collect bool) ([]globResult, []string, error) {
+	n := len(patterns)
+	w := walker{pats: make([]walkPattern, n), res: make([]globResult, n), dirs: make([]atomic.Int64, n), seen: make([]int, n), forks: walkForks, maxDepth: maxDepth, collectLinks: collect}
+	states := make([]walkState, len(patterns))
+	list := false
+	for i, gp := range patterns {
+		parts := splitPath(gp.path)
+		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, links: gp.links, base: "/", maxDepth: gp.maxDepth, glob: make([]bool, len(parts)), alts: alts[i]}
 		for j, p := range parts {
 			w.pats[i].glob[j] = p != "**" && hasGlob(p)
 		}
@@ -181,6 +284,9 @@ type walkPattern struct {
 	// (not "**"): looked up by a state's place instead of scanning the
 	// part in every directory (isGlob).
 	glob []bool
+	// alts, when set, are the names the last part stands for
+	// (groupNames).
+	alts map[string]bool
 }
 
 // walkState is where one pattern stands in the walk: the parts it has
@@ -246,6 +352,15 @@ func (w *walker) take(n int) []walkState {
 	l := len(w.arena)
 	w.arena = w.arena[:l+n]
 	return w.arena[l : l : l+n]
+}
+
+// matchPart reports whether name matches the next part of s.
+func (w *walker) matchPart(s walkState, name string) bool {
+	if a := w.pats[s.pat].alts; a != nil && len(s.parts) == 1 {
+		return a[name]
+	}
+	ok, _ := filepath.Match(s.parts[0], name)
+	return ok
 }
 
 // isGlob reports whether the next part of s is a wildcard (not "**").
@@ -330,6 +445,18 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 			w.unlisted(d.fd, dir, append(wild, deep...))
 		}
 		listed = ok
+		if !ok {
+			// Unlisted, a plain name is still looked up (the loop
+			// below), as a lookup of the whole path would: so is each
+			// name a group of patterns stands for.
+			for _, s := range wild {
+				if a := w.pats[s.pat].alts; a != nil && len(s.parts) == 1 {
+					for _, name := range slices.Sorted(maps.Keys(a)) {
+						w.step(d.fd, dir, name, unix.DT_UNKNOWN, []walkState{{s.pat, nil, s.lag}}, depth)
+					}
+				}
+			}
+		}
 	}
 	// A plain name is looked up as in a path without wildcards, once for
 	// all the states that name it (patterns with a common prefix walk on
@@ -398,7 +525,7 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 		for _, e := range ents {
 			next = next[:0]
 			for _, s := range wild {
-				if ok, _ := filepath.Match(s.parts[0], e.name); !ok {
+				if !w.matchPart(s, e.name) {
 					continue
 				}
 				n := walkState{s.pat, s.parts[1:], s.lag}

@@ -356,7 +356,10 @@ func BenchmarkGlobWorkspaceNested(b *testing.B) {
 	for _, n := range []string{".mcp.json", ".claude", ".codex", ".agents", ".gemini", ".cursor", ".vscode", ".idea", ".zed",
 		".devcontainer", ".devcontainer.json", ".envrc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", ".cargo", "pip.conf",
 		".amazonq", ".roo", ".kiro", ".continue", "opencode.json", "opencode.jsonc", ".opencode", ".aider.conf.yml",
-		"mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".mise", ".config/mise.toml", ".config/mise"} {
+		"mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".mise", ".config/mise.toml", ".config/mise",
+		".crushrc", "crushrc", ".crush.json", "crush.json", ".crush", "kilo.json", "kilo.jsonc", ".kilo", ".kilocode",
+		".github/hooks", ".github/lsp.json", ".qwen", ".lsp.json", ".helix", ".devin", ".windsurf", ".factory",
+		".clinerules/hooks", ".amp", ".pi/extensions"} {
 		pats = append(pats, globPattern{path: filepath.Join(root, "*", "**", n)})
 	}
 	b.ReportAllocs()

