@@ -260,11 +260,22 @@ func createdFailure(p, pattern string, err error) error {
 
 // withinStartWalk reports whether the start's walk of pattern (one "**",
 // walkMaxDepth levels: protectGlob) reached as deep as m: then it saw m
-// if m was there.
+// if m was there. A pattern with no "**" was matched whole at the start.
 func withinStartWalk(pattern, m string) bool {
 	fixed := fixedPart(pattern)
 	rest := splitPath(strings.TrimPrefix(pattern, fixed))
-	if strings.Count("/"+strings.Join(rest, "/")+"/", "/**/") != 1 {
+	switch strings.Count("/"+strings.Join(rest, "/")+"/", "/**/") {
+	case 0:
+		// Invariant: a match of a pattern with no "**" that the
+		// start did not protect is the run's, whatever its times. Its
+		// fixed part is a directory the sandbox can make itself:
+		// stashed in an earlier run (stash/hooks/evil.json, which
+		// matched nothing) and renamed or linked into place in this one
+		// (mv stash .github), the match kept its old ctime, and so did
+		// everything between the fixed part and it (review).
+		return within(m, fixed) && m != fixed
+	case 1:
+	default:
 		return false
 	}
 	if !within(m, fixed) || m == fixed {

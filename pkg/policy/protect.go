@@ -422,6 +422,18 @@ func (r *resolver) patterns() error {
 				return err
 			}
 			for _, p := range ps {
+				// Invariant: an entry matches below the directories its
+				// variables (and the current directory, for a relative
+				// one) name. A wildcard character in one of them would
+				// be read as part of a pattern: below /src/app[v2],
+				// "$NSBOX_WORKSPACE/**/.env*" matched nothing and
+				// "$NSBOX_RW/.git/" became a pattern with no placeholder,
+				// so the workspace's secrets and .git were left open with
+				// no word (review). Refused, until patterns can escape
+				// them.
+				if abs := r.absolute(p); globChars(abs) > globChars(e.Path) {
+					return e.at.err(ErrUnmatchablePath, "%s expands to %s: a directory it names has *, ?, [ or \\ in its path, which nsbox would read as a wildcard and so leave what the entry hides or protects open; run nsbox in a directory whose path has none of them", e.Path, abs)
+				}
 				x := e
 				x.Path = p
 				*l.out = append(*l.out, expandedEntry{x, e.Path})
@@ -594,4 +606,10 @@ func (r *resolver) globAs(p string, gp globPattern) (globResult, bool, error) {
 		return globResult{}, false, err
 	}
 	return res[0], true, nil
+}
+
+// globChars counts the characters of s that a pattern reads as wildcards
+// or escapes.
+func globChars(s string) int {
+	return strings.Count(s, "*") + strings.Count(s, "?") + strings.Count(s, "[") + strings.Count(s, `\`)
 }
