@@ -240,6 +240,16 @@ func (a *GitAudit) quarantineCreated(cp createdPattern, pattern string, matches 
 			}
 		}
 		q, err := a.quarantineAs(m, filepath.Dir(m), cp.Written)
+		if l := a.linkOnTheWay(m); err != nil && l != "" {
+			// Invariant: what the run made beyond a symlink inside a
+			// writable directory (sub/.github -> ../node_modules/gh,
+			// and node_modules/gh/hooks/evil.json made) is made
+			// unreachable by that path. quarantineAs never follows a
+			// symlink, so it cannot rename the match itself: it renames
+			// the link, through which the host's tool would have read
+			// it (review: a warning only, the hook still ran).
+			q, err = a.quarantineAs(l, filepath.Dir(l), cp.Written)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -250,6 +260,36 @@ func (a *GitAudit) quarantineCreated(cp createdPattern, pattern string, matches 
 		}
 	}
 	return out, errs
+}
+
+// linkOnTheWay is the first symlink on the path to p below the writable
+// directory that holds it, "" when there is none.
+func (a *GitAudit) linkOnTheWay(p string) string {
+	root := ""
+	for _, r := range a.roots {
+		if within(p, r) && len(r) > len(root) {
+			root = r
+		}
+	}
+	if root == "" {
+		return ""
+	}
+	rel, err := filepath.Rel(root, filepath.Dir(p))
+	if err != nil || rel == "." {
+		return ""
+	}
+	cur := root
+	for _, c := range splitPath(rel) {
+		cur = filepath.Join(cur, c)
+		st, err := os.Lstat(cur)
+		if err != nil {
+			return ""
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			return cur
+		}
+	}
+	return ""
 }
 
 // createdFailure is the error of a created match that could not be made

@@ -123,3 +123,28 @@ func TestReview13WorkspacePathWithBracket(t *testing.T) {
 		}
 	})
 }
+
+// LOW (reviewer's side note). A nested project's .github is a symlink into
+// node_modules; the run makes hooks/evil.json behind it. The audit cannot
+// rename a match beyond a symlink (it never follows one), so it only
+// warned, and the host's Copilot, opened on sub/, ran the hook through
+// the link. Fixed: the link itself is quarantined.
+func TestReview13CreatedBehindNestedSymlink(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, filepath.Join(ws, "sub"), filepath.Join(ws, "node_modules", "gh"))
+		if err := os.Symlink("../node_modules/gh", filepath.Join(ws, "sub", ".github")); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(filepath.Join(ws, "sub", ".github"), u.uid, u.gid)
+		time.Sleep(50 * time.Millisecond)
+		r := u.sh(t, &runOpts{dir: ws}, nil, `mkdir -p node_modules/gh/hooks && echo '{"hooks":{}}' > node_modules/gh/hooks/evil.json && echo made`)
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stdout, "made") {
+			t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		if reachable(ws, "sub/.github/hooks/evil.json") {
+			t.Errorf("sub/.github/hooks/evil.json, made by the run, is still reachable through the link; stderr %q", r.stderr)
+		}
+	})
+}
