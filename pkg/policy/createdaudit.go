@@ -63,7 +63,7 @@ func (r *resolver) createdPatternOf(x expandedEntry) (createdPattern, bool) {
 		return createdPattern{}, false
 	}
 	p := r.absolute(x.Path)
-	if !hasGlob(p) {
+	if !x.pattern {
 		return createdPattern{}, false
 	}
 	fixed := fixedPart(p)
@@ -75,18 +75,15 @@ func (r *resolver) createdPatternOf(x expandedEntry) (createdPattern, bool) {
 
 // literalPattern is a pattern that matches the path p alone: its last
 // component a one-character class, so that the audit takes it for a
-// pattern, and the glob characters of every component that is matched as
-// a pattern escaped (filepath.Match). ok is false for a path it cannot
-// express that way.
+// pattern, and the glob characters of every component escaped. ok is
+// false for a path it cannot express that way.
 func literalPattern(p string) (string, bool) {
 	parts := splitPath(filepath.Clean(p))
 	if len(parts) == 0 {
 		return "", false
 	}
 	for i, c := range parts[:len(parts)-1] {
-		if hasGlob(c) { // matched as a pattern by the walk
-			parts[i] = escapeGlob(c)
-		}
+		parts[i] = escapeGlob(c)
 	}
 	last := parts[len(parts)-1]
 	r, size := utf8.DecodeLastRuneInString(last)
@@ -97,26 +94,10 @@ func literalPattern(p string) (string, bool) {
 	return "/" + strings.Join(parts, "/"), true
 }
 
-// escapeGlob escapes what filepath.Match reads as a wildcard in s.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // fixedPart is p up to its first component with a wildcard.
 func fixedPart(p string) string {
-	parts := splitPath(p)
-	i := 0
-	for i < len(parts) && !hasGlob(parts[i]) && parts[i] != "**" {
-		i++
-	}
-	return "/" + filepath.Join(parts[:i]...)
+	prefix, _ := literalPrefix(splitPath(p))
+	return filepath.Clean(prefix)
 }
 
 // auditCreated adds the run's created patterns to its audit, with the
@@ -302,8 +283,10 @@ func createdFailure(p, pattern string, err error) error {
 // walkMaxDepth levels: protectGlob) reached as deep as m: then it saw m
 // if m was there. A pattern with no "**" was matched whole at the start.
 func withinStartWalk(pattern, m string) bool {
-	fixed := fixedPart(pattern)
-	rest := splitPath(strings.TrimPrefix(pattern, fixed))
+	parts := splitPath(pattern)
+	fixed, n := literalPrefix(parts)
+	fixed = filepath.Clean(fixed)
+	rest := parts[n:]
 	switch strings.Count("/"+strings.Join(rest, "/")+"/", "/**/") {
 	case 0:
 		// Invariant: a match of a pattern with no "**" that the
@@ -597,7 +580,7 @@ func changedBelow(fd int, since int64, depth int, n *int) bool {
 // workspace is bound at its own path, so a path relative to it is the
 // same inside.
 func (r *resolver) toolPatterns() []string {
-	ws := r.res.Workspace
+	ws := escapeGlob(r.res.Workspace) // as it stands in the patterns
 	if ws == "" {
 		return nil
 	}

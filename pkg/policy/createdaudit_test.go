@@ -97,7 +97,7 @@ func TestLiteralPattern(t *testing.T) {
 		}
 		for i := range pp {
 			if !hasGlob(pp[i]) {
-				if pp[i] != ps[i] {
+				if unescapeGlob(pp[i]) != ps[i] {
 					t.Errorf("literalPattern(%q) = %q: literal component %q", p, pat, pp[i])
 				}
 				continue

@@ -23,10 +23,6 @@ var (
 	// (${workspaceFolder} from another editor's config), or the workspace
 	// names one that is unset.
 	ErrUnknownVariable = errors.New("unknown variable")
-	// ErrUnmatchablePath: a hide or protect entry would match below a
-	// directory whose path holds a wildcard character (*, ?, [, \) that
-	// its written text does not: the workspace /src/app[v2].
-	ErrUnmatchablePath = errors.New("path with wildcard characters")
 )
 
 // Error is a policy problem, for users: where it is (a file and line, the

@@ -174,8 +174,8 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 	gitWalk := a.workspace != "" && !a.noGit
 	if gitWalk {
 		pats = append(pats,
-			globPattern{path: filepath.Join(a.workspace, "**", ".git"), links: true},
-			globPattern{path: filepath.Join(a.workspace, "**", "HEAD"), links: true})
+			globPattern{path: filepath.Join(escapeGlob(a.workspace), "**", ".git"), links: true},
+			globPattern{path: filepath.Join(escapeGlob(a.workspace), "**", "HEAD"), links: true})
 	}
 	createdGlobs, createdOf := a.createdGlobs()
 	pats = append(pats, createdGlobs...)

@@ -92,7 +92,7 @@ func (r *resolver) gitRepositories(x expandedEntry, pp *protectPass) ([]protecte
 	e := x.entry
 	head, ok := bareRepoPattern(x.Path)
 	p := r.absolute(x.Path)
-	if !ok || !hasGlob(p) {
+	if !ok || !x.pattern {
 		return nil, nil
 	}
 	// The protect loop matched it already (and named its errors).

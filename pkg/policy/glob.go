@@ -136,7 +136,7 @@ func globAllLinks(patterns []globPattern, maxDepth int, collect bool) ([]globRes
 		if alts[g] == nil {
 			continue
 		}
-		name := filepath.Base(patterns[i].path)
+		name := unescapeGlob(filepath.Base(patterns[i].path))
 		out[i].matches = nil
 		for _, m := range r.matches {
 			if filepath.Base(m) == name {
@@ -175,7 +175,7 @@ func groupNames(patterns []globPattern) (walked []globPattern, alts []map[string
 		if name == "" || name == "**" || hasGlob(name) || filepath.Base(dir) != "**" {
 			return key{}, "", false
 		}
-		return key{dir, gp.fileOnly, gp.links, gp.maxDepth}, name, true
+		return key{dir, gp.fileOnly, gp.links, gp.maxDepth}, unescapeGlob(name), true
 	}
 	count := map[key]int{}
 	for _, gp := range patterns {
@@ -227,15 +227,18 @@ func globWalk(patterns []globPattern, alts []map[string]bool, maxDepth int, coll
 		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, links: gp.links, base: "/", maxDepth: gp.maxDepth, glob: make([]bool, len(parts)), alts: alts[i]}
 		for j, p := range parts {
 			w.pats[i].glob[j] = p != "**" && hasGlob(p)
+			if p != "**" && !w.pats[i].glob[j] {
+				parts[j] = unescapeGlob(p) // a plain name: looked up as it is
+			}
 		}
 		for j, p := range parts {
-			if p == "**" || hasGlob(p) {
+			if p == "**" || w.pats[i].glob[j] {
 				w.pats[i].base = "/" + strings.Join(parts[:j], "/")
 				break
 			}
 		}
 		states[i] = walkState{pat: i, parts: parts}
-		list = list || needsList(parts)
+		list = list || w.needsList(walkState{i, parts, 0})
 	}
 	root, err := w.open(unix.AT_FDCWD, "/", true, list)
 	if err != nil {
@@ -256,10 +259,12 @@ func globWalk(patterns []globPattern, alts []map[string]bool, maxDepth int, coll
 	return w.res, dedupStrings(w.links), nil
 }
 
-// needsList reports whether matching parts at a directory needs its
-// listing (a wildcard or "**" comes first).
-func needsList(parts []string) bool {
-	return len(parts) > 0 && (parts[0] == "**" || hasGlob(parts[0]))
+// needsList reports whether matching the parts s has left at a directory
+// needs its listing (a wildcard or "**" comes first). Read from the
+// pattern's flags, not the part: a plain name may hold "[" or "*"
+// (unescaped from the pattern).
+func (w *walker) needsList(s walkState) bool {
+	return len(s.parts) > 0 && (s.parts[0] == "**" || w.isGlob(s))
 }
 
 // dirent is one entry of a directory listing.
@@ -531,7 +536,7 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 				n := walkState{s.pat, s.parts[1:], s.lag}
 				switch {
 				case len(n.parts) > 0 && n.parts[0] == "**" && walkSkip[e.name]:
-				case descended && len(n.parts) > 0 && needsList(n.parts) && (e.typ == unix.DT_DIR || e.typ == unix.DT_UNKNOWN) && !walkSkip[e.name]:
+				case descended && w.needsList(n) && (e.typ == unix.DT_DIR || e.typ == unix.DT_UNKNOWN) && !walkSkip[e.name]:
 					// One level deeper than step would count it.
 					n.lag++
 					if carried == nil {
@@ -691,7 +696,7 @@ func (w *walker) step(fd int, dir, name string, typ uint8, states []walkState, d
 		switch {
 		case len(s.parts) == 0:
 			ends = append(ends, s)
-		case needsList(s.parts):
+		case w.needsList(s):
 			toList = append(toList, s)
 		default:
 			passThrough = append(passThrough, s)

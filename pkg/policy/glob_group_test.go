@@ -16,9 +16,18 @@ import (
 // but not list, skipped names), with depth and directory bounds reached.
 func TestGlobGroupedSameAsSeparate(t *testing.T) {
 	names := []string{".vscode", ".roo", ".env", ".crushrc", "kilo.json", ".git", "node_modules", "x", ".helix", "mise.toml"}
+	escapedMatches := 0 // below the prefixes that must be escaped
 	for seed := int64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		root := t.TempDir()
+		if seed%2 == 0 {
+			// A prefix whose names read as wildcards unless escaped.
+			root = filepath.Join(root, `we[i]r*d?\x`)
+			if err := os.Mkdir(root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pr := escapeGlob(root)
 		var dirs []string
 		dirs = append(dirs, root)
 		for i := 0; i < 60; i++ {
@@ -49,14 +58,14 @@ func TestGlobGroupedSameAsSeparate(t *testing.T) {
 			t.Cleanup(func() { os.Chmod(locked, 0o755) })
 		}
 		var pats []globPattern
-		for _, prefix := range []string{root + "/**", root + "/*/**"} {
+		for _, prefix := range []string{pr + "/**", pr + "/*/**"} {
 			for _, n := range names[:6] {
 				if rng.Intn(3) > 0 {
 					pats = append(pats, globPattern{path: prefix + "/" + n, fileOnly: n == ".env", links: rng.Intn(4) == 0, maxDepth: []int{0, 2}[rng.Intn(2)]})
 				}
 			}
 		}
-		pats = append(pats, globPattern{path: root + "/**/.env*", fileOnly: true}, globPattern{path: root + "/*/**/.github/hooks"}, globPattern{path: root + "/**/.roo"}, globPattern{path: root + "/**/.roo"})
+		pats = append(pats, globPattern{path: pr + "/**/.env*", fileOnly: true}, globPattern{path: pr + "/*/**/.github/hooks"}, globPattern{path: pr + "/**/.roo"}, globPattern{path: pr + "/**/.roo"})
 		for _, maxDirs := range []int{25000, 7} {
 			old := walkMaxDirs
 			walkMaxDirs = maxDirs
@@ -73,10 +82,18 @@ func TestGlobGroupedSameAsSeparate(t *testing.T) {
 					t.Errorf("seed %d, max dirs %d, %s: grouped %+v, separate %+v", seed, maxDirs, pats[i].path, got[i], want[i])
 				}
 			}
+			for _, r := range want {
+				if seed%2 == 0 {
+					escapedMatches += len(r.matches)
+				}
+			}
 			if !reflect.DeepEqual(gotLinks, wantLinks) {
 				t.Errorf("seed %d: links %q, want %q", seed, gotLinks, wantLinks)
 			}
 		}
+	}
+	if escapedMatches == 0 {
+		t.Errorf("nothing matched below an escaped prefix: the comparison tested nothing there")
 	}
 }
 
@@ -97,5 +114,30 @@ func TestGroupNamesMerges(t *testing.T) {
 	walked, alts, of := groupNames(pats)
 	if len(walked) != 5 || of[0] != of[1] || !alts[of[0]][".roo"] || !alts[of[0]][".kiro"] || alts[of[2]] != nil || of[5] == of[0] {
 		t.Errorf("groupNames: %v %v %v", walked, alts, of)
+	}
+}
+
+// A pattern's escaped prefix matches the directory it names, whatever
+// characters that holds: the walk looks "we[i]r*d?\x" up as a name.
+func TestGlobEscapedPrefix(t *testing.T) {
+	root := filepath.Join(t.TempDir(), `we[i]r*d?\x`)
+	if err := os.MkdirAll(filepath.Join(root, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(root, ".env"), filepath.Join(root, "a", "b", ".env.local")} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := glob(escapeGlob(root)+"/**/.env*", true)
+	if err != nil || len(g.matches) != 2 {
+		t.Errorf("glob below %q: %v, %v", root, g.matches, err)
+	}
+	pat, ok, err := globPatternOf(lstatCache{}, escapeGlob(root)+"/a/*/.env*")
+	if !ok || err != nil || fixedPart(pat) != filepath.Join(root, "a") {
+		t.Errorf("globPatternOf: %q %v %v, fixed part %q", pat, ok, err, fixedPart(pat))
+	}
+	if unescapeGlob(escapeGlob(root)) != root || hasGlob(escapeGlob(root)) {
+		t.Errorf("escape round trip of %q: %q", root, escapeGlob(root))
 	}
 }

@@ -27,7 +27,7 @@ func (r *resolver) hide() error {
 	var targets []target
 	for _, e := range r.hideList {
 		p := r.absolute(e.Path)
-		if !hasGlob(p) {
+		if !e.pattern {
 			rp, err := r.resolvePath(p, "/")
 			if skippable(err) {
 				continue

@@ -235,11 +235,60 @@ func rebase(p, from, to string) string {
 
 func hasGlob(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '*' || c == '?' || c == '[' {
+		switch s[i] {
+		case '\\':
+			i++ // an escaped character is itself (filepath.Match)
+		case '*', '?', '[':
 			return true
 		}
 	}
 	return false
+}
+
+// escapeGlob escapes what filepath.Match reads as a wildcard or an escape
+// in s: a path from a variable or the current directory pasted into a
+// pattern matches itself (/src/app[v2] is no character class).
+func escapeGlob(s string) string {
+	if !strings.ContainsAny(s, `*?[\`) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// unescapeGlob is the name a pattern part without wildcards stands for:
+// its escapes removed.
+func unescapeGlob(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// literalPrefix is the path the parts of a pattern before its first
+// wildcard name: their escapes removed. n is how many parts that is.
+func literalPrefix(parts []string) (prefix string, n int) {
+	for n < len(parts) && parts[n] != "**" && !hasGlob(parts[n]) {
+		n++
+	}
+	lit := make([]string, n)
+	for i, p := range parts[:n] {
+		lit[i] = unescapeGlob(p)
+	}
+	return "/" + strings.Join(lit, "/"), n
 }
 
 func dedupStrings(in []string) []string {

