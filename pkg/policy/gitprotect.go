@@ -119,7 +119,12 @@ func (r *resolver) gitRepositories(x expandedEntry, pp *protectPass) ([]protecte
 		if err != nil {
 			return nil, e.at.err(err, "%v", err)
 		}
-		r.res.GitAudit = r.newGitAudit(filepath.Dir(filepath.Dir(head)), withLinks.matches, bare, g.unlisted, subs)
+		// The audit's directory is a path, not a pattern: the
+		// pattern's fixed part, its escapes removed (a workspace at
+		// /src/app[v2] stands escaped in head; kept so, the audit
+		// looked for repositories below a directory named
+		// "app\[v2]" and found none: review).
+		r.res.GitAudit = r.newGitAudit(fixedPart(head), withLinks.matches, bare, g.unlisted, subs)
 	}
 	var out []protectedPath
 	for _, q := range paths {

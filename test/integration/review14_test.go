@@ -23,7 +23,8 @@ import (
 // (replayed after a crash), given to Repair (pools), shown by --dry-run
 // as "repositories", and makes within(root, a.workspace) false for the
 // workspace itself. In a workspace without such characters the same run
-// renames sub/.git to sub/.git.nsbox-quarantine.
+// renames sub/.git to sub/.git.nsbox-quarantine. Fixed: the audit's
+// directory is the pattern's fixed part, unescaped.
 func TestReview14NewRepoInSpecialWorkspaceNotQuarantined(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		for _, name := range []string{"plain", "app[v2]", "we?rd", "st*r", `back\slash`} {
