@@ -25,6 +25,7 @@ type policyFlags struct {
 	fs *pflag.FlagSet
 
 	rw, ro, tmpfs, hide, protect []string
+	shallow                      []string
 	env, passEnv, hostAPI        []string
 	allowSocket                  []string
 	cwd, network, hostname       string
@@ -43,7 +44,7 @@ type policyFlags struct {
 // error names what the user typed.
 var flagKeys = map[string]string{
 	"filesystem.rw": "--rw", "filesystem.ro": "--ro", "filesystem.tmpfs": "--tmpfs",
-	"filesystem.hide": "--hide", "filesystem.protect": "--protect",
+	"filesystem.hide": "--hide", "filesystem.protect": "--protect", "filesystem.shallow": "--shallow",
 	"filesystem.input": "--input", "filesystem.output": "--output",
 	"env.set": "--env", "env.pass": "--pass-env", "host_apis": "--host-api",
 	"cwd": "--cwd", "network": "--net", "hostname": "--hostname", "backend": "--backend",
@@ -67,6 +68,7 @@ func (f *policyFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.tmpfs, "tmpfs", nil, "mount an empty tmpfs at `DST` (repeatable)")
 	fl.StringArrayVar(&f.hide, "hide", nil, "make `PATH` read as empty (repeatable; !PATH unhides a profile's entry)")
 	fl.StringArrayVar(&f.protect, "protect", nil, "keep `PATH` read-only inside writable binds, even if it does not exist yet; a pattern (*, **) keeps what it matches, and what the run makes that matches it is renamed NAME.nsbox-quarantine at its end (repeatable; !PATH drops a profile's entry)")
+	fl.StringArrayVar(&f.shallow, "shallow", nil, "search the writable `DIR` at its top level only: the nested hide and protect patterns (**/.git, **/.env*, agent configs) and the end-of-run audit skip what lies below (for a tree too big to walk that git, editors and agents never use; repeatable; !DIR drops a config's entry)")
 	fl.StringVar(&f.input, "input", "", "bind `DIR` read-only at /input")
 	fl.StringVar(&f.output, "output", "", "bind `DIR` read-write at /output")
 	fl.StringVar(&f.cwd, "cwd", "", "working `DIR` inside (default: the workspace, else the current directory when visible, else /)")
@@ -141,6 +143,7 @@ func (f *policyFlags) layer() (*policy.Layer, error) {
 	for _, s := range f.protect {
 		c.Filesystem.Protect = append(c.Filesystem.Protect, policy.ParseEntry(s))
 	}
+	c.Filesystem.Shallow = f.shallow
 	c.Filesystem.Input = str("input", f.input)
 	c.Filesystem.Output = str("output", f.output)
 	for _, k := range f.passEnv {
@@ -248,6 +251,9 @@ type dryRun struct {
 	// (policy.GitAudit): repositories made in the workspace, and what
 	// the run made or changed that the patterns match.
 	Audit *policy.AuditPlan `json:"audit,omitempty"`
+	// Shallow are the writable directories searched at their top level
+	// only (--shallow).
+	Shallow []string `json:"shallow,omitempty"`
 }
 
 type planLine struct {
@@ -295,7 +301,7 @@ func printDryRun(w io.Writer, res *policy.Result) error {
 	out := dryRun{
 		Profile: res.Profile, Layers: res.Layers, Backend: res.Backend, BackendFallback: res.BackendFallback,
 		Workspace: res.Workspace, Policy: res.Policy, Plan: mountPlan(res), Placeholders: res.Placeholders,
-		Warnings: res.Warnings, Audit: res.GitAudit.Plan(),
+		Warnings: res.Warnings, Audit: res.GitAudit.Plan(), Shallow: res.Shallow,
 	}
 	if res.Policy.Network == sandbox.NetworkFiltered && res.Policy.NetFilter != nil {
 		out.NetworkAllow = allowDescribed(res.Policy.NetFilter)

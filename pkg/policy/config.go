@@ -71,6 +71,12 @@ type Filesystem struct {
 	// Protect are host paths that stay read-only inside writable binds,
 	// also when they do not exist yet: "PATH" ("PATH/" for a directory).
 	Protect []PathEntry `toml:"protect" json:"protect,omitempty"`
+	// Shallow are writable directories the nested walks do not search:
+	// the hide and protect entries with "**" skip them, and the run's
+	// audit looks only at their top level. For a tree too big to walk
+	// that git, editors and agents never use (a package cache); "!DIR"
+	// drops a lower layer's.
+	Shallow []string `toml:"shallow" json:"shallow,omitempty"`
 	// Input is bound read-only at /input, Output read-write at /output.
 	Input  *string `toml:"input" json:"input,omitempty"`
 	Output *string `toml:"output" json:"output,omitempty"`

@@ -604,9 +604,9 @@ func (r *resolver) toolPatterns() []string {
 // AuditPlan is what a run's audit will look for when the sandbox has
 // ended, as --dry-run shows it.
 type AuditPlan struct {
-	// Repositories is the directory searched for repositories the run
-	// made ("" when none is).
-	Repositories string `json:"repositories,omitempty"`
+	// Repositories are the directories searched for repositories the
+	// run made.
+	Repositories []string `json:"repositories,omitempty"`
 	// Patterns are the protect entries, as written, whose matches the run
 	// makes or changes are quarantined.
 	Patterns []string `json:"patterns,omitempty"`
@@ -619,7 +619,7 @@ func (a *GitAudit) Plan() *AuditPlan {
 	}
 	p := &AuditPlan{}
 	if !a.noGit {
-		p.Repositories = a.workspace
+		p.Repositories = a.dirs
 	}
 	for _, cp := range a.created {
 		p.Patterns = append(p.Patterns, cp.Written)

@@ -73,7 +73,7 @@ func TestToolPatternsFromProfile(t *testing.T) {
 			t.Errorf("ProtectedPatterns %q lacks %q", got, want)
 		}
 	}
-	res = mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{Protect: []PathEntry{ParseEntry("!$NSBOX_WORKSPACE/*/**/.envrc")}}})})
+	res = mustLoad(t, h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{Protect: []PathEntry{ParseEntry("!$NSBOX_RW/*/**/.envrc")}}})})
 	if slices.Contains(res.Policy.Tools.ProtectedPatterns, "*/**/.envrc") {
 		t.Errorf("a lifted pattern reached the tools: %q", res.Policy.Tools.ProtectedPatterns)
 	}

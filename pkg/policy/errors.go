@@ -23,6 +23,9 @@ var (
 	// (${workspaceFolder} from another editor's config), or the workspace
 	// names one that is unset.
 	ErrUnknownVariable = errors.New("unknown variable")
+	// ErrNotWritableDir: a shallow entry names no writable directory of
+	// the run.
+	ErrNotWritableDir = errors.New("not a writable directory")
 )
 
 // Error is a policy problem, for users: where it is (a file and line, the

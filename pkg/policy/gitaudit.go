@@ -41,10 +41,13 @@ type GitAudit struct {
 	// locked are the directories the run could not look into and
 	// protected whole: the sandbox could not write in them, and the
 	// audit leaves them (and their modes) as they are.
-	locked    []string
-	workspace string
-	roots     []string // writable directories: their top level is checked
-	gitRoots  []string // writable directories that are git directories
+	locked []string
+	// dirs are the directories searched for repositories the run made:
+	// the DIR of every "DIR/**/.git" pattern (the workspace and each
+	// other writable directory, with the base profile).
+	dirs     []string
+	roots    []string // writable directories: their top level is checked
+	gitRoots []string // writable directories that are git directories
 	// submodules are the checkouts the protected indexes record as
 	// gitlinks, read before the run (an index is read-only in it).
 	submodules []string
@@ -104,18 +107,43 @@ func idOf(p string) (fileID, bool) {
 }
 
 // newGitAudit records the git metadata that exists before the run, all of
-// it protected for the run: the .git entries of "DIR/**/.git" (DIR is the
-// workspace), the bare repositories found, the .git at the top of every
-// writable root, and a writable root that is itself a git directory. Never
-// a directory that merely holds a HEAD: a sandbox could prepare one and
-// move it into place in a later run.
-func (r *resolver) newGitAudit(dir string, gits, bare, locked, submodules []string) *GitAudit {
-	a := &GitAudit{workspace: dir, roots: r.rwRoots, known: map[fileID]bool{}, locked: locked, submodules: submodules}
-	add := func(p string) {
-		if id, ok := idOf(p); ok {
-			a.known[id] = true
+// it protected for the run: the .git at the top of every writable root,
+// and a writable root that is itself a git directory; addDir adds what
+// each "DIR/**/.git" pattern found. Never a directory that merely holds a
+// HEAD: a sandbox could prepare one and move it into place in a later run.
+func (r *resolver) newGitAudit() *GitAudit {
+	a := &GitAudit{roots: r.rwRoots, known: map[fileID]bool{}}
+	for _, root := range r.rwRoots {
+		a.addKnown(filepath.Join(root, ".git"))
+		if gitDirLayout(root) {
+			a.gitRoots = append(a.gitRoots, root)
+			a.addKnown(root)
+			a.addKnown(filepath.Join(root, "commondir"))
 		}
 	}
+	return a
+}
+
+func (a *GitAudit) addKnown(p string) {
+	if id, ok := idOf(p); ok {
+		a.known[id] = true
+	}
+}
+
+// addDir adds a directory searched for repositories (the DIR of a
+// "DIR/**/.git" pattern) with what its start's walk found there: the .git
+// entries, the bare repositories, the directories it could not look into
+// and the submodule checkouts of the indexes.
+func (a *GitAudit) addDir(dir string, gits, bare, locked, submodules []string) {
+	// One walk per tree: a writable directory inside another one (--rw
+	// ./sub beside the workspace) is searched with it.
+	if !slices.ContainsFunc(a.dirs, func(d string) bool { return within(dir, d) }) {
+		a.dirs = slices.DeleteFunc(a.dirs, func(d string) bool { return within(d, dir) })
+		a.dirs = append(a.dirs, dir)
+	}
+	a.locked = dedupStrings(append(a.locked, locked...))
+	a.submodules = dedupStrings(append(a.submodules, submodules...))
+	add := a.addKnown
 	for _, p := range gits {
 		add(p)
 	}
@@ -130,15 +158,6 @@ func (r *resolver) newGitAudit(dir string, gits, bare, locked, submodules []stri
 	for _, d := range bare {
 		add(d)
 	}
-	for _, root := range r.rwRoots {
-		add(filepath.Join(root, ".git"))
-		if gitDirLayout(root) {
-			a.gitRoots = append(a.gitRoots, root)
-			add(root)
-			add(filepath.Join(root, "commondir"))
-		}
-	}
-	return a
 }
 
 // Repair does the first part of Run only: a directory the walk cannot
@@ -168,14 +187,16 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 	var out []Quarantined
 	var errs []error
 	var gits, heads []string
-	// One walk for the repositories ("**/.git", "**/HEAD" in the
-	// workspace) and the created patterns.
+	// One walk for the repositories ("**/.git", "**/HEAD" in each
+	// directory searched) and the created patterns.
 	var pats []globPattern
-	gitWalk := a.workspace != "" && !a.noGit
+	gitWalk := len(a.dirs) > 0 && !a.noGit
 	if gitWalk {
-		pats = append(pats,
-			globPattern{path: filepath.Join(escapeGlob(a.workspace), "**", ".git"), links: true},
-			globPattern{path: filepath.Join(escapeGlob(a.workspace), "**", "HEAD"), links: true})
+		for _, d := range a.dirs {
+			pats = append(pats,
+				globPattern{path: filepath.Join(escapeGlob(d), "**", ".git"), links: true},
+				globPattern{path: filepath.Join(escapeGlob(d), "**", "HEAD"), links: true})
+		}
 	}
 	createdGlobs, createdOf := a.createdGlobs()
 	pats = append(pats, createdGlobs...)
@@ -224,7 +245,7 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 			}
 			errs = append(errs, a.foreignDirs(res)...)
 			if slices.ContainsFunc(res, func(r globResult) bool { return r.tooMany || r.truncated }) {
-				where := a.workspace
+				where := strings.Join(a.dirs, ", ")
 				if where == "" {
 					where = strings.Join(a.roots, ", ")
 				}
@@ -236,14 +257,17 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 		return nil, nil
 	}
 	if gitWalk {
-		gits, heads = res[0].matches, res[1].matches
-		res = res[2:]
+		for i := range a.dirs {
+			gits = append(gits, res[2*i].matches...)
+			heads = append(heads, res[2*i+1].matches...)
+		}
+		res = res[2*len(a.dirs):]
 	}
 	if a.noGit {
 		return a.finishCreated(res, createdGlobs, createdOf, links, out, errs)
 	}
 	for _, root := range a.roots {
-		if a.workspace == "" || !within(root, a.workspace) {
+		if !slices.ContainsFunc(a.dirs, func(d string) bool { return within(root, d) }) {
 			gits = append(gits, filepath.Join(root, ".git"))
 			heads = append(heads, filepath.Join(root, "HEAD"))
 		}
@@ -612,7 +636,10 @@ func gitlinks(path string, sha256 bool) []string {
 // MarshalJSON): what a run that was killed before its audit leaves for
 // the next nsbox to finish.
 type gitAuditRecord struct {
-	Workspace  string           `json:"workspace"`
+	// Workspace: the one directory a record of an earlier version
+	// names; read as Dirs.
+	Workspace  string           `json:"workspace,omitempty"`
+	Dirs       []string         `json:"dirs,omitempty"`
 	Roots      []string         `json:"roots"`
 	GitRoots   []string         `json:"gitRoots,omitempty"`
 	Submodules []string         `json:"submodules,omitempty"`
@@ -635,7 +662,7 @@ func (a *GitAudit) Deferred() *GitAudit {
 // MarshalJSON writes the audit with what it trusts, so that another nsbox
 // process can run it (a run killed with SIGKILL cannot).
 func (a *GitAudit) MarshalJSON() ([]byte, error) {
-	rec := gitAuditRecord{Workspace: a.workspace, Roots: a.roots, GitRoots: a.gitRoots, Submodules: a.submodules, Locked: a.locked, Known: [][3]uint64{}, NoGit: a.noGit, Created: a.created, Since: a.since}
+	rec := gitAuditRecord{Dirs: a.dirs, Roots: a.roots, GitRoots: a.gitRoots, Submodules: a.submodules, Locked: a.locked, Known: [][3]uint64{}, NoGit: a.noGit, Created: a.created, Since: a.since}
 	for id := range a.known {
 		rec.Known = append(rec.Known, [3]uint64{id.dev, id.ino, uint64(id.ctime)})
 	}
@@ -648,7 +675,10 @@ func (a *GitAudit) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return err
 	}
-	*a = GitAudit{workspace: rec.Workspace, roots: rec.Roots, gitRoots: rec.GitRoots, submodules: rec.Submodules, locked: rec.Locked, known: map[fileID]bool{}, noGit: rec.NoGit, created: rec.Created, since: rec.Since}
+	if rec.Workspace != "" && !slices.Contains(rec.Dirs, rec.Workspace) {
+		rec.Dirs = append(rec.Dirs, rec.Workspace)
+	}
+	*a = GitAudit{dirs: rec.Dirs, roots: rec.Roots, gitRoots: rec.GitRoots, submodules: rec.Submodules, locked: rec.Locked, known: map[fileID]bool{}, noGit: rec.NoGit, created: rec.Created, since: rec.Since}
 	for _, k := range rec.Known {
 		a.known[fileID{dev: k[0], ino: k[1], ctime: int64(k[2])}] = true
 	}

@@ -87,7 +87,8 @@ func protectGlob(p string) globPattern {
 // ("DIR/**/.git"), the bare repositories below DIR and the .git files of
 // the checked-out submodules the indexes record (also where the walk does
 // not go, node_modules/x, target/: git status at the top enters them). The
-// first such pattern sets the run's git audit.
+// run's git audit searches the DIR of every such pattern again when the
+// sandbox has ended.
 func (r *resolver) gitRepositories(x expandedEntry, pp *protectPass) ([]protectedPath, error) {
 	e := x.entry
 	head, ok := bareRepoPattern(x.Path)
@@ -114,18 +115,18 @@ func (r *resolver) gitRepositories(x expandedEntry, pp *protectPass) ([]protecte
 			paths = append(paths, filepath.Join(sm, ".git"))
 		}
 	}
-	if r.res.GitAudit == nil {
-		withLinks, _, err := r.globAs(p, globPattern{links: true, maxDepth: auditMaxDepth})
-		if err != nil {
-			return nil, e.at.err(err, "%v", err)
-		}
-		// The audit's directory is a path, not a pattern: the
-		// pattern's fixed part, its escapes removed (a workspace at
-		// /src/app[v2] stands escaped in head; kept so, the audit
-		// looked for repositories below a directory named
-		// "app\[v2]" and found none: review).
-		r.res.GitAudit = r.newGitAudit(fixedPart(head), withLinks.matches, bare, g.unlisted, subs)
+	withLinks, _, err := r.globAs(p, globPattern{links: true, maxDepth: auditMaxDepth})
+	if err != nil {
+		return nil, e.at.err(err, "%v", err)
 	}
+	if r.res.GitAudit == nil {
+		r.res.GitAudit = r.newGitAudit()
+	}
+	// The audit's directory is a path, not a pattern: the pattern's
+	// fixed part, its escapes removed (a workspace at /src/app[v2] stands
+	// escaped in head; kept so, the audit looked for repositories below
+	// a directory named "app\[v2]" and found none: review).
+	r.res.GitAudit.addDir(fixedPart(head), withLinks.matches, bare, g.unlisted, subs)
 	var out []protectedPath
 	for _, q := range paths {
 		ok, err := r.protectMatch(x, q, pp)
@@ -311,7 +312,7 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 		return nil, err
 	}
 	if g.tooMany {
-		return nil, fmt.Errorf("matching %s stopped after %d directories, so the bare repositories beyond cannot be protected; if a sandbox made them, remove them", head, walkMaxDirs)
+		return nil, fmt.Errorf("matching %s stopped after %d directories, so the bare repositories beyond cannot be protected; if a sandbox made them, remove them%s", head, walkMaxDirs, r.shallowHint(r.absolute(head)))
 	}
 	var out []string
 	for _, m := range g.matches {

@@ -1147,8 +1147,17 @@ func TestConfigRemovalsApplyToProfile(t *testing.T) {
 	os.MkdirAll(filepath.Join(h.Home, ".ssh"), 0o700)
 	write(t, filepath.Join(h.Cwd, "sub", ".env"), "S=1\n")
 	cfg := filepath.Join(h.ConfigHome, "nsbox", "config.toml")
-	write(t, cfg, "[filesystem]\nhide = [\"!~/.ssh\", \"!$NSBOX_WORKSPACE/**/.env*\"]\n")
+	// The spelling before every writable directory was searched
+	// removes nothing, and says so.
+	write(t, cfg, "[filesystem]\nhide = [\"!$NSBOX_WORKSPACE/**/.env*\"]\n")
 	res := mustLoad(t, h, Request{ConfigFile: cfg})
+	if !hasMount(res.Policy, "hide", filepath.Join(h.Cwd, "sub", ".env")) || !slices.ContainsFunc(res.Warnings, func(w Warning) bool {
+		return strings.Contains(w.Msg, "write !$NSBOX_RW/**/.env*")
+	}) {
+		t.Fatalf("old spelling: want the .env hidden and a warning naming the new one: %+v", res.Warnings)
+	}
+	write(t, cfg, "[filesystem]\nhide = [\"!~/.ssh\", \"!$NSBOX_RW/**/.env*\"]\n")
+	res = mustLoad(t, h, Request{ConfigFile: cfg})
 	if hasMount(res.Policy, "hide", filepath.Join(h.Home, ".ssh")) || hasMount(res.Policy, "hide", filepath.Join(h.Cwd, "sub", ".env")) {
 		t.Fatalf("config removals did not apply: %+v", res.Policy.Mounts)
 	}

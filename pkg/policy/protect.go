@@ -543,7 +543,7 @@ func (r *resolver) globEntry(x expandedEntry, p string, gp globPattern, list str
 		// Fail closed: an earlier sandbox could create that many
 		// directories, sorted before a repository or a .env, to leave it
 		// writable or readable in the next run.
-		return g, false, e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be %s: if a sandbox made them, remove them (for a workspace that big, see %q in docs/profiles.md)", e.Path, walkMaxDirs, done, section)
+		return g, false, e.at.err(nil, "matching %s stopped after %d directories, so what lies beyond cannot be %s: if a sandbox made them, remove them (for a workspace that big, see %q in docs/profiles.md)%s", e.Path, walkMaxDirs, done, section, r.shallowHint(p))
 	}
 	if g.truncated {
 		depth := gp.maxDepth

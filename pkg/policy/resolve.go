@@ -6,12 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
@@ -34,6 +32,8 @@ type Result struct {
 	BackendFallback bool `json:"backendFallback"`
 	// Workspace is the host workspace directory ("" for none).
 	Workspace string `json:"workspace,omitempty"`
+	// Shallow are the writable directories the nested walks skip.
+	Shallow []string `json:"shallow,omitempty"`
 	// Placeholders are host paths that do not exist and that the sandbox
 	// will create, empty and read-only, so that it cannot create them
 	// itself (see Hold).
@@ -248,6 +248,7 @@ func (r *resolver) steps() []step {
 		{"cwd", r.cwdStep},
 		{"host_dirs", r.hostDirs},
 		{"binds", r.binds},
+		{"shallow", r.shallowDirs},
 		// Before protect: a seccomp profile inside a writable bind is
 		// protected like a policy file.
 		{"seccomp", r.seccomp},
@@ -310,6 +311,7 @@ type resolver struct {
 
 	mounts  []mountItem // binds, tmpfs and pins, sorted by depth
 	rwRoots []string    // writable bind sources that are directories ($NSBOX_RW)
+	shallow []string    // those the nested walks skip (shallow.go)
 	// policyFiles are this run's policy files that lie in writable binds.
 	policyFiles []entry
 	protects    []PlanEntry
@@ -393,52 +395,6 @@ func (r *resolver) expandAt(s string, at origin) (string, bool, error) {
 		return "", false, at.err(err, "%v", err)
 	}
 	return v, true, nil
-}
-
-var rwVarRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$(\{NSBOX_RW\}|NSBOX_RW([^A-Za-z0-9_]|$))`) })
-
-// expandEach expands a hide or protect entry: once, or, when it uses
-// $NSBOX_RW, once per writable bind directory.
-func (r *resolver) expandEach(s string, at origin, escape bool) ([]string, error) {
-	if escape {
-		// A pattern: the values go in escaped, to match themselves.
-		saved := r.vars
-		ev := vars{}
-		for k, v := range saved {
-			ev[k] = escapeGlob(v)
-		}
-		r.vars = ev
-		defer func() { r.vars = saved }()
-	}
-	if !rwVarRE().MatchString(s) {
-		v, ok, err := r.expandAt(s, at)
-		if !ok {
-			return nil, err
-		}
-		return []string{v}, nil
-	}
-	var out []string
-	for _, root := range r.rwRoots {
-		vv := vars{}
-		for k, v := range r.vars {
-			vv[k] = v
-		}
-		vv["NSBOX_RW"] = root
-		if escape {
-			vv["NSBOX_RW"] = escapeGlob(root)
-		}
-		saved := r.vars
-		r.vars = vv
-		v, ok, err := r.expandAt(s, at)
-		r.vars = saved
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, v)
-		}
-	}
-	return out, nil
 }
 
 // sortMounts orders mounts parents first, so that a bind inside another

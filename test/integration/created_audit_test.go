@@ -77,7 +77,7 @@ echo made`)
 			t.Errorf("%d quarantine warnings, want %d: %q", n, len(quarantined), r.stderr)
 		}
 		b, _ := os.ReadFile(status)
-		if n := strings.Count(string(b), `"pattern":"$NSBOX_WORKSPACE/*/**/`); n != len(quarantined) {
+		if n := strings.Count(string(b), `"pattern":"$NSBOX_RW/*/**/`); n != len(quarantined) {
 			t.Errorf("%d quarantined events with their pattern, want %d: %s", n, len(quarantined), b)
 		}
 
@@ -91,7 +91,7 @@ echo made`)
 		}
 
 		// Lifted: a trusted run keeps what it makes.
-		r = u.sh(t, &runOpts{dir: ws}, []string{"--protect", "!$NSBOX_WORKSPACE/*/**/.envrc"}, `echo 'use nix' > other/.envrc && echo ok`)
+		r = u.sh(t, &runOpts{dir: ws}, []string{"--protect", "!$NSBOX_RW/*/**/.envrc"}, `echo 'use nix' > other/.envrc && echo ok`)
 		expectCode(t, r, 0)
 		if !exists(filepath.Join(ws, "other", ".envrc")) || strings.Contains(r.stderr, "protected pattern") {
 			t.Errorf("a lifted pattern was audited; stderr %q", r.stderr)
@@ -114,7 +114,7 @@ func TestCreatedAgentFilesRefusedByTools(t *testing.T) {
 			t.Errorf("sub/.vscode was made")
 		}
 		prof := filepath.Join(u.tempDir(t), "trusted.toml")
-		u.writeFile(t, prof, "extend = \"workspace\"\n[filesystem]\nprotect = [\"!$NSBOX_WORKSPACE/*/**/.envrc\"]\n", 0o644)
+		u.writeFile(t, prof, "extend = \"workspace\"\n[filesystem]\nprotect = [\"!$NSBOX_RW/*/**/.envrc\"]\n", 0o644)
 		tr, _ = u.callTool(t, ws, "write_file", `{"path":"sub/.envrc","content":"use nix\n"}`, "--profile", prof)
 		if !tr.Success || !exists(filepath.Join(ws, "sub", ".envrc")) {
 			t.Errorf("write_file sub/.envrc with its pattern lifted: %v %q", tr.Success, tr.err())
@@ -130,14 +130,14 @@ func TestCreatedAgentFilesDryRun(t *testing.T) {
 		expectCode(t, r, 0)
 		var out struct {
 			Audit struct {
-				Repositories string   `json:"repositories"`
+				Repositories []string `json:"repositories"`
 				Patterns     []string `json:"patterns"`
 			} `json:"audit"`
 		}
 		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 			t.Fatalf("dry run: %v\n%s", err, r.stdout)
 		}
-		if out.Audit.Repositories == "" || !slices.Contains(out.Audit.Patterns, "$NSBOX_WORKSPACE/*/**/.vscode") {
+		if !slices.Contains(out.Audit.Repositories, ws) || !slices.Contains(out.Audit.Patterns, "$NSBOX_RW/*/**/.vscode") {
 			t.Errorf("dry run audit %+v", out.Audit)
 		}
 	})

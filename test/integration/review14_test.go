@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +46,12 @@ echo done`)
 				t.Errorf("workspace %q: sub/.git made by the sandbox was not quarantined; stderr %q", ws, r.stderr)
 			}
 			d := u.run(t, &runOpts{dir: ws}, "run", "--dry-run", "--", "true")
-			if !strings.Contains(d.stdout+d.stderr, `"repositories": "`+strings.ReplaceAll(ws, `\`, `\\`)+`"`) {
+			var plan struct {
+				Audit struct {
+					Repositories []string `json:"repositories"`
+				} `json:"audit"`
+			}
+			if err := json.Unmarshal([]byte(d.stdout), &plan); err != nil || !slices.Contains(plan.Audit.Repositories, ws) {
 				t.Errorf("workspace %q: --dry-run audit plan does not name the workspace as the directory searched for repositories", ws)
 			}
 		}

@@ -1,0 +1,149 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Every writable directory is searched like the workspace: the base
+// profile's nested entries ("$NSBOX_RW/**/.git", "$NSBOX_RW/**/.env*",
+// "$NSBOX_RW/*/**/.vscode" ...) expand once per writable directory, and
+// the run's audit looks for the repositories and agent files a run made in
+// each. A directory given with --rw is no less the host's than the
+// workspace: git run in a repository there, an editor or agent opened on
+// a project there, runs what the sandbox left in it.
+//
+// A tree too big for the walk's bound (a package cache of 60,000
+// directories) stops the run, as a workspace that big does: an earlier
+// sandbox could have made it that big to hide what it planted. The user
+// who will not run git, an editor or an agent there says so by name,
+// `--shallow DIR` (filesystem.shallow): the nested entries skip DIR, whose
+// top level stays hidden and protected ($NSBOX_RW/NAME) and audited.
+
+// shallowDirs is the "shallow" step: the writable directories the nested
+// walks skip, each named by its real path and each a writable directory
+// of this run (a shallow entry for anything else would loosen nothing,
+// and a typo would stay unnoticed).
+func (r *resolver) shallowDirs() error {
+	for _, e := range r.m.shallow {
+		v, ok, err := r.expandAt(e.v, e.at)
+		if !ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		rp, err := r.resolvePath(v, r.h.Cwd)
+		if err != nil {
+			return e.at.err(err, "%v", err)
+		}
+		if !slices.Contains(r.rwRoots, rp.Path) {
+			return e.at.err(ErrNotWritableDir, "%s is not a writable directory of this run (writable: %s): only a whole writable directory can be left unsearched", rp.Path, strings.Join(r.rwRoots, ", "))
+		}
+		r.shallow = append(r.shallow, rp.Path)
+	}
+	r.shallow = dedupStrings(r.shallow)
+	r.res.Shallow = r.shallow
+	r.oldSpellings()
+	return nil
+}
+
+// nestedWalk reports whether a hide or protect entry searches below the
+// top of a writable directory ("**"): what a shallow directory skips.
+func nestedWalk(s string) bool { return strings.Contains(s, "**") }
+
+// shallowHint is the end of a walk's too-big error for the pattern p:
+// the knob that skips the writable directory it searches (the innermost
+// one that holds its start).
+func (r *resolver) shallowHint(p string) string {
+	dir := ""
+	for _, root := range r.rwRoots {
+		if within(fixedPart(p), root) && len(root) > len(dir) {
+			dir = root
+		}
+	}
+	if dir == "" {
+		return ""
+	}
+	return "; a writable directory you will not run git, an editor or an agent in can be left unsearched with --shallow " + dir + " (filesystem.shallow)"
+}
+
+var rwVarRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$(\{NSBOX_RW\}|NSBOX_RW([^A-Za-z0-9_]|$))`) })
+
+// expandEach expands a hide or protect entry: once, or, when it uses
+// $NSBOX_RW, once per writable bind directory (for a nested entry, each
+// one not shallow).
+func (r *resolver) expandEach(s string, at origin, escape bool) ([]string, error) {
+	if escape {
+		// A pattern: the values go in escaped, to match themselves.
+		saved := r.vars
+		ev := vars{}
+		for k, v := range saved {
+			ev[k] = escapeGlob(v)
+		}
+		r.vars = ev
+		defer func() { r.vars = saved }()
+	}
+	if !rwVarRE().MatchString(s) {
+		v, ok, err := r.expandAt(s, at)
+		if !ok {
+			return nil, err
+		}
+		return []string{v}, nil
+	}
+	var out []string
+	for _, root := range r.rwRoots {
+		if nestedWalk(s) && slices.Contains(r.shallow, root) {
+			continue
+		}
+		vv := vars{}
+		for k, v := range r.vars {
+			vv[k] = v
+		}
+		vv["NSBOX_RW"] = root
+		if escape {
+			vv["NSBOX_RW"] = escapeGlob(root)
+		}
+		saved := r.vars
+		r.vars = vv
+		v, ok, err := r.expandAt(s, at)
+		r.vars = saved
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// oldSpellings warns about a removal that names a base-profile entry by
+// its spelling before every writable directory was searched
+// ("!$NSBOX_WORKSPACE/**/.git"): it removes nothing now, and the entry it
+// meant to drop, "$NSBOX_RW/**/.git", stays.
+func (r *resolver) oldSpellings() {
+	for _, l := range r.layers {
+		fs := &l.Config.Filesystem
+		for i, list := range [][]PathEntry{fs.Hide, fs.Protect} {
+			key, merged := "filesystem.hide", r.m.hide
+			if i == 1 {
+				key, merged = "filesystem.protect", r.m.protect
+			}
+			for j, e := range list {
+				rest, ok := strings.CutPrefix(e.Path, "$NSBOX_WORKSPACE/")
+				if !e.Remove || !ok || !nestedWalk(rest) {
+					continue
+				}
+				now := "$NSBOX_RW/" + rest
+				if slices.ContainsFunc(merged, func(m entry) bool { return m.Path == now }) {
+					at := origin{layer: l, key: fmt.Sprintf("%s[%d]", key, j)}
+					r.warn(at.warn(false, "!%s removes nothing: the base profile names it %s (every writable directory is searched, the workspace included); write !%s", e.Path, now, now))
+				}
+			}
+		}
+	}
+}
