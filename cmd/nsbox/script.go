@@ -28,6 +28,7 @@ type scriptFlags struct {
 	allowHost []string
 	env       []string
 	workdir   string
+	shallow   []string
 	readHost  bool
 	noSandbox bool
 }
@@ -69,6 +70,7 @@ sandbox violation naming the path.`,
 	fl.StringArrayVar(&f.allowHost, "allow-host", nil, "give the script a filtered network reaching `PATTERN` only (NAME, *.SUFFIX, NAME:PORT; repeatable)")
 	fl.StringArrayVar(&f.env, "env", nil, "set `K=V` for the script (repeatable)")
 	fl.StringVar(&f.workdir, "workdir", "", "run in this existing `DIR` (writable) instead of the fresh work directory")
+	fl.StringArrayVar(&f.shallow, "shallow", nil, "search `DIR` (the --workdir) at its top level only: nested repositories, .env files and agent configs below it are neither protected nor audited (for a tree too big to walk; repeatable)")
 	fl.BoolVar(&f.readHost, "read-host", false, "let the script read the whole host file system (read-only; credentials and .env files still hidden), not only the system directories and its work directory")
 	fl.BoolVar(&f.noSandbox, "no-sandbox", false, "run WITHOUT any isolation, directly on the host (for debugging)")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -201,7 +203,8 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 		flags.Workspace = &f.workdir
 		flags.Filesystem.RW = []policy.PathEntry{{Path: "$NSBOX_WORKSPACE"}}
 	}
-	l := &policy.Layer{Kind: policy.KindFlags, Name: "command line", Config: flags, KeyNames: map[string]string{"workspace": "--workdir", "filesystem.rw": "--workdir", "filesystem.host_dirs": "the script's system directories"}}
+	flags.Filesystem.Shallow = f.shallow
+	l := &policy.Layer{Kind: policy.KindFlags, Name: "command line", Config: flags, KeyNames: map[string]string{"workspace": "--workdir", "filesystem.rw": "--workdir", "filesystem.shallow": "--shallow", "filesystem.host_dirs": "the script's system directories"}}
 	req := policy.Request{Profile: "strict", Flags: l}
 	res, hold, err := resolveHeld(func(h policy.Host) (*policy.Preview, error) { return policy.Peek(h, req) }, host)
 	if err != nil {

@@ -54,6 +54,7 @@ func (f *sessionFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.workspace, "workspace", "", "workspace `DIR` the tools are confined to (default: the current directory)")
 	fl.StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (default: the config's, else workspace)")
 	fl.IntVar(&f.maxOutput, "max-output", 0, "output budget of each call in `CHARACTERS` (default: the config's tools.max_output, else 30000)")
+	fl.StringArrayVar(&f.shallow, "shallow", nil, "search the writable `DIR` at its top level only: nested repositories, .env files and agent configs below it are neither protected nor audited (for a tree too big to walk; repeatable)")
 	fl.DurationVar(&f.idle, "idle", defaultIdle, "end the session after `DURATION` without a call")
 	fl.IntVar(&f.owner, "owner", -1, "end the session when process `PID` ends (default: the process that ran this nsbox; 0: none)")
 }
@@ -69,6 +70,9 @@ func (f *sessionFlags) args(owner int) []string {
 	}
 	if f.maxOutput != 0 {
 		a = append(a, "--max-output", strconv.Itoa(f.maxOutput))
+	}
+	for _, d := range f.shallow {
+		a = append(a, "--shallow", d)
 	}
 	return a
 }

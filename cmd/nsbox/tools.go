@@ -133,6 +133,7 @@ type toolsCallFlags struct {
 	timeout   time.Duration
 	maxOutput int
 	session   string
+	shallow   []string
 }
 
 func newToolsCallCmd() *cobra.Command {
@@ -177,6 +178,7 @@ could not run it.`,
 	}
 	cmd.Flags().StringVar(&f.workspace, "workspace", "", "workspace `DIR` the tools are confined to (default: the current directory)")
 	cmd.Flags().StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (default: the config's, else workspace)")
+	cmd.Flags().StringArrayVar(&f.shallow, "shallow", nil, "search the writable `DIR` at its top level only: nested repositories, .env files and agent configs below it are neither protected nor audited (for a tree too big to walk; repeatable)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "per-call timeout (default: 30s)")
 	cmd.Flags().StringVar(&f.session, "session", "", "call in the named session `NAME` (nsbox session), started when not running: /tmp, background processes and installed packages persist between calls")
 	cmd.Flags().IntVar(&f.maxOutput, "max-output", 0, fmt.Sprintf("output budget in `CHARACTERS`: longer output keeps its head and tail around a marker (default: the config's tools.max_output, else %d)", tools.DefaultMaxOutput))
@@ -196,6 +198,7 @@ func toolsPreview(f *toolsCallFlags) (*policy.Preview, error) {
 	if f.workspace != "" {
 		l.Config.Workspace = &f.workspace
 	}
+	l.Config.Filesystem.Shallow = f.shallow
 	if f.maxOutput != 0 {
 		if f.maxOutput < 0 {
 			return nil, fmt.Errorf("--max-output %d: must be a positive number of characters", f.maxOutput)

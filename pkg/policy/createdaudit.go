@@ -133,6 +133,13 @@ func (r *resolver) auditCreated() {
 			pats = append(pats, cp)
 		}
 	}
+	if r.res.GitAudit == nil && r.shallowRepos {
+		// The pattern of repositories is there, only shallow
+		// directories left it no expansion: their top level is still
+		// audited (a bare repository's layout made there: the roots'
+		// check in Run).
+		r.res.GitAudit = r.newGitAudit()
+	}
 	if len(pats) == 0 {
 		r.res.GitAudit.stamp() // for its directories of other users (foreignDirs)
 		return

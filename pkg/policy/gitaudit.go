@@ -124,6 +124,21 @@ func (r *resolver) newGitAudit() *GitAudit {
 	return a
 }
 
+// walkedWith reports whether the walk of dir reaches inner: inner lies
+// within dir, and no directory on the way is one the walk skips.
+// Invariant: a directory is only left to another's walk when that walk
+// enters it. A workspace in ~/src/app/node_modules/lib with --rw ~/src,
+// or --rw ./node_modules beside the workspace, lies below a name the
+// "**" walk never enters (walkSkip): searched "with" the outer one, a
+// repository the run made there went unseen (review 15).
+func walkedWith(inner, dir string) bool {
+	if !within(inner, dir) {
+		return false
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(inner, dir), "/")
+	return rel == "" || !slices.ContainsFunc(strings.Split(rel, "/"), func(c string) bool { return walkSkip[c] })
+}
+
 func (a *GitAudit) addKnown(p string) {
 	if id, ok := idOf(p); ok {
 		a.known[id] = true
@@ -135,10 +150,10 @@ func (a *GitAudit) addKnown(p string) {
 // entries, the bare repositories, the directories it could not look into
 // and the submodule checkouts of the indexes.
 func (a *GitAudit) addDir(dir string, gits, bare, locked, submodules []string) {
-	// One walk per tree: a writable directory inside another one (--rw
-	// ./sub beside the workspace) is searched with it.
-	if !slices.ContainsFunc(a.dirs, func(d string) bool { return within(dir, d) }) {
-		a.dirs = slices.DeleteFunc(a.dirs, func(d string) bool { return within(d, dir) })
+	// One walk per tree: a writable directory the walk of another one
+	// enters (--rw ./sub beside the workspace) is searched with it.
+	if !slices.ContainsFunc(a.dirs, func(d string) bool { return walkedWith(dir, d) }) {
+		a.dirs = slices.DeleteFunc(a.dirs, func(d string) bool { return walkedWith(d, dir) })
 		a.dirs = append(a.dirs, dir)
 	}
 	a.locked = dedupStrings(append(a.locked, locked...))
@@ -267,7 +282,7 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 		return a.finishCreated(res, createdGlobs, createdOf, links, out, errs)
 	}
 	for _, root := range a.roots {
-		if !slices.ContainsFunc(a.dirs, func(d string) bool { return within(root, d) }) {
+		if !slices.ContainsFunc(a.dirs, func(d string) bool { return walkedWith(root, d) }) {
 			gits = append(gits, filepath.Join(root, ".git"))
 			heads = append(heads, filepath.Join(root, "HEAD"))
 		}

@@ -68,7 +68,7 @@ type merged struct {
 	rw, ro, tmpfs, hide, protect               []entry
 	input, output                              sval
 	envClear                                   bval
-	envPass, hostAPIs, blocked, shallow        []sentry
+	envPass, hostAPIs, blocked                 []sentry
 	envSet                                     map[string]sval
 	memory, timeout, tmpSize                   sval
 	pids                                       *int64
@@ -165,7 +165,6 @@ func (m *merged) configRemovals(l *Layer) {
 	m.tmpfs = removeEntries(m.tmpfs, fs.Tmpfs)
 	m.hide = removeEntries(m.hide, fs.Hide)
 	m.protect = removeEntries(m.protect, fs.Protect)
-	m.shallow = removeStrings(m.shallow, fs.Shallow)
 	m.hostAPIs = removeStrings(m.hostAPIs, c.HostAPIs)
 	m.unixAllow = removeStrings(m.unixAllow, c.UnixSockets.Allow)
 	m.envPass = removeStrings(m.envPass, c.Env.Pass)
@@ -219,7 +218,6 @@ func merge(layers []*Layer) *merged {
 		m.tmpfs = addEntries(m.tmpfs, fs.Tmpfs, l, "filesystem.tmpfs", rank)
 		m.hide = addEntries(m.hide, fs.Hide, l, "filesystem.hide", rank)
 		m.protect = addEntries(m.protect, fs.Protect, l, "filesystem.protect", rank)
-		m.shallow = addStrings(m.shallow, fs.Shallow, l, "filesystem.shallow", rank)
 		setS(&m.input, fs.Input, l, "filesystem.input", rank)
 		setS(&m.output, fs.Output, l, "filesystem.output", rank)
 

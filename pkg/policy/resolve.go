@@ -312,6 +312,8 @@ type resolver struct {
 	mounts  []mountItem // binds, tmpfs and pins, sorted by depth
 	rwRoots []string    // writable bind sources that are directories ($NSBOX_RW)
 	shallow []string    // those the nested walks skip (shallow.go)
+	// shallowRepos: a pattern of repositories skipped a shallow one.
+	shallowRepos bool
 	// policyFiles are this run's policy files that lie in writable binds.
 	policyFiles []entry
 	protects    []PlanEntry

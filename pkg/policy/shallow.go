@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -27,26 +28,71 @@ import (
 // walks skip, each named by its real path and each a writable directory
 // of this run (a shallow entry for anything else would loosen nothing,
 // and a typo would stay unnoticed).
+//
+// Invariant: a removal ("!DIR") names a directory as an entry does, by
+// its real path, never by its text: --shallow '!/w/' must undo a config's
+// shallow = ["$NSBOX_WORKSPACE"] for /w, or the user's request for the
+// protections back was dropped without a word (review 15); one that
+// removes nothing says so. The order is the merge's for lists: the
+// layers below the command line, the config file's removals after them
+// (it ranks below the profile, and dropping a profile's entry is what
+// they are for), then the command line's entries.
 func (r *resolver) shallowDirs() error {
-	for _, e := range r.m.shallow {
-		v, ok, err := r.expandAt(e.v, e.at)
+	set := []string{}
+	apply := func(l *Layer, i int, raw string) error {
+		at := origin{layer: l, key: fmt.Sprintf("filesystem.shallow[%d]", i)}
+		remove := strings.HasPrefix(raw, "!")
+		v, ok, err := r.expandAt(strings.TrimPrefix(raw, "!"), at)
 		if !ok {
-			if err != nil {
-				return err
-			}
-			continue
+			return err
 		}
 		rp, err := r.resolvePath(v, r.h.Cwd)
 		if err != nil {
-			return e.at.err(err, "%v", err)
+			return at.err(err, "%v", err)
 		}
-		if !slices.Contains(r.rwRoots, rp.Path) {
-			return e.at.err(ErrNotWritableDir, "%s is not a writable directory of this run (writable: %s): only a whole writable directory can be left unsearched", rp.Path, strings.Join(r.rwRoots, ", "))
+		if !remove {
+			if !slices.Contains(r.rwRoots, rp.Path) {
+				return at.err(ErrNotWritableDir, "%s is not a writable directory of this run (writable: %s): only a whole writable directory can be left unsearched", rp.Path, strings.Join(r.rwRoots, ", "))
+			}
+			if !slices.Contains(set, rp.Path) {
+				set = append(set, rp.Path)
+			}
+			return nil
 		}
-		r.shallow = append(r.shallow, rp.Path)
+		n := len(set)
+		set = slices.DeleteFunc(set, func(d string) bool { return d == rp.Path })
+		if len(set) == n {
+			r.warn(at.warn(false, "%s removes nothing: %s is not a shallow directory of this run", raw, rp.Path))
+		}
+		return nil
 	}
-	r.shallow = dedupStrings(r.shallow)
-	r.res.Shallow = r.shallow
+	each := func(keep func(l *Layer, raw string) bool) error {
+		for _, l := range r.layers {
+			for i, raw := range l.Config.Filesystem.Shallow {
+				if keep(l, raw) {
+					if err := apply(l, i, raw); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	isRemoval := func(raw string) bool { return strings.HasPrefix(raw, "!") }
+	if err := each(func(l *Layer, raw string) bool {
+		return l.Kind != KindFlags && (l.Kind != KindConfig || !isRemoval(raw))
+	}); err != nil {
+		return err
+	}
+	if err := each(func(l *Layer, raw string) bool { return l.Kind == KindConfig && isRemoval(raw) }); err != nil {
+		return err
+	}
+	if err := each(func(l *Layer, raw string) bool { return l.Kind == KindFlags }); err != nil {
+		return err
+	}
+	sort.Strings(set)
+	r.shallow = set
+	r.res.Shallow = set
 	r.oldSpellings()
 	return nil
 }
@@ -68,7 +114,9 @@ func (r *resolver) shallowHint(p string) string {
 	if dir == "" {
 		return ""
 	}
-	return "; a writable directory you will not run git, an editor or an agent in can be left unsearched with --shallow " + dir + " (filesystem.shallow)"
+	// Both spellings: every command that resolves a policy takes the
+	// flag, and the config file's key reaches them all.
+	return fmt.Sprintf("; a writable directory you will not run git, an editor or an agent in can be left unsearched with --shallow %s (or shallow = [%q] under [filesystem] in your config file)", dir, dir)
 }
 
 var rwVarRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$(\{NSBOX_RW\}|NSBOX_RW([^A-Za-z0-9_]|$))`) })
@@ -97,6 +145,9 @@ func (r *resolver) expandEach(s string, at origin, escape bool) ([]string, error
 	var out []string
 	for _, root := range r.rwRoots {
 		if nestedWalk(s) && slices.Contains(r.shallow, root) {
+			if _, ok := bareRepoPattern(s); ok {
+				r.shallowRepos = true
+			}
 			continue
 		}
 		vv := vars{}
