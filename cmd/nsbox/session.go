@@ -533,8 +533,8 @@ func toolsCallSession(f *toolsCallFlags, session, name, raw string) error {
 		}
 	} else if err != nil {
 		return &exitError{code: 2, msg: "tools call: --session: " + err.Error()}
-	} else if f.workspace != "" || f.profile != "" || f.maxOutput != 0 {
-		fmt.Fprintf(os.Stderr, "nsbox: session %s is running: its --workspace, --profile and --max-output were fixed when it started; these are ignored\n", session)
+	} else if f.workspace != "" || f.profile != "" || f.maxOutput != 0 || len(f.shallow) > 0 {
+		fmt.Fprintf(os.Stderr, "nsbox: session %s is running: its --workspace, --profile, --max-output and --shallow were fixed when it started; these are ignored\n", session)
 	}
 	resp, err := d.Call(session, sessiond.Request{Op: "call", Tool: name, Args: json.RawMessage(raw), TimeoutMs: f.timeout.Milliseconds()})
 	if err != nil {

@@ -149,6 +149,7 @@ func (r *resolver) auditCreated() {
 		// No repositories are audited (their pattern was removed): the
 		// audit looks for the created patterns' matches only.
 		a = &GitAudit{noGit: true, roots: r.rwRoots, known: map[fileID]bool{}}
+		a.placeAll(r.rwRoots)
 		r.res.GitAudit = a
 	}
 	for id := range known {

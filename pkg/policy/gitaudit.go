@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -60,6 +61,10 @@ type GitAudit struct {
 	// time (ns, real-time clock) from which a change is the run's.
 	created []createdPattern
 	since   int64
+	// places are the writable roots and searched directories as they
+	// were at the start: checked again before the audit uses their paths
+	// (verifyPlaces).
+	places map[string]fileID
 }
 
 // fileID is what the audit trusts a pre-existing entry by. Directories
@@ -113,6 +118,7 @@ func idOf(p string) (fileID, bool) {
 // HEAD: a sandbox could prepare one and move it into place in a later run.
 func (r *resolver) newGitAudit() *GitAudit {
 	a := &GitAudit{roots: r.rwRoots, known: map[fileID]bool{}}
+	a.placeAll(r.rwRoots)
 	for _, root := range r.rwRoots {
 		a.addKnown(filepath.Join(root, ".git"))
 		if gitDirLayout(root) {
@@ -152,6 +158,7 @@ func (a *GitAudit) addKnown(p string) {
 func (a *GitAudit) addDir(dir string, gits, bare, locked, submodules []string) {
 	// One walk per tree: a writable directory the walk of another one
 	// enters (--rw ./sub beside the workspace) is searched with it.
+	a.placeAll([]string{dir})
 	if !slices.ContainsFunc(a.dirs, func(d string) bool { return walkedWith(dir, d) }) {
 		a.dirs = slices.DeleteFunc(a.dirs, func(d string) bool { return walkedWith(d, dir) })
 		a.dirs = append(a.dirs, dir)
@@ -199,6 +206,80 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 	if a == nil {
 		return nil, nil
 	}
+	c, moved := a.verifyPlaces()
+	out, err := c.run()
+	return out, errors.Join(moved, err)
+}
+
+// placeAll records the directories ps (real paths, no symlink in them)
+// as they are now.
+func (a *GitAudit) placeAll(ps []string) {
+	if a.places == nil {
+		a.places = map[string]fileID{}
+	}
+	for _, p := range ps {
+		if id, ok := idOf(p); ok {
+			a.places[p] = id
+		}
+	}
+}
+
+// verifyPlaces returns the audit without the writable roots, searched
+// directories and created patterns whose place the sandbox moved or
+// replaced, and an error naming them.
+//
+// Invariant: the audit uses a root's or a searched directory's path only
+// while it still leads, with no symlink, to the directory it named at the
+// start. Their paths are real paths, but one inside another writable
+// directory runs through names the sandbox could rename: it moved
+// ~/o/node_modules away and put a link to ../victim in its place, and the
+// audit, walking and renaming below the workspace ~/o/node_modules/ws by
+// its path, quarantined the .git of a project it could never write; or it
+// moved the --rw ./sub/inner the workspace's walk was to cover below
+// node_modules, which that walk never enters (review 16). Every sandbox
+// process is dead when the audit runs, so nothing changes after the
+// check. A place it cannot verify is left out, loudly: the user is told
+// to look before using git there.
+func (a *GitAudit) verifyPlaces() (*GitAudit, error) {
+	var moved []string
+	for p, id := range a.places {
+		if !sameDirNoSymlink(p, id) {
+			moved = append(moved, p)
+		}
+	}
+	if len(moved) == 0 {
+		return a, nil
+	}
+	sort.Strings(moved)
+	in := func(p string) bool { return slices.ContainsFunc(moved, func(m string) bool { return within(p, m) }) }
+	c := *a
+	c.roots = slices.DeleteFunc(slices.Clone(a.roots), in)
+	c.dirs = slices.DeleteFunc(slices.Clone(a.dirs), in)
+	c.created = slices.DeleteFunc(slices.Clone(a.created), func(cp createdPattern) bool { return in(fixedPart(cp.Path)) })
+	return &c, fmt.Errorf("%w: the sandbox moved or replaced %s (or a directory above it) during the run: it was not searched; a repository or agent file it made there may run its code when you use git or open it in an editor or agent: look before you do", ErrGitAuditIncomplete, strings.Join(moved, ", "))
+}
+
+// sameDirNoSymlink reports whether the absolute path p leads, without a
+// symlink on the way, to the directory id. Looked up component by
+// component with lstat: nothing races it (see verifyPlaces).
+func sameDirNoSymlink(p string, id fileID) bool {
+	cur := "/"
+	for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		cur = filepath.Join(cur, c)
+		var st unix.Stat_t
+		if unix.Lstat(cur, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return false
+		}
+	}
+	got, ok := idOf(p)
+	return ok && got.dev == id.dev && got.ino == id.ino
+}
+
+// run is Run on verified places.
+func (a *GitAudit) run() ([]Quarantined, error) {
 	var out []Quarantined
 	var errs []error
 	var gits, heads []string
@@ -653,16 +734,17 @@ func gitlinks(path string, sha256 bool) []string {
 type gitAuditRecord struct {
 	// Workspace: the one directory a record of an earlier version
 	// names; read as Dirs.
-	Workspace  string           `json:"workspace,omitempty"`
-	Dirs       []string         `json:"dirs,omitempty"`
-	Roots      []string         `json:"roots"`
-	GitRoots   []string         `json:"gitRoots,omitempty"`
-	Submodules []string         `json:"submodules,omitempty"`
-	Locked     []string         `json:"locked,omitempty"`
-	Known      [][3]uint64      `json:"known"` // device, inode, ctime (ns)
-	NoGit      bool             `json:"noGit,omitempty"`
-	Created    []createdPattern `json:"created,omitempty"`
-	Since      int64            `json:"since,omitempty"`
+	Workspace  string               `json:"workspace,omitempty"`
+	Dirs       []string             `json:"dirs,omitempty"`
+	Roots      []string             `json:"roots"`
+	GitRoots   []string             `json:"gitRoots,omitempty"`
+	Submodules []string             `json:"submodules,omitempty"`
+	Locked     []string             `json:"locked,omitempty"`
+	Known      [][3]uint64          `json:"known"` // device, inode, ctime (ns)
+	NoGit      bool                 `json:"noGit,omitempty"`
+	Created    []createdPattern     `json:"created,omitempty"`
+	Since      int64                `json:"since,omitempty"`
+	Places     map[string][2]uint64 `json:"places,omitempty"` // device, inode
 }
 
 // Deferred returns the audit of a run that was killed before it ran it
@@ -681,6 +763,12 @@ func (a *GitAudit) MarshalJSON() ([]byte, error) {
 	for id := range a.known {
 		rec.Known = append(rec.Known, [3]uint64{id.dev, id.ino, uint64(id.ctime)})
 	}
+	if len(a.places) > 0 {
+		rec.Places = map[string][2]uint64{}
+		for p, id := range a.places {
+			rec.Places[p] = [2]uint64{id.dev, id.ino}
+		}
+	}
 	return json.Marshal(rec)
 }
 
@@ -696,6 +784,12 @@ func (a *GitAudit) UnmarshalJSON(b []byte) error {
 	*a = GitAudit{dirs: rec.Dirs, roots: rec.Roots, gitRoots: rec.GitRoots, submodules: rec.Submodules, locked: rec.Locked, known: map[fileID]bool{}, noGit: rec.NoGit, created: rec.Created, since: rec.Since}
 	for _, k := range rec.Known {
 		a.known[fileID{dev: k[0], ino: k[1], ctime: int64(k[2])}] = true
+	}
+	for p, id := range rec.Places {
+		if a.places == nil {
+			a.places = map[string]fileID{}
+		}
+		a.places[p] = fileID{dev: id[0], ino: id[1]}
 	}
 	return nil
 }

@@ -51,6 +51,13 @@ func (r *resolver) shallowDirs() error {
 			return at.err(err, "%v", err)
 		}
 		if !remove {
+			if !slices.Contains(r.rwRoots, rp.Path) && l.Kind != KindFlags {
+				// A config's or profile's entry for a directory this run
+				// does not make writable (a cache given with --rw in
+				// other runs) applies to no run but those (review 16).
+				r.warn(at.warn(true, "%s is not a writable directory of this run; shallow entry skipped", rp.Path))
+				return nil
+			}
 			if !slices.Contains(r.rwRoots, rp.Path) {
 				return at.err(ErrNotWritableDir, "%s is not a writable directory of this run (writable: %s): only a whole writable directory can be left unsearched", rp.Path, strings.Join(r.rwRoots, ", "))
 			}
