@@ -171,6 +171,14 @@ func removePlaceholders(rootFD int, root string, list []Placeholder, ids []*Made
 	for i, p := range list {
 		st, err := ps.stat(p)
 		if err != nil {
+			// Gone: nothing to remove. Not looked up (the sandbox made
+			// the workspace, or a directory on the way, unreadable; the
+			// audit gives it back only later): left to a later nsbox,
+			// which removes it once it can (review 16: ~22 empty
+			// placeholders stayed in the workspace for good).
+			if errors.Is(err, unix.EACCES) {
+				busy = append(busy, i)
+			}
 			continue
 		}
 		if ids != nil && ids[i] != nil && (st.dev != ids[i].Dev || st.ino != ids[i].Ino || st.born != ids[i].Born) {
@@ -274,6 +282,11 @@ func (ps *parents) parent(p Placeholder) (int, string, error) {
 			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 		})
+		if errors.Is(err, unix.EACCES) {
+			// Unsearchable (the sandbox's chmod): said as such, so that
+			// the placeholders in it are left for a later nsbox.
+			return -1, "", err
+		}
 		if err != nil {
 			fd = -1
 		}
