@@ -25,9 +25,10 @@ import (
 // top level stays hidden and protected ($NSBOX_RW/NAME) and audited.
 
 // shallowDirs is the "shallow" step: the writable directories the nested
-// walks skip, each named by its real path and each a writable directory
-// of this run (a shallow entry for anything else would loosen nothing,
-// and a typo would stay unnoticed).
+// walks skip, each named by its real path. One on the command line must
+// be a writable directory of this run (anything else would loosen
+// nothing, and a typo would stay unnoticed); a config file's or
+// profile's for another directory is skipped with a note.
 //
 // Invariant: a removal ("!DIR") names a directory as an entry does, by
 // its real path, never by its text: --shallow '!/w/' must undo a config's

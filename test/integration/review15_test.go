@@ -112,7 +112,7 @@ func TestReview15TooBigHintNamesMissingFlag(t *testing.T) {
 		}
 		r := u.run(t, &runOpts{dir: dir}, "script", "--lang", "bash", "--workdir", dir, "-c", "true")
 		if r.code != 125 || !strings.Contains(r.stderr, "--shallow") {
-			t.Skipf("no too-big error naming --shallow (exit %d): %s", r.code, r.stderr)
+			t.Fatalf("want exit 125 and the too-big error naming --shallow, got exit %d: %s", r.code, r.stderr)
 		}
 		r2 := u.run(t, &runOpts{dir: dir}, "script", "--lang", "bash", "--workdir", dir, "--shallow", dir, "-c", "true")
 		if r2.code != 0 {
