@@ -412,12 +412,13 @@ const linkMaxEntries = 20000
 // quarantineThroughLinks looks through the symlinks the walk found
 // (links) that lead into a directory the walk skips (walkSkip:
 // node_modules, .venv, target ...), which a tool on the host follows
-// (an editor opened on pkgs/proj -> node_modules/p; found by review).
-// Below such a target, an entry that the tail of a created pattern (its
-// parts after the last "**") matches is what the host would read: a link
-// the run made or changed is quarantined itself when it leads to one; an
-// older link, when the run made or changed one, has that entry
-// quarantined.
+// (an editor opened on pkgs/proj -> node_modules/p, git run in it; found
+// by reviews). Below such a target, what the host would read or run is
+// an entry that the tail of a created pattern (its parts after the last
+// "**") matches, and, when repositories are audited, a .git or a bare
+// repository's HEAD: a link the run made or changed is quarantined
+// itself when it leads to one; an older link, when the run made or
+// changed one, has that entry quarantined.
 func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, of []createdPattern, done []string) ([]Quarantined, []error) {
 	type tail struct {
 		parts   []string
@@ -435,11 +436,19 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 			}
 		}
 	}
-	if len(tails) == 0 || a.since == 0 {
+	repos := len(a.dirs) > 0 && !a.noGit
+	if (len(tails) == 0 && !repos) || a.since == 0 {
 		return nil, nil
 	}
 	var out []Quarantined
 	var errs []error
+	add := func(q *Quarantined, err error) {
+		if err != nil {
+			errs = append(errs, err)
+		} else if q != nil {
+			out = append(out, *q)
+		}
+	}
 	inRoot := func(p string) string {
 		for _, root := range a.roots {
 			if within(p, root) && p != root {
@@ -475,8 +484,32 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 		}
 		var found []string
 		var written string
+		// A repository git on the host finds from below the link: a
+		// .git (directory, gitfile or link), or a directory laid out as
+		// a git directory (a HEAD beside objects and refs), which git
+		// takes as a bare repository when run in it. Each is the
+		// sandbox's config, hooks and fsmonitor (review 16).
+		// Inside a repository's own git directory (a link to
+		// .git/modules/sub) the protection of .git decides, as in the
+		// walk, which never enters one.
+		var gits, heads []string
+		inGitDir := slices.Contains(strings.Split(rel, "/"), ".git")
 		n := 0
 		complete := findTails(fd, real, nil, 0, &n, func(p string, relParts []string) bool {
+			if repos && !inGitDir {
+				switch relParts[len(relParts)-1] {
+				case ".git":
+					if !inert(p) {
+						gits = append(gits, p)
+					}
+					return true
+				case "HEAD":
+					if gitDirLayout(filepath.Dir(p)) {
+						heads = append(heads, p)
+						return true
+					}
+				}
+			}
 			for _, t := range tails {
 				if len(relParts) >= len(t.parts) && matchAll(t.parts, relParts[len(relParts)-len(t.parts):]) {
 					found, written = append(found, p), t.written
@@ -486,25 +519,25 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 			return false
 		})
 		switch {
-		case newLink && (len(found) > 0 || !complete):
-			q, err := a.quarantineAs(l, filepath.Dir(l), written)
-			if err != nil {
-				errs = append(errs, err)
-			} else if q != nil {
-				out = append(out, *q)
-			}
+		case newLink && (len(found)+len(gits)+len(heads) > 0 || !complete):
+			add(a.quarantineAs(l, filepath.Dir(l), written))
 		case !complete:
-			errs = append(errs, fmt.Errorf("%s leads to %s, which holds more than %d entries: what the sandbox made there was not all looked at; look before an editor, agent or tool on the host opens %s", l, real, linkMaxEntries, l))
+			errs = append(errs, fmt.Errorf("%s leads to %s, which holds more than %d entries: what the sandbox made there was not all looked at; look before an editor, agent or tool on the host opens %s, or git runs there", l, real, linkMaxEntries, l))
 		default:
 			for _, p := range found {
-				if !a.changedInRun(p, real) {
-					continue
+				if a.changedInRun(p, real) {
+					add(a.quarantineAs(p, filepath.Dir(p), written))
 				}
-				q, err := a.quarantineAs(p, filepath.Dir(p), written)
-				if err != nil {
-					errs = append(errs, err)
-				} else if q != nil {
-					out = append(out, *q)
+			}
+			for _, g := range gits {
+				if id, ok := idOf(g); ok && !a.known[id] && a.changedInRun(g, real) {
+					add(a.quarantine(g, filepath.Dir(g)))
+				}
+			}
+			for _, h := range heads {
+				d := filepath.Dir(h)
+				if id, ok := idOf(d); ok && !a.known[id] && a.changedInRun(d, real) {
+					add(a.quarantine(h, d))
 				}
 			}
 		}

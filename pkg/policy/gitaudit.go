@@ -306,7 +306,7 @@ func (a *GitAudit) run() ([]Quarantined, error) {
 		reopened := map[string]bool{}
 		for {
 			var err error
-			res, links, err = globAllLinks(pats, auditMaxDepth, len(createdGlobs) > 0)
+			res, links, err = globAllLinks(pats, auditMaxDepth, len(createdGlobs) > 0 || gitWalk)
 			if err != nil {
 				return nil, err
 			}
