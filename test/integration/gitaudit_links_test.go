@@ -23,14 +23,21 @@ func plantBare(dir string) string {
 		`printf '[core]\n\tbare = true\n\tfsmonitor = touch /tmp/pwned\n' > ` + dir + `/config`
 }
 
-// linkedSkippedDir makes ws/pkgs/node_modules/p and the user's own link
-// ws/pkgs/app -> node_modules/p, then waits for a later tick of the
-// clock, so that what the run does is newer than both.
-func linkedSkippedDir(t *testing.T, u user, ws string) {
+// plantBehindOldLink makes ws/pkgs/node_modules/p and the user's own
+// link ws/pkgs/app -> node_modules/p, then, in a later tick of the clock
+// (what the run does is newer than both), runs script in ws.
+func plantBehindOldLink(t *testing.T, u user, flags []string, script string) (string, result) {
 	t.Helper()
+	ws := filepath.Join(u.visibleDir(t), "proj")
 	u.mkdirs(t, filepath.Join(ws, "pkgs", "node_modules", "p"))
 	u.symlinkAs(t, "node_modules/p", filepath.Join(ws, "pkgs", "app"))
 	time.Sleep(50 * time.Millisecond)
+	r := u.sh(t, &runOpts{dir: ws}, flags, script+` && echo planted`)
+	expectCode(t, r, 0)
+	if !strings.Contains(r.stdout, "planted") {
+		t.Fatalf("the sandbox could not plant: %q %q", r.stdout, r.stderr)
+	}
+	return ws, r
 }
 
 // A repository the run makes behind a link of the user's that leads into
@@ -38,13 +45,7 @@ func linkedSkippedDir(t *testing.T, u user, ws string) {
 func TestGitAuditRepoBehindOldLink(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		reviewBackends(t, u, func(t *testing.T, flags []string) {
-			ws := filepath.Join(u.visibleDir(t), "proj")
-			linkedSkippedDir(t, u, ws)
-			r := u.sh(t, &runOpts{dir: ws}, flags, plantRepo16("pkgs/node_modules/p")+` && echo planted`)
-			expectCode(t, r, 0)
-			if !strings.Contains(r.stdout, "planted") {
-				t.Fatalf("the sandbox could not plant: %q %q", r.stdout, r.stderr)
-			}
+			ws, r := plantBehindOldLink(t, u, flags, plantRepo16("pkgs/node_modules/p"))
 			if exists(filepath.Join(ws, "pkgs", "app", ".git")) {
 				t.Errorf("pkgs/app/.git (node_modules/p/.git), made by the sandbox, is left in place; stderr: %q", r.stderr)
 			}
@@ -63,13 +64,7 @@ func TestGitAuditRepoBehindOldLink(t *testing.T) {
 func TestGitAuditBareRepoBehindOldLink(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		reviewBackends(t, u, func(t *testing.T, flags []string) {
-			ws := filepath.Join(u.visibleDir(t), "proj")
-			linkedSkippedDir(t, u, ws)
-			r := u.sh(t, &runOpts{dir: ws}, flags, plantBare("pkgs/node_modules/p")+` && echo planted`)
-			expectCode(t, r, 0)
-			if !strings.Contains(r.stdout, "planted") {
-				t.Fatalf("the sandbox could not plant: %q %q", r.stdout, r.stderr)
-			}
+			ws, r := plantBehindOldLink(t, u, flags, plantBare("pkgs/node_modules/p"))
 			if exists(filepath.Join(ws, "pkgs", "node_modules", "p", "HEAD")) {
 				t.Errorf("a bare repository made by the sandbox behind pkgs/app kept its HEAD: git in pkgs/app runs its config; stderr: %q", r.stderr)
 			}
