@@ -1,6 +1,8 @@
 # nsbox — build and test. `make` installs what is missing (as root, through
 # apt) and builds bin/nsbox; `make test` runs the whole suite.
-GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+# The first Go at least as new as go.mod's (hack/find-go.sh); `make`
+# installs one in /usr/local/go when there is none (hack/install-deps.sh).
+GO      ?= $(shell hack/find-go.sh)
 BIN     := bin/nsbox
 TAGS    := seccomp
 GOFLAGS := -tags=$(TAGS) -trimpath
