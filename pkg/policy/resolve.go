@@ -613,7 +613,7 @@ func (r *resolver) seccomp() error {
 		r.res.Policy.Seccomp = "default"
 		return nil
 	case "unconfined":
-		r.warn(s.at.warn(false, "seccomp unconfined: commands may use every system call, including the kernel interfaces the default profile closes"))
+		r.warn(s.at.warn(false, "seccomp unconfined: commands may use every system call, including the kernel interfaces the default profile closes, and leave set-user-ID files in writable directories"))
 		return nil
 	}
 	p, err := expand(s.v, r.vars)

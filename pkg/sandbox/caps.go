@@ -37,7 +37,7 @@ func lastCap() int {
 // ever existed in the sandbox's user namespace.
 func (w *worker) dropCaps() error {
 	if w.setup.AllowPrivileged {
-		return keepCaps()
+		return keepCaps(w.setup.HostRootFiles)
 	}
 	if w.setup.Identity.Setgroups {
 		return keepRangeCaps()
@@ -129,22 +129,37 @@ func keepRangeCaps() error {
 
 // keepCaps is --allow-privileged: commands keep every capability of the
 // sandbox's user namespace (never of the host), carried across execve as
-// ambient capabilities for a non-root id.
-func keepCaps() error {
+// ambient capabilities for a non-root id; never CAP_SYS_PTRACE, and for a
+// root caller's sandbox (hostRootFiles) neither CAP_SETFCAP nor CAP_FSETID.
+func keepCaps(hostRootFiles bool) error {
 	// Never CAP_SYS_PTRACE: it overrides PID 1's non-dumpable flag, and a
 	// command holding it could open /proc/1/fd/* and /proc/1/mem of the
 	// worker, which outlives every command and talks to the host.
-	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_PTRACE, 0, 0, 0); err != nil {
-		return fmt.Errorf("drop CAP_SYS_PTRACE from the bounding set: %w", err)
+	drop := []int{unix.CAP_SYS_PTRACE}
+	if hostRootFiles {
+		// No file capability the host honours: with CAP_SETFCAP, setcap
+		// on a copy of python3 in a writable bind stores a capability
+		// whose root id the bind's idmap (or a 0-to-0 map) makes host
+		// root's (cap_convert_nscap, capabilities(7) "Namespaced file
+		// capabilities"), and any local user who runs it gets it: host
+		// root through cap_setuid (review 17). CAP_FSETID: a write
+		// keeps a file's set-id bits, and chmod may set set-gid without
+		// the group.
+		drop = append(drop, unix.CAP_SETFCAP, unix.CAP_FSETID)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return err
 	}
-	ptrace := uint32(1) << (unix.CAP_SYS_PTRACE % 32)
-	data[unix.CAP_SYS_PTRACE/32].Permitted &^= ptrace
-	data[unix.CAP_SYS_PTRACE/32].Effective &^= ptrace
+	for _, c := range drop {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+		bit := uint32(1) << (c % 32)
+		data[c/32].Permitted &^= bit
+		data[c/32].Effective &^= bit
+	}
 	data[0].Inheritable = data[0].Permitted
 	data[1].Inheritable = data[1].Permitted
 	if err := unix.Capset(&hdr, &data[0]); err != nil {

@@ -22,6 +22,11 @@ type setupMsg struct {
 	ExecRlimits     []rlimit    `json:"execRlimits,omitempty"`
 	Seccomp         []byte      `json:"seccomp,omitempty"`
 	AllowPrivileged bool        `json:"allowPrivileged,omitempty"`
+	// HostRootFiles: what the sandbox's root makes in a writable bind
+	// belongs to host root (a root caller's idmapped binds, or its
+	// single-id map). --allow-privileged then keeps no capability that
+	// stores privilege in a file (keepCaps).
+	HostRootFiles bool `json:"hostRootFiles,omitempty"`
 	// Env and Workspace are what tools run with.
 	Env       []string     `json:"env,omitempty"`
 	Workspace string       `json:"workspace,omitempty"`
@@ -48,6 +53,10 @@ type setupMsg struct {
 	// CommandFilter: commands also get seccomp.CommandFilter (openat2
 	// ENOSYS), with the default profile.
 	CommandFilter bool `json:"commandFilter,omitempty"`
+	// CommandSeccomp, with a profile other than the default, is the
+	// set-id filter (seccomp.SetIDFilter, openat2 ENOSYS too) commands
+	// get instead of CommandFilter, as compiled BPF (Filter.Bytes).
+	CommandSeccomp []byte `json:"commandSeccomp,omitempty"`
 	// Identity is who the worker becomes once its maps are written.
 	Identity identityMsg `json:"identity"`
 	// Premade lists the plan's mount indices for which an fd (an

@@ -312,6 +312,7 @@ func (s *Session) prepare(setup *setupMsg) error {
 		Hostname:        hostname,
 		NewNet:          p.Network != NetworkHost,
 		AllowPrivileged: p.AllowPrivileged,
+		HostRootFiles:   os.Geteuid() == 0,
 		Env:             p.env(),
 		Workspace:       p.Workspace,
 		Tools:           p.Tools,
@@ -345,6 +346,11 @@ func (s *Session) prepare(setup *setupMsg) error {
 	}
 	setup.Seccomp = filter
 	setup.CommandFilter = filter != nil && (p.Seccomp == "" || p.Seccomp == "default")
+	if filter != nil && !setup.CommandFilter {
+		if setup.CommandSeccomp, err = compileSetID(); err != nil {
+			return err
+		}
+	}
 	if s.opts.landlock {
 		// No user namespace: the worker keeps the caller's ids.
 		return nil

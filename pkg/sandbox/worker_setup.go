@@ -99,13 +99,20 @@ func setNoNewPrivs() error {
 }
 
 func (w *worker) installCommandFilter() error {
-	if !w.setup.CommandFilter {
+	if !w.setup.CommandFilter && len(w.setup.CommandSeccomp) == 0 {
 		return nil
 	}
 	if unix.Gettid() != w.forkTid {
 		return errForkThread
 	}
-	f, err := seccomp.CommandFilter()
+	var f *seccomp.Filter
+	var err error
+	if len(w.setup.CommandSeccomp) > 0 {
+		// A profile of the user's: the set-id rules hold all the same.
+		f, err = seccomp.FilterFromBytes(w.setup.CommandSeccomp)
+	} else {
+		f, err = seccomp.CommandFilter()
+	}
 	if err != nil {
 		return err
 	}
