@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
 )
@@ -65,13 +66,18 @@ func TestFilteredNetworkSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ln.Close()
+		// The echo server's connections are sockets of this process too:
+		// each is closed by its goroutine once the peer is, a moment after
+		// the session's end, so the count waits for them (echoes).
+		var echoes sync.WaitGroup
 		go func() {
 			for {
 				c, err := ln.Accept()
 				if err != nil {
 					return
 				}
-				go func() { defer c.Close(); io.Copy(c, c) }()
+				echoes.Add(1)
+				go func() { defer echoes.Done(); defer c.Close(); io.Copy(c, c) }()
 			}
 		}()
 		port := ln.Addr().(*net.TCPAddr).Port
@@ -129,6 +135,13 @@ print(sum(int(c.recv(10)) for c in cs))
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { echoes.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			// Left open: the session kept a connection, counted below.
 		}
 		if after := supervisorSockets(t); after != before {
 			t.Fatalf("the supervisor holds %d sockets after the session, %d before", after, before)
