@@ -1,0 +1,105 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startAs starts nsbox with args as u in the background and returns a
+// channel that gets its result when it ends (killed at the test's end).
+func (u user) startAs(t *testing.T, o *runOpts, args ...string) <-chan result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := exec.CommandContext(ctx, nsboxBin(t), args...)
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.home(), "LANG=C.UTF-8"}, o.env...)
+	cmd.Dir = o.dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	u.asUser(cmd)
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ch := make(chan result, 1)
+	go func() {
+		err := cmd.Wait()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		ch <- result{stdout: stdout.String(), stderr: stderr.String(), code: code}
+		cancel()
+	}()
+	t.Cleanup(func() { cancel() })
+	return ch
+}
+
+// waitFile waits (at most a minute) for p to exist; false if it never did.
+func waitFile(p string) bool {
+	for i := 0; i < 600; i++ {
+		if exists(p) {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
+// TestReview18DataDirMissingAtStartReadable
+//
+// Severity: MEDIUM.
+//
+// Attack: the built-in defaults hide $NSBOX_DATA (the memory and notepad
+// stores) in every sandbox, but a hide only applies to a path that exists
+// when the run starts. On a host where nsbox's data directory does not
+// exist yet (the first runs of a user, or after the user removed it), a
+// sandbox started then sees the data directory through the read-only host
+// root once nsbox itself creates it (the run's own pending records are
+// written right after the sandbox starts) and reads every store file a
+// concurrent session creates there: here a second `nsbox run` (another
+// agent) saves a memory through `nsbox call memory save`, and the first
+// sandbox — which has no host API allowed at all — reads the secret
+// straight out of memory.db (and the run's own placeholder and audit
+// records in placeholders-pending/ and audit-pending/).
+//
+// Should: the stores are never readable as files inside a sandbox
+// (docs/hostapi.md: "Sandboxes must not see DATA directly"): create the
+// data directory (0700) before the policy is resolved so that the hide
+// applies, or hide the nearest existing ancestor's entry for it.
+func TestReview18DataDirMissingAtStartReadable(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		base := u.visibleDir(t)
+		xdg := filepath.Join(base, "xdg")
+		ws := filepath.Join(base, "ws")
+		u.mkdirs(t, xdg, ws)
+		env := []string{"XDG_DATA_HOME=" + xdg}
+		data := filepath.Join(xdg, "nsbox")
+		if exists(data) {
+			t.Fatal("the data directory exists before the first run")
+		}
+		script := `touch ready; i=0; while [ ! -e saved ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+ls -la "$1" "$1"/* 2>&1
+grep -c secret-7f3a-memory "$1/memory.db" 2>/dev/null && echo LEAKED-MEMORY
+true`
+		bg := u.startAs(t, &runOpts{dir: ws, env: env}, "run", "--", "/bin/sh", "-c", script, "sh", data)
+		if !waitFile(filepath.Join(ws, "ready")) {
+			r := <-bg
+			t.Fatalf("the sandbox never started: %d %s %s", r.code, r.stdout, r.stderr)
+		}
+		// Another agent, in a sandbox of its own, saves a memory.
+		r := u.run(t, &runOpts{env: env}, "run", "--host-api", "memory.save", "--",
+			"/run/nsbox/bin/nsbox", "call", "memory", "save", `{"key":"token","text":"deploy token secret-7f3a-memory"}`)
+		expectCode(t, r, 0)
+		u.writeFile(t, filepath.Join(ws, "saved"), "", 0o644)
+		r = <-bg
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "LEAKED-MEMORY") {
+			t.Fatalf("a sandbox with no host API allowed read another session's memory straight from %s/memory.db (the data directory did not exist when it started, so it was not hidden):\n%s", data, r.stdout)
+		}
+	})
+}
