@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +101,44 @@ true`
 		expectCode(t, r, 0)
 		if strings.Contains(r.stdout, "LEAKED-MEMORY") {
 			t.Fatalf("a sandbox with no host API allowed read another session's memory straight from %s/memory.db (the data directory did not exist when it started, so it was not hidden):\n%s", data, r.stdout)
+		}
+	})
+}
+
+// TestReview18QuarantineWarningCarriesEscapes
+//
+// Severity: LOW.
+//
+// Attack: under `nsbox tools call` (and `nsbox mcp`, `nsbox script`) the
+// command's own output reaches the user only as JSON, escaped, so a
+// sandbox cannot drive the user's terminal through it. But the warnings
+// nsbox itself prints on stderr after the run name paths the sandbox
+// chose: a git repository made in a directory named "x ESC[2K CR ESC[8m"
+// gives "nsbox: warning: the sandbox made a git repository at
+// .../x\x1b[2K\r\x1b[8m: ..." with the raw escape sequences, which on a
+// terminal erase that line and conceal the rest: the user never sees the
+// warning that a repository was planted (or sees text the sandbox wrote in
+// its place). The rename itself still happens.
+//
+// Should: paths from the sandbox are printed quoted or with control
+// characters escaped (as `nsbox memory`/`notepad` do for stored text) in
+// every warning, so that the warning always reads as nsbox wrote it.
+func TestReview18QuarantineWarningCarriesEscapes(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, ws)
+		cmd := `d=$(printf 'x\033[2K\r\033[8m'); mkdir -p "$d/.git" && echo x > "$d/.git/config" && echo ref > "$d/.git/HEAD"; printf '\033[31mok'`
+		args, _ := json.Marshal(map[string]string{"command": cmd})
+		r := u.run(t, &runOpts{dir: ws}, "tools", "call", "run_command", string(args), "--workspace", ws)
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "\x1b") {
+			t.Fatalf("the command's output reached stdout unescaped: %q", r.stdout)
+		}
+		if !strings.Contains(r.stderr, "made a git repository") {
+			t.Fatalf("no quarantine warning: %q", r.stderr)
+		}
+		if strings.ContainsAny(r.stderr, "\x1b\r") {
+			t.Fatalf("nsbox's warning carries the sandbox's raw escape sequences to the user's terminal (they erase and conceal it):\n%q", r.stderr)
 		}
 	})
 }
