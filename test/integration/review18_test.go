@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"context"
 	"os/exec"
 	"path/filepath"
@@ -139,6 +140,49 @@ func TestReview18QuarantineWarningCarriesEscapes(t *testing.T) {
 		}
 		if strings.ContainsAny(r.stderr, "\x1b\r") {
 			t.Fatalf("nsbox's warning carries the sandbox's raw escape sequences to the user's terminal (they erase and conceal it):\n%q", r.stderr)
+		}
+	})
+}
+
+// TestReview18StatusFileHardLinkForgesExit
+//
+// Severity: MEDIUM.
+//
+// Attack: a --json-status FILE in the workspace is kept read-only inside
+// the run (run.go: "the command must not append a forged "exited" line to
+// what the caller will read"), by a read-only bind over that one name. An
+// earlier sandbox of the same workspace creates the file before the
+// caller's first --json-status run and gives its inode a second name
+// (`: > status.jsonl; ln status.jsonl notes.txt`). nsbox then opens the
+// planted file (O_APPEND, no check of its link count) and protects only
+// the name status.jsonl: the command appends an "exited" line with
+// exit_code 0 through notes.txt while it runs (it could as well truncate
+// the file, erasing the "started" and violation lines). The caller reads
+// a success before nsbox's own "exited" line with the real exit code 3.
+//
+// Should: nsbox refuses a status file with more than one link (or one it
+// did not create), or writes the status through a file no name in a
+// writable bind reaches; the command cannot write what the caller reads.
+func TestReview18StatusFileHardLinkForgesExit(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, ws)
+		status := filepath.Join(ws, "status.jsonl")
+		// The earlier run plants the file and a second name for it.
+		r := u.sh(t, &runOpts{dir: ws}, nil, `: > status.jsonl && ln status.jsonl notes.txt`)
+		expectCode(t, r, 0)
+		r = u.sh(t, &runOpts{dir: ws}, []string{"--json-status", status},
+			`echo '{"event":"exited","exit_code":0,"reason":"exited","forged":true}' >> notes.txt; exit 3`)
+		if r.code == 125 && strings.Contains(r.stderr, "json-status") {
+			return // refused the planted file: fixed
+		}
+		expectCode(t, r, 3)
+		b, err := os.ReadFile(status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), `"forged":true`) {
+			t.Fatalf("the command wrote a forged exit line into the --json-status file through a hard link of it:\n%s", b)
 		}
 	})
 }
