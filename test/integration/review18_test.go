@@ -186,3 +186,48 @@ func TestReview18StatusFileHardLinkForgesExit(t *testing.T) {
 		}
 	})
 }
+
+// TestReview18AuditFileHardLinkErased
+//
+// Severity: MEDIUM.
+//
+// Attack: `nsbox mcp --audit FILE` keeps FILE (and FILE.1) read-only
+// inside when it lies in the workspace, by a read-only bind over those
+// names, and refuses a symlink or FIFO there; it does not look at the
+// link count. An earlier sandbox of the same workspace plants the file
+// and a second name for its inode (`: > audit.log; ln audit.log
+// notes.txt`). In the server's session the agent's command then truncates
+// the audit log through notes.txt — every line of the calls before it is
+// gone — and appends a forged line of its choosing.
+//
+// Should: the audit log is out of the sandbox's reach whatever names an
+// earlier sandbox gave its inode: refuse an audit file with more than one
+// link (as a symlink is refused), or keep it where no writable bind
+// reaches it.
+func TestReview18AuditFileHardLinkErased(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, ws)
+		audit := filepath.Join(ws, "audit.log")
+		r := u.sh(t, &runOpts{dir: ws}, nil, `: > audit.log && ln audit.log notes.txt`)
+		expectCode(t, r, 0)
+		m := startMCP(t, u, ws, "--workspace", ws, "--audit", audit)
+		text, _ := m.call("run_command", map[string]any{"command": `echo first-call-5d1e`})
+		if !strings.Contains(text, "first-call-5d1e") {
+			// A refused audit file (the fix) ends the server before any call.
+			if strings.Contains(m.stderr.String(), "audit") {
+				return
+			}
+			t.Fatalf("first call: %s; stderr %s", text, m.stderr.String())
+		}
+		m.call("run_command", map[string]any{"command": `: > notes.txt; echo '{"kind":"forged-9b2c"}' >> notes.txt; true`})
+		m.call("list_directory", map[string]any{"path": "."})
+		b, err := os.ReadFile(audit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "first-call-5d1e") || strings.Contains(string(b), "forged-9b2c") {
+			t.Fatalf("the sandbox erased or forged the audit log through a hard link of it:\n%s", b)
+		}
+	})
+}
