@@ -2,9 +2,9 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
-	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
