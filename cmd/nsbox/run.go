@@ -139,9 +139,18 @@ func openStatus(spec string) (*statusWriter, error) {
 		}
 		return nil, fmt.Errorf("--json-status: %v", err)
 	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("--json-status %s: not a regular file", spec)
+	}
+	// One name only: the read-only bind over this name inside does not
+	// cover a second one an earlier sandbox made (`ln status.jsonl
+	// notes.txt`), through which the command would append a forged
+	// "exited" line or empty the file (review 18).
+	if n := st.Sys().(*syscall.Stat_t).Nlink; n > 1 {
+		f.Close()
+		return nil, fmt.Errorf("--json-status %s: the file has %d names (hard links), through which its lines could be changed: remove the others, or name a new file", spec, n)
 	}
 	// Files of the kernel's pseudo filesystems call themselves regular
 	// but are not files: a write to /proc/self/status or a sysfs knob

@@ -78,6 +78,10 @@ type AuditFile struct {
 // regular file.
 var ErrAuditNotRegular = errors.New("not a regular file (a symlink, a FIFO or a device is refused: name the file itself)")
 
+// ErrAuditHardLinked refuses an audit file with more than one name: what
+// is written through another could rewrite the log.
+var ErrAuditHardLinked = errors.New("has other names (hard links), through which its lines could be changed: remove them, or name a new file")
+
 // OpenAudit opens (creating it, mode 0600) the audit file at path, to be
 // rotated at max bytes (0: DefaultAuditMax).
 func OpenAudit(path string, max int64) (*AuditFile, error) {
@@ -284,6 +288,14 @@ func openRegular(path string, flag int) (*os.File, error) {
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, ErrAuditNotRegular)
+	}
+	// One name only: a second one, planted by an earlier sandbox in the
+	// same workspace (`ln audit.log notes.txt`), is not covered by the
+	// read-only bind over this name, and through it a later sandbox
+	// empties the log and writes lines of its own (review 18).
+	if n := st.Sys().(*syscall.Stat_t).Nlink; n > 1 {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w (it has %d)", path, ErrAuditHardLinked, n)
 	}
 	unix.SetNonblock(int(f.Fd()), false)
 	return f, nil

@@ -211,13 +211,16 @@ func TestReview18AuditFileHardLinkErased(t *testing.T) {
 		audit := filepath.Join(ws, "audit.log")
 		r := u.sh(t, &runOpts{dir: ws}, nil, `: > audit.log && ln audit.log notes.txt`)
 		expectCode(t, r, 0)
+		// Fixed: the server refuses the file, before any call.
+		if r := u.run(t, &runOpts{dir: ws}, "mcp", "--workspace", ws, "--audit", audit); r.code != 0 {
+			if !strings.Contains(r.stderr, "hard links") {
+				t.Fatalf("nsbox mcp ended %d without naming the hard links: %s", r.code, r.stderr)
+			}
+			return
+		}
 		m := startMCP(t, u, ws, "--workspace", ws, "--audit", audit)
 		text, _ := m.call("run_command", map[string]any{"command": `echo first-call-5d1e`})
 		if !strings.Contains(text, "first-call-5d1e") {
-			// A refused audit file (the fix) ends the server before any call.
-			if strings.Contains(m.stderr.String(), "audit") {
-				return
-			}
 			t.Fatalf("first call: %s; stderr %s", text, m.stderr.String())
 		}
 		m.call("run_command", map[string]any{"command": `: > notes.txt; echo '{"kind":"forged-9b2c"}' >> notes.txt; true`})
