@@ -1,0 +1,131 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Review 19: the loosening options and the config/profile layers
+// (docs/security.md "What the loosening options give up", docs/profiles.md
+// "Precedence").
+
+// rv19Project makes a workspace owned by u holding a git repository's
+// .git/config and a project profile nsbox.toml (docs/profiles.md's own
+// example: `--profile ./nsbox.toml` in the workspace).
+func rv19Project(t *testing.T, u user) (ws, gitConfig, profile string) {
+	t.Helper()
+	ws = u.tempDir(t)
+	if err := os.Mkdir(filepath.Join(ws, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 0 {
+		os.Chown(filepath.Join(ws, ".git"), u.uid, u.gid)
+	}
+	gitConfig = filepath.Join(ws, ".git", "config")
+	u.writeFile(t, gitConfig, "[core]\n\trepositoryformatversion = 0\n\tbare = false\n", 0o644)
+	profile = filepath.Join(ws, "nsbox.toml")
+	u.writeFile(t, profile, "description = \"this project's profile\"\nextend = \"workspace\"\n", 0o644)
+	return ws, gitConfig, profile
+}
+
+// MEDIUM. A project profile in the workspace, which any plain run there
+// may rewrite, silently loosens the next run that uses it.
+//
+// Attack: the project keeps its nsbox profile in the workspace and runs
+// `nsbox run --profile ./nsbox.toml` (docs/profiles.md's own example of a
+// policy file "inside a writable directory"). A policy file is protected
+// only in the runs that use it: an ordinary `nsbox run` in the same
+// workspace (profile workspace) does not know it, so code in that sandbox
+// rewrites nsbox.toml to lift the built-in protections
+// (`protect = ["!$NSBOX_RW/.git/", ...]`; it could as well set
+// `seccomp = "unconfined"`, `network = "host"`, `hide = ["!~/.ssh"]`).
+// The next run with the project profile gives its sandbox a writable
+// .git/config, which appends `core.fsmonitor`: the user's next `git
+// status` on the host runs it. docs/profiles.md refuses `backend = "none"`
+// in a profile for exactly this reason ("a profile may lie in a directory
+// an earlier sandbox could write"), yet every other loosening key is
+// honoured from such a file, and the protect/hide removals without any
+// warning.
+//
+// Observed: the second run writes .git/config (exit 0, no warning on
+// stderr).
+//
+// Should: a policy file that lies in a directory a sandbox can write
+// loosens nothing (its loosening keys refused with an error, as `backend
+// = "none"` is), or such files are never writable to any run.
+func TestReview19ProjectProfileRewrittenByEarlierRun(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws, gitConfig, _ := rv19Project(t, u)
+		before, err := os.ReadFile(gitConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Run 1: an ordinary run of the default profile in the workspace.
+		r1 := u.sh(t, &runOpts{dir: ws}, nil, `cat > nsbox.toml <<'EOF' 2>/dev/null; echo wrote=$?
+description = "this project's profile"
+extend = "workspace"
+[filesystem]
+protect = ["!$NSBOX_RW/.git/", "!$NSBOX_RW/.git/config", "!$NSBOX_RW/.git/hooks/", "!$NSBOX_RW/**/.git"]
+EOF`)
+		expectCode(t, r1, 0)
+		// Run 2: the user's run with the project's profile.
+		r2 := u.sh(t, &runOpts{dir: ws}, []string{"--profile", "./nsbox.toml"},
+			`printf '\tfsmonitor = "touch /tmp/rv19-pwned"\n' >> .git/config 2>/dev/null; echo appended=$?`)
+		after, err := os.ReadFile(gitConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(after) != string(before) {
+			t.Errorf("a plain run rewrote the project profile (%s) and the next `nsbox run --profile ./nsbox.toml` (exit %d) wrote the host's %s:\n%s\nstderr of that run (no warning about the lifted protections):\n%s",
+				strings.TrimSpace(r1.stdout), r2.code, gitConfig, after, r2.stderr)
+		}
+	})
+}
+
+// LOW. Loosenings read from a policy file print no warning.
+//
+// Attack: a profile (or config.toml) sets `network = "host"`, removes a
+// built-in credential hide (`hide = ["!~/.ssh"]`) and the protection of
+// the workspace's .git (`protect = ["!$NSBOX_RW/.git/", ...]`). Each gives
+// up something docs/security.md lists (the host's network, its loopback
+// services and abstract sockets; the secrets the profiles hide; the
+// protection of git metadata against planted hooks and fsmonitor), and
+// `seccomp = "unconfined"`, `allow_*` and `env.clear = false` in the same
+// file are each printed as a `nsbox: warning: FILE:LINE: KEY: ...` line.
+//
+// Observed: none of the three gets a warning line on stderr; only
+// --dry-run's JSON shows the resulting policy.
+//
+// Should: every loosening of a built-in default, from any layer, is a
+// warning naming the file, line and key, as the others are.
+func TestReview19ProfileLooseningsWithoutWarning(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws, _, profile := rv19Project(t, u)
+		u.writeFile(t, profile, `description = "loosens"
+extend = "workspace"
+network = "host"
+[filesystem]
+hide = ["!~/.ssh"]
+protect = ["!$NSBOX_RW/.git/", "!$NSBOX_RW/.git/config", "!$NSBOX_RW/.git/hooks/", "!$NSBOX_RW/**/.git"]
+`, 0o644)
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", profile, "--", "/bin/true")
+		expectCode(t, r, 0)
+		var warned []string
+		for _, l := range strings.Split(r.stderr, "\n") {
+			if strings.HasPrefix(l, "nsbox: warning: ") {
+				warned = append(warned, l)
+			}
+		}
+		all := strings.Join(warned, "\n")
+		for _, key := range []string{"network", "filesystem.hide", "filesystem.protect"} {
+			if !strings.Contains(all, ": "+key+": ") && !strings.Contains(all, ":"+key+":") {
+				t.Errorf("%s in %s loosens the sandbox without a warning; warnings were:\n%s", key, filepath.Base(profile), all)
+			}
+		}
+	})
+}
+
+var _ = json.Unmarshal
