@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,4 +127,88 @@ protect = ["!$NSBOX_RW/.git/", "!$NSBOX_RW/.git/config", "!$NSBOX_RW/.git/hooks/
 	})
 }
 
-var _ = json.Unmarshal
+// MEDIUM. A --seccomp FILE that allows everything is --seccomp unconfined
+// without the warning, and without --allow-userns.
+//
+// Attack: a profile (or a project's seccomp file, or a policy file's
+// `seccomp = "./seccomp.json"`) reads {"defaultAction":"SCMP_ACT_ALLOW"}.
+// nsbox parses it before the run and keeps only its set-id filter and the
+// socket gate beside it, so every call the default profile closes is open
+// (bpf, keyctl, userfaultfd, perf_event_open, the mount API, unshare of
+// new namespaces); that is what `--seccomp unconfined` gives up, and that
+// one prints "nsbox: warning: ... seccomp unconfined: commands may use
+// every system call". The FILE prints nothing, not even for the nested
+// user namespace that --allow-userns exists to name.
+//
+// Observed: exit 0, `unshare -U` succeeds inside, stderr has no warning.
+//
+// Should: a FILE profile that allows any call of seccomp.DangerousSet()
+// (or new user namespaces) is warned about like unconfined, naming what it
+// opens.
+func TestReview19AllowAllSeccompFileSilent(t *testing.T) {
+	hdRequireRunFlag(t, "--seccomp")
+	eachUser(t, func(t *testing.T, u user) {
+		dir := u.tempDir(t)
+		prof := filepath.Join(dir, "allow.json")
+		u.writeFile(t, prof, `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[]}`, 0o644)
+		r := u.sh(t, nil, []string{"--seccomp", prof}, `unshare -U true 2>/dev/null && echo userns=allowed || echo userns=refused`)
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stderr, "nsbox: warning: ") {
+			t.Errorf("--seccomp %s (defaultAction SCMP_ACT_ALLOW) ran with no warning (inside: %s); --seccomp unconfined warns for the same loosening",
+				filepath.Base(prof), strings.TrimSpace(r.stdout))
+		}
+	})
+}
+
+// rv19VisibleDir makes a directory outside /tmp (private inside) that u
+// can read, removed after the test.
+func rv19VisibleDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/var/tmp", "nsbox-rv19-")
+	if err != nil {
+		t.Skipf("no /var/tmp to make a visible directory in: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// LOW. `nsbox script --read-host` shows the .env of the project it was
+// started from.
+//
+// Attack: an agent in a project directory runs an inline script with
+// `nsbox script --read-host` (an interpreter under the home directory
+// needs it). Its help says "read-only; credentials and .env files still
+// hidden", docs/tools.md "with what the strict profile and your config
+// hide (credentials, .env*) still hidden". But the strict profile hides
+// .env files only in writable directories ($NSBOX_RW/**/.env*), and a
+// script without --workdir has none but its fresh work directory: the
+// script reads the project's .env (and every other on the host) in
+// clear.
+//
+// Observed: the script prints the .env's secret.
+//
+// Should: under --read-host the .env files nsbox promises to hide read as
+// empty, at least those of the directory it was started from (walked as a
+// workspace's are), or the flag's help and docs stop promising it.
+func TestReview19ScriptReadHostShowsProjectEnv(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		proj := filepath.Join(rv19VisibleDir(t), "project")
+		if err := os.Mkdir(proj, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if os.Getuid() == 0 {
+			os.Chown(proj, u.uid, u.gid)
+		}
+		env := filepath.Join(proj, ".env")
+		u.writeFile(t, env, "API_TOKEN=rv19-secret-value\n", 0o644)
+		r := u.run(t, &runOpts{dir: proj}, "script", "--lang", "bash", "--read-host", "-c", "cat "+env+" 2>/dev/null; true")
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "rv19-secret-value") {
+			t.Errorf("nsbox script --read-host, started in %s, read its .env in clear (%q); --read-host promises .env files stay hidden",
+				proj, strings.TrimSpace(r.stdout))
+		}
+	})
+}
