@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -209,6 +210,47 @@ func TestReview19ScriptReadHostShowsProjectEnv(t *testing.T) {
 		if strings.Contains(r.stdout, "rv19-secret-value") {
 			t.Errorf("nsbox script --read-host, started in %s, read its .env in clear (%q); --read-host promises .env files stay hidden",
 				proj, strings.TrimSpace(r.stdout))
+		}
+	})
+}
+
+// LOW. --json-status says nothing of the loosenings a run was started
+// with.
+//
+// Attack: an orchestrator that reads `--json-status` (the machine
+// interface: started, violation, exited events) to record or gate what
+// ran cannot tell a default sandbox from one started with `--seccomp
+// unconfined --allow-privileged --net host` (by a flag, its config file or
+// a profile file): the warnings go to stderr only. The landlock backend's
+// weaker isolation is listed in the started event (`not_isolated`), the
+// loosenings, which give up more, are not.
+//
+// Observed: the started event holds backend, pid, profile, limits and the
+// socket gate; nothing names seccomp unconfined, allow_privileged or the
+// host network.
+//
+// Should: the started event lists the run's loosenings (e.g. a
+// "loosened"/"warnings" member with seccomp, allow_privileged, network).
+func TestReview19JSONStatusOmitsLoosenings(t *testing.T) {
+	hdRequireRunFlag(t, "--json-status")
+	eachUser(t, func(t *testing.T, u user) {
+		r := u.run(t, nil, "run", "--json-status", "/dev/stdout", "--seccomp", "unconfined", "--allow-privileged", "--net", "host", "--", "/bin/true")
+		expectCode(t, r, 0)
+		var started map[string]any
+		for _, l := range strings.Split(r.stdout, "\n") {
+			var ev map[string]any
+			if json.Unmarshal([]byte(l), &ev) == nil && ev["event"] == "started" {
+				started = ev
+			}
+		}
+		if started == nil {
+			t.Fatalf("no started event in --json-status: %q", r.stdout)
+		}
+		b, _ := json.Marshal(started)
+		for _, want := range []string{"unconfined", "privileged", "host"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("the started event of --json-status does not name the loosening %q: %s", want, b)
+			}
 		}
 	})
 }
