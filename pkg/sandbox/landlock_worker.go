@@ -58,6 +58,7 @@ func (w *worker) landlockSteps() []step {
 		{"install socket filter", w.installSocketFilter},
 		// The profile's filter after every step that needs syscalls it
 		// denies; only the thread-only filters below come later.
+		{"install set-id filter", w.installSetID},
 		{"install seccomp filter", w.installSeccomp},
 		// Started before the command filter lists the worker's threads
 		// (without the scope it refuses kill(2) of each): serve would

@@ -53,9 +53,12 @@ type setupMsg struct {
 	// CommandFilter: commands also get seccomp.CommandFilter (openat2
 	// ENOSYS), with the default profile.
 	CommandFilter bool `json:"commandFilter,omitempty"`
-	// CommandSeccomp, with a profile other than the default, is the
-	// set-id filter (seccomp.SetIDFilter, openat2 ENOSYS too) commands
-	// get instead of CommandFilter, as compiled BPF (Filter.Bytes).
+	// SetIDSeccomp, with a profile of the user's, is nsbox's set-id
+	// filter (seccomp.SetIDFilter), installed on every thread right
+	// before the profile's; CommandSeccomp, when that profile lets
+	// openat2 through, the openat2 guard commands get instead of
+	// CommandFilter (seccomp.OpenAt2Guard). Compiled BPF (Filter.Bytes).
+	SetIDSeccomp   []byte `json:"setIDSeccomp,omitempty"`
 	CommandSeccomp []byte `json:"commandSeccomp,omitempty"`
 	// Identity is who the worker becomes once its maps are written.
 	Identity identityMsg `json:"identity"`

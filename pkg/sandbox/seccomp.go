@@ -6,18 +6,26 @@ import (
 	"github.com/nsbox/nsbox/pkg/seccomp"
 )
 
-// compileSeccomp builds the policy's filter in the supervisor, so that a bad
-// profile is an error before any namespace exists, and the worker only
+// compiledFilters are the filters the supervisor compiles for a run: the
+// profile's, and for a profile of the user's nsbox's set-id filter and,
+// when the profile lets openat2 through, the openat2 guard for commands.
+type compiledFilters struct {
+	profile, setID, openat2 []byte
+}
+
+// compileSeccomp builds the policy's filters in the supervisor, so that a
+// bad profile is an error before any namespace exists, and the worker only
 // loads ready BPF.
-func compileSeccomp(p *Policy) ([]byte, error) {
+func compileSeccomp(p *Policy) (compiledFilters, error) {
 	o := seccomp.Options{AllowUserns: p.AllowUserns}
 	var (
+		out compiledFilters
 		f   *seccomp.Filter
 		err error
 	)
 	switch p.Seccomp {
 	case "unconfined":
-		return nil, nil
+		return out, nil
 	case "", "default":
 		// The built-in profile: the filter precompiled into the binary for
 		// this architecture and these options when there is one, otherwise
@@ -26,7 +34,7 @@ func compileSeccomp(p *Policy) ([]byte, error) {
 	default:
 		prof, lerr := seccomp.LoadFile(p.Seccomp)
 		if lerr != nil {
-			return nil, lerr
+			return out, lerr
 		}
 		f, err = seccomp.Compile(prof, o)
 		if err == nil {
@@ -35,23 +43,36 @@ func compileSeccomp(p *Policy) ([]byte, error) {
 			// half-dead PID 1 (see seccomp.WorkerNeeds).
 			err = seccomp.CheckWorkerNeeds(f)
 		}
+		if err == nil {
+			out.setID, out.openat2, err = userProfileGuards(f)
+		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("seccomp profile %s: %w", seccompName(p.Seccomp), err)
+		return out, fmt.Errorf("seccomp profile %s: %w", seccompName(p.Seccomp), err)
 	}
-	return f.Bytes(), nil
+	out.profile = f.Bytes()
+	return out, nil
 }
 
-// compileSetID builds the set-id filter commands get under a profile of
-// the user's (--seccomp FILE), which may allow chmod 4755: a set-id file
-// left in a writable bind runs on the host later with its owner's ids,
-// host root's for a root caller (see seccomp.SetIDFilter; review 17).
-func compileSetID() ([]byte, error) {
-	f, err := seccomp.SetIDFilter()
+// userProfileGuards are what a profile of the user's (--seccomp FILE),
+// which may allow chmod 4755, gets beside it: the set-id filter, and the
+// openat2 guard when the profile lets openat2 through. A set-id file left
+// in a writable bind runs on the host later with its owner's ids, host
+// root's for a root caller (see seccomp.SetIDFilter; review 17).
+func userProfileGuards(profile *seccomp.Filter) (setID, openat2 []byte, err error) {
+	s, err := seccomp.SetIDFilter()
 	if err != nil {
-		return nil, fmt.Errorf("seccomp set-id filter: %w", err)
+		return nil, nil, fmt.Errorf("set-id filter: %w", err)
 	}
-	return f.Bytes(), nil
+	need, err := seccomp.NeedsOpenAt2Guard(profile)
+	if err != nil || !need {
+		return s.Bytes(), nil, err
+	}
+	g, err := seccomp.OpenAt2Guard()
+	if err != nil {
+		return nil, nil, fmt.Errorf("openat2 guard: %w", err)
+	}
+	return s.Bytes(), g.Bytes(), nil
 }
 
 func seccompName(s string) string {

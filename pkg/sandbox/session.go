@@ -340,17 +340,13 @@ func (s *Session) prepare(setup *setupMsg) error {
 		setup.Plan.SelfDest = SelfPath
 		setup.HostCalls = true
 	}
-	filter, err := compileSeccomp(p)
+	filters, err := compileSeccomp(p)
 	if err != nil {
 		return err
 	}
-	setup.Seccomp = filter
-	setup.CommandFilter = filter != nil && (p.Seccomp == "" || p.Seccomp == "default")
-	if filter != nil && !setup.CommandFilter {
-		if setup.CommandSeccomp, err = compileSetID(); err != nil {
-			return err
-		}
-	}
+	setup.Seccomp = filters.profile
+	setup.CommandFilter = filters.profile != nil && (p.Seccomp == "" || p.Seccomp == "default")
+	setup.SetIDSeccomp, setup.CommandSeccomp = filters.setID, filters.openat2
 	if s.opts.landlock {
 		// No user namespace: the worker keeps the caller's ids.
 		return nil

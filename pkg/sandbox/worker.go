@@ -261,6 +261,8 @@ func (w *worker) runSetup() (string, error) {
 		// filter with a listener of its own (EBUSY, kernel/seccomp.c
 		// has_duplicate_listener), so none can answer its own calls.
 		{"install socket notification filter", w.installNotify},
+		// A profile of the user's gets the set-id rules beside it.
+		{"install set-id filter", w.installSetID},
 		// seccomp is last: every step above needs syscalls it denies.
 		{"install seccomp filter", w.installSeccomp},
 		// On this thread only, which forks every command: openat2, whose

@@ -108,7 +108,7 @@ func (w *worker) installCommandFilter() error {
 	var f *seccomp.Filter
 	var err error
 	if len(w.setup.CommandSeccomp) > 0 {
-		// A profile of the user's: the set-id rules hold all the same.
+		// A profile of the user's that lets openat2 through.
 		f, err = seccomp.FilterFromBytes(w.setup.CommandSeccomp)
 	} else {
 		f, err = seccomp.CommandFilter()
@@ -131,6 +131,16 @@ func (w *worker) installNotify() error {
 	}
 	w.notifyFD = fd
 	return nil
+}
+
+// installSetID installs nsbox's set-id filter on every thread before a
+// profile of the user's (which may deny seccomp(2) itself): no set-id
+// file is left for the host, whatever that profile allows.
+func (w *worker) installSetID() error {
+	if len(w.setup.SetIDSeccomp) == 0 {
+		return nil
+	}
+	return installFilter(w.setup.SetIDSeccomp)
 }
 
 func (w *worker) installSeccomp() error {

@@ -97,6 +97,10 @@ var WorkerNeeds = []Need{
 	{Name: "pipe2", MustSucceed: true, Why: "command start: exec status pipe"},
 	{Name: "openat", Why: "worker and command start"},
 	{Name: "openat2", Why: "worker: confined opens"},
+	// After the profile's filter, on the thread that forks commands: the
+	// openat2 guard (OpenAt2Guard) when the profile lets openat2 through;
+	// such a profile that denies this is refused (NeedsOpenAt2Guard).
+	{Name: "seccomp", Args: [6]uint64{unix.SECCOMP_SET_MODE_FILTER}, Why: "worker: the openat2 guard for commands"},
 	{Name: "statx", MustSucceed: true, Why: "command start: the working directory entered is the one checked (dircheck.c)"},
 	{Name: "readlinkat", Why: "limit shim"},
 	{Name: "readlink", Why: "limit shim"},

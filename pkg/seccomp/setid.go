@@ -3,6 +3,7 @@ package seccomp
 import (
 	"fmt"
 
+	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,17 +19,17 @@ import (
 // harm reaches the host, not the sandbox, so the rule cannot depend on the
 // profile a user picks to loosen the sandbox: Docker's default profile,
 // the usual --seccomp FILE, allows chmod with any mode. The worker
-// installs this filter on the thread that forks every command, beside the
-// profile's (the kernel keeps the stricter verdict of the two).
+// installs this filter on all its threads right before the profile's (the
+// kernel keeps the stricter verdict of the two; the worker itself never
+// sets those bits).
 //
 // The rules are taken from the default profile (profiles/seccomp/
 // default.json), not written twice: every rule there that refuses a call
-// when a masked compare finds S_ISUID or S_ISGID in an argument. openat2
-// gets ENOSYS, as in the command filter: its mode sits in a struct the
-// filter cannot read. Every ABI this kernel runs is covered (the i386 and
-// x32 ABIs, which Docker's profile allows through its archMap, have their
-// own chmod); no ABI is refused by this filter, which leaves that to the
-// profile.
+// when a masked compare finds S_ISUID or S_ISGID in an argument. Every ABI
+// this kernel runs is covered (the i386 and x32 ABIs, which Docker's
+// profile allows through its archMap, have their own chmod); no ABI is
+// refused by this filter, which leaves that to the profile. openat2, whose
+// mode lies in a struct no filter can read, is OpenAt2Guard's.
 
 // setIDBits are the mode bits whose rules the set-id filter takes.
 const setIDBits = unix.S_ISUID | unix.S_ISGID
@@ -39,19 +40,7 @@ func SetIDFilter() (*Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	enosys := uint(unix.ENOSYS)
-	p := &Profile{
-		DefaultAction: ActAllow,
-		Syscalls: []Rule{{
-			Names:    []string{"openat2"},
-			Action:   ActErrno,
-			ErrnoRet: &enosys,
-			Comment:  "openat2's mode is in a struct the filter cannot read: callers fall back to openat, whose mode it reads.",
-		}},
-		Source: "the set-id filter",
-	}
-	// Compile keeps those this kernel can run (hostArches).
-	p.Architectures = []string{"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"}
+	p := &Profile{DefaultAction: ActAllow, Architectures: allABIs, Source: "the set-id filter"}
 	n := 0
 	for _, r := range def.Syscalls {
 		if testsSetID(r) {
@@ -78,4 +67,57 @@ func testsSetID(r Rule) bool {
 		}
 	}
 	return false
+}
+
+// allABIs are the architectures of the filters that cover every ABI;
+// Compile keeps those this kernel can run (hostArches).
+var allABIs = []string{"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"}
+
+// OpenAt2Guard compiles the command filter for a profile of the user's:
+// openat2 gets ENOSYS on every ABI (callers fall back to openat, whose
+// mode the set-id filter reads), everything else is left to the profile.
+// Installed on the thread that forks commands only, after the profile's
+// filter (the worker's own tools resolve paths with openat2).
+func OpenAt2Guard() (*Filter, error) {
+	enosys := uint(unix.ENOSYS)
+	return Compile(&Profile{
+		DefaultAction: ActAllow,
+		Architectures: allABIs,
+		Syscalls:      []Rule{{Names: []string{"openat2"}, Action: ActErrno, ErrnoRet: &enosys}},
+		Source:        "the openat2 guard",
+	}, Options{})
+}
+
+// NeedsOpenAt2Guard reports whether commands under the profile's filter f
+// need OpenAt2Guard: f lets openat2 through on some ABI. Such a guard is
+// installed after f, so f must then allow seccomp(2) itself; one that
+// does not is refused here, before anything starts, with what to change.
+func NeedsOpenAt2Guard(f *Filter) (bool, error) {
+	native, err := libseccomp.GetNativeArch()
+	if err != nil {
+		return false, err
+	}
+	needed := false
+	for _, a := range hostArches[native] {
+		info := archInfoOf(a)
+		nr, _, ok := syscallNr("openat2", a)
+		if !ok || info.audit == 0 {
+			continue
+		}
+		if breaks(f.verdict(nr+int32(info.nrBase), info.audit, [6]uint64{}), true) == "" {
+			needed = true
+		}
+	}
+	if !needed {
+		return false, nil
+	}
+	info := archInfoOf(native)
+	nr, _, ok := syscallNr("seccomp", native)
+	if !ok || info.audit == 0 {
+		return true, nil
+	}
+	if action := breaks(f.verdict(nr+int32(info.nrBase), info.audit, [6]uint64{unix.SECCOMP_SET_MODE_FILTER}), true); action != "" {
+		return false, fmt.Errorf("it allows openat2 but answers seccomp(2) with %s, which leaves nsbox no way to guard openat2 (its mode is out of a filter's reach, and a command could make a set-user-ID file with it): deny openat2 with SCMP_ACT_ERRNO and errnoRet 38 (ENOSYS: programs fall back to openat), or allow seccomp", action)
+	}
+	return true, nil
 }

@@ -26,10 +26,7 @@ func TestSetIDFilter(t *testing.T) {
 			t.Errorf("%s%#o -> %s, want %s", c.name, c.args, verdictString(v), verdictString(want))
 		}
 	}
-	if v := verdict(t, f, "openat2", 0, 0, 0, 0); v != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
-		t.Errorf("openat2 -> %s, want ERRNO(ENOSYS)", verdictString(v))
-	}
-	for _, name := range []string{"getpid", "ptrace", "unshare", "mount", "setxattr", "fchown"} {
+	for _, name := range []string{"getpid", "ptrace", "unshare", "mount", "setxattr", "fchown", "openat2"} {
 		if v := verdict(t, f, name, ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)); v != retAllow {
 			t.Errorf("%s -> %s: the set-id filter leaves every other call to the profile", name, verdictString(v))
 		}
@@ -85,6 +82,76 @@ func TestSetIDRulesSelected(t *testing.T) {
 	for _, not := range []string{"personality", "clone", "unshare", "ioctl"} {
 		if names[not] {
 			t.Errorf("%s's rule taken as a set-id rule", not)
+		}
+	}
+}
+
+// The openat2 guard: ENOSYS for openat2 on every ABI, nothing else.
+func TestOpenAt2Guard(t *testing.T) {
+	f, err := OpenAt2Guard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enosys := unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	if v := verdict(t, f, "openat2", 0, 0, 0, 0); v != enosys {
+		t.Errorf("openat2 -> %s, want ERRNO(ENOSYS)", verdictString(v))
+	}
+	for _, name := range []string{"openat", "getpid", "chmod"} {
+		if _, ok := nativeNr(t, name); ok {
+			if v := verdict(t, f, name, 0, 0, 0, 0); v != retAllow {
+				t.Errorf("%s -> %s", name, verdictString(v))
+			}
+		}
+	}
+	if nativeAudit(t) == auditArchX86_64 {
+		for _, c := range []struct {
+			arch uint32
+			nr   int32
+		}{{auditArchI386, 437}, {auditArchX86_64, 437 | x32SyscallBit}} {
+			if v := runBPF(t, f.prog, seccompData{nr: c.nr, arch: c.arch}); v != enosys {
+				t.Errorf("arch %#x openat2 (%#x) -> %s, want ERRNO(ENOSYS)", c.arch, c.nr, verdictString(v))
+			}
+		}
+	}
+}
+
+// Whether a profile of the user's needs the guard, and when it cannot
+// have one.
+func TestNeedsOpenAt2Guard(t *testing.T) {
+	compile := func(js string) *Filter {
+		t.Helper()
+		p, err := Parse([]byte(js), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Compile(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, c := range []struct {
+		name, profile string
+		need, fail    bool
+	}{
+		{"allow all", `{"defaultAction":"SCMP_ACT_ALLOW"}`, true, false},
+		{"deny all but the basics", `{"defaultAction":"SCMP_ACT_ERRNO","syscalls":[{"names":["read","write","exit_group"],"action":"SCMP_ACT_ALLOW"}]}`, false, false},
+		{"openat2 already ENOSYS", `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["openat2"],"action":"SCMP_ACT_ERRNO","errnoRet":38},{"names":["seccomp"],"action":"SCMP_ACT_ERRNO"}]}`, false, false},
+		{"openat2 open, seccomp denied", `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["seccomp"],"action":"SCMP_ACT_ERRNO"}]}`, false, true},
+	} {
+		need, err := NeedsOpenAt2Guard(compile(c.profile))
+		if need != c.need || (err != nil) != c.fail {
+			t.Errorf("%s: need %v, err %v; want need %v, error %v", c.name, need, err, c.need, c.fail)
+		}
+	}
+	docker := shippedProfiles(t)
+	for name, p := range docker {
+		f, err := Compile(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if need, err := NeedsOpenAt2Guard(f); err != nil || (name != "default.json" && !need) {
+			t.Errorf("%s: need %v, err %v", name, need, err)
 		}
 	}
 }

@@ -242,6 +242,13 @@ EOF`
 func TestIdentityNoSetIDFiles(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		docker := hdProfileCopy(t, u, "../../pkg/seccomp/testdata/docker-default.json")
+		// Lets openat2 through and denies seccomp(2): nsbox could not
+		// guard openat2 after it, so the run is refused, saying so.
+		noSeccomp := filepath.Join(u.tempDir(t), "noseccomp.json")
+		u.writeFile(t, noSeccomp, `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["seccomp"],"action":"SCMP_ACT_ERRNO"}]}`, 0o644)
+		if r := u.run(t, nil, "run", "--seccomp", noSeccomp, "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "openat2") {
+			t.Errorf("a profile that allows openat2 and denies seccomp(2): exit %d, want 125 naming openat2: %s", r.code, r.stderr)
+		}
 		for _, v := range []struct {
 			name     string
 			flags    []string
