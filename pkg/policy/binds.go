@@ -387,6 +387,9 @@ func (r *resolver) binds() error {
 		// sandbox's policy.
 		for i, l := range r.layers {
 			if f := files[i]; f != "" && within(f, it.m.Source) {
+				if err := r.trustedPolicyFile(l, f, it.m.Source); err != nil {
+					return err
+				}
 				r.policyFiles = append(r.policyFiles, entry{PathEntry: PathEntry{Path: f}, at: origin{l, "", it.rank}})
 				r.warn(Warning{Source: l.Name, Msg: fmt.Sprintf("this policy file is inside %s, which the sandbox can write; it is kept read-only inside", it.m.Source), Note: true})
 			}
@@ -408,6 +411,40 @@ func (r *resolver) binds() error {
 // directory (a workspace reached as /home/u/p where /home -> /var/home, a
 // shell's $PWD) is still inside the writable bind, and a sandbox that could
 // write it would choose the next run's policy.
+// policyDir is the directory, at the top of a writable directory or below
+// it, where a project keeps its profiles and seccomp files: every run
+// protects it, and quarantines one a sandbox made (profiles/base.toml).
+var policyDir = []string{".nsbox", "policy"}
+
+// trustedPolicyFile refuses a profile or seccomp file f that lies in the
+// writable directory dir outside a .nsbox/policy/ directory, layer l
+// naming it.
+//
+// Invariant: no sandbox chooses a later sandbox's policy. A policy file
+// is read-only in the runs that use it, but any other run with dir
+// writable (a plain `nsbox run` there) could rewrite it, lifting the
+// protection of .git or the hiding of ~/.ssh for the next run that reads
+// it (review 19). Files in .nsbox/policy/ are protected in every run; the
+// user's config directory is too.
+func (r *resolver) trustedPolicyFile(l *Layer, f, dir string) error {
+	if l != nil && l.Kind == KindConfig {
+		return nil // the config directory is protected in every run
+	}
+	if c := r.h.ConfigDir(); c != "" && within(f, c) {
+		return nil
+	}
+	if rel, err := filepath.Rel(dir, f); err == nil {
+		parts := strings.Split(filepath.Dir(rel), string(filepath.Separator))
+		for i := 0; i+1 < len(parts); i++ {
+			if parts[i] == policyDir[0] && parts[i+1] == policyDir[1] {
+				return nil
+			}
+		}
+	}
+	return errorf(l, "", ErrWritablePolicyFile, "%s lies in %s, which sandboxes can write: an earlier run there could have rewritten it. Keep project profiles and seccomp files in %s (every run keeps that directory read-only), or outside every writable directory",
+		f, dir, filepath.Join(append([]string{dir}, policyDir...)...)+"/")
+}
+
 func (r *resolver) policyFile(l *Layer) (string, bool) {
 	if (l.Kind != KindProfile && l.Kind != KindConfig) || !filepath.IsAbs(l.Name) {
 		return "", false

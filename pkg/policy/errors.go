@@ -26,6 +26,10 @@ var (
 	// ErrNotWritableDir: a shallow entry names no writable directory of
 	// the run.
 	ErrNotWritableDir = errors.New("not a writable directory")
+	// ErrWritablePolicyFile: a profile or seccomp file lies in a
+	// writable directory of the run outside its .nsbox/ directory, where
+	// an earlier sandbox could have rewritten it.
+	ErrWritablePolicyFile = errors.New("policy file in a writable directory")
 )
 
 // Error is a policy problem, for users: where it is (a file and line, the

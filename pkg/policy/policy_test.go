@@ -567,14 +567,27 @@ func TestEveryWritableDir(t *testing.T) {
 }
 
 // A profile file inside the writable workspace is kept read-only there:
-// it decides the next run's policy.
+// it decides the next run's policy. It must lie in .nsbox/policy/, which every
+// run protects: anywhere else an earlier run could have rewritten it
+// (review 19), and it is refused, naming the place to keep it.
 func TestPolicyFileInWorkspaceProtected(t *testing.T) {
 	h := testHost(t)
-	p := filepath.Join(h.Cwd, "nsbox.toml")
+	p := filepath.Join(h.Cwd, ".nsbox", "policy", "nsbox.toml")
 	write(t, p, "extend = \"workspace\"\n")
-	res := mustLoad(t, h, Request{ConfigFile: "-", Profile: "./nsbox.toml"})
+	res := mustLoad(t, h, Request{ConfigFile: "-", Profile: "./.nsbox/policy/nsbox.toml"})
 	if !hasMount(res.Policy, "protect", p) {
 		t.Fatalf("%+v", res.Policy.Mounts)
+	}
+	// Every run protects .nsbox/policy/ (the base profile), also one
+	// that does not read the profile.
+	res = mustLoad(t, h, Request{ConfigFile: "-"})
+	if !hasMount(res.Policy, "protect", filepath.Dir(p)) {
+		t.Fatalf(".nsbox/policy/ not protected in a plain run: %+v", res.Policy.Mounts)
+	}
+	write(t, filepath.Join(h.Cwd, "nsbox.toml"), "extend = \"workspace\"\n")
+	_, err := Load(h, Request{ConfigFile: "-", Profile: "./nsbox.toml"})
+	if !errors.Is(err, ErrWritablePolicyFile) || !strings.Contains(fmt.Sprint(err), filepath.Join(h.Cwd, ".nsbox", "policy")+"/") {
+		t.Fatalf("a profile at the workspace's top: %v", err)
 	}
 }
 
@@ -995,10 +1008,10 @@ func TestPolicyFileThroughSymlinkProtected(t *testing.T) {
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(real, "proj", "nsbox.toml"), "extend = \"workspace\"\n")
+	write(t, filepath.Join(real, "proj", ".nsbox", "policy", "nsbox.toml"), "extend = \"workspace\"\n")
 	h.Cwd = filepath.Join(link, "proj")
-	res := mustLoad(t, h, Request{ConfigFile: "-", Profile: "./nsbox.toml"})
-	if !hasMount(res.Policy, "protect", filepath.Join(real, "proj", "nsbox.toml")) {
+	res := mustLoad(t, h, Request{ConfigFile: "-", Profile: "./.nsbox/policy/nsbox.toml"})
+	if !hasMount(res.Policy, "protect", filepath.Join(real, "proj", ".nsbox", "policy", "nsbox.toml")) {
 		t.Fatalf("the profile is not protected: %+v", res.Policy.Mounts)
 	}
 }
@@ -1083,12 +1096,17 @@ func TestHomeWithoutHOME(t *testing.T) {
 // sandbox that emptied it would switch the next run's filter off.
 func TestSeccompProfileInWorkspaceProtected(t *testing.T) {
 	h := testHost(t)
-	p := filepath.Join(h.Cwd, "sc.json")
+	p := filepath.Join(h.Cwd, ".nsbox", "policy", "sc.json")
 	write(t, p, `{"defaultAction":"SCMP_ACT_ALLOW"}`)
-	sc := "./sc.json"
+	sc := "./.nsbox/policy/sc.json"
 	res := mustLoad(t, h, Request{ConfigFile: "-", Flags: &Layer{Kind: KindFlags, Name: "command line", Config: Config{Seccomp: &sc}}})
 	if res.Policy.Seccomp != p || !hasMount(res.Policy, "protect", p) {
 		t.Fatalf("seccomp %q, mounts %+v", res.Policy.Seccomp, res.Policy.Mounts)
+	}
+	write(t, filepath.Join(h.Cwd, "sc.json"), `{"defaultAction":"SCMP_ACT_ALLOW"}`)
+	sc = "./sc.json"
+	if _, err := Load(h, Request{ConfigFile: "-", Flags: &Layer{Kind: KindFlags, Name: "command line", Config: Config{Seccomp: &sc}}}); !errors.Is(err, ErrWritablePolicyFile) {
+		t.Fatalf("a seccomp file at the workspace's top: %v", err)
 	}
 }
 

@@ -643,6 +643,9 @@ func (r *resolver) seccomp() error {
 	// filter off.
 	for _, it := range r.mounts {
 		if it.m.Kind == sandbox.MountBind && !it.m.ReadOnly && within(rp.Path, it.m.Source) {
+			if err := r.trustedPolicyFile(s.at.layer, rp.Path, it.m.Source); err != nil {
+				return err
+			}
 			r.policyFiles = append(r.policyFiles, entry{PathEntry: PathEntry{Path: rp.Path}, at: s.at})
 			r.warn(s.at.warn(true, "the seccomp profile %s is inside %s, which the sandbox can write; it is kept read-only inside", rp.Path, it.m.Source))
 			break

@@ -291,7 +291,10 @@ func TestPerimeterUnknownVariable(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
 		marker := filepath.Join(ws, "ran")
-		prof := filepath.Join(ws, "p.toml")
+		// Where a project keeps its profiles (a profile elsewhere in a
+		// writable directory is refused).
+		u.mkdirs(t, filepath.Join(ws, ".nsbox", "policy"))
+		prof := filepath.Join(ws, ".nsbox", "policy", "p.toml")
 		u.writeFile(t, prof, "extend = \"workspace\"\n[filesystem]\nhide = [\"$NSBOX_WORKSPACE/${secretDir}\"]\n", 0o644)
 		for _, c := range []struct {
 			flags []string

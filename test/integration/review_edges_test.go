@@ -286,7 +286,10 @@ func TestReviewEdgesJSONStatusPathVariable(t *testing.T) {
 func TestReviewEdgesAllowSocketUnknownVariable(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
-		prof := filepath.Join(ws, "p.toml")
+		// Where a project keeps its profiles (a profile elsewhere in a
+		// writable directory is refused).
+		u.mkdirs(t, filepath.Join(ws, ".nsbox", "policy"))
+		prof := filepath.Join(ws, ".nsbox", "policy", "p.toml")
 		u.writeFile(t, prof, "extend = \"workspace\"\n[unix_sockets]\nallow = [\"${workspaceFolder}/db.sock\"]\n", 0o644)
 		for _, flags := range [][]string{{"--allow-socket", "${workspaceFolder}/db.sock"}, {"--profile", prof}} {
 			r := u.sh(t, &runOpts{dir: ws}, flags, "true")
