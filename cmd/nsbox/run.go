@@ -391,6 +391,9 @@ func runMain(f *runFlags, argv []string) error {
 	defer recordAudit(res.GitAudit)()
 	started := map[string]any{"event": "started", "pid": s.Pid(), "backend": b.Name(), "profile": res.Profile}
 	addSocketStatus(started, s, &res.Policy)
+	if l := loosened(res); len(l) > 0 {
+		started["loosened"] = l
+	}
 	if li, ok := s.(interface{ Limits() sandbox.LimitInfo }); ok {
 		info := li.Limits()
 		started["limits"] = info
@@ -599,4 +602,39 @@ func printQuarantined(qs []policy.Quarantined, max int) {
 		}
 		fmt.Fprintf(os.Stderr, "nsbox: warning: the sandbox made a git repository at %s: %s is renamed to %s, so that git on the host does not run its config or hooks; look at it before you rename it back\n", q.Repo, q.From, q.To)
 	}
+}
+
+// loosened is the "loosened" member of the started status line: what the
+// run gives up against nsbox's defaults, whichever layer chose it (a flag,
+// the config file, a profile), and each warning that said so, so that an
+// orchestrator reading --json-status can tell such a run from a default
+// one (review 19). Empty for a default run.
+func loosened(res *policy.Result) map[string]any {
+	p := &res.Policy
+	out := map[string]any{}
+	if p.Seccomp != "" && p.Seccomp != "default" {
+		out["seccomp"] = p.Seccomp
+	}
+	if p.AllowPrivileged {
+		out["allow_privileged"] = true
+	}
+	if p.AllowUserns {
+		out["allow_userns"] = true
+	}
+	if p.AllowToolRegistration {
+		out["allow_tool_registration"] = true
+	}
+	if p.Network == sandbox.NetworkHost {
+		out["network"] = string(p.Network)
+	}
+	var warnings []string
+	for _, w := range res.Warnings {
+		if !w.Note {
+			warnings = append(warnings, w.String())
+		}
+	}
+	if len(warnings) > 0 {
+		out["warnings"] = warnings
+	}
+	return out
 }

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // origin is where a merged value came from, for messages.
@@ -80,6 +82,35 @@ type merged struct {
 	toolMaxResultsAt                           origin
 	net                                        mergedNetwork
 	unixAllow                                  []sentry
+	// lifted are warnings for the built-in hide and protect entries a
+	// policy file of the user's removed (liftWarnings).
+	lifted []Warning
+}
+
+// builtin reports whether l is nsbox's own (the defaults or a built-in
+// profile), whose loosenings are documented, not the user's.
+func (l *Layer) builtin() bool {
+	return l == nil || l.Kind == KindDefaults || strings.HasPrefix(l.Name, "(built-in) ")
+}
+
+// liftWarnings warns, at the removing layer l, for each entry of before
+// that a built-in layer set and that after no longer holds: a policy file
+// lifted a built-in hide or protection ("!~/.ssh", "!$NSBOX_RW/.git/").
+// Loosening is a visible choice, from every layer (review 19); flags are
+// the command line the user typed, and warn where they are read.
+func (m *merged) liftWarnings(before, after []entry, l *Layer, key, what string) {
+	if l == nil || l.builtin() || l.Kind == KindFlags {
+		return
+	}
+	kept := map[entry]bool{}
+	for _, e := range after {
+		kept[e] = true
+	}
+	for _, e := range before {
+		if !kept[e] && e.at.layer.builtin() {
+			m.lifted = append(m.lifted, origin{l, key, 0}.warn(false, "lifts the built-in %s of %s", what, e.Path))
+		}
+	}
 }
 
 func setS(dst *sval, v *string, l *Layer, key string, rank int) {
@@ -163,8 +194,11 @@ func (m *merged) configRemovals(l *Layer) {
 	m.rw = removeEntries(m.rw, fs.RW)
 	m.ro = removeEntries(m.ro, fs.RO)
 	m.tmpfs = removeEntries(m.tmpfs, fs.Tmpfs)
+	hide, protect := slices.Clone(m.hide), slices.Clone(m.protect)
 	m.hide = removeEntries(m.hide, fs.Hide)
 	m.protect = removeEntries(m.protect, fs.Protect)
+	m.liftWarnings(hide, m.hide, l, "filesystem.hide", "hide")
+	m.liftWarnings(protect, m.protect, l, "filesystem.protect", "protection")
 	m.hostAPIs = removeStrings(m.hostAPIs, c.HostAPIs)
 	m.unixAllow = removeStrings(m.unixAllow, c.UnixSockets.Allow)
 	m.envPass = removeStrings(m.envPass, c.Env.Pass)
@@ -216,8 +250,11 @@ func merge(layers []*Layer) *merged {
 		m.rw = addEntries(m.rw, fs.RW, l, "filesystem.rw", rank)
 		m.ro = addEntries(m.ro, fs.RO, l, "filesystem.ro", rank)
 		m.tmpfs = addEntries(m.tmpfs, fs.Tmpfs, l, "filesystem.tmpfs", rank)
+		hide, protect := slices.Clone(m.hide), slices.Clone(m.protect)
 		m.hide = addEntries(m.hide, fs.Hide, l, "filesystem.hide", rank)
 		m.protect = addEntries(m.protect, fs.Protect, l, "filesystem.protect", rank)
+		m.liftWarnings(hide, m.hide, l, "filesystem.hide", "hide")
+		m.liftWarnings(protect, m.protect, l, "filesystem.protect", "protection")
 		setS(&m.input, fs.Input, l, "filesystem.input", rank)
 		setS(&m.output, fs.Output, l, "filesystem.output", rank)
 

@@ -136,6 +136,11 @@ func checkNetwork(l *Layer) error {
 // is not allowed is an error naming where the pin came from).
 func (r *resolver) network() error {
 	p, n := &r.res.Policy, &r.m.net
+	if at := r.m.network.at; p.Network == sandbox.NetworkHost && at.layer != nil && !at.layer.builtin() && at.layer.Kind != KindFlags {
+		// A policy file's choice, which the command line does not show
+		// (review 19); --net host is the user's own typing.
+		r.warn(at.warn(false, "the sandbox shares the host's network: every interface, the services listening on the host's loopback and its abstract unix sockets"))
+	}
 	if p.Network != sandbox.NetworkFiltered {
 		if len(n.allow) > 0 {
 			r.warn(n.allow[0].at.warn(true, "the network allowlist is unused: the network is %q", p.Network))

@@ -292,6 +292,9 @@ func newResolver(h Host, layers []*Layer) (*resolver, error) {
 		}
 	}
 	r := &resolver{h: h, layers: layers, m: merge(layers), res: &Result{}}
+	for _, w := range r.m.lifted {
+		r.warn(w)
+	}
 	for _, l := range layers {
 		r.res.Layers = append(r.res.Layers, l.Name)
 		if l.Kind == KindProfile && r.res.Profile == "" {
@@ -636,6 +639,14 @@ func (r *resolver) seccomp() error {
 	for _, w := range prof.Warnings() {
 		r.warn(s.at.warn(false, "%s", w))
 	}
+	// A profile of the user's that opens what the default closes is a
+	// loosening like unconfined, and said so (review 19): a project's
+	// {"defaultAction":"SCMP_ACT_ALLOW"} is unconfined by another name.
+	if f, err := seccomp.Compile(prof, seccomp.Options{AllowUserns: r.m.allowUserns.v}); err == nil {
+		if open := seccomp.Opens(f); len(open) > 0 {
+			r.warn(s.at.warn(false, "the seccomp profile %s lets through what the default profile closes: %s", rp.Path, someNames(open, 8)))
+		}
+	}
 	r.res.Policy.Seccomp = rp.Path
 	// Invariant: like a policy file, a seccomp profile in a directory the
 	// sandbox can write is read-only inside: a sandbox that rewrote it
@@ -754,4 +765,12 @@ func BackendSettings(h Host) (mode string, fallback bool, err error) {
 // named explicitly is always read, and its errors reported.
 func implicitUnreachable(explicit string, err error) bool {
 	return explicit == "" && errors.Is(err, fs.ErrPermission)
+}
+
+// someNames joins up to max names, and says how many more there are.
+func someNames(names []string, max int) string {
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }

@@ -51,3 +51,33 @@ func Version() string {
 	major, minor, micro := libseccomp.GetLibraryVersion()
 	return fmt.Sprintf("%d.%d.%d", major, minor, micro)
 }
+
+// Opens lists what the compiled filter f lets through that the default
+// profile closes: each call of DangerousSet that f does not refuse on the
+// native ABI (any argument), and "new user namespaces" when
+// unshare(CLONE_NEWUSER) goes through. A profile of the user's that opens
+// any is a loosening, said so as --seccomp unconfined is.
+func Opens(f *Filter) []string {
+	native, err := libseccomp.GetNativeArch()
+	if err != nil {
+		return nil
+	}
+	info := archInfoOf(native)
+	if info.audit == 0 {
+		return nil
+	}
+	var out []string
+	passes := func(name string, args [6]uint64) bool {
+		nr, _, ok := syscallNr(name, native)
+		return ok && breaks(f.verdict(nr+int32(info.nrBase), info.audit, args), true) == ""
+	}
+	for _, name := range DangerousSet() {
+		if passes(name, [6]uint64{}) {
+			out = append(out, name)
+		}
+	}
+	if passes("unshare", [6]uint64{cloneNewUser}) {
+		out = append(out, "new user namespaces")
+	}
+	return out
+}

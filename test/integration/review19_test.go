@@ -103,7 +103,10 @@ EOF`)
 // warning naming the file, line and key, as the others are.
 func TestReview19ProfileLooseningsWithoutWarning(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
-		ws, _, profile := rv19Project(t, u)
+		ws, _, _ := rv19Project(t, u)
+		// Outside the workspace: one inside is refused outside
+		// .nsbox/policy/ (TestReview19ProjectProfileRewrittenByEarlierRun).
+		profile := filepath.Join(u.tempDir(t), "loosens.toml")
 		u.writeFile(t, profile, `description = "loosens"
 extend = "workspace"
 network = "host"
