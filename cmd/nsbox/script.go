@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,8 +47,9 @@ HOME plus --env, and there is no network unless --net (the host's) or
 
 The script reads only the system directories (/usr, /bin, /sbin, /lib*, /etc,
 /opt) and its work directory: your home directory and the rest of the host are
-not there. --read-host shows the whole host read-only instead (credentials
-and .env files still hidden). With --workdir DIR, DIR gets a workspace's
+not there. --read-host shows the whole host read-only instead (credentials,
+and the .env files of the directory it starts in and above it, still
+hidden). With --workdir DIR, DIR gets a workspace's
 protections: .env files hidden, .git and the files editors and agents run
 read-only, and the git audit after the run.
 
@@ -71,7 +73,7 @@ sandbox violation naming the path.`,
 	fl.StringArrayVar(&f.env, "env", nil, "set `K=V` for the script (repeatable)")
 	fl.StringVar(&f.workdir, "workdir", "", "run in this existing `DIR` (writable) instead of the fresh work directory")
 	fl.StringArrayVar(&f.shallow, "shallow", nil, "search `DIR` (the --workdir) at its top level only: nested repositories, .env files and agent configs below it are neither protected nor audited (for a tree too big to walk; repeatable)")
-	fl.BoolVar(&f.readHost, "read-host", false, "let the script read the whole host file system (read-only; credentials and .env files still hidden), not only the system directories and its work directory")
+	fl.BoolVar(&f.readHost, "read-host", false, "let the script read the whole host file system (read-only; credentials, and the .env files of the directory it starts in and above it, still hidden), not only the system directories and its work directory")
 	fl.BoolVar(&f.noSandbox, "no-sandbox", false, "run WITHOUT any isolation, directly on the host (for debugging)")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitNsboxFailed, msg: "script: " + err.Error()}
@@ -192,6 +194,18 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 	flags := policy.Config{}
 	if !f.readHost {
 		flags.Filesystem.HostDirs = scriptSystemDirs
+	} else {
+		// The whole host is there, read-only: the .env files of the
+		// directory the script starts in, and of each directory above
+		// it, read as empty (the strict profile hides them only in
+		// writable directories; review 19). Not a walk: --read-host
+		// started in $HOME would walk all of it.
+		for d := host.Cwd; ; d = filepath.Dir(d) {
+			flags.Filesystem.Hide = append(flags.Filesystem.Hide, policy.PathEntry{Path: filepath.Join(policy.EscapeGlob(d), ".env*")})
+			if d == "/" || d == "." {
+				break
+			}
+		}
 	}
 	if f.workdir != "" {
 		// The checks a workspace gets: a writable home directory would

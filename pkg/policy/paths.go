@@ -248,6 +248,10 @@ func hasGlob(s string) bool {
 // escapeGlob escapes what filepath.Match reads as a wildcard or an escape
 // in s: a path from a variable or the current directory pasted into a
 // pattern matches itself (/src/app[v2] is no character class).
+// EscapeGlob makes the path s a pattern that matches s only: a policy
+// entry built from a path (a directory's name may hold *, ?, [ or \).
+func EscapeGlob(s string) string { return escapeGlob(s) }
+
 func escapeGlob(s string) string {
 	if !strings.ContainsAny(s, `*?[\`) {
 		return s
