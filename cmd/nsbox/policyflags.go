@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -193,6 +194,16 @@ func hostForCLI() (policy.Host, error) {
 		return h, err
 	}
 	h.KnownHostAPIs = knownHostAPIs
+	// Invariant: nsbox's data directory exists before any policy is
+	// resolved. A hide applies to what exists when the run starts, and
+	// nsbox makes the directory itself right after (its run records),
+	// or another run does (its memory store): one made after the start
+	// would be readable inside through the read-only root (review 18).
+	// A failure is the same as before: nothing there yet to hide, and
+	// this run cannot make it either.
+	if d := h.DataDir(); d != "" {
+		os.MkdirAll(d, 0o700)
+	}
 	return h, nil
 }
 
