@@ -149,6 +149,35 @@ func AppendString(buf []byte, s string) []byte {
 	return appendJSONString(buf, s)
 }
 
+// StringLen is len(AppendString(nil, s)), counted without building it.
+func StringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&':
+				n++
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
 // appendValue appends the JSON text of v to buf.
 func appendValue(buf []byte, v Value, depth int) ([]byte, error) {
 	if depth > maxDepth {

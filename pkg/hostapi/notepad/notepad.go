@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nsbox/nsbox/pkg/ipc"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -27,15 +28,21 @@ const API = "notepad"
 // FileName is the store file inside the data directory.
 const FileName = "notepad.db"
 
-// Bounds. MaxDocumentBytes keeps every document readable from inside a
-// sandbox: a program there reaches the host through a socket that carries
-// at most 4 MiB per message, and a document's JSON form can be larger than
-// the document. Larger documents are refused, from the host API and from
-// this Go API alike, with a *store.TooLargeError.
+// Bounds. MaxDocumentBytes and MaxDocumentJSONBytes keep every document
+// readable from inside a sandbox: a program there reaches the host through
+// a socket that carries at most 4 MiB per message, and a result is at most
+// 3 MiB of JSON text (hostcall.MaxResultBytes), in which a document's
+// characters take up to 6 bytes each ("<" is \u003c): 2 MiB of "<" was
+// stored and could never be read back (review 18). A document over either
+// bound is refused, from the host API and from this Go API alike, with a
+// *store.TooLargeError.
 const (
 	MaxDocumentBytes = 2 << 20
-	MaxTitleBytes    = 256
-	MaxTabs          = 100
+	// MaxDocumentJSONBytes bounds the document as a JSON string, leaving
+	// the rest of a result (id, title, time) 16 KiB.
+	MaxDocumentJSONBytes = 3<<20 - 16<<10
+	MaxTitleBytes        = 256
+	MaxTabs              = 100
 )
 
 const (
@@ -128,6 +135,9 @@ func clipID(id string) string {
 func checkContent(content string) error {
 	if len(content) > MaxDocumentBytes {
 		return &store.TooLargeError{What: "the document", Size: len(content), Limit: MaxDocumentBytes}
+	}
+	if n := ipc.StringLen(content); n > MaxDocumentJSONBytes {
+		return &store.TooLargeError{What: "the document as JSON text (quotes, newlines and control characters take 2 to 6 bytes each)", Size: n, Limit: MaxDocumentJSONBytes}
 	}
 	if !utf8.ValidString(content) {
 		return &store.ArgError{Field: "content", Msg: "is not valid UTF-8 text"}

@@ -31,13 +31,23 @@ func TestReview18StoredDocumentUnreadable(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
 		dir := dataDir(t)
 		b := startBox(t, dir, hostapi.Methods())
-		doc := strings.Repeat("<", notepad.MaxDocumentBytes-1) + "\n"
-		b.mustTool("document_overwrite", map[string]any{"id": "page", "content": doc}, nil)
-		r := b.tool("document_read", map[string]any{"id": "page"})
-		expect(t, r.Success, "a %d-byte document (within the %d-byte bound) was stored but cannot be read back from inside: %s", len(doc), notepad.MaxDocumentBytes, r.errText())
-		doc = strings.Repeat("\"\n", notepad.MaxDocumentBytes/2)
-		b.mustTool("document_overwrite", map[string]any{"id": "quotes", "content": doc}, nil)
-		r = b.tool("document_read", map[string]any{"id": "quotes"})
-		expect(t, r.Success, "a %d-byte document of quotes and newlines was stored but cannot be read back from inside: %s", len(doc), r.errText())
+		// Fixed: such a document is refused when it is written, saying
+		// why; one that is stored can be read back.
+		for id, doc := range map[string]string{
+			"page":   strings.Repeat("<", notepad.MaxDocumentBytes-1) + "\n",
+			"quotes": strings.Repeat("\"\n", notepad.MaxDocumentBytes/2),
+		} {
+			if w := b.tool("document_overwrite", map[string]any{"id": id, "content": doc}); !w.Success {
+				expect(t, strings.Contains(w.errText(), "JSON"), "%s refused without the reason: %s", id, w.errText())
+				continue
+			}
+			r := b.tool("document_read", map[string]any{"id": id})
+			expect(t, r.Success, "a %d-byte document (within the %d-byte bound) was stored but cannot be read back from inside: %s", len(doc), notepad.MaxDocumentBytes, r.errText())
+		}
+		// The largest document of plain text fits, and reads back.
+		doc := strings.Repeat("a", notepad.MaxDocumentBytes-1) + "\n"
+		b.mustTool("document_overwrite", map[string]any{"id": "plain", "content": doc}, nil)
+		r := b.tool("document_read", map[string]any{"id": "plain"})
+		expect(t, r.Success, "the largest plain document cannot be read back: %s", r.errText())
 	})
 }
