@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"strings"
 
@@ -39,18 +40,18 @@ func finishPendingAudits() {
 	pendingAudits.deadRuns(maxAuditRecord, func(p string, f *os.File, b []byte) {
 		var a policy.GitAudit
 		if err := json.Unmarshal(b, &a); err != nil {
-			os.Stderr.WriteString("nsbox: warning: the record of a killed run's git audit cannot be read (" + err.Error() + "); it is kept as " + p + ".failed: look at that run's workspace before you run git in it\n")
+			io.WriteString(msgs, "nsbox: warning: the record of a killed run's git audit cannot be read ("+err.Error()+"); it is kept as "+p+".failed: look at that run's workspace before you run git in it\n")
 			os.Rename(p, p+".failed")
 			return
 		}
 		// The tree may have been the user's since the run was killed
 		// (days ago, after a reboot): the audit reports and renames
 		// nothing.
-		os.Stderr.WriteString("nsbox: note: an earlier run was killed before its git audit; it is run now, to report\n")
+		io.WriteString(msgs, "nsbox: note: an earlier run was killed before its git audit; it is run now, to report\n")
 		if _, err := auditGit(&policy.Result{GitAudit: a.Deferred()}); errors.Is(err, policy.ErrGitAuditIncomplete) {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				if strings.Contains(line, policy.ErrGitAuditIncomplete.Error()) {
-					os.Stderr.WriteString("nsbox: warning: " + line + "\n")
+					io.WriteString(msgs, "nsbox: warning: "+line+"\n")
 				}
 			}
 		}

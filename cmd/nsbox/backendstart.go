@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/nsbox/nsbox/pkg/policy/backend"
 	"github.com/nsbox/nsbox/pkg/sandbox"
@@ -25,6 +24,6 @@ func startForTools(ctx context.Context, mode string, p sandbox.Policy, opts []sa
 	if reason == nil || (backend.Landlock{}).Available() != nil {
 		return s, err
 	}
-	fmt.Fprintf(os.Stderr, "nsbox: note: backend native: %s; serving tools under backend landlock, which isolates less (see `nsbox status`)\n", unavailableError(reason))
+	fmt.Fprintf(msgs, "nsbox: note: backend native: %s; serving tools under backend landlock, which isolates less (see `nsbox status`)\n", unavailableError(reason))
 	return sandbox.Start(ctx, p, append(opts[:len(opts):len(opts)], sandbox.WithLandlock())...)
 }

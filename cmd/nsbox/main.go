@@ -38,7 +38,7 @@ func main() {
 	defer func() {
 		// No panic reaches a user as a stack dump.
 		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "nsbox: internal error: %v (please report this)\n", r)
+			fmt.Fprintf(msgs, "nsbox: internal error: %v (please report this)\n", r)
 			os.Exit(exitNsboxFailed)
 		}
 	}()
@@ -51,14 +51,14 @@ func main() {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "nsbox: "+ee.msg)
+			fmt.Fprintln(msgs, "nsbox: "+ee.msg)
 		}
 		if ee.signal != 0 {
 			dieOf(ee.signal)
 		}
 		os.Exit(ee.code)
 	}
-	fmt.Fprintln(os.Stderr, "nsbox: "+err.Error())
+	fmt.Fprintln(msgs, "nsbox: "+err.Error())
 	os.Exit(exitNsboxFailed)
 }
 

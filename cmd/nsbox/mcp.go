@@ -207,7 +207,7 @@ func mcpMain(f *mcpFlags) error {
 		return fail(err)
 	}
 	if f.dryRun {
-		printWarnings(os.Stderr, res, true)
+		printWarnings(msgs, res, true)
 		if err := printDryRun(os.Stdout, res); err != nil {
 			return fail(err)
 		}
@@ -225,7 +225,7 @@ func mcpMain(f *mcpFlags) error {
 	if perCall && res.Policy.AllowToolRegistration {
 		return fail(errors.New("--isolation per-call cannot serve register_tool: a tool defined in one call's sandbox would be gone by the next call; drop --allow-tool-registration (or the profile's allow_tool_registration) or use --isolation session"))
 	}
-	printWarnings(os.Stderr, res, false)
+	printWarnings(msgs, res, false)
 
 	level := slog.LevelWarn
 	if f.verbose {
@@ -364,11 +364,11 @@ func mcpHTTP(ctx context.Context, f *mcpFlags, token *mcpToken, sessionConfig fu
 	}
 	if token.made {
 		// The path, never the token: stderr may end up in a log.
-		fmt.Fprintf(os.Stderr, "nsbox mcp: bearer token for this run in %s (clients send Authorization: Bearer TOKEN; the file is removed at exit)\n", token.path)
+		fmt.Fprintf(msgs, "nsbox mcp: bearer token for this run in %s (clients send Authorization: Bearer TOKEN; the file is removed at exit)\n", token.path)
 	}
 	// The address actually bound (a port 0 is chosen by the kernel), for
 	// scripts and tests to read.
-	fmt.Fprintf(os.Stderr, "nsbox mcp: serving MCP over HTTP at http://%s/\n", ln.Addr())
+	fmt.Fprintf(msgs, "nsbox mcp: serving MCP over HTTP at http://%s/\n", ln.Addr())
 	if err := hs.Serve(ctx, ln); err != nil {
 		return fail(err)
 	}
@@ -385,7 +385,7 @@ type mcpToken struct {
 
 func (t *mcpToken) remove() {
 	if err := t.file.Remove(); err != nil {
-		fmt.Fprintf(os.Stderr, "nsbox mcp: warning: %v\n", err)
+		fmt.Fprintf(msgs, "nsbox mcp: warning: %v\n", err)
 	}
 }
 
@@ -566,7 +566,7 @@ func (h *heldSession) Close() error {
 	h.once.Do(func() {
 		h.release()
 		if _, aerr := auditGit(h.res); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
-			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", aerr)
+			fmt.Fprintf(msgs, "nsbox: error: %v\n", aerr)
 		}
 		if h.auditRecorded != nil {
 			h.auditRecorded()

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -277,7 +276,7 @@ func (pp *poolPlan) audit() {
 			continue
 		}
 		if _, err := auditGit(res); errors.Is(err, policy.ErrGitAuditIncomplete) {
-			fmt.Fprintf(os.Stderr, "nsbox: error: %v\n", err)
+			fmt.Fprintf(msgs, "nsbox: error: %v\n", err)
 		}
 	}
 }

@@ -72,7 +72,7 @@ flags: the extend chain, the resolved policy and the mount plan, as JSON.`,
 			}
 			last := chain[len(chain)-1]
 			res.Profile = args[0]
-			printWarnings(os.Stderr, res, true)
+			printWarnings(msgs, res, true)
 			out := struct {
 				Name        string `json:"name"`
 				Description string `json:"description"`

@@ -270,7 +270,7 @@ func runMain(f *runFlags, argv []string) error {
 		if err != nil {
 			return status.setupFailed("policy", err)
 		}
-		printWarnings(os.Stderr, res, true)
+		printWarnings(msgs, res, true)
 		if err := printDryRun(os.Stdout, res); err != nil {
 			return &exitError{code: exitNsboxFailed, msg: err.Error()}
 		}
@@ -308,12 +308,12 @@ func runMain(f *runFlags, argv []string) error {
 		}
 	}
 	defer release()
-	printWarnings(os.Stderr, res, false)
+	printWarnings(msgs, res, false)
 
 	ctx := interruptReady()
 	defer ctx.Stop()
 	if !b.Isolates() {
-		fmt.Fprintln(os.Stderr, "nsbox: warning: "+backend.NoneWarning)
+		fmt.Fprintln(msgs, "nsbox: warning: "+backend.NoneWarning)
 	}
 	opts, closeStores, err := hostAPIOptions(&res.Policy)
 	if err != nil {
@@ -326,7 +326,7 @@ func runMain(f *runFlags, argv []string) error {
 		// A file of the policy changed on the host while the sandbox was
 		// built (a hidden .env a concurrent run created and removed):
 		// the build failed closed; resolve again and build anew.
-		fmt.Fprintf(os.Stderr, "nsbox: note: %v; resolving the policy again\n", err)
+		fmt.Fprintf(msgs, "nsbox: note: %v; resolving the policy again\n", err)
 		release()
 		if res, hold, err = resolveHeld(f.peek, host); err != nil {
 			return status.setupFailed("policy", err)
@@ -350,11 +350,11 @@ func runMain(f *runFlags, argv []string) error {
 		next := fallbacks[0]
 		fallbacks = fallbacks[1:]
 		if next.Isolates() {
-			fmt.Fprintf(os.Stderr, "nsbox: note: backend %s: %s; running under backend %s, which isolates less (see `nsbox status`)\n", b.Name(), unavailableError(reason), next.Name())
+			fmt.Fprintf(msgs, "nsbox: note: backend %s: %s; running under backend %s, which isolates less (see `nsbox status`)\n", b.Name(), unavailableError(reason), next.Name())
 		} else {
 			// Only with backend_fallback = true in the user's config.
-			fmt.Fprintf(os.Stderr, "nsbox: warning: %s; backend_fallback = true: falling back to backend none\n", unavailableError(reason))
-			fmt.Fprintln(os.Stderr, "nsbox: warning: "+backend.NoneWarning)
+			fmt.Fprintf(msgs, "nsbox: warning: %s; backend_fallback = true: falling back to backend none\n", unavailableError(reason))
+			fmt.Fprintln(msgs, "nsbox: warning: "+backend.NoneWarning)
 			release()
 		}
 		b = next
@@ -375,7 +375,7 @@ func runMain(f *runFlags, argv []string) error {
 	defer s.Close()
 	if ws, ok := s.(interface{ Warnings() []string }); ok {
 		for _, w := range ws.Warnings() {
-			fmt.Fprintln(os.Stderr, "nsbox: warning: "+w)
+			fmt.Fprintln(msgs, "nsbox: warning: "+w)
 		}
 	}
 	// Until the hold has released them, a record of the placeholders the
@@ -400,7 +400,7 @@ func runMain(f *runFlags, argv []string) error {
 		l := res.Policy.Limits
 		if info.Mode == "rlimit" && (l.Memory > 0 || l.Pids > 0 || l.CPU > 0) {
 			// Say it: rlimits are per process, not per sandbox.
-			fmt.Fprintf(os.Stderr, "nsbox: warning: limits are enforced by rlimits, not cgroups (%s)\n", info.Reason)
+			fmt.Fprintf(msgs, "nsbox: warning: limits are enforced by rlimits, not cgroups (%s)\n", info.Reason)
 		}
 	}
 	if ll, ok := s.(interface{ Landlock() *sandbox.LandlockInfo }); ok && ll.Landlock() != nil {
@@ -573,7 +573,7 @@ func auditGit(res *policy.Result) ([]policy.Quarantined, error) {
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			if !strings.Contains(line, policy.ErrGitAuditIncomplete.Error()) {
-				fmt.Fprintf(os.Stderr, "nsbox: warning: %s\n", line)
+				fmt.Fprintf(msgs, "nsbox: warning: %s\n", line)
 			}
 		}
 	}
@@ -585,22 +585,22 @@ func auditGit(res *policy.Result) ([]policy.Quarantined, error) {
 func printQuarantined(qs []policy.Quarantined, max int) {
 	for i, q := range qs {
 		if i == max {
-			fmt.Fprintf(os.Stderr, "nsbox: warning: and %d more made inert (renamed *%s)\n", len(qs)-max, ".nsbox-quarantine")
+			fmt.Fprintf(msgs, "nsbox: warning: and %d more made inert (renamed *%s)\n", len(qs)-max, ".nsbox-quarantine")
 			return
 		}
 		switch {
 		case q.Pattern != "" && q.To == "":
-			fmt.Fprintf(os.Stderr, "nsbox: warning: a run that was killed may have made or changed %s, which matches the protected pattern %s: look at it before an editor, agent or tool on the host opens %s\n", q.From, q.Pattern, q.Repo)
+			fmt.Fprintf(msgs, "nsbox: warning: a run that was killed may have made or changed %s, which matches the protected pattern %s: look at it before an editor, agent or tool on the host opens %s\n", q.From, q.Pattern, q.Repo)
 			continue
 		case q.Pattern != "":
-			fmt.Fprintf(os.Stderr, "nsbox: warning: the sandbox made or changed %s, which matches the protected pattern %s: it is renamed to %s, so that editors, agents and tools on the host do not read it; look at it before you rename it back (or lift the pattern with --protect '!%s')\n", q.From, q.Pattern, q.To, q.Pattern)
+			fmt.Fprintf(msgs, "nsbox: warning: the sandbox made or changed %s, which matches the protected pattern %s: it is renamed to %s, so that editors, agents and tools on the host do not read it; look at it before you rename it back (or lift the pattern with --protect '!%s')\n", q.From, q.Pattern, q.To, q.Pattern)
 			continue
 		case q.To == "":
 			// A killed run's audit, finished later: reported only.
-			fmt.Fprintf(os.Stderr, "nsbox: warning: a run that was killed may have made the git repository at %s (%s): look at it before you run git there\n", q.Repo, q.From)
+			fmt.Fprintf(msgs, "nsbox: warning: a run that was killed may have made the git repository at %s (%s): look at it before you run git there\n", q.Repo, q.From)
 			continue
 		}
-		fmt.Fprintf(os.Stderr, "nsbox: warning: the sandbox made a git repository at %s: %s is renamed to %s, so that git on the host does not run its config or hooks; look at it before you rename it back\n", q.Repo, q.From, q.To)
+		fmt.Fprintf(msgs, "nsbox: warning: the sandbox made a git repository at %s: %s is renamed to %s, so that git on the host does not run its config or hooks; look at it before you rename it back\n", q.Repo, q.From, q.To)
 	}
 }
 

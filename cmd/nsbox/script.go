@@ -319,7 +319,7 @@ func scriptMain(f *scriptFlags, args []string) error {
 		defer recordAudit(run.res.GitAudit)()
 	}
 	if w := sb.Warning(); w != "" {
-		fmt.Fprintln(os.Stderr, "nsbox: WARNING: "+w)
+		fmt.Fprintln(msgs, "nsbox: WARNING: "+w)
 	}
 	ctx := interruptReady()
 	defer ctx.Stop()

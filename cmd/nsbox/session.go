@@ -326,7 +326,7 @@ func serveSession(name string, f *sessionFlags, ready *os.File) error {
 	if err != nil {
 		return err
 	}
-	printWarnings(os.Stderr, s.res, false)
+	printWarnings(msgs, s.res, false)
 	l, err := d.Listen(name)
 	if err != nil {
 		s.Close()
@@ -343,7 +343,7 @@ func serveSession(name string, f *sessionFlags, ready *os.File) error {
 		ready.WriteString("ok")
 		ready.Close()
 	}
-	fmt.Fprintf(os.Stderr, "nsbox: session %s serving (pid %d)\n", name, os.Getpid())
+	fmt.Fprintf(msgs, "nsbox: session %s serving (pid %d)\n", name, os.Getpid())
 	go func() {
 		select {
 		case sig := <-sigs:
@@ -373,7 +373,7 @@ func (dm *daemon) stop(why string) { dm.stopThen(why, nil) }
 // read EOF, "the session's daemon may have died").
 func (dm *daemon) stopThen(why string, then func()) {
 	dm.stopOnce.Do(func() {
-		fmt.Fprintf(os.Stderr, "nsbox: session %s ends: %s\n", dm.name, why)
+		fmt.Fprintf(msgs, "nsbox: session %s ends: %s\n", dm.name, why)
 		dm.l.Close()
 		dm.s.Close()
 		dm.d.Remove(dm.name)
@@ -520,7 +520,7 @@ func toolsCallSession(f *toolsCallFlags, session, name, raw string) error {
 		err := startSession(d, session, sf, os.Getppid())
 		switch {
 		case err == nil:
-			fmt.Fprintf(os.Stderr, "nsbox: started session %s (it ends on nsbox session stop %s, after %s without a call, or when process %d ends)\n", session, session, defaultIdle, os.Getppid())
+			fmt.Fprintf(msgs, "nsbox: started session %s (it ends on nsbox session stop %s, after %s without a call, or when process %d ends)\n", session, session, defaultIdle, os.Getppid())
 		case errors.Is(err, sessiond.ErrExists):
 			// Another call is starting it: wait for that one.
 			for deadline := time.Now().Add(startReadyTimeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
@@ -534,7 +534,7 @@ func toolsCallSession(f *toolsCallFlags, session, name, raw string) error {
 	} else if err != nil {
 		return &exitError{code: 2, msg: "tools call: --session: " + err.Error()}
 	} else if f.workspace != "" || f.profile != "" || f.maxOutput != 0 || len(f.shallow) > 0 {
-		fmt.Fprintf(os.Stderr, "nsbox: session %s is running: its --workspace, --profile, --max-output and --shallow were fixed when it started; these are ignored\n", session)
+		fmt.Fprintf(msgs, "nsbox: session %s is running: its --workspace, --profile, --max-output and --shallow were fixed when it started; these are ignored\n", session)
 	}
 	resp, err := d.Call(session, sessiond.Request{Op: "call", Tool: name, Args: json.RawMessage(raw), TimeoutMs: f.timeout.Milliseconds()})
 	if err != nil {

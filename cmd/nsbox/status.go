@@ -47,11 +47,11 @@ Exit status: 0 when a sandbox can be built here, 1 when not.`,
 			// The groups of supervisors that were killed (SIGKILL) are
 			// removed here too, not only by the next run.
 			if n, err := cgroups.CleanupStale(); n > 0 || err != nil {
-				fmt.Fprintf(os.Stderr, "nsbox: removed %d cgroup(s) left by killed runs", n)
+				fmt.Fprintf(msgs, "nsbox: removed %d cgroup(s) left by killed runs", n)
 				if err != nil {
-					fmt.Fprintf(os.Stderr, " (some could not be removed: %v)", err)
+					fmt.Fprintf(msgs, " (some could not be removed: %v)", err)
 				}
-				fmt.Fprintln(os.Stderr)
+				fmt.Fprintln(msgs)
 			}
 			r := backend.Inspect(context.Background(), m, fallback)
 			r.Checks = append(r.Checks, identityChecks()...)

@@ -246,7 +246,7 @@ func toolsCall(f *toolsCallFlags, name string, raw json.RawMessage) error {
 		return &exitError{code: exitNsboxFailed, msg: "tools call: " + err.Error()}
 	}
 	defer s.Close()
-	printWarnings(os.Stderr, s.res, false)
+	printWarnings(msgs, s.res, false)
 	res, err := s.CallTool(ctx, name, raw, f.timeout)
 	var rl *sandbox.ResourceLimitError
 	if errors.As(err, &rl) && len(res) > 0 {
