@@ -642,7 +642,7 @@ func (r *resolver) seccomp() error {
 	// A profile of the user's that opens what the default closes is a
 	// loosening like unconfined, and said so (review 19): a project's
 	// {"defaultAction":"SCMP_ACT_ALLOW"} is unconfined by another name.
-	if f, err := seccomp.Compile(prof, seccomp.Options{AllowUserns: r.m.allowUserns.v}); err == nil {
+	if f, err := seccomp.CompileShared(prof, seccomp.Options{AllowUserns: r.m.allowUserns.v}); err == nil {
 		if open := seccomp.Opens(f); len(open) > 0 {
 			r.warn(s.at.warn(false, "the seccomp profile %s lets through what the default profile closes: %s", rp.Path, someNames(open, 8)))
 		}

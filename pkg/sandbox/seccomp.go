@@ -36,7 +36,7 @@ func compileSeccomp(p *Policy) (compiledFilters, error) {
 		if lerr != nil {
 			return out, lerr
 		}
-		f, err = seccomp.Compile(prof, o)
+		f, err = seccomp.CompileShared(prof, o)
 		if err == nil {
 			// A custom profile must leave the worker the calls it makes
 			// under the filter: one that kills them would leave a

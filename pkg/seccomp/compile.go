@@ -1,14 +1,18 @@
 package seccomp
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
@@ -46,6 +50,75 @@ func Compile(p *Profile, o Options) (*Filter, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: no profile", ErrCompile)
 	}
+	return compile(p, o)
+}
+
+// CompileShared is Compile for a process that compiles the same profile
+// more than once (nsbox run: the policy, for what the profile opens, then
+// the sandbox): a second compile of the same profile and options is
+// served from memory, as a copy. The key is the profile as data, so a
+// profile changed after it was loaded is compiled again.
+func CompileShared(p *Profile, o Options) (*Filter, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: no profile", ErrCompile)
+	}
+	key, keyed := compileKey(p, o)
+	if keyed {
+		if f := compiledCache.get(key); f != nil {
+			return f, nil
+		}
+	}
+	f, err := compile(p, o)
+	if err == nil && keyed {
+		compiledCache.put(key, f)
+	}
+	return f, err
+}
+
+// compileKey is the memo's key for p and o: a hash of p's JSON form (every
+// field, so a profile changed after it was loaded gets another key).
+func compileKey(p *Profile, o Options) ([32]byte, bool) {
+	b, err := json.Marshal(struct {
+		P *Profile
+		S string
+		O Options
+	}{p, p.Source, o})
+	if err != nil {
+		return [32]byte{}, false
+	}
+	return sha256.Sum256(b), true
+}
+
+// compiledCache holds the filters compiled in this process, a few at most
+// (the default profile is precompiled; others are the user's files).
+var compiledCache = &filterMemo{m: map[[32]byte]*Filter{}}
+
+type filterMemo struct {
+	mu sync.Mutex
+	m  map[[32]byte]*Filter
+}
+
+// get returns a copy: a caller's filter is its own.
+func (c *filterMemo) get(k [32]byte) *Filter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.m[k]; f != nil {
+		return &Filter{prog: slices.Clone(f.prog), flags: f.flags}
+	}
+	return nil
+}
+
+func (c *filterMemo) put(k [32]byte, f *Filter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= 16 {
+		clear(c.m)
+	}
+	c.m[k] = &Filter{prog: slices.Clone(f.prog), flags: f.flags}
+}
+
+// compile is Compile without the memo.
+func compile(p *Profile, o Options) (*Filter, error) {
 	if err := validate(p); err != nil {
 		return nil, err
 	}

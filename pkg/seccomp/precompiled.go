@@ -172,6 +172,29 @@ func precompiledDefault(goarch string, o Options) *Filter {
 	return f
 }
 
+// setIDName is the file name, in precompiled/, of the set-id filter
+// (SetIDFilter) compiled for goarch.
+func setIDName(goarch string) string { return "setid_" + goarch + ".bpf" }
+
+// precompiledSetID returns the embedded set-id filter for goarch, or nil
+// when there is none that matches the embedded default.json (whose rules
+// it is made of).
+func precompiledSetID(goarch string) *Filter {
+	data, err := precompiledFS.ReadFile("precompiled/" + setIDName(goarch))
+	if err != nil {
+		return nil
+	}
+	sum, err := sumDefaultProfile()
+	if err != nil {
+		return nil
+	}
+	f, err := decodePrecompiled(data, sum)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
 // DefaultFilter returns the built-in default profile compiled with o.
 //
 // When the binary carries a filter precompiled by `go generate` from the
@@ -194,8 +217,9 @@ func DefaultFilter(o Options) (*Filter, error) {
 }
 
 // GenerateDefaultFilters compiles the built-in default profile with every
-// Options variant for the architecture it runs on, and returns the files of
-// precompiled/ for that architecture by name ("default_amd64.bpf", ...).
+// Options variant for the architecture it runs on, and the set-id filter
+// taken from it, and returns the files of precompiled/ for that
+// architecture by name ("default_amd64.bpf", ..., "setid_amd64.bpf").
 // It is the body of `go generate ./pkg/seccomp/...` (internal/gen); nsbox
 // does not call it at run time.
 func GenerateDefaultFilters() (map[string][]byte, error) {
@@ -229,5 +253,14 @@ func GenerateDefaultFilters() (map[string][]byte, error) {
 		}
 		out[precompiledName(runtime.GOARCH, v.suffix)] = encodePrecompiled(sum, f)
 	}
+	sp, err := setIDProfile(p)
+	if err != nil {
+		return nil, err
+	}
+	f, err := Compile(sp, Options{})
+	if err != nil {
+		return nil, err
+	}
+	out[setIDName(runtime.GOARCH)] = encodePrecompiled(sum, f)
 	return out, nil
 }

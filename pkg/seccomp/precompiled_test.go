@@ -125,6 +125,9 @@ func TestPrecompiledFilesCurrent(t *testing.T) {
 // precompiledArch is the GOARCH of a file named precompiledName(goarch,
 // suffix) for one variant, or "".
 func precompiledArch(name string) string {
+	if arch, ok := strings.CutPrefix(strings.TrimSuffix(name, ".bpf"), "setid_"); ok && goArches[arch] && setIDName(arch) == name {
+		return arch
+	}
 	rest, ok := strings.CutPrefix(name, "default_")
 	if !ok {
 		return ""
@@ -202,17 +205,39 @@ func TestPrecompiledRejected(t *testing.T) {
 	}
 }
 
-// GenerateDefaultFilters writes one file per variant, named for this
-// architecture, each decoding to a filter with default.json's verdicts.
+// GenerateDefaultFilters writes one file per variant and the set-id
+// filter, named for this architecture, each decoding to the filter
+// compiled now.
 func TestGenerateDefaultFilters(t *testing.T) {
 	files, err := GenerateDefaultFilters()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != len(defaultVariants) {
-		t.Fatalf("%d files for %d variants", len(files), len(defaultVariants))
+	if len(files) != len(defaultVariants)+1 {
+		t.Fatalf("%d files for %d variants and the set-id filter", len(files), len(defaultVariants))
 	}
 	sum := defaultSum(t)
+	def, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := setIDProfile(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := Compile(sp, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodePrecompiled(files[setIDName(runtime.GOARCH)], sum); err != nil || !bytes.Equal(got.Bytes(), fresh.Bytes()) {
+		t.Errorf("generated set-id filter differs from Compile's (%v)", err)
+	}
+	// SetIDFilter serves the embedded one, and it is current.
+	if runtime.GOARCH == "amd64" {
+		if f := precompiledSetID(runtime.GOARCH); f == nil || !bytes.Equal(f.Bytes(), fresh.Bytes()) {
+			t.Errorf("precompiled/%s is missing or stale: %s", setIDName(runtime.GOARCH), regenerate)
+		}
+	}
 	for _, v := range defaultVariants {
 		data, ok := files[precompiledName(runtime.GOARCH, v.suffix)]
 		if !ok {

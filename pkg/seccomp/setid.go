@@ -2,6 +2,7 @@ package seccomp
 
 import (
 	"fmt"
+	"runtime"
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
@@ -34,24 +35,38 @@ import (
 // setIDBits are the mode bits whose rules the set-id filter takes.
 const setIDBits = unix.S_ISUID | unix.S_ISGID
 
-// SetIDFilter compiles the set-id filter for this machine.
+// SetIDFilter returns the set-id filter for this machine: the one
+// precompiled into the binary from the same default.json when there is
+// one (precompiled/setid_GOARCH.bpf, as DefaultFilter's), otherwise
+// compiled now.
 func SetIDFilter() (*Filter, error) {
+	if f := precompiledSetID(runtime.GOARCH); f != nil {
+		return f, nil
+	}
 	def, err := Default()
 	if err != nil {
 		return nil, err
 	}
+	p, err := setIDProfile(def)
+	if err != nil {
+		return nil, err
+	}
+	return Compile(p, Options{})
+}
+
+// setIDProfile is the set-id filter's profile, taken from def (the
+// default profile).
+func setIDProfile(def *Profile) (*Profile, error) {
 	p := &Profile{DefaultAction: ActAllow, Architectures: allABIs, Source: "the set-id filter"}
-	n := 0
 	for _, r := range def.Syscalls {
 		if testsSetID(r) {
 			p.Syscalls = append(p.Syscalls, r)
-			n++
 		}
 	}
-	if n == 0 {
+	if len(p.Syscalls) == 0 {
 		return nil, fmt.Errorf("%w: the default profile has no set-id rules to take", ErrCompile)
 	}
-	return Compile(p, Options{})
+	return p, nil
 }
 
 // testsSetID reports whether r refuses its calls when an argument has

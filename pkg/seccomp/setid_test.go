@@ -155,3 +155,28 @@ func TestNeedsOpenAt2Guard(t *testing.T) {
 		}
 	}
 }
+
+// CompileShared serves a second compile of the same profile from memory,
+// as a copy, and compiles a changed profile again.
+func TestCompileShared(t *testing.T) {
+	p, err := Parse([]byte(`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["ptrace"],"action":"SCMP_ACT_ERRNO"}]}`), "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := CompileShared(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := CompileShared(p, Options{})
+	if err != nil || &a.prog[0] == &b.prog[0] || string(a.Bytes()) != string(b.Bytes()) {
+		t.Fatalf("second compile: %v, shared program %v", err, err == nil && &a.prog[0] == &b.prog[0])
+	}
+	p.Syscalls[0].Names = []string{"getpid"}
+	c, err := CompileShared(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, c, "getpid"); v != retEPERM {
+		t.Errorf("a profile changed after its first compile was served the old filter: getpid -> %s", verdictString(v))
+	}
+}

@@ -42,6 +42,11 @@ func run(dir string) error {
 	if err != nil {
 		return err
 	}
+	setid, err := filepath.Glob(filepath.Join(dir, "setid_"+runtime.GOARCH+".bpf"))
+	if err != nil {
+		return err
+	}
+	old = append(old, setid...)
 	for _, path := range old {
 		if _, keep := files[filepath.Base(path)]; !keep {
 			if err := os.Remove(path); err != nil {
