@@ -62,3 +62,37 @@ func TestReview20RepoAboveLinkTargetInSkippedTree(t *testing.T) {
 		})
 	}
 }
+
+// MEDIUM. Attack: the user's config.toml (trusted, in the config
+// directory) names a seccomp file of the project's in the workspace,
+// outside .nsbox/policy/ (`seccomp = "/ws/seccomp.json"`). Any run in
+// which that file is not the run's seccomp (`--seccomp default`, another
+// config) has it writable, and its sandbox rewrites it; every later run
+// filters with the sandbox's profile. trustedPolicyFile accepts every
+// file a KindConfig layer names (it exempts the layer, not the file), so
+// the seccomp file is read from the writable directory where a profile
+// naming it is refused. Observed: exit 0, the run uses the file. Should:
+// refused with exit 125 and ErrWritablePolicyFile's message naming
+// .nsbox/policy/, as for the same `seccomp` key in a profile.
+func TestReview20ConfigSeccompFileInWorkspace(t *testing.T) {
+	hdRequireRunFlag(t, "--seccomp")
+	eachUser(t, func(t *testing.T, u user) {
+		ws := u.tempDir(t)
+		sc := filepath.Join(ws, "seccomp.json")
+		u.writeFile(t, sc, `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[]}`, 0o644)
+		cfg := u.tempDir(t)
+		u.mkdirs(t, filepath.Join(cfg, "nsbox"))
+		u.writeFile(t, filepath.Join(cfg, "nsbox", "config.toml"), "seccomp = \""+sc+"\"\n", 0o644)
+		o := &runOpts{dir: ws, env: []string{"XDG_CONFIG_HOME=" + cfg}}
+		// The earlier run that does not use it writes it.
+		r1 := u.run(t, o, "run", "--seccomp", "default", "--", "/bin/sh", "-c", "echo '{\"defaultAction\":\"SCMP_ACT_ALLOW\"}' > seccomp.json && echo rewrote")
+		if !strings.Contains(r1.stdout, "rewrote") {
+			t.Logf("the earlier run could not rewrite %s: %q", sc, r1.stderr)
+		}
+		r := u.run(t, o, "run", "--", "/bin/true")
+		if r.code != 125 || !strings.Contains(r.stderr, ".nsbox/policy") {
+			t.Errorf("config.toml's seccomp = %q, a file in the writable workspace outside .nsbox/policy/ (rewritable by any run not using it: earlier run %q), was used: exit %d, stderr %q; want exit 125 naming .nsbox/policy/",
+				sc, strings.TrimSpace(r1.stdout), r.code, r.stderr)
+		}
+	})
+}
