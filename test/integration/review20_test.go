@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -95,4 +96,40 @@ func TestReview20ConfigSeccompFileInWorkspace(t *testing.T) {
 				sc, strings.TrimSpace(r1.stdout), r.code, r.stderr)
 		}
 	})
+}
+
+// LOW. trustedPolicyFile accepts a profile in ANY .nsbox/policy/ below a
+// writable directory (any two path components ".nsbox", "policy"), but
+// runs protect only $NSBOX_RW/.nsbox/policy and the nested ones the
+// "**" walk finds, and that walk skips node_modules, target, .venv .... Attack: the project's profile is
+// ws/node_modules/tool/.nsbox/policy/ci.toml (a tool's own profile; the
+// same for target/, .venv/ ...).
+// A plain run in ws rewrites it (no protection there, no quarantine),
+// and the next `nsbox run --profile .../.nsbox/policy/ci.toml` reads the
+// sandbox's policy. Observed: the first run writes the file (exit 0),
+// the second is accepted. Should: a policy file is accepted only in a
+// .nsbox/policy/ that every run protects (the top one of a writable
+// directory, or nested ones the walk reaches), else exit 125.
+func TestReview20NestedPolicyDirUnprotected(t *testing.T) {
+	for name, sub := range map[string]string{
+		"node_modules": "node_modules/tool",
+	} {
+		t.Run(name, func(t *testing.T) {
+			eachUser(t, func(t *testing.T, u user) {
+				ws := u.tempDir(t)
+				pol := filepath.Join(ws, sub, ".nsbox", "policy")
+				u.mkdirs(t, pol)
+				prof := filepath.Join(pol, "ci.toml")
+				u.writeFile(t, prof, "description = \"the project's\"\nextend = \"workspace\"\n", 0o644)
+				r1 := u.sh(t, &runOpts{dir: ws}, nil, `printf 'description = "the sandbox'"'"'s"\nextend = "workspace"\nnetwork = "host"\n' > `+filepath.Join(sub, ".nsbox", "policy", "ci.toml")+` 2>/dev/null; echo wrote=$?`)
+				b, _ := os.ReadFile(prof)
+				rewritten := strings.Contains(string(b), "sandbox's")
+				r2 := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof, "--", "/bin/true")
+				if rewritten && r2.code != 125 {
+					t.Errorf("a plain run rewrote %s (%s; stderr %q), and the next run with --profile it was accepted (exit %d, stderr %q): no run protects that .nsbox/policy/",
+						prof, strings.TrimSpace(r1.stdout), r1.stderr, r2.code, r2.stderr)
+				}
+			})
+		})
+	}
 }
