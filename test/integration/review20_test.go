@@ -133,3 +133,26 @@ func TestReview20NestedPolicyDirUnprotected(t *testing.T) {
 		})
 	}
 }
+
+// LOW. Attack: the project's .env is a link to where the secrets live
+// (`.env -> config/prod.env`, a common layout), and an agent runs
+// `nsbox script --read-host` there. The new hides are `DIR/.env*` of the
+// start directory and its ancestors, and a matching symlink hides its
+// target only inside a writable directory of the run, which --read-host
+// without --workdir has none of: reading .env (or config/prod.env)
+// prints the secret. Should: under --read-host the file a start
+// directory's .env link leads to reads as empty too (or the link is
+// refused), as the flag's help promises.
+func TestReview20ScriptReadHostEnvSymlink(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		proj := filepath.Join(u.visibleDir(t), "project")
+		u.mkdirs(t, filepath.Join(proj, "config"))
+		u.writeFile(t, filepath.Join(proj, "config", "prod.env"), "API_TOKEN=rv20-secret-value\n", 0o644)
+		u.symlinkAs(t, "config/prod.env", filepath.Join(proj, ".env"))
+		r := u.run(t, &runOpts{dir: proj}, "script", "--lang", "bash", "--read-host", "-c", "cat "+filepath.Join(proj, ".env")+" 2>/dev/null; true")
+		expectCode(t, r, 0)
+		if strings.Contains(r.stdout, "rv20-secret-value") {
+			t.Errorf("nsbox script --read-host, started in %s, read its .env (a link to config/prod.env) in clear: %q", proj, strings.TrimSpace(r.stdout))
+		}
+	})
+}
