@@ -202,6 +202,12 @@ func scriptSandbox(f *scriptFlags) (script.Sandbox, *scriptRun, error) {
 		// started in $HOME would walk all of it.
 		for d := host.Cwd; ; d = filepath.Dir(d) {
 			flags.Filesystem.Hide = append(flags.Filesystem.Hide, policy.PathEntry{Path: filepath.Join(policy.EscapeGlob(d), ".env*")})
+			// A .env that is a link (to config/prod.env) hides its
+			// target only in a writable directory: its target is
+			// hidden by name too (review 20).
+			for _, t := range envLinkTargets(d) {
+				flags.Filesystem.Hide = append(flags.Filesystem.Hide, policy.PathEntry{Path: policy.EscapeGlob(t)})
+			}
 			if d == "/" || d == "." {
 				break
 			}
@@ -378,4 +384,22 @@ func scriptExit(err error) (int, string) {
 		return exitNsboxFailed, "interrupted"
 	}
 	return exitNsboxFailed, err.Error()
+}
+
+// envLinkTargets are the files the .env* symlinks of dir lead to.
+func envLinkTargets(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".env") || e.Type()&os.ModeSymlink == 0 {
+			continue
+		}
+		if t, err := filepath.EvalSymlinks(filepath.Join(dir, e.Name())); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }

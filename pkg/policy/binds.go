@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -387,9 +388,7 @@ func (r *resolver) binds() error {
 		// sandbox's policy.
 		for i, l := range r.layers {
 			if f := files[i]; f != "" && within(f, it.m.Source) {
-				if err := r.trustedPolicyFile(l, f, it.m.Source); err != nil {
-					return err
-				}
+				r.policyChecks = append(r.policyChecks, policyCheck{l, f, it.m.Source})
 				r.policyFiles = append(r.policyFiles, entry{PathEntry: PathEntry{Path: f}, at: origin{l, "", it.rank}})
 				r.warn(Warning{Source: l.Name, Msg: fmt.Sprintf("this policy file is inside %s, which the sandbox can write; it is kept read-only inside", it.m.Source), Note: true})
 			}
@@ -416,27 +415,51 @@ func (r *resolver) binds() error {
 // protects it, and quarantines one a sandbox made (profiles/base.toml).
 var policyDir = []string{".nsbox", "policy"}
 
+// policyCheck is a policy file of the run (layer l's, or a seccomp file it
+// names) that lies in the writable directory dir.
+type policyCheck struct {
+	l      *Layer
+	f, dir string
+}
+
+// checkPolicyFiles is the resolution step that refuses the run's policy
+// files no run protects (trustedPolicyFile); after shallow, which decides
+// which nested .nsbox/policy directories are protected.
+func (r *resolver) checkPolicyFiles() error {
+	for _, c := range r.policyChecks {
+		if err := r.trustedPolicyFile(c.l, c.f, c.dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // trustedPolicyFile refuses a profile or seccomp file f that lies in the
-// writable directory dir outside a .nsbox/policy/ directory, layer l
-// naming it.
+// writable directory dir outside a .nsbox/policy/ directory every run
+// protects, layer l naming it.
 //
 // Invariant: no sandbox chooses a later sandbox's policy. A policy file
 // is read-only in the runs that use it, but any other run with dir
 // writable (a plain `nsbox run` there) could rewrite it, lifting the
 // protection of .git or the hiding of ~/.ssh for the next run that reads
-// it (review 19). Files in .nsbox/policy/ are protected in every run; the
-// user's config directory is too.
+// it (review 19). Whichever layer names the file (a config.toml naming a
+// seccomp file in the workspace, review 20), it is read only from the
+// config directory or from a .nsbox/policy/ that every run protects: at
+// the top of dir, or nested where the walk protects it (no name the walk
+// skips on the way, within its depth, dir not --shallow; review 20).
 func (r *resolver) trustedPolicyFile(l *Layer, f, dir string) error {
-	if l != nil && l.Kind == KindConfig {
-		return nil // the config directory is protected in every run
-	}
 	if c := r.h.ConfigDir(); c != "" && within(f, c) {
-		return nil
+		return nil // the config directory is protected in every run
 	}
 	if rel, err := filepath.Rel(dir, f); err == nil {
 		parts := strings.Split(filepath.Dir(rel), string(filepath.Separator))
 		for i := 0; i+1 < len(parts); i++ {
-			if parts[i] == policyDir[0] && parts[i+1] == policyDir[1] {
+			if parts[i] != policyDir[0] || parts[i+1] != policyDir[1] {
+				continue
+			}
+			nestedOK := i < walkMaxDepth && !slices.Contains(r.shallow, dir) &&
+				!slices.ContainsFunc(parts[:i], func(c string) bool { return walkSkip[c] })
+			if i == 0 || nestedOK {
 				return nil
 			}
 		}

@@ -470,7 +470,9 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 			continue // outside the writable places, or an ancestor the walk covers
 		}
 		rel, _ := filepath.Rel(root, real)
-		if !slices.ContainsFunc(strings.Split(rel, "/"), func(c string) bool { return walkSkip[c] }) {
+		relParts := strings.Split(rel, "/")
+		firstSkip := slices.IndexFunc(relParts, func(c string) bool { return walkSkip[c] })
+		if firstSkip < 0 {
 			continue // the walk itself looked there
 		}
 		var lst unix.Stat_t
@@ -492,8 +494,25 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 		// Inside a repository's own git directory (a link to
 		// .git/modules/sub) the protection of .git decides, as in the
 		// walk, which never enters one.
-		var gits, heads []string
-		inGitDir := slices.Contains(strings.Split(rel, "/"), ".git")
+		var gits, heads, upHeads []string
+		inGitDir := slices.Contains(relParts, ".git")
+		if repos && !inGitDir {
+			// git run below the link starts at real and walks up: a
+			// repository in a directory between the first skipped name
+			// and real (node_modules/.git, or node_modules laid out as
+			// a git directory, for a link to node_modules/p) is entered
+			// too, and the walk never lists those directories (review
+			// 20). Above the skipped name, the walk looked.
+			for i := firstSkip; i < len(relParts)-1; i++ {
+				d := filepath.Join(root, filepath.Join(relParts[:i+1]...))
+				if g := filepath.Join(d, ".git"); !inert(g) {
+					gits = append(gits, g)
+				}
+				if gitDirLayout(d) {
+					upHeads = append(upHeads, filepath.Join(d, "HEAD"))
+				}
+			}
+		}
 		n := 0
 		complete := findTails(fd, real, nil, 0, &n, func(p string, relParts []string) bool {
 			if repos && !inGitDir {
@@ -519,7 +538,7 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 			return false
 		})
 		switch {
-		case newLink && (len(found)+len(gits)+len(heads) > 0 || !complete):
+		case newLink && (len(found)+len(gits)+len(heads)+len(upHeads) > 0 || !complete):
 			add(a.quarantineAs(l, filepath.Dir(l), written))
 		case !complete:
 			errs = append(errs, fmt.Errorf("%s leads to %s, which holds more than %d entries: what the sandbox made there was not all looked at; look before an editor, agent or tool on the host opens %s, or git runs there", l, real, linkMaxEntries, l))
@@ -540,9 +559,31 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 					add(a.quarantine(h, d))
 				}
 			}
+			// A directory above the target laid out as a git directory:
+			// judged by the entries that make it one, not by all it
+			// holds (node_modules).
+			for _, h := range upHeads {
+				d := filepath.Dir(h)
+				if id, ok := idOf(d); ok && !a.known[id] && a.layoutChanged(d) {
+					add(a.quarantine(h, d))
+				}
+			}
 		}
 	}
 	return out, errs
+}
+
+// layoutChanged reports whether the run made or changed an entry that
+// makes d a git directory (HEAD, config, commondir, objects, refs): their
+// change times, which a sandbox cannot set back.
+func (a *GitAudit) layoutChanged(d string) bool {
+	for _, name := range []string{"HEAD", "config", "commondir", "objects", "refs"} {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(d, name), &st) == nil && st.Ctim.Nano() >= a.since {
+			return true
+		}
+	}
+	return false
 }
 
 // matchAll reports whether each name matches its pattern (path.Match).

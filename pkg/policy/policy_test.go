@@ -584,6 +584,14 @@ func TestPolicyFileInWorkspaceProtected(t *testing.T) {
 	if !hasMount(res.Policy, "protect", filepath.Dir(p)) {
 		t.Fatalf(".nsbox/policy/ not protected in a plain run: %+v", res.Policy.Mounts)
 	}
+	// Nested: where the walk protects it, not below a name it skips
+	// (review 20).
+	write(t, filepath.Join(h.Cwd, "sub", ".nsbox", "policy", "p.toml"), "extend = \"workspace\"\n")
+	mustLoad(t, h, Request{ConfigFile: "-", Profile: "./sub/.nsbox/policy/p.toml"})
+	write(t, filepath.Join(h.Cwd, "node_modules", "x", ".nsbox", "policy", "p.toml"), "extend = \"workspace\"\n")
+	if _, err := Load(h, Request{ConfigFile: "-", Profile: "./node_modules/x/.nsbox/policy/p.toml"}); !errors.Is(err, ErrWritablePolicyFile) {
+		t.Fatalf("a .nsbox/policy/ below node_modules, which no run protects: %v", err)
+	}
 	write(t, filepath.Join(h.Cwd, "nsbox.toml"), "extend = \"workspace\"\n")
 	_, err := Load(h, Request{ConfigFile: "-", Profile: "./nsbox.toml"})
 	if !errors.Is(err, ErrWritablePolicyFile) || !strings.Contains(fmt.Sprint(err), filepath.Join(h.Cwd, ".nsbox", "policy")+"/") {

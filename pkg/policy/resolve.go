@@ -249,6 +249,7 @@ func (r *resolver) steps() []step {
 		{"host_dirs", r.hostDirs},
 		{"binds", r.binds},
 		{"shallow", r.shallowDirs},
+		{"policy_files", r.checkPolicyFiles},
 		// Before protect: a seccomp profile inside a writable bind is
 		// protected like a policy file.
 		{"seccomp", r.seccomp},
@@ -315,6 +316,9 @@ type resolver struct {
 	mounts  []mountItem // binds, tmpfs and pins, sorted by depth
 	rwRoots []string    // writable bind sources that are directories ($NSBOX_RW)
 	shallow []string    // those the nested walks skip (shallow.go)
+	// policyChecks are the policy files in writable directories, checked
+	// once shallow is known (checkPolicyFiles).
+	policyChecks []policyCheck
 	// shallowRepos: a pattern of repositories skipped a shallow one.
 	shallowRepos bool
 	// policyFiles are this run's policy files that lie in writable binds.
