@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,6 +171,43 @@ func TestReview21ConfigDirInsideWorkspace(t *testing.T) {
 		r2 := u.run(t, &runOpts{dir: ws, env: []string{"XDG_CONFIG_HOME=" + filepath.Join(ws, ".xdg")}}, "run", "--", "/bin/sh", "-c", "touch "+marker)
 		if exists(marker) {
 			t.Errorf("a sandbox wrote %s/.xdg/nsbox/config.toml (backend = \"none\"), and the next run with XDG_CONFIG_HOME=%s/.xdg ran unsandboxed: it wrote %s (exit %d, stderr %q)", ws, ws, marker, r2.code, r2.stderr)
+		}
+	})
+}
+
+// LOW. docs/security.md, "What the loosening options give up", lists
+// `--host-api API.METHOD` (commands get the hostCall socket and trigger
+// those handlers on the host), and says the loosenings a policy file
+// chooses, "where the command line does not show them", are warned about
+// and carried in the started line's `loosened` member. Attack: a profile
+// (the user's, or a project's .nsbox/policy/ci.toml an orchestrator runs
+// with) sets host_apis = ["memory.save"]. Observed: no warning, and the
+// started event of --json-status names no host API at all (it carries
+// the socket gate, not the API list): an orchestrator cannot tell the run
+// from a default one. Should: the started line names the host APIs the
+// run allows (in `loosened`, or a warning there).
+func TestReview21HostAPIsFromProfileSilent(t *testing.T) {
+	hdRequireRunFlag(t, "--json-status")
+	eachUser(t, func(t *testing.T, u user) {
+		pd := u.tempDir(t)
+		prof := filepath.Join(pd, "p.toml")
+		u.writeFile(t, prof, "extend = \"workspace\"\nhost_apis = [\"memory.save\"]\n", 0o644)
+		ws := u.tempDir(t)
+		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof, "--json-status", "/dev/stdout", "--", "/bin/true")
+		expectCode(t, r, 0)
+		var started map[string]any
+		for _, l := range strings.Split(r.stdout, "\n") {
+			var ev map[string]any
+			if json.Unmarshal([]byte(l), &ev) == nil && ev["event"] == "started" {
+				started = ev
+			}
+		}
+		if started == nil {
+			t.Fatalf("no started event in --json-status: %q", r.stdout)
+		}
+		b, _ := json.Marshal(started)
+		if !strings.Contains(string(b), "memory.save") {
+			t.Errorf("a profile's host_apis = [\"memory.save\"] is not named by the started event of --json-status (%s), nor warned about (stderr %q)", b, r.stderr)
 		}
 	})
 }
