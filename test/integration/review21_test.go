@@ -28,23 +28,21 @@ import (
 // the repository below it is.
 func TestReview21RepoBelowUnprotectedGitNamedDir(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
-		reviewBackends(t, u, func(t *testing.T, flags []string) {
-			ws := filepath.Join(u.visibleDir(t), "proj")
-			u.mkdirs(t, ws)
-			r := u.sh(t, &runOpts{dir: ws}, flags, plantRepo16("node_modules/.git/p")+
-				` && ln -s node_modules/.git/p app && echo planted`)
-			expectCode(t, r, 0)
-			if !strings.Contains(r.stdout, "planted") {
-				t.Fatalf("the sandbox could not plant: %q %q", r.stdout, r.stderr)
-			}
-			app := filepath.Join(ws, "app")
-			if g := hostGitDir(t, u, app); g != "" && strings.HasPrefix(g, filepath.Join(ws, "node_modules")) {
-				t.Errorf("git on the host run in app (a link the sandbox made) enters %s, the sandbox's repository below node_modules/.git; stderr: %q", g, r.stderr)
-			}
-			if exists(filepath.Join(ws, "node_modules", ".git", "p", ".git", "config")) && exists(app) {
-				t.Errorf("node_modules/.git/p/.git (core.fsmonitor) and the link app to it are both left in place; stderr: %q", r.stderr)
-			}
-		})
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, ws)
+		r := u.sh(t, &runOpts{dir: ws}, nil, plantRepo16("node_modules/.git/p")+
+			` && ln -s node_modules/.git/p app && echo planted`)
+		expectCode(t, r, 0)
+		if !strings.Contains(r.stdout, "planted") {
+			t.Fatalf("the sandbox could not plant: %q %q", r.stdout, r.stderr)
+		}
+		app := filepath.Join(ws, "app")
+		if g := hostGitDir(t, u, app); g != "" && strings.HasPrefix(g, filepath.Join(ws, "node_modules")) {
+			t.Errorf("git on the host run in app (a link the sandbox made) enters %s, the sandbox's repository below node_modules/.git; stderr: %q", g, r.stderr)
+		}
+		if exists(filepath.Join(ws, "node_modules", ".git", "p", ".git", "config")) && exists(app) {
+			t.Errorf("node_modules/.git/p/.git (core.fsmonitor) and the link app to it are both left in place; stderr: %q", r.stderr)
+		}
 	})
 }
 
@@ -210,4 +208,41 @@ func TestReview21HostAPIsFromProfileSilent(t *testing.T) {
 			t.Errorf("a profile's host_apis = [\"memory.save\"] is not named by the started event of --json-status (%s), nor warned about (stderr %q)", b, r.stderr)
 		}
 	})
+}
+
+// HIGH. Attack: a writable directory nested below a name the walk skips
+// in another one (workspace ~/src/app/node_modules/lib, a package being
+// worked on, with --rw ~/src; review 15's layout), the workspace holding
+// no repository of its own. The sandbox makes ~/src/app/node_modules/.git
+// (core.fsmonitor = its program), or lays ~/src/app/node_modules out as
+// a bare repository. git on the host run in the workspace walks up from
+// it and enters that repository. The ~/src walk never enters
+// node_modules, the workspace's own walk starts below it, and the roots'
+// check looks at each root's own .git and HEAD only, not the directories
+// between an enclosing root's skipped name and the nested root. Observed:
+// the repository is left in place, nothing reported. Should: as for a
+// link's target (2998779), the directories between the outer root's
+// first skipped name and a nested root are checked for a .git or a git
+// directory's layout the run made.
+func TestReview21RepoAboveNestedRootInSkippedTree(t *testing.T) {
+	for name, plant := range map[string]string{
+		"dotgit": plantRepo16("../../node_modules"),
+		"bare":   plantBare("../../node_modules"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			eachUser(t, func(t *testing.T, u user) {
+				base := u.tempDir(t)
+				ws := filepath.Join(base, "app", "node_modules", "lib")
+				u.mkdirs(t, ws)
+				r := u.sh(t, &runOpts{dir: ws}, []string{"--rw", base}, plant+` && echo planted`)
+				if !strings.Contains(r.stdout, "planted") {
+					t.Fatalf("the sandbox could not plant: exit %d %q %q", r.code, r.stdout, r.stderr)
+				}
+				nm := filepath.Join(base, "app", "node_modules")
+				if g := hostGitDir(t, u, ws); g != "" && strings.HasPrefix(g, nm) {
+					t.Errorf("git on the host run in the workspace %s enters %s, the sandbox's repository above it in node_modules (exit %d, stderr %q)", ws, g, r.code, r.stderr)
+				}
+			})
+		})
+	}
 }
