@@ -627,6 +627,9 @@ func loosened(res *policy.Result) map[string]any {
 	if p.Network == sandbox.NetworkHost {
 		out["network"] = string(p.Network)
 	}
+	if len(p.HostAPIs) > 0 {
+		out["host_apis"] = p.HostAPIs
+	}
 	var warnings []string
 	for _, w := range res.Warnings {
 		if !w.Note {

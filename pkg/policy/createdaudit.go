@@ -140,6 +140,14 @@ func (r *resolver) auditCreated() {
 		// check in Run).
 		r.res.GitAudit = r.newGitAudit()
 	}
+	if a := r.res.GitAudit; a != nil {
+		a.startLinks = map[fileID]bool{}
+		for _, l := range r.startLinks {
+			if id, ok := idOf(l); ok {
+				a.startLinks[id] = true
+			}
+		}
+	}
 	if len(pats) == 0 {
 		r.res.GitAudit.stamp() // for its directories of other users (foreignDirs)
 		return
@@ -148,7 +156,12 @@ func (r *resolver) auditCreated() {
 	if a == nil {
 		// No repositories are audited (their pattern was removed): the
 		// audit looks for the created patterns' matches only.
-		a = &GitAudit{noGit: true, roots: r.rwRoots, known: map[fileID]bool{}}
+		a = &GitAudit{noGit: true, roots: r.rwRoots, known: map[fileID]bool{}, startLinks: map[fileID]bool{}}
+		for _, l := range r.startLinks {
+			if id, ok := idOf(l); ok {
+				a.startLinks[id] = true
+			}
+		}
 		a.placeAll(r.rwRoots)
 		r.res.GitAudit = a
 	}
@@ -479,7 +492,11 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 		if unix.Lstat(l, &lst) != nil {
 			continue
 		}
-		newLink := lst.Ctim.Nano() >= a.since
+		// New: made or changed in the run, or moved into the walk's view
+		// with a directory above it (a link stashed below target/ in an
+		// earlier run keeps that run's times; review 21).
+		lid, _ := idOf(l)
+		newLink := lst.Ctim.Nano() >= a.since || (a.startLinks != nil && !a.startLinks[lid])
 		fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue // not a directory: the walk judged a matching name already
@@ -495,7 +512,15 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 		// .git/modules/sub) the protection of .git decides, as in the
 		// walk, which never enters one.
 		var gits, heads, upHeads []string
-		inGitDir := slices.Contains(relParts, ".git")
+		// Invariant: only a .git the run protected (known at the start)
+		// is left to its protection; a .git-named directory the sandbox
+		// made in node_modules is nobody's (review 21).
+		inGitDir := false
+		if i := slices.Index(relParts, ".git"); i >= 0 {
+			if id, ok := idOf(filepath.Join(root, filepath.Join(relParts[:i+1]...))); ok && a.known[id] {
+				inGitDir = true
+			}
+		}
 		if repos && !inGitDir {
 			// git run below the link starts at real and walks up: a
 			// repository in a directory between the first skipped name

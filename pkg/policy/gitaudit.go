@@ -2,7 +2,6 @@ package policy
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -65,6 +64,10 @@ type GitAudit struct {
 	// were at the start: checked again before the audit uses their paths
 	// (verifyPlaces).
 	places map[string]fileID
+	// startLinks are the symlinks the start's walk saw (nil: none
+	// recorded): one the end's walk meets that is not among them was
+	// made, or moved into view, during the run (quarantineThroughLinks).
+	startLinks map[fileID]bool
 }
 
 // fileID is what the audit trusts a pre-existing entry by. Directories
@@ -368,6 +371,18 @@ func (a *GitAudit) run() ([]Quarantined, error) {
 			heads = append(heads, filepath.Join(root, "HEAD"))
 		}
 	}
+	// git run in a writable directory nested below a name another's walk
+	// skips (the workspace ~/src/app/node_modules/lib with --rw ~/src)
+	// walks up through directories no walk lists: a .git or a git
+	// directory's layout the run made there is entered (review 21).
+	for _, d := range a.skippedAbove() {
+		if g := filepath.Join(d, ".git"); !inert(g) && a.changedInRun(g, d) {
+			gits = append(gits, g)
+		}
+		if gitDirLayout(d) && a.layoutChanged(d) {
+			heads = append(heads, filepath.Join(d, "HEAD"))
+		}
+	}
 	// Every gitlink of a protected index, also where the walk does not go
 	// (node_modules/x, target/): a plain git status at the top enters it.
 	// Looked up below its root without following a symlink.
@@ -440,6 +455,30 @@ func (a *GitAudit) finishCreated(res []globResult, globs []globPattern, of []cre
 	out = append(out, qs...)
 	errs = append(errs, es...)
 	return out, errors.Join(errs...)
+}
+
+// skippedAbove are the directories between a writable root and another
+// root nested below a name its walk skips: from that name down to the
+// nested root's parent, which no walk lists.
+func (a *GitAudit) skippedAbove() []string {
+	var out []string
+	for _, inner := range a.roots {
+		for _, outer := range a.roots {
+			if inner == outer || !within(inner, outer) || walkedWith(inner, outer) {
+				continue
+			}
+			rel, err := filepath.Rel(outer, inner)
+			if err != nil {
+				continue
+			}
+			parts := strings.Split(rel, "/")
+			first := slices.IndexFunc(parts, func(c string) bool { return walkSkip[c] })
+			for i := first; i >= 0 && i < len(parts)-1; i++ {
+				out = append(out, filepath.Join(outer, filepath.Join(parts[:i+1]...)))
+			}
+		}
+	}
+	return dedupStrings(out)
 }
 
 // inert reports whether the .git at p cannot make git do anything: an
@@ -728,25 +767,6 @@ func gitlinks(path string, sha256 bool) []string {
 	return out
 }
 
-// gitAuditRecord is a GitAudit as a record on disk holds it (see
-// MarshalJSON): what a run that was killed before its audit leaves for
-// the next nsbox to finish.
-type gitAuditRecord struct {
-	// Workspace: the one directory a record of an earlier version
-	// names; read as Dirs.
-	Workspace  string               `json:"workspace,omitempty"`
-	Dirs       []string             `json:"dirs,omitempty"`
-	Roots      []string             `json:"roots"`
-	GitRoots   []string             `json:"gitRoots,omitempty"`
-	Submodules []string             `json:"submodules,omitempty"`
-	Locked     []string             `json:"locked,omitempty"`
-	Known      [][3]uint64          `json:"known"` // device, inode, ctime (ns)
-	NoGit      bool                 `json:"noGit,omitempty"`
-	Created    []createdPattern     `json:"created,omitempty"`
-	Since      int64                `json:"since,omitempty"`
-	Places     map[string][2]uint64 `json:"places,omitempty"` // device, inode
-}
-
 // Deferred returns the audit of a run that was killed before it ran it
 // (read back from its record): it reports what it would have made inert
 // and changes nothing, since the user may have worked in the tree since.
@@ -754,42 +774,4 @@ func (a *GitAudit) Deferred() *GitAudit {
 	d := *a
 	d.reportOnly = true
 	return &d
-}
-
-// MarshalJSON writes the audit with what it trusts, so that another nsbox
-// process can run it (a run killed with SIGKILL cannot).
-func (a *GitAudit) MarshalJSON() ([]byte, error) {
-	rec := gitAuditRecord{Dirs: a.dirs, Roots: a.roots, GitRoots: a.gitRoots, Submodules: a.submodules, Locked: a.locked, Known: [][3]uint64{}, NoGit: a.noGit, Created: a.created, Since: a.since}
-	for id := range a.known {
-		rec.Known = append(rec.Known, [3]uint64{id.dev, id.ino, uint64(id.ctime)})
-	}
-	if len(a.places) > 0 {
-		rec.Places = map[string][2]uint64{}
-		for p, id := range a.places {
-			rec.Places[p] = [2]uint64{id.dev, id.ino}
-		}
-	}
-	return json.Marshal(rec)
-}
-
-// UnmarshalJSON reads what MarshalJSON wrote.
-func (a *GitAudit) UnmarshalJSON(b []byte) error {
-	var rec gitAuditRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return err
-	}
-	if rec.Workspace != "" && !slices.Contains(rec.Dirs, rec.Workspace) {
-		rec.Dirs = append(rec.Dirs, rec.Workspace)
-	}
-	*a = GitAudit{dirs: rec.Dirs, roots: rec.Roots, gitRoots: rec.GitRoots, submodules: rec.Submodules, locked: rec.Locked, known: map[fileID]bool{}, noGit: rec.NoGit, created: rec.Created, since: rec.Since}
-	for _, k := range rec.Known {
-		a.known[fileID{dev: k[0], ino: k[1], ctime: int64(k[2])}] = true
-	}
-	for p, id := range rec.Places {
-		if a.places == nil {
-			a.places = map[string]fileID{}
-		}
-		a.places[p] = fileID{dev: id[0], ino: id[1]}
-	}
-	return nil
 }

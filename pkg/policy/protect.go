@@ -476,10 +476,13 @@ func (r *resolver) patterns() error {
 	if len(pats) == 0 {
 		return nil
 	}
-	res, err := globAll(pats)
+	// The links it meets too: one the end's audit meets that the start
+	// did not see was made, or moved into view, during the run.
+	res, links, err := globAllLinks(pats, walkMaxDepth, true)
 	if err != nil {
 		return nil // a bad pattern: its entry's step says which
 	}
+	r.startLinks = links
 	r.globbed = map[globPattern]globResult{}
 	for i, p := range pats {
 		r.globbed[p] = res[i]

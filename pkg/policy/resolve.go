@@ -78,7 +78,10 @@ func Defaults() *Layer {
 			// them would choose the next sandbox's policy. The host APIs'
 			// stores: sandboxed code reaches them only through hostCall and
 			// its allowlist, never as files (read or written).
-			Protect: []PathEntry{{Path: "$NSBOX_CONFIG", Dir: true}, {Path: "$NSBOX_DATA", Dir: true}},
+			// The default config directory too, whatever
+			// XDG_CONFIG_HOME says in this run: the next run may not
+			// set it (trustedPolicyFile).
+			Protect: []PathEntry{{Path: "$NSBOX_CONFIG", Dir: true}, {Path: "~/.config/nsbox", Dir: true}, {Path: "$NSBOX_DATA", Dir: true}},
 			Hide:    []PathEntry{{Path: "$NSBOX_DATA", Dir: true}},
 		},
 	}}
@@ -316,6 +319,8 @@ type resolver struct {
 	mounts  []mountItem // binds, tmpfs and pins, sorted by depth
 	rwRoots []string    // writable bind sources that are directories ($NSBOX_RW)
 	shallow []string    // those the nested walks skip (shallow.go)
+	// startLinks are the symlinks the start's walk met (patterns).
+	startLinks []string
 	// policyChecks are the policy files in writable directories, checked
 	// once shallow is known (checkPolicyFiles).
 	policyChecks []policyCheck
@@ -676,6 +681,11 @@ func (r *resolver) hostAPIs() error {
 		known[k] = true
 	}
 	for _, a := range r.m.hostAPIs {
+		if l := a.at.layer; l != nil && !l.builtin() && l.Kind != KindFlags {
+			// A policy file's choice, which the command line does not
+			// show (review 21): the sandbox reaches the host through it.
+			r.warn(a.at.warn(false, "lets the sandbox call the host API %s", a.v))
+		}
 		api, method, _ := strings.Cut(a.v, ".")
 		if method != "*" {
 			if len(known) > 0 && !known[a.v] {
