@@ -154,9 +154,16 @@ func precompiledDefault(goarch string, o Options) *Filter {
 	if !ok {
 		return nil
 	}
-	data, err := precompiledFS.ReadFile("precompiled/" + precompiledName(goarch, suffix))
+	return embeddedFilter(precompiledName(goarch, suffix))
+}
+
+// embeddedFilter is the filter in precompiled/name, or nil when there is
+// none (nothing generated for this architecture) or it was compiled from
+// another default.json.
+func embeddedFilter(name string) *Filter {
+	data, err := precompiledFS.ReadFile("precompiled/" + name)
 	if err != nil {
-		return nil // nothing generated for this architecture
+		return nil
 	}
 	sum, err := sumDefaultProfile()
 	if err != nil {
@@ -179,21 +186,7 @@ func setIDName(goarch string) string { return "setid_" + goarch + ".bpf" }
 // precompiledSetID returns the embedded set-id filter for goarch, or nil
 // when there is none that matches the embedded default.json (whose rules
 // it is made of).
-func precompiledSetID(goarch string) *Filter {
-	data, err := precompiledFS.ReadFile("precompiled/" + setIDName(goarch))
-	if err != nil {
-		return nil
-	}
-	sum, err := sumDefaultProfile()
-	if err != nil {
-		return nil
-	}
-	f, err := decodePrecompiled(data, sum)
-	if err != nil {
-		return nil
-	}
-	return f
-}
+func precompiledSetID(goarch string) *Filter { return embeddedFilter(setIDName(goarch)) }
 
 // DefaultFilter returns the built-in default profile compiled with o.
 //

@@ -118,18 +118,6 @@ func TestOpenAt2Guard(t *testing.T) {
 // Whether a profile of the user's needs the guard, and when it cannot
 // have one.
 func TestNeedsOpenAt2Guard(t *testing.T) {
-	compile := func(js string) *Filter {
-		t.Helper()
-		p, err := Parse([]byte(js), "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := Compile(p, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
 	for _, c := range []struct {
 		name, profile string
 		need, fail    bool
@@ -139,7 +127,7 @@ func TestNeedsOpenAt2Guard(t *testing.T) {
 		{"openat2 already ENOSYS", `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["openat2"],"action":"SCMP_ACT_ERRNO","errnoRet":38},{"names":["seccomp"],"action":"SCMP_ACT_ERRNO"}]}`, false, false},
 		{"openat2 open, seccomp denied", `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["seccomp"],"action":"SCMP_ACT_ERRNO"}]}`, false, true},
 	} {
-		need, err := NeedsOpenAt2Guard(compile(c.profile))
+		need, err := NeedsOpenAt2Guard(compileJSON(t, c.profile))
 		if need != c.need || (err != nil) != c.fail {
 			t.Errorf("%s: need %v, err %v; want need %v, error %v", c.name, need, err, c.need, c.fail)
 		}

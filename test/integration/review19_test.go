@@ -239,21 +239,24 @@ func TestReview19JSONStatusOmitsLoosenings(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		r := u.run(t, nil, "run", "--json-status", "/dev/stdout", "--seccomp", "unconfined", "--allow-privileged", "--net", "host", "--", "/bin/true")
 		expectCode(t, r, 0)
-		var started map[string]any
-		for _, l := range strings.Split(r.stdout, "\n") {
-			var ev map[string]any
-			if json.Unmarshal([]byte(l), &ev) == nil && ev["event"] == "started" {
-				started = ev
-			}
-		}
-		if started == nil {
-			t.Fatalf("no started event in --json-status: %q", r.stdout)
-		}
-		b, _ := json.Marshal(started)
+		b := startedLine(t, r.stdout)
 		for _, want := range []string{"unconfined", "privileged", "host"} {
 			if !strings.Contains(string(b), want) {
 				t.Errorf("the started event of --json-status does not name the loosening %q: %s", want, b)
 			}
 		}
 	})
+}
+
+// startedLine is the "started" event of --json-status lines, as JSON text.
+func startedLine(t *testing.T, lines string) []byte {
+	t.Helper()
+	for _, l := range strings.Split(lines, "\n") {
+		var ev map[string]any
+		if json.Unmarshal([]byte(l), &ev) == nil && ev["event"] == "started" {
+			return []byte(l)
+		}
+	}
+	t.Fatalf("no started event in --json-status: %q", lines)
+	return nil
 }

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,17 +193,7 @@ func TestReview21HostAPIsFromProfileSilent(t *testing.T) {
 		ws := u.tempDir(t)
 		r := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof, "--json-status", "/dev/stdout", "--", "/bin/true")
 		expectCode(t, r, 0)
-		var started map[string]any
-		for _, l := range strings.Split(r.stdout, "\n") {
-			var ev map[string]any
-			if json.Unmarshal([]byte(l), &ev) == nil && ev["event"] == "started" {
-				started = ev
-			}
-		}
-		if started == nil {
-			t.Fatalf("no started event in --json-status: %q", r.stdout)
-		}
-		b, _ := json.Marshal(started)
+		b := startedLine(t, r.stdout)
 		if !strings.Contains(string(b), "memory.save") {
 			t.Errorf("a profile's host_apis = [\"memory.save\"] is not named by the started event of --json-status (%s), nor warned about (stderr %q)", b, r.stderr)
 		}
