@@ -371,10 +371,14 @@ func TestBackendUnavailable(t *testing.T) {
 			return u.runAs(t, o, "unshare", append([]string{"-U", "-r", "sh", "-c", script, "sh", bin}, args...)...)
 		}
 		env := []string{"XDG_CONFIG_HOME=" + cfg}
+		// The workspace apart from the config directory: one that
+		// XDG_CONFIG_HOME puts inside a writable directory is refused
+		// (TestReview21ConfigDirInsideWorkspace).
+		ws := u.visibleDir(t)
 		_, _, llErrno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 		landlock := llErrno == 0
 		if landlock {
-			r := noUserns(&runOpts{env: env, dir: cfg}, "run", "--backend", "auto", "--", "/bin/echo", "RAN")
+			r := noUserns(&runOpts{env: env, dir: ws}, "run", "--backend", "auto", "--", "/bin/echo", "RAN")
 			if r.code != 0 || !strings.Contains(r.stdout, "RAN") || !strings.Contains(r.stderr, "user.max_user_namespaces is 0") || !strings.Contains(r.stderr, "running under backend landlock") {
 				t.Fatalf("--backend auto with Landlock: code %d stdout %q stderr %q; want landlock, saying why", r.code, r.stdout, r.stderr)
 			}
@@ -392,7 +396,7 @@ func TestBackendUnavailable(t *testing.T) {
 		}
 		u.mkdirs(t, filepath.Join(cfg, "nsbox"))
 		u.writeFile(t, filepath.Join(cfg, "nsbox", "config.toml"), "# allow running unsandboxed\nbackend_fallback = true\n", 0o644)
-		r := noUserns(&runOpts{env: env, dir: cfg}, "run", "--", "/bin/sh", "-c", "echo RAN-$((1+1))")
+		r := noUserns(&runOpts{env: env, dir: ws}, "run", "--", "/bin/sh", "-c", "echo RAN-$((1+1))")
 		switch {
 		case landlock:
 			// The landlock backend comes before none.
