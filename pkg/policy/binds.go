@@ -448,12 +448,13 @@ func (r *resolver) checkPolicyFiles() error {
 // the top of dir, or nested where the walk protects it (no name the walk
 // skips on the way, within its depth, dir not --shallow; review 20).
 func (r *resolver) trustedPolicyFile(l *Layer, f, dir string) error {
-	// The default config directory is protected in every run, whatever
-	// XDG_CONFIG_HOME says (the built-in defaults); one that
-	// XDG_CONFIG_HOME puts in a writable directory is protected only in
-	// the runs that set it, and an earlier run without it could have
-	// written a config.toml with backend = "none" there (review 21).
-	if c := r.h.ConfigDir(); c != "" && within(f, c) && r.h.Home != "" && c == filepath.Join(r.h.Home, ".config", "nsbox") {
+	// The user database's default config directory is protected in
+	// every run, whatever $HOME and XDG_CONFIG_HOME say (defaultsFor);
+	// one those variables put in a writable directory is protected only
+	// in the runs that set them, and an earlier run without them could
+	// have written a config.toml with backend = "none" there (reviews
+	// 21, 22).
+	if c := r.h.ConfigDir(); c != "" && within(f, c) && r.h.UserHome != "" && c == filepath.Join(r.h.UserHome, ".config", "nsbox") {
 		return nil
 	}
 	if rel, err := filepath.Rel(dir, f); err == nil {

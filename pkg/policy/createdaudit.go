@@ -141,12 +141,8 @@ func (r *resolver) auditCreated() {
 		r.res.GitAudit = r.newGitAudit()
 	}
 	if a := r.res.GitAudit; a != nil {
-		a.startLinks = map[fileID]bool{}
-		for _, l := range r.startLinks {
-			if id, ok := idOf(l); ok {
-				a.startLinks[id] = true
-			}
-		}
+		a.startLinkDepth = r.startLinkDepth
+		a.startLinks = startLinkIDs(r.startLinks)
 	}
 	if len(pats) == 0 {
 		r.res.GitAudit.stamp() // for its directories of other users (foreignDirs)
@@ -156,12 +152,7 @@ func (r *resolver) auditCreated() {
 	if a == nil {
 		// No repositories are audited (their pattern was removed): the
 		// audit looks for the created patterns' matches only.
-		a = &GitAudit{noGit: true, roots: r.rwRoots, known: map[fileID]bool{}, startLinks: map[fileID]bool{}}
-		for _, l := range r.startLinks {
-			if id, ok := idOf(l); ok {
-				a.startLinks[id] = true
-			}
-		}
+		a = &GitAudit{noGit: true, roots: r.rwRoots, known: map[fileID]bool{}, startLinks: startLinkIDs(r.startLinks), startLinkDepth: r.startLinkDepth}
 		a.placeAll(r.rwRoots)
 		r.res.GitAudit = a
 	}
@@ -171,6 +162,17 @@ func (r *resolver) auditCreated() {
 	a.locked = dedupStrings(append(a.locked, locked...))
 	a.created = append(a.created, pats...)
 	a.stamp()
+}
+
+// startLinkIDs are the links' ids, each with its target's.
+func startLinkIDs(links []string) map[fileID]fileID {
+	out := map[fileID]fileID{}
+	for _, l := range links {
+		if id, ok := idOf(l); ok {
+			out[id], _ = targetOf(l)
+		}
+	}
+	return out
 }
 
 // stamp sets the time from which a change is the run's, when not set.
@@ -416,242 +418,6 @@ func (a *GitAudit) foreignDirs(res []globResult) []error {
 		errs = append(errs, fmt.Errorf("%w: the sandbox made %s a directory of another user (uid %d) that nsbox cannot look into; a repository or agent file in it may run its code when you use git or open it in an editor or agent: look (as root) before you do", ErrGitAuditIncomplete, d, st.Uid))
 	}
 	return errs
-}
-
-// linkMaxEntries bounds what quarantineThroughLinks looks at below one
-// symlink's target.
-const linkMaxEntries = 20000
-
-// quarantineThroughLinks looks through the symlinks the walk found
-// (links) that lead into a directory the walk skips (walkSkip:
-// node_modules, .venv, target ...), which a tool on the host follows
-// (an editor opened on pkgs/proj -> node_modules/p, git run in it; found
-// by reviews). Below such a target, what the host would read or run is
-// an entry that the tail of a created pattern (its parts after the last
-// "**") matches, and, when repositories are audited, a .git or a bare
-// repository's HEAD: a link the run made or changed is quarantined
-// itself when it leads to one; an older link, when the run made or
-// changed one, has that entry quarantined.
-func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, of []createdPattern, done []string) ([]Quarantined, []error) {
-	type tail struct {
-		parts   []string
-		written string
-	}
-	var tails []tail
-	for i, g := range globs {
-		parts := splitPath(g.path)
-		for j := len(parts) - 1; j >= 0; j-- {
-			if parts[j] == "**" {
-				if j+1 < len(parts) {
-					tails = append(tails, tail{parts[j+1:], of[i].Written})
-				}
-				break
-			}
-		}
-	}
-	repos := len(a.dirs) > 0 && !a.noGit
-	if (len(tails) == 0 && !repos) || a.since == 0 {
-		return nil, nil
-	}
-	var out []Quarantined
-	var errs []error
-	add := func(q *Quarantined, err error) {
-		if err != nil {
-			errs = append(errs, err)
-		} else if q != nil {
-			out = append(out, *q)
-		}
-	}
-	inRoot := func(p string) string {
-		for _, root := range a.roots {
-			if within(p, root) && p != root {
-				return root
-			}
-		}
-		return ""
-	}
-	for _, l := range links {
-		if slices.ContainsFunc(done, func(d string) bool { return within(l, d) }) || inRoot(l) == "" || a.wasLocked(l) {
-			continue
-		}
-		real, err := filepath.EvalSymlinks(l)
-		if err != nil {
-			continue // dangling: nothing is read through it
-		}
-		root := inRoot(real)
-		if root == "" || within(l, real) {
-			continue // outside the writable places, or an ancestor the walk covers
-		}
-		rel, _ := filepath.Rel(root, real)
-		relParts := strings.Split(rel, "/")
-		firstSkip := slices.IndexFunc(relParts, func(c string) bool { return walkSkip[c] })
-		if firstSkip < 0 {
-			continue // the walk itself looked there
-		}
-		var lst unix.Stat_t
-		if unix.Lstat(l, &lst) != nil {
-			continue
-		}
-		// New: made or changed in the run, or moved into the walk's view
-		// with a directory above it (a link stashed below target/ in an
-		// earlier run keeps that run's times; review 21).
-		lid, _ := idOf(l)
-		newLink := lst.Ctim.Nano() >= a.since || (a.startLinks != nil && !a.startLinks[lid])
-		fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue // not a directory: the walk judged a matching name already
-		}
-		var found []string
-		var written string
-		// A repository git on the host finds from below the link: a
-		// .git (directory, gitfile or link), or a directory laid out as
-		// a git directory (a HEAD beside objects and refs), which git
-		// takes as a bare repository when run in it. Each is the
-		// sandbox's config, hooks and fsmonitor (review 16).
-		// Inside a repository's own git directory (a link to
-		// .git/modules/sub) the protection of .git decides, as in the
-		// walk, which never enters one.
-		var gits, heads, upHeads []string
-		// Invariant: only a .git the run protected (known at the start)
-		// is left to its protection; a .git-named directory the sandbox
-		// made in node_modules is nobody's (review 21).
-		inGitDir := false
-		if i := slices.Index(relParts, ".git"); i >= 0 {
-			if id, ok := idOf(filepath.Join(root, filepath.Join(relParts[:i+1]...))); ok && a.known[id] {
-				inGitDir = true
-			}
-		}
-		if repos && !inGitDir {
-			// git run below the link starts at real and walks up: a
-			// repository in a directory between the first skipped name
-			// and real (node_modules/.git, or node_modules laid out as
-			// a git directory, for a link to node_modules/p) is entered
-			// too, and the walk never lists those directories (review
-			// 20). Above the skipped name, the walk looked.
-			for i := firstSkip; i < len(relParts)-1; i++ {
-				d := filepath.Join(root, filepath.Join(relParts[:i+1]...))
-				if g := filepath.Join(d, ".git"); !inert(g) {
-					gits = append(gits, g)
-				}
-				if gitDirLayout(d) {
-					upHeads = append(upHeads, filepath.Join(d, "HEAD"))
-				}
-			}
-		}
-		n := 0
-		complete := findTails(fd, real, nil, 0, &n, func(p string, relParts []string) bool {
-			if repos && !inGitDir {
-				switch relParts[len(relParts)-1] {
-				case ".git":
-					if !inert(p) {
-						gits = append(gits, p)
-					}
-					return true
-				case "HEAD":
-					if gitDirLayout(filepath.Dir(p)) {
-						heads = append(heads, p)
-						return true
-					}
-				}
-			}
-			for _, t := range tails {
-				if len(relParts) >= len(t.parts) && matchAll(t.parts, relParts[len(relParts)-len(t.parts):]) {
-					found, written = append(found, p), t.written
-					return true
-				}
-			}
-			return false
-		})
-		switch {
-		case newLink && (len(found)+len(gits)+len(heads)+len(upHeads) > 0 || !complete):
-			add(a.quarantineAs(l, filepath.Dir(l), written))
-		case !complete:
-			errs = append(errs, fmt.Errorf("%s leads to %s, which holds more than %d entries: what the sandbox made there was not all looked at; look before an editor, agent or tool on the host opens %s, or git runs there", l, real, linkMaxEntries, l))
-		default:
-			for _, p := range found {
-				if a.changedInRun(p, real) {
-					add(a.quarantineAs(p, filepath.Dir(p), written))
-				}
-			}
-			for _, g := range gits {
-				if id, ok := idOf(g); ok && !a.known[id] && a.changedInRun(g, real) {
-					add(a.quarantine(g, filepath.Dir(g)))
-				}
-			}
-			for _, h := range heads {
-				d := filepath.Dir(h)
-				if id, ok := idOf(d); ok && !a.known[id] && a.changedInRun(d, real) {
-					add(a.quarantine(h, d))
-				}
-			}
-			// A directory above the target laid out as a git directory:
-			// judged by the entries that make it one, not by all it
-			// holds (node_modules).
-			for _, h := range upHeads {
-				d := filepath.Dir(h)
-				if id, ok := idOf(d); ok && !a.known[id] && a.layoutChanged(d) {
-					add(a.quarantine(h, d))
-				}
-			}
-		}
-	}
-	return out, errs
-}
-
-// layoutChanged reports whether the run made or changed an entry that
-// makes d a git directory (HEAD, config, commondir, objects, refs): their
-// change times, which a sandbox cannot set back.
-func (a *GitAudit) layoutChanged(d string) bool {
-	for _, name := range []string{"HEAD", "config", "commondir", "objects", "refs"} {
-		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(d, name), &st) == nil && st.Ctim.Nano() >= a.since {
-			return true
-		}
-	}
-	return false
-}
-
-// matchAll reports whether each name matches its pattern (path.Match).
-func matchAll(pats, names []string) bool {
-	for i := range pats {
-		if ok, _ := filepath.Match(pats[i], names[i]); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// findTails walks the directory fd (path dir, closed here) by fd, never
-// following a symlink, calling match with every entry's path and its
-// parts below the walk's start; what match takes is not descended into.
-// false: the walk stopped at linkMaxEntries or auditMaxDepth.
-func findTails(fd int, dir string, rel []string, depth int, n *int, match func(p string, relParts []string) bool) bool {
-	f := os.NewFile(uintptr(fd), dir)
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		return false
-	}
-	complete := true
-	for _, e := range ents {
-		if *n++; *n > linkMaxEntries || depth >= auditMaxDepth {
-			return false
-		}
-		parts := append(slices.Clip(rel), e.Name())
-		p := filepath.Join(dir, e.Name())
-		if match(p, parts) || !e.IsDir() {
-			continue
-		}
-		sub, err := unix.Openat(fd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue
-		}
-		if !findTails(sub, p, parts, depth+1, n, match) {
-			complete = false
-			break
-		}
-	}
-	return complete
 }
 
 // changedBelow is changedInRun for what the directory fd holds (closed

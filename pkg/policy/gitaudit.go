@@ -65,9 +65,14 @@ type GitAudit struct {
 	// (verifyPlaces).
 	places map[string]fileID
 	// startLinks are the symlinks the start's walk saw (nil: none
-	// recorded): one the end's walk meets that is not among them was
-	// made, or moved into view, during the run (quarantineThroughLinks).
-	startLinks map[fileID]bool
+	// recorded), with the directory each led to: one the end's walk
+	// meets that is not among them was made, or moved into view, during
+	// the run, and one that leads elsewhere now was redirected
+	// (quarantineThroughLinks).
+	startLinks map[fileID]fileID // each link's own id → its target's (zero: none)
+	// startLinkDepth: how deep below a writable root the start's walk
+	// listed directories; links deeper are judged by their times only.
+	startLinkDepth int
 }
 
 // fileID is what the audit trusts a pre-existing entry by. Directories

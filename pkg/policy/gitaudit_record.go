@@ -24,7 +24,8 @@ type gitAuditRecord struct {
 	Places     map[string][2]uint64 `json:"places,omitempty"` // device, inode
 	// StartLinks: the symlinks the start's walk saw (device, inode,
 	// ctime), so that a link moved into the walk's view is new.
-	StartLinks [][3]uint64 `json:"startLinks,omitempty"`
+	StartLinks     [][5]uint64 `json:"startLinks,omitempty"` // the link's device, inode, ctime; its target's device, inode
+	StartLinkDepth int         `json:"startLinkDepth,omitempty"`
 }
 
 // MarshalJSON writes the audit with what it trusts, so that another nsbox
@@ -34,8 +35,9 @@ func (a *GitAudit) MarshalJSON() ([]byte, error) {
 	for id := range a.known {
 		rec.Known = append(rec.Known, [3]uint64{id.dev, id.ino, uint64(id.ctime)})
 	}
-	for id := range a.startLinks {
-		rec.StartLinks = append(rec.StartLinks, [3]uint64{id.dev, id.ino, uint64(id.ctime)})
+	rec.StartLinkDepth = a.startLinkDepth
+	for id, t := range a.startLinks {
+		rec.StartLinks = append(rec.StartLinks, [5]uint64{id.dev, id.ino, uint64(id.ctime), t.dev, t.ino})
 	}
 	if len(a.places) > 0 {
 		rec.Places = map[string][2]uint64{}
@@ -60,9 +62,10 @@ func (a *GitAudit) UnmarshalJSON(b []byte) error {
 		a.known[fileID{dev: k[0], ino: k[1], ctime: int64(k[2])}] = true
 	}
 	if rec.StartLinks != nil {
-		a.startLinks = map[fileID]bool{}
+		a.startLinkDepth = rec.StartLinkDepth
+		a.startLinks = map[fileID]fileID{}
 		for _, k := range rec.StartLinks {
-			a.startLinks[fileID{dev: k[0], ino: k[1], ctime: int64(k[2])}] = true
+			a.startLinks[fileID{dev: k[0], ino: k[1], ctime: int64(k[2])}] = fileID{dev: k[3], ino: k[4]}
 		}
 	}
 	for p, id := range rec.Places {

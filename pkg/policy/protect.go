@@ -483,6 +483,18 @@ func (r *resolver) patterns() error {
 		return nil // a bad pattern: its entry's step says which
 	}
 	r.startLinks = links
+	// How deep the walk listed directories: the deepest "**" pattern's
+	// bound (a pattern's own, or the walk's).
+	r.startLinkDepth = 0
+	for _, p := range pats {
+		d := p.maxDepth
+		if d == 0 {
+			d = walkMaxDepth
+		}
+		if slices.Contains(splitPath(p.path), "**") && d > r.startLinkDepth {
+			r.startLinkDepth = d
+		}
+	}
 	r.globbed = map[globPattern]globResult{}
 	for i, p := range pats {
 		r.globbed[p] = res[i]

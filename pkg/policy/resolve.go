@@ -61,6 +61,18 @@ type Placeholder struct {
 
 func ptr[T any](v T) *T { return &v }
 
+// defaultsFor is Defaults with the user database's config directory
+// protected too, whatever $HOME says in this run: a later run with
+// another $HOME trusts it (trustedPolicyFile; review 22).
+func defaultsFor(h Host) *Layer {
+	l := Defaults()
+	if h.UserHome != "" {
+		fs := &l.Config.Filesystem
+		fs.Protect = append(fs.Protect, PathEntry{Path: escapeGlob(filepath.Join(h.UserHome, ".config", "nsbox")), Dir: true})
+	}
+	return l
+}
+
 // Defaults is the lowest layer: what nsbox does when nothing else says.
 func Defaults() *Layer {
 	return &Layer{Kind: KindDefaults, Name: "built-in defaults", Config: Config{
@@ -122,7 +134,7 @@ func Load(h Host, req Request) (*Result, error) {
 // loadLayers reads the layers of req: the defaults, the config file, the
 // profile chain and the flags. ref is the profile used.
 func loadLayers(h Host, req Request) (layers []*Layer, ref string, err error) {
-	layers = []*Layer{Defaults()}
+	layers = []*Layer{defaultsFor(h)}
 	cfgPath := req.ConfigFile
 	if cfgPath == "" {
 		cfgPath = ConfigPath(h)
@@ -319,8 +331,10 @@ type resolver struct {
 	mounts  []mountItem // binds, tmpfs and pins, sorted by depth
 	rwRoots []string    // writable bind sources that are directories ($NSBOX_RW)
 	shallow []string    // those the nested walks skip (shallow.go)
-	// startLinks are the symlinks the start's walk met (patterns).
-	startLinks []string
+	// startLinks are the symlinks the start's walk met (patterns), in
+	// directories down to startLinkDepth below its roots.
+	startLinks     []string
+	startLinkDepth int
 	// policyChecks are the policy files in writable directories, checked
 	// once shallow is known (checkPolicyFiles).
 	policyChecks []policyCheck
@@ -754,7 +768,7 @@ func (r *resolver) validate() error {
 // needs no workspace).
 func BackendSettings(h Host) (mode string, fallback bool, err error) {
 	h = h.withDefaults()
-	layers := []*Layer{Defaults()}
+	layers := []*Layer{defaultsFor(h)}
 	if p := ConfigPath(h); p != "" {
 		if _, serr := os.Stat(p); serr == nil || !(errors.Is(serr, fs.ErrNotExist) || implicitUnreachable("", serr)) {
 			l, err := LoadLayer(p, KindConfig)

@@ -34,6 +34,10 @@ type Host struct {
 	// KnownHostAPIs are the "api.method" names host API patterns such as
 	// "memory.*" expand to.
 	KnownHostAPIs []string
+	// UserHome is the user database's home directory of the effective
+	// uid, whatever $HOME says ("" when unknown): the default config
+	// directory below it is trusted, and protected, in every run.
+	UserHome string
 }
 
 // HostFromEnv describes the running process.
@@ -51,6 +55,9 @@ func HostFromEnv() (Host, error) {
 		DataHome:   os.Getenv("XDG_DATA_HOME"),
 		LookupEnv:  os.LookupEnv,
 		Environ:    os.Environ,
+	}
+	if u, err := user.LookupId(strconv.Itoa(os.Geteuid())); err == nil && filepath.IsAbs(u.HomeDir) {
+		h.UserHome = u.HomeDir
 	}
 	return h.withDefaults(), nil
 }

@@ -1,0 +1,313 @@
+package policy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// linkMaxEntries bounds what quarantineThroughLinks looks at below one
+// symlink's target.
+const linkMaxEntries = 20000
+
+// quarantineThroughLinks looks through the symlinks the walk found
+// (links) that lead into a directory the walk skips (walkSkip:
+// node_modules, .venv, target ...), which a tool on the host follows
+// (an editor opened on pkgs/proj -> node_modules/p, git run in it; found
+// by reviews). Below such a target, what the host would read or run is
+// an entry that the tail of a created pattern (its parts after the last
+// "**") matches, and, when repositories are audited, a .git or a bare
+// repository's HEAD: a link the run made or changed is quarantined
+// itself when it leads to one; an older link, when the run made or
+// changed one, has that entry quarantined.
+func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, of []createdPattern, done []string) ([]Quarantined, []error) {
+	type tail struct {
+		parts   []string
+		written string
+	}
+	var tails []tail
+	for i, g := range globs {
+		parts := splitPath(g.path)
+		for j := len(parts) - 1; j >= 0; j-- {
+			if parts[j] == "**" {
+				if j+1 < len(parts) {
+					tails = append(tails, tail{parts[j+1:], of[i].Written})
+				}
+				break
+			}
+		}
+	}
+	repos := len(a.dirs) > 0 && !a.noGit
+	if (len(tails) == 0 && !repos) || a.since == 0 {
+		return nil, nil
+	}
+	var out []Quarantined
+	var errs []error
+	add := func(q *Quarantined, err error) {
+		if err != nil {
+			errs = append(errs, err)
+		} else if q != nil {
+			out = append(out, *q)
+		}
+	}
+	inRoot := func(p string) string {
+		for _, root := range a.roots {
+			if within(p, root) && p != root {
+				return root
+			}
+		}
+		return ""
+	}
+	for _, l := range links {
+		if slices.ContainsFunc(done, func(d string) bool { return within(l, d) }) || inRoot(l) == "" || a.wasLocked(l) {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(l)
+		if err != nil {
+			continue // dangling: nothing is read through it
+		}
+		root := inRoot(real)
+		if root == "" || within(l, real) {
+			continue // outside the writable places, or an ancestor the walk covers
+		}
+		rel, _ := filepath.Rel(root, real)
+		relParts := strings.Split(rel, "/")
+		// from: the first directory on the way to real that no walk
+		// lists: a name the walk skips, or, below a root no nested walk
+		// entered (--shallow), the root's own entry (review 22).
+		from := slices.IndexFunc(relParts, func(c string) bool { return walkSkip[c] })
+		if from < 0 {
+			if a.walkedThere(real, globs) {
+				continue // the walk itself looked there
+			}
+			from = 0
+		}
+		var lst unix.Stat_t
+		if unix.Lstat(l, &lst) != nil {
+			continue
+		}
+		// New: made or changed in the run; moved into the walk's view
+		// with a directory above it (a link stashed below target/ in an
+		// earlier run keeps that run's times; review 21); or leading to
+		// another directory than at the start (the sandbox renamed a
+		// directory into the target's place, or made the target a link
+		// to another; review 22).
+		newLink := lst.Ctim.Nano() >= a.since || a.unseenAtStart(l, root) || a.targetMoved(l)
+		fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // not a directory: the walk judged a matching name already
+		}
+		var found []string
+		var written string
+		// A repository git on the host finds from below the link: a
+		// .git (directory, gitfile or link), or a directory laid out as
+		// a git directory (a HEAD beside objects and refs), which git
+		// takes as a bare repository when run in it. Each is the
+		// sandbox's config, hooks and fsmonitor (review 16).
+		// Inside a repository's own git directory (a link to
+		// .git/modules/sub) the protection of .git decides, as in the
+		// walk, which never enters one.
+		var gits, heads, upHeads []string
+		// Invariant: only a .git the run protected (known at the start)
+		// is left to its protection; a .git-named directory the sandbox
+		// made in node_modules is nobody's (review 21).
+		inGitDir := false
+		if i := slices.Index(relParts, ".git"); i >= 0 {
+			if id, ok := idOf(filepath.Join(root, filepath.Join(relParts[:i+1]...))); ok && a.known[id] {
+				inGitDir = true
+			}
+		}
+		if repos && !inGitDir {
+			// git run below the link starts at real and walks up: a
+			// repository in a directory between the first skipped name
+			// and real (node_modules/.git, or node_modules laid out as
+			// a git directory, for a link to node_modules/p) is entered
+			// too, and the walk never lists those directories (review
+			// 20). Above the skipped name, the walk looked.
+			for i := from; i < len(relParts)-1; i++ {
+				d := filepath.Join(root, filepath.Join(relParts[:i+1]...))
+				if g := filepath.Join(d, ".git"); !inert(g) {
+					gits = append(gits, g)
+				}
+				if gitDirLayout(d) {
+					upHeads = append(upHeads, filepath.Join(d, "HEAD"))
+				}
+			}
+		}
+		n := 0
+		complete := findTails(fd, real, nil, 0, &n, func(p string, relParts []string) bool {
+			if repos && !inGitDir {
+				switch relParts[len(relParts)-1] {
+				case ".git":
+					if !inert(p) {
+						gits = append(gits, p)
+					}
+					return true
+				case "HEAD":
+					if gitDirLayout(filepath.Dir(p)) {
+						heads = append(heads, p)
+						return true
+					}
+				}
+			}
+			for _, t := range tails {
+				if len(relParts) >= len(t.parts) && matchAll(t.parts, relParts[len(relParts)-len(t.parts):]) {
+					found, written = append(found, p), t.written
+					return true
+				}
+			}
+			return false
+		})
+		switch {
+		case newLink && (len(found)+len(gits)+len(heads)+len(upHeads) > 0 || !complete):
+			add(a.quarantineAs(l, filepath.Dir(l), written))
+		case !complete:
+			errs = append(errs, fmt.Errorf("%s leads to %s, which holds more than %d entries: what the sandbox made there was not all looked at; look before an editor, agent or tool on the host opens %s, or git runs there", l, real, linkMaxEntries, l))
+		default:
+			for _, p := range found {
+				if a.changedInRun(p, real) {
+					add(a.quarantineAs(p, filepath.Dir(p), written))
+				}
+			}
+			for _, g := range gits {
+				if id, ok := idOf(g); ok && !a.known[id] && a.changedInRun(g, real) {
+					add(a.quarantine(g, filepath.Dir(g)))
+				}
+			}
+			for _, h := range heads {
+				d := filepath.Dir(h)
+				if id, ok := idOf(d); ok && !a.known[id] && a.changedInRun(d, real) {
+					add(a.quarantine(h, d))
+				}
+			}
+			// A directory above the target laid out as a git directory:
+			// judged by the entries that make it one, not by all it
+			// holds (node_modules).
+			for _, h := range upHeads {
+				d := filepath.Dir(h)
+				if id, ok := idOf(d); ok && !a.known[id] && a.layoutChanged(d) {
+					add(a.quarantine(h, d))
+				}
+			}
+		}
+	}
+	return out, errs
+}
+
+// layoutChanged reports whether the run made or changed an entry that
+// makes d a git directory (HEAD, config, commondir, objects, refs): their
+// change times, which a sandbox cannot set back.
+func (a *GitAudit) layoutChanged(d string) bool {
+	for _, name := range []string{"HEAD", "config", "commondir", "objects", "refs"} {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(d, name), &st) == nil && st.Ctim.Nano() >= a.since {
+			return true
+		}
+	}
+	return false
+}
+
+// matchAll reports whether each name matches its pattern (path.Match).
+func matchAll(pats, names []string) bool {
+	for i := range pats {
+		if ok, _ := filepath.Match(pats[i], names[i]); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// findTails walks the directory fd (path dir, closed here) by fd, never
+// following a symlink, calling match with every entry's path and its
+// parts below the walk's start; what match takes is not descended into.
+// false: the walk stopped at linkMaxEntries or auditMaxDepth.
+func findTails(fd int, dir string, rel []string, depth int, n *int, match func(p string, relParts []string) bool) bool {
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return false
+	}
+	complete := true
+	for _, e := range ents {
+		if *n++; *n > linkMaxEntries || depth >= auditMaxDepth {
+			return false
+		}
+		parts := append(slices.Clip(rel), e.Name())
+		p := filepath.Join(dir, e.Name())
+		if match(p, parts) || !e.IsDir() {
+			continue
+		}
+		sub, err := unix.Openat(fd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if !findTails(sub, p, parts, depth+1, n, match) {
+			complete = false
+			break
+		}
+	}
+	return complete
+}
+
+// walkedThere reports whether an end-of-run walk lists dir's entries: a
+// searched directory, or the fixed part of a created pattern's "**",
+// reaches it with no name the walk skips on the way.
+func (a *GitAudit) walkedThere(dir string, globs []globPattern) bool {
+	if slices.ContainsFunc(a.dirs, func(d string) bool { return walkedWith(dir, d) }) {
+		return true
+	}
+	for _, g := range globs {
+		if slices.Contains(splitPath(g.path), "**") && walkedWith(dir, fixedPart(g.path)) {
+			return true
+		}
+	}
+	return false
+}
+
+// unseenAtStart reports whether the link l, below root, lies where the
+// start's walk looked and was not among the links it met.
+func (a *GitAudit) unseenAtStart(l, root string) bool {
+	if a.startLinks == nil {
+		return false
+	}
+	rel, err := filepath.Rel(root, l)
+	if err != nil || strings.Count(rel, "/")+1 >= a.startLinkDepth {
+		return false // deeper than the start looked: judged by its times
+	}
+	id, ok := idOf(l)
+	if !ok {
+		return false
+	}
+	_, met := a.startLinks[id]
+	return !met
+}
+
+// targetMoved reports whether the link l, met at the start, leads to
+// another directory now (by device and inode, followed).
+func (a *GitAudit) targetMoved(l string) bool {
+	id, ok := idOf(l)
+	if !ok {
+		return false
+	}
+	was, met := a.startLinks[id]
+	if !met {
+		return false
+	}
+	now, _ := targetOf(l)
+	return now != was
+}
+
+// targetOf is the device and inode of the directory the link l leads to
+// (zero when it leads nowhere, or not to a directory).
+func targetOf(l string) (fileID, bool) {
+	var st unix.Stat_t
+	if unix.Stat(l, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fileID{}, false
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino}, true
+}
