@@ -96,7 +96,7 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 		// another directory than at the start (the sandbox renamed a
 		// directory into the target's place, or made the target a link
 		// to another; review 22).
-		newLink := lst.Ctim.Nano() >= a.since || a.unseenAtStart(l, root) || a.targetMoved(l)
+		newLink := lst.Ctim.Nano() >= a.since || a.unseenAtStart(l, root) || a.targetMoved(l, real)
 		fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue // not a directory: the walk judged a matching name already
@@ -276,8 +276,8 @@ func (a *GitAudit) unseenAtStart(l, root string) bool {
 		return false
 	}
 	rel, err := filepath.Rel(root, l)
-	if err != nil || strings.Count(rel, "/")+1 >= a.startLinkDepth {
-		return false // deeper than the start looked: judged by its times
+	if err != nil || (a.startLinkDepth > 0 && strings.Count(rel, "/")+1 >= a.startLinkDepth) {
+		return false // deeper than the start looked (targetMoved judges it)
 	}
 	id, ok := idOf(l)
 	if !ok {
@@ -287,19 +287,58 @@ func (a *GitAudit) unseenAtStart(l, root string) bool {
 	return !met
 }
 
-// targetMoved reports whether the link l, met at the start, leads to
-// another directory now (by device and inode, followed).
-func (a *GitAudit) targetMoved(l string) bool {
-	id, ok := idOf(l)
-	if !ok {
-		return false
+// targetMoved reports whether the link l (resolved: real) leads to
+// another directory than at the start. For a link the start met with its
+// target, by that target's device and inode. For one it did not record
+// (deeper than it looked, dangling then, or a record of an earlier
+// version), by times: the target itself, or a link on the way, made or
+// changed in the run (a stash renamed into the target's place, the
+// target made a link to another; reviews 22, 23).
+func (a *GitAudit) targetMoved(l, real string) bool {
+	if id, ok := idOf(l); ok {
+		if was, met := a.startLinks[id]; met && was != (fileID{}) {
+			now, _ := targetOf(l)
+			return now != was
+		}
 	}
-	was, met := a.startLinks[id]
-	if !met {
-		return false
+	var st unix.Stat_t
+	if unix.Lstat(real, &st) == nil && st.Ctim.Nano() >= a.since {
+		return true
 	}
-	now, _ := targetOf(l)
-	return now != was
+	for _, s := range linksOnTheWay(l) {
+		if unix.Lstat(s, &st) == nil && st.Ctim.Nano() >= a.since {
+			return true
+		}
+	}
+	return false
+}
+
+// linksOnTheWay are the symlinks met resolving p (p itself first when it
+// is one), at most 40 (the kernel's bound, path_resolution(7)).
+func linksOnTheWay(p string) []string {
+	var out []string
+	cur := "/"
+	todo := splitPath(p)
+	for len(todo) > 0 && len(out) < 40 {
+		c := todo[0]
+		todo = todo[1:]
+		if c == ".." {
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		t, err := os.Readlink(next)
+		if err != nil {
+			cur = next // not a link (or gone: what follows is not reached)
+			continue
+		}
+		out = append(out, next)
+		if filepath.IsAbs(t) {
+			cur = "/"
+		}
+		todo = append(splitPath(t), todo...)
+	}
+	return out
 }
 
 // targetOf is the device and inode of the directory the link l leads to

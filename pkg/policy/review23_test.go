@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,12 +47,14 @@ func TestReview23OldFormatStartLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The previous format: app met at the start, "moved" not.
-	rec := fmt.Sprintf(`{"roots":[%q],"known":[],"noGit":true,"since":1,"startLinks":[[%d,%d,%d]]}`, root, st.Dev, st.Ino, st.Ctim.Nano())
+	// The run started after all of it was made (a real record's since).
+	since := time.Now().UnixNano() + 1
+	rec := fmt.Sprintf(`{"roots":[%q],"known":[],"noGit":true,"since":%d,"startLinks":[[%d,%d,%d]]}`, root, since, st.Dev, st.Ino, st.Ctim.Nano())
 	var a GitAudit
 	if err := json.Unmarshal([]byte(rec), &a); err != nil {
 		t.Fatal(err)
 	}
-	if a.targetMoved(app) {
+	if a.targetMoved(app, p) {
 		t.Errorf("old-format record: the user's untouched link %s counts as redirected (target recorded as zero), so it is \"new\"", app)
 	}
 	if !a.unseenAtStart(moved, root) {
