@@ -64,11 +64,23 @@ func ptr[T any](v T) *T { return &v }
 // defaultsFor is Defaults with the user database's config directory
 // protected too, whatever $HOME says in this run: a later run with
 // another $HOME trusts it (trustedPolicyFile; review 22).
+//
+// The default config directories ($HOME's and the user database's) are
+// protected whatever XDG_CONFIG_HOME says in this run: the next run may
+// not set it (trustedPolicyFile). Each once: the same path twice would
+// be two read-only binds.
 func defaultsFor(h Host) *Layer {
 	l := Defaults()
-	if h.UserHome != "" {
-		fs := &l.Config.Filesystem
-		fs.Protect = append(fs.Protect, PathEntry{Path: escapeGlob(filepath.Join(h.UserHome, ".config", "nsbox")), Dir: true})
+	fs := &l.Config.Filesystem
+	seen := map[string]bool{h.ConfigDir(): true}
+	for _, home := range []string{h.Home, h.UserHome} {
+		if home == "" {
+			continue
+		}
+		if d := filepath.Join(home, ".config", "nsbox"); !seen[d] {
+			seen[d] = true
+			fs.Protect = append(fs.Protect, PathEntry{Path: escapeGlob(d), Dir: true})
+		}
 	}
 	return l
 }
@@ -90,10 +102,7 @@ func Defaults() *Layer {
 			// them would choose the next sandbox's policy. The host APIs'
 			// stores: sandboxed code reaches them only through hostCall and
 			// its allowlist, never as files (read or written).
-			// The default config directory too, whatever
-			// XDG_CONFIG_HOME says in this run: the next run may not
-			// set it (trustedPolicyFile).
-			Protect: []PathEntry{{Path: "$NSBOX_CONFIG", Dir: true}, {Path: "~/.config/nsbox", Dir: true}, {Path: "$NSBOX_DATA", Dir: true}},
+			Protect: []PathEntry{{Path: "$NSBOX_CONFIG", Dir: true}, {Path: "$NSBOX_DATA", Dir: true}},
 			Hide:    []PathEntry{{Path: "$NSBOX_DATA", Dir: true}},
 		},
 	}}
