@@ -77,6 +77,7 @@ fuzz:
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzDNSAnswer -fuzztime 20000x -fuzzminimizetime 200x ./pkg/netfilter
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzTranslateControl -fuzztime 100000x ./pkg/notify
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzGitlinks -fuzztime 20000x ./pkg/policy
+	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzTrustStore -fuzztime 5000x ./pkg/policy
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzParseLayer -fuzztime 20000x ./pkg/policy
 
 # cgroup v2 tests of pkg/cgroups, as root, in a throw-away qemu VM (TCG).

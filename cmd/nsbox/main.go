@@ -81,7 +81,7 @@ capabilities and resource limits, without root and without setuid helpers.`,
 	}
 	root.AddCommand(newRunCmd(), newCallCmd(), newMemoryCmd(), newNotepadCmd())
 	root.AddCommand(newToolsCmd(), newScriptCmd())
-	root.AddCommand(newStatusCmd(), newProfilesCmd())
+	root.AddCommand(newStatusCmd(), newProfilesCmd(), newTrustCmd())
 	root.AddCommand(newMCPCmd())
 	root.AddCommand(newCheckPathCmd())
 	root.AddCommand(newSessionCmd())

@@ -454,7 +454,7 @@ func (r *resolver) trustedPolicyFile(l *Layer, f, dir string) error {
 	// in the runs that set them, and an earlier run without them could
 	// have written a config.toml with backend = "none" there (reviews
 	// 21, 22).
-	if c := r.h.ConfigDir(); c != "" && within(f, c) && r.h.UserHome != "" && c == filepath.Join(r.h.UserHome, ".config", "nsbox") {
+	if within(f, r.h.ConfigDir()) && r.configDirProtectedEverywhere() {
 		return nil
 	}
 	if rel, err := filepath.Rel(dir, f); err == nil {
@@ -470,7 +470,7 @@ func (r *resolver) trustedPolicyFile(l *Layer, f, dir string) error {
 			}
 		}
 	}
-	return errorf(l, "", ErrWritablePolicyFile, "%s lies in %s, which sandboxes can write: an earlier run there could have rewritten it. Keep project profiles and seccomp files in %s (every run keeps that directory read-only), or outside every writable directory",
+	return errorf(l, "", ErrWritablePolicyFile, "%s lies in %s, which sandboxes can write: an earlier run there could have rewritten it. Keep project profiles and seccomp files in %s (every run keeps that directory read-only; nsbox trust FILE there), or outside every writable directory",
 		f, dir, filepath.Join(append([]string{dir}, policyDir...)...)+"/")
 }
 

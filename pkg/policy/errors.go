@@ -30,6 +30,9 @@ var (
 	// writable directory of the run outside its .nsbox/ directory, where
 	// an earlier sandbox could have rewritten it.
 	ErrWritablePolicyFile = errors.New("policy file in a writable directory")
+	// ErrUntrustedPolicyFile: a project policy file (in a .nsbox/policy/
+	// directory) whose bytes the user has not trusted (nsbox trust).
+	ErrUntrustedPolicyFile = errors.New("untrusted project policy file")
 )
 
 // Error is a policy problem, for users: where it is (a file and line, the

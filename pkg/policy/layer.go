@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +60,9 @@ type Layer struct {
 	KeyNames map[string]string
 	// lines maps a key ("limits.memory", "filesystem.rw[2]") to its line.
 	lines map[string]int
+	// Digest is the SHA-256 of the file's bytes (LoadLayer), compared
+	// with the user's trust record of a project policy file.
+	Digest [32]byte
 }
 
 // where returns the source, line and key to show for key.
@@ -151,7 +155,12 @@ func LoadLayer(path string, kind Kind) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseLayer(data, path, kind)
+	l, err := ParseLayer(data, path, kind)
+	if err != nil {
+		return nil, err
+	}
+	l.Digest = sha256.Sum256(data)
+	return l, nil
 }
 
 func readSmallFile(path string) ([]byte, error) {

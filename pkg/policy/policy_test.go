@@ -78,6 +78,14 @@ func mustLoad(t *testing.T, h Host, req Request) *Result {
 	return res
 }
 
+// trustAll records the project policy files named (nsbox trust).
+func trustAll(t *testing.T, h Host, paths ...string) {
+	t.Helper()
+	if _, err := Trust(h, paths); err != nil {
+		t.Fatalf("Trust: %v", err)
+	}
+}
+
 func findMount(p sandbox.Policy, kind sandbox.Mount, dest string) (sandbox.Mount, bool) {
 	for _, m := range p.Mounts {
 		if m.Kind == kind.Kind && m.Dest == dest {
@@ -574,6 +582,7 @@ func TestPolicyFileInWorkspaceProtected(t *testing.T) {
 	h := testHost(t)
 	p := filepath.Join(h.Cwd, ".nsbox", "policy", "nsbox.toml")
 	write(t, p, "extend = \"workspace\"\n")
+	trustAll(t, h, filepath.Dir(p))
 	res := mustLoad(t, h, Request{ConfigFile: "-", Profile: "./.nsbox/policy/nsbox.toml"})
 	if !hasMount(res.Policy, "protect", p) {
 		t.Fatalf("%+v", res.Policy.Mounts)
@@ -587,6 +596,7 @@ func TestPolicyFileInWorkspaceProtected(t *testing.T) {
 	// Nested: where the walk protects it, not below a name it skips
 	// (review 20).
 	write(t, filepath.Join(h.Cwd, "sub", ".nsbox", "policy", "p.toml"), "extend = \"workspace\"\n")
+	trustAll(t, h, filepath.Join(h.Cwd, "sub", ".nsbox", "policy"))
 	mustLoad(t, h, Request{ConfigFile: "-", Profile: "./sub/.nsbox/policy/p.toml"})
 	write(t, filepath.Join(h.Cwd, "node_modules", "x", ".nsbox", "policy", "p.toml"), "extend = \"workspace\"\n")
 	if _, err := Load(h, Request{ConfigFile: "-", Profile: "./node_modules/x/.nsbox/policy/p.toml"}); !errors.Is(err, ErrWritablePolicyFile) {
@@ -1018,6 +1028,7 @@ func TestPolicyFileThroughSymlinkProtected(t *testing.T) {
 	}
 	write(t, filepath.Join(real, "proj", ".nsbox", "policy", "nsbox.toml"), "extend = \"workspace\"\n")
 	h.Cwd = filepath.Join(link, "proj")
+	trustAll(t, h, ".nsbox/policy/nsbox.toml")
 	res := mustLoad(t, h, Request{ConfigFile: "-", Profile: "./.nsbox/policy/nsbox.toml"})
 	if !hasMount(res.Policy, "protect", filepath.Join(real, "proj", ".nsbox", "policy", "nsbox.toml")) {
 		t.Fatalf("the profile is not protected: %+v", res.Policy.Mounts)
@@ -1107,6 +1118,7 @@ func TestSeccompProfileInWorkspaceProtected(t *testing.T) {
 	p := filepath.Join(h.Cwd, ".nsbox", "policy", "sc.json")
 	write(t, p, `{"defaultAction":"SCMP_ACT_ALLOW"}`)
 	sc := "./.nsbox/policy/sc.json"
+	trustAll(t, h, p)
 	res := mustLoad(t, h, Request{ConfigFile: "-", Flags: &Layer{Kind: KindFlags, Name: "command line", Config: Config{Seccomp: &sc}}})
 	if res.Policy.Seccomp != p || !hasMount(res.Policy, "protect", p) {
 		t.Fatalf("seccomp %q, mounts %+v", res.Policy.Seccomp, res.Policy.Mounts)

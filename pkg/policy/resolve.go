@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -277,6 +278,8 @@ func (r *resolver) steps() []step {
 		// Before protect: a seccomp profile inside a writable bind is
 		// protected like a policy file.
 		{"seccomp", r.seccomp},
+		// After policy_files and seccomp: every file read is known.
+		{"trust", r.trust},
 		// One walk for every pattern of both lists (globAll).
 		{"patterns", r.patterns},
 		{"protect", r.protect},
@@ -347,6 +350,10 @@ type resolver struct {
 	// policyChecks are the policy files in writable directories, checked
 	// once shallow is known (checkPolicyFiles).
 	policyChecks []policyCheck
+	// seccompFile and seccompDigest are the seccomp profile file read
+	// (its real path) and the SHA-256 of its bytes; "" for none.
+	seccompFile   string
+	seccompDigest [32]byte
 	// shallowRepos: a pattern of repositories skipped a shallow one.
 	shallowRepos bool
 	// policyFiles are this run's policy files that lie in writable binds.
@@ -680,6 +687,8 @@ func (r *resolver) seccomp() error {
 		}
 	}
 	r.res.Policy.Seccomp = rp.Path
+	r.seccompFile, r.seccompDigest = rp.Path, prof.Digest
+	r.res.Policy.SeccompSHA256 = hex.EncodeToString(prof.Digest[:])
 	// Invariant: like a policy file, a seccomp profile in a directory the
 	// sandbox can write is read-only inside: a sandbox that rewrote it
 	// with defaultAction SCMP_ACT_ALLOW would switch the next run's

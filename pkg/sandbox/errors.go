@@ -32,6 +32,9 @@ var (
 	// tools are confined to does not exist inside the sandbox (a policy
 	// that binds no workspace, run from /tmp, which is private inside).
 	ErrWorkspaceNotVisible = errors.New("the workspace is not visible inside the sandbox")
+	// ErrSeccompChanged: the seccomp profile file differs from the one
+	// the policy was resolved with (Policy.SeccompSHA256).
+	ErrSeccompChanged = errors.New("the file changed after the policy was resolved; run again")
 )
 
 // ViolationError is an operation the sandbox refused.

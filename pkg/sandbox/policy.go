@@ -73,6 +73,10 @@ type Policy struct {
 	// Seccomp is "default", "unconfined", or the path of an OCI seccomp
 	// profile (JSON).
 	Seccomp string `json:"seccomp,omitempty"`
+	// SeccompSHA256 is, when set, the hex SHA-256 of the profile file the
+	// policy was resolved (and trusted) with: Start refuses the file if
+	// its bytes differ now.
+	SeccompSHA256 string `json:"seccompSHA256,omitempty"`
 	// AllowUserns lets commands create nested user namespaces.
 	AllowUserns bool `json:"allowUserns,omitempty"`
 	// AllowPrivileged keeps capabilities inside the user namespace.

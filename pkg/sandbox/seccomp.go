@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/hex"
 	"fmt"
 
 	"github.com/nsbox/nsbox/pkg/seccomp"
@@ -35,6 +36,13 @@ func compileSeccomp(p *Policy) (compiledFilters, error) {
 		prof, lerr := seccomp.LoadFile(p.Seccomp)
 		if lerr != nil {
 			return out, lerr
+		}
+		// Invariant: the filter compiled is the profile the policy was
+		// resolved with. The file is read again here, and one rewritten
+		// in between (by a session that can write it, or anyone else)
+		// would install a filter nobody judged or trusted.
+		if p.SeccompSHA256 != "" && hex.EncodeToString(prof.Digest[:]) != p.SeccompSHA256 {
+			return out, fmt.Errorf("seccomp profile %s: %w", p.Seccomp, ErrSeccompChanged)
 		}
 		f, err = seccomp.CompileShared(prof, o)
 		if err == nil {

@@ -1,6 +1,7 @@
 package seccomp
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,9 @@ type Profile struct {
 	// Source names the profile in error messages: the file name given to
 	// LoadFile, the source given to Parse, or "default.json".
 	Source string `json:"-"`
+	// Digest is the SHA-256 of the bytes Parse decoded: what a trust
+	// record (nsbox trust) and the policy that named the file compare.
+	Digest [32]byte `json:"-"`
 }
 
 // ArchMap is Docker's archMap entry: when Architecture is the native
@@ -138,6 +142,7 @@ func Parse(data []byte, source string) (*Profile, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.Digest = sha256.Sum256(data)
 	if err := validate(p); err != nil {
 		return nil, err
 	}

@@ -292,10 +292,13 @@ func TestPerimeterUnknownVariable(t *testing.T) {
 		ws := u.tempDir(t)
 		marker := filepath.Join(ws, "ran")
 		// Where a project keeps its profiles (a profile elsewhere in a
-		// writable directory is refused).
+		// writable directory is refused), trusted.
 		u.mkdirs(t, filepath.Join(ws, ".nsbox", "policy"))
 		prof := filepath.Join(ws, ".nsbox", "policy", "p.toml")
 		u.writeFile(t, prof, "extend = \"workspace\"\n[filesystem]\nhide = [\"$NSBOX_WORKSPACE/${secretDir}\"]\n", 0o644)
+		// The user trusts it (nsbox trust).
+		env := trustEnv(t, u)
+		u.trust(t, env, ws, prof)
 		for _, c := range []struct {
 			flags []string
 			name  string
@@ -305,7 +308,7 @@ func TestPerimeterUnknownVariable(t *testing.T) {
 			{[]string{"--rw", "$NOPE_RW"}, "$NOPE_RW"},
 			{[]string{"--profile", prof}, "$secretDir"},
 		} {
-			r := u.sh(t, &runOpts{dir: ws}, c.flags, "touch "+marker)
+			r := u.sh(t, &runOpts{dir: ws, env: env}, c.flags, "touch "+marker)
 			expectCode(t, r, 125)
 			if !strings.Contains(r.stderr, c.name) {
 				t.Errorf("%v: stderr does not name %s: %s", c.flags, c.name, r.stderr)

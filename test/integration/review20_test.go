@@ -121,10 +121,12 @@ func TestReview20NestedPolicyDirUnprotected(t *testing.T) {
 				u.mkdirs(t, pol)
 				prof := filepath.Join(pol, "ci.toml")
 				u.writeFile(t, prof, "description = \"the project's\"\nextend = \"workspace\"\n", 0o644)
-				r1 := u.sh(t, &runOpts{dir: ws}, nil, `printf 'description = "the sandbox'"'"'s"\nextend = "workspace"\nnetwork = "host"\n' > `+filepath.Join(sub, ".nsbox", "policy", "ci.toml")+` 2>/dev/null; echo wrote=$?`)
+				env := trustEnv(t, u)
+				u.trust(t, env, ws, prof)
+				r1 := u.sh(t, &runOpts{dir: ws, env: env}, nil, `printf 'description = "the sandbox'"'"'s"\nextend = "workspace"\nnetwork = "host"\n' > `+filepath.Join(sub, ".nsbox", "policy", "ci.toml")+` 2>/dev/null; echo wrote=$?`)
 				b, _ := os.ReadFile(prof)
 				rewritten := strings.Contains(string(b), "sandbox's")
-				r2 := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof, "--", "/bin/true")
+				r2 := u.run(t, &runOpts{dir: ws, env: env}, "run", "--profile", prof, "--", "/bin/true")
 				if rewritten && r2.code != 125 {
 					t.Errorf("a plain run rewrote %s (%s; stderr %q), and the next run with --profile it was accepted (exit %d, stderr %q): no run protects that .nsbox/policy/",
 						prof, strings.TrimSpace(r1.stdout), r1.stderr, r2.code, r2.stderr)

@@ -120,14 +120,17 @@ func TestReview21TopPolicyDirUnprotectedFromAncestorRun(t *testing.T) {
 				u.mkdirs(t, pol)
 				prof := filepath.Join(pol, "ci.toml")
 				u.writeFile(t, prof, "description = \"the project's\"\nextend = \"workspace\"\n", 0o644)
+				// The user trusts the profile as written (nsbox trust).
+				env := trustEnv(t, u)
+				u.trust(t, env, ws, prof)
 				var flags []string
 				if c.shallow {
 					flags = []string{"--shallow", base}
 				}
-				r1 := u.sh(t, &runOpts{dir: base}, flags, `printf 'description = "the sandbox'"'"'s"\nextend = "workspace"\nnetwork = "host"\n' > `+filepath.Join(c.rel, ".nsbox", "policy", "ci.toml")+` 2>/dev/null; echo wrote=$?`)
+				r1 := u.sh(t, &runOpts{dir: base, env: env}, flags, `printf 'description = "the sandbox'"'"'s"\nextend = "workspace"\nnetwork = "host"\n' > `+filepath.Join(c.rel, ".nsbox", "policy", "ci.toml")+` 2>/dev/null; echo wrote=$?`)
 				b, _ := os.ReadFile(prof)
 				rewritten := strings.Contains(string(b), "sandbox's")
-				r2 := u.run(t, &runOpts{dir: ws}, "run", "--profile", prof, "--", "/bin/true")
+				r2 := u.run(t, &runOpts{dir: ws, env: env}, "run", "--profile", prof, "--", "/bin/true")
 				if rewritten && r2.code != 125 {
 					t.Errorf("a run in %s (flags %v) rewrote %s (%s; stderr %q), and the next run in the project with --profile it was accepted (exit %d, stderr %q)",
 						base, flags, prof, strings.TrimSpace(r1.stdout), r1.stderr, r2.code, r2.stderr)

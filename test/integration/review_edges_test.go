@@ -287,12 +287,15 @@ func TestReviewEdgesAllowSocketUnknownVariable(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
 		// Where a project keeps its profiles (a profile elsewhere in a
-		// writable directory is refused).
+		// writable directory is refused), trusted.
 		u.mkdirs(t, filepath.Join(ws, ".nsbox", "policy"))
 		prof := filepath.Join(ws, ".nsbox", "policy", "p.toml")
 		u.writeFile(t, prof, "extend = \"workspace\"\n[unix_sockets]\nallow = [\"${workspaceFolder}/db.sock\"]\n", 0o644)
+		// The user trusts it (nsbox trust).
+		env := trustEnv(t, u)
+		u.trust(t, env, ws, prof)
 		for _, flags := range [][]string{{"--allow-socket", "${workspaceFolder}/db.sock"}, {"--profile", prof}} {
-			r := u.sh(t, &runOpts{dir: ws}, flags, "true")
+			r := u.sh(t, &runOpts{dir: ws, env: env}, flags, "true")
 			if r.code != 0 || !strings.Contains(r.stderr, "$workspaceFolder is not set") {
 				t.Errorf("%v: exit %d (want 0 and a warning naming $workspaceFolder): %s", flags, r.code, strings.TrimSpace(r.stderr))
 			}
