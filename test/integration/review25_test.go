@@ -1,0 +1,184 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Review 25: the landlock backend (issue 20), from the host's side: what
+// does the host do later with what a landlock sandbox changed? Without a
+// mount namespace the command runs as the caller's own uid (as root: uid 0
+// without capabilities) on the host's real files, and Landlock governs
+// what a process may open, create, remove, rename, link and truncate, but
+// not a file's metadata: chmod(2)/fchmodat(2), utimensat(2), chown(2) to a
+// group of the caller's and setxattr(2) are not Landlock access rights on
+// any ABI up to this kernel's (6.18, ABI 7). Each test FAILS on the code it
+// was written against and passes once the weakness is fixed. Every probe
+// runs as root and as uid 65534.
+
+// review25Mode is a file's permission bits as the host sees them.
+func review25Mode(t *testing.T, p string) os.FileMode {
+	t.Helper()
+	st, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode().Perm()
+}
+
+// TestReview25LandlockChmodOutsideWritable
+//
+// Severity: HIGH.
+//
+// Weakness: the landlock backend stops writes outside the writable binds
+// with Landlock path rules (pkg/sandbox/landlock.go landlockGrants: "/"
+// read+execute, hidden paths no access, protected paths read+execute),
+// but chmod is no Landlock right, and nothing else refuses it: the
+// seccomp profile only refuses set-id mode bits (seccomp.SetIDFilter), and
+// the landlock worker's socket and command filters
+// (pkg/sandbox/landlock_worker.go socketFilter, commandFilterLandlock)
+// leave chmod, fchmod, fchmodat and fchmodat2 alone. The native backend is
+// safe (the same files are on read-only mounts: EROFS; as root the
+// commands run as a uid that owns nothing); here the command is the
+// caller, who owns every one of those files. Nor is it listed:
+// LandlockGaps says only that metadata stays *visible*.
+//
+// Attack: a command of a landlock session, where the caller owns the file
+// (as root: every root-owned file of the host, /etc/shadow included):
+//   - `chmod 0644` a hidden 0600 secret (a private ssh key, a root-only
+//     credentials file): the sandbox still cannot read it, but every
+//     other local user, and every later process of theirs, can;
+//   - `chmod 0666` a read-only file outside the workspace (a shell rc
+//     file, a root-owned config): any local user can now write code the
+//     host runs as the caller;
+//   - `chmod 0666` the workspace's protected `.git/config` and `chmod
+//     0777` its protected `.git/hooks`: git later runs what anyone wrote
+//     there (core.fsmonitor, a hook), the very thing protected paths are
+//     for.
+//
+// Fix: refuse the chmod family in landlock commands (a thread-only filter
+// like commandFilterLandlock: chmod, fchmodat, fchmodat2 outright and
+// fchmod, or gate them through seccomp user notification and allow them
+// only where the resolved path lies in a writable grant, as pkg/notify
+// does for unix connects), and say in LandlockGaps what remains.
+func TestReview25LandlockChmodOutsideWritable(t *testing.T) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			base := filepath.Dir(ws)
+			if err := os.Mkdir(filepath.Join(ws, ".git"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(ws, ".git", "hooks"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.Chown(filepath.Join(ws, ".git"), u.uid, u.gid)
+			os.Chown(filepath.Join(ws, ".git", "hooks"), u.uid, u.gid)
+			gitConfig := filepath.Join(ws, ".git", "config")
+			hooks := filepath.Join(ws, ".git", "hooks")
+			u.writeFile(t, gitConfig, "[core]\n", 0o644)
+			// Outside the workspace: a read-only file of the caller's and
+			// a hidden secret of the caller's.
+			rc := filepath.Join(base, "bashrc")
+			u.writeFile(t, rc, "# rc\n", 0o644)
+			secret := filepath.Join(base, "id_ed25519")
+			u.writeFile(t, secret, "PRIVATE KEY\n", 0o600)
+			script := strings.Join([]string{
+				`cat ` + secret + ` >/dev/null 2>&1 && echo READ_SECRET`,
+				`chmod 0644 ` + secret + ` 2>/dev/null && echo CHMOD_SECRET`,
+				`chmod 0666 ` + rc + ` 2>/dev/null && echo CHMOD_RC`,
+				`chmod 0666 .git/config 2>/dev/null && echo CHMOD_GIT_CONFIG`,
+				`chmod 0777 .git/hooks 2>/dev/null && echo CHMOD_GIT_HOOKS`,
+				`echo done`,
+			}, "\n")
+			r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--workspace", ws, "--hide", secret}, script)
+			t.Logf("probes:\n%s%s", r.stdout, r.stderr)
+			if !strings.Contains(r.stdout, "done") {
+				t.Fatalf("the probe script did not run (exit %d): %s", r.code, r.stderr)
+			}
+			if strings.Contains(r.stdout, "READ_SECRET") {
+				t.Fatalf("the hidden file was readable: the probe does not test what it claims")
+			}
+			for _, c := range []struct {
+				path string
+				want os.FileMode
+				what string
+			}{
+				{secret, 0o600, "a hidden 0600 secret outside the workspace is now readable by every local user"},
+				{rc, 0o644, "a read-only file outside the workspace is now writable by every local user"},
+				{gitConfig, 0o644, "the protected .git/config is now writable by every local user"},
+				{hooks, 0o755, "the protected .git/hooks is now writable by every local user"},
+			} {
+				if got := review25Mode(t, c.path); got != c.want {
+					t.Errorf("%s: mode %#o after the run, was %#o: %s (chmod is no Landlock right and nothing else refuses it)", c.path, got, c.want, c.what)
+				}
+			}
+		})
+	}
+}
+
+// TestReview25LandlockTimestampsOutsideWritable
+//
+// Severity: LOW.
+//
+// Weakness: as above for utimensat(2): Landlock has no right for it, and
+// neither the profile nor the landlock worker's filters refuse it
+// (pkg/sandbox/landlock_worker.go commandFilterLandlock), so a landlock
+// command sets the times of every file the caller owns on the host,
+// read-only and hidden ones included. The native backend refuses it
+// (read-only mounts: EROFS). LandlockGaps does not list it.
+//
+// Attack: `touch -d 2001-01-01` a read-only source file or build output
+// outside the workspace, or a hidden file: the host's make, rsync's quick
+// check and backup tools decide by mtime (a rebuild or a backup skipped,
+// an intrusion's traces antedated).
+//
+// Fix: refuse utimensat/utimes/utime/futimesat for landlock commands
+// outside writable grants (or altogether, with an entry in LandlockGaps).
+func TestReview25LandlockTimestampsOutsideWritable(t *testing.T) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			base := filepath.Dir(ws)
+			outside := filepath.Join(base, "main.o")
+			u.writeFile(t, outside, "obj\n", 0o644)
+			hidden := filepath.Join(base, "hidden")
+			u.writeFile(t, hidden, "secret\n", 0o600)
+			before := map[string]time.Time{}
+			for _, p := range []string{outside, hidden} {
+				st, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before[p] = st.ModTime()
+			}
+			script := strings.Join([]string{
+				`touch -d 2001-01-01 ` + outside + ` 2>/dev/null && echo TOUCHED_OUTSIDE`,
+				`touch -d 2001-01-01 ` + hidden + ` 2>/dev/null && echo TOUCHED_HIDDEN`,
+				`echo done`,
+			}, "\n")
+			r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--workspace", ws, "--hide", hidden}, script)
+			t.Logf("probes:\n%s%s", r.stdout, r.stderr)
+			if !strings.Contains(r.stdout, "done") {
+				t.Fatalf("the probe script did not run (exit %d): %s", r.code, r.stderr)
+			}
+			for p, was := range before {
+				st, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !st.ModTime().Equal(was) {
+					t.Errorf("%s: mtime %s after the run, was %s: a landlock command set the times of a host file outside its writable places", p, st.ModTime().Format(time.RFC3339), was.Format(time.RFC3339))
+				}
+			}
+		})
+	}
+}
+
