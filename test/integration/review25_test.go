@@ -181,4 +181,3 @@ func TestReview25LandlockTimestampsOutsideWritable(t *testing.T) {
 		})
 	}
 }
-
