@@ -28,12 +28,13 @@ import (
 // it loads: the worker is PID 1 of the sandbox and not in its memory
 // cgroup, so what a walk holds must not depend on what the workspace holds.
 const (
-	maxWalkDepth      = 64      // deeper directories are not entered
-	maxDirNames       = 100_000 // entries read from one directory
-	maxIgnoreFile     = 1 << 20 // bytes of one .gitignore
-	maxIgnoreFiles    = 256     // ignore files loaded per walk
-	maxIgnoreBytes    = 2 << 20 // bytes of all ignore files of a walk
-	maxIgnorePatterns = 10_000  // patterns of all ignore files of a walk
+	maxWalkDepth      = 64       // deeper directories are not entered
+	maxDirNames       = 100_000  // entries read from one directory
+	maxWalkNameBytes  = 16 << 20 // names held by the levels of a walk at once
+	maxIgnoreFile     = 1 << 20  // bytes of one .gitignore
+	maxIgnoreFiles    = 256      // ignore files loaded per walk
+	maxIgnoreBytes    = 2 << 20  // bytes of all ignore files of a walk
+	maxIgnorePatterns = 10_000   // patterns of all ignore files of a walk
 )
 
 // walkEntry is one entry found by a walk.
@@ -83,9 +84,12 @@ type walker struct {
 	// gitignore hides what .gitignore files (and .git/info/exclude)
 	// ignore; .git directories are never entered either way.
 	gitignore bool
-	// truncated is set when a directory had more than maxDirNames entries
-	// or the depth bound was hit.
+	// truncated is set when a directory had more than maxDirNames entries,
+	// the levels in progress held maxWalkNameBytes of names, or the depth
+	// bound was hit.
 	truncated bool
+	// nameBytes is what the names of the levels in progress take.
+	nameBytes int
 	// What the walk's ignore files have used of the bounds above.
 	ignoreFiles, ignoreBytes, ignorePatterns int
 	// ignoreCuts says which ignore files were honoured only in part (or
@@ -207,8 +211,15 @@ func (w *walker) walk(ctx context.Context, start string, fn func(walkEntry) erro
 
 func (w *walker) dir(ctx context.Context, dir *os.File, rel, label string, depth int, ig *ignoreSet, fn func(walkEntry) error) error {
 	defer dir.Close()
-	names, err := readNames(dir)
-	if len(names) >= maxDirNames {
+	// Security (worker memory): a level's names are held while the walk
+	// is below it, so they are bounded over the levels in progress, not
+	// per directory alone: 64 levels of 100,000 long names (hard links
+	// cost no inode, a .gitignore hides them from max_entries) would be
+	// ~1.7 GB outside the sandbox's memory limit (review 26).
+	names, held, full, err := readNames(dir, maxWalkNameBytes-w.nameBytes)
+	w.nameBytes += held
+	defer func() { w.nameBytes -= held }()
+	if full {
 		w.truncated = true
 	}
 	if err != nil && len(names) == 0 {
@@ -273,20 +284,27 @@ func (w *walker) dir(ctx context.Context, dir *os.File, rel, label string, depth
 	return nil
 }
 
-// readNames reads at most maxDirNames entry names.
-func readNames(dir *os.File) ([]string, error) {
-	var names []string
-	for len(names) < maxDirNames {
-		batch, err := dir.Readdirnames(1024)
+// readNames reads at most maxDirNames entry names, and no more once
+// they take budget bytes (counted with a string header each); held is
+// what they take, full whether a bound stopped the read.
+func readNames(dir *os.File, budget int) (names []string, held int, full bool, err error) {
+	const header = 16
+	for {
+		if len(names) >= maxDirNames || held >= budget {
+			return names, held, true, nil
+		}
+		batch, err := dir.Readdirnames(min(1024, maxDirNames-len(names)))
+		for _, n := range batch {
+			held += len(n) + header
+		}
 		names = append(names, batch...)
 		if err == io.EOF {
-			return names, nil
+			return names, held, false, nil
 		}
 		if err != nil {
-			return names, err
+			return names, held, false, err
 		}
 	}
-	return names, nil
 }
 
 // ancestorsIgnore loads .git/info/exclude and the .gitignore files of the
