@@ -57,7 +57,7 @@ func startMCPPool(ctx context.Context, f *mcpFlags, host policy.Host, opts []san
 	if landlock {
 		popts = append(opts[:len(opts):len(opts)], sandbox.WithLandlock())
 	}
-	popts = append(popts, sandbox.WithPoolReplan(plan.replan), sandbox.WithPoolErrors(failures.log), sandbox.WithPoolBuilt(plan.built))
+	popts = append(popts, sandbox.WithPoolReplan(plan.replan), sandbox.WithPoolErrors(failures.log), sandbox.WithPoolBuilt(plan.built), sandbox.WithPoolEnded(plan.quarantineCreated))
 	pool, err := sandbox.NewPool(p, f.poolSize, popts...)
 	if err != nil {
 		plan.done()
@@ -80,19 +80,6 @@ func probeSessionPolicy(res *policy.Result) sandbox.Policy {
 type heldPool struct {
 	*sandbox.Pool
 	plan *poolPlan
-}
-
-// CallTool runs the call in a fresh sandbox of the pool, then the part of
-// the audits that quarantines what the call made of the agent files the
-// protect patterns name (pkgs/x/.vscode/tasks.json, .cargo/config.toml):
-// the call's sandbox is done, and left under its name until the pool
-// closes (hours later) what it planted would wait on the host for the
-// user's editor or cargo in the same workspace (found by review). The
-// repositories a call made stay for the close (poolPlan.replan says why).
-func (h *heldPool) CallTool(ctx context.Context, name string, args json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
-	raw, err := h.Pool.CallTool(ctx, name, args, timeout)
-	h.plan.quarantineCreated()
-	return raw, err
 }
 
 func (h *heldPool) Close() error {
@@ -132,7 +119,15 @@ type poolPlan struct {
 }
 
 // quarantineCreated runs the agent-file part of the pool's audits
-// (GitAudit.CreatedOnly), as a call ends.
+// (GitAudit.CreatedOnly) once a call's sandbox has ended (the pool's
+// WithPoolEnded): what the call made of the agent files the protect
+// patterns name (pkgs/x/.vscode/tasks.json, .cargo/config.toml), left
+// under its name until the pool closes (hours later), would wait on the
+// host for the user's editor or cargo in the same workspace (found by
+// review). Not as the call returns: a process the call detached still
+// writes until the teardown has killed it, and would plant the file
+// again after the audit (review 24). The repositories a call made stay
+// for the close (poolPlan.replan says why).
 func (pp *poolPlan) quarantineCreated() {
 	pp.created.Lock()
 	defer pp.created.Unlock()

@@ -74,7 +74,8 @@ func LandlockGaps(abi int, network Network) []string {
 		"a hidden or protected path inside a readable or writable directory is expressed by splitting that directory: entries can no longer be created, removed or renamed directly in it (status lists them)",
 		"/tmp, /var/tmp, /run and /dev/shm of the host are not reachable; the session gets a private directory as TMPDIR instead of a /tmp of its own",
 		"no pseudo-terminals: /dev/ptmx and /dev/pts are the host's (its users' terminals) and are not granted, so programs that allocate a terminal (script, expect, tmux) fail",
-		"the hostname and IPC namespace (System V IPC, POSIX message queues) are the host's",
+		"the hostname and IPC namespace are the host's: System V IPC and POSIX message queues are refused (EACCES) instead, so programs that use them (shared-memory caches, some databases) fail",
+		"file modes and times: Landlock has no right for chmod(2) or utimensat(2); a mode that lets the group or others write is refused by seccomp (in writable directories too), but commands can still change the other mode bits (make a private file readable by every local user) and the times of every file the caller owns that they can name, read-only and hidden ones included (a root caller: root's files); the mount namespace backend refuses both outside writable directories",
 		"socket(2) of every family is refused by seccomp with network none (AF_UNIX with network host), and so are socketpair(2) of datagram sockets and, with network none, bind(2) and connect(2): there is no private loopback",
 	}
 	if network == NetworkHost {

@@ -205,6 +205,16 @@ func (w *worker) probePidfds() error {
 	return nil
 }
 
+// sysChmod is chmod(2)'s number where the architecture has one: 90 on
+// x86_64 (written out: arm64, which has only fchmodat, has no
+// unix.SYS_CHMOD to name).
+func sysChmod() (uint32, bool) {
+	if runtime.GOARCH == "amd64" {
+		return 90, true
+	}
+	return 0, false
+}
+
 // auditArch is the AUDIT_ARCH_* of this build's architecture.
 func auditArch() (uint32, error) {
 	switch runtime.GOARCH {
@@ -222,8 +232,10 @@ const (
 	ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 	jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 	jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-	and = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
-	ret = unix.BPF_RET | unix.BPF_K
+	// jset jumps when the accumulator has any bit of k set.
+	jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	and  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+	ret  = unix.BPF_RET | unix.BPF_K
 )
 
 // arg is the offset of the low word of seccomp_data.args[i].
@@ -479,6 +491,22 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 		a.jump(jeq, unix.SYS_BIND, "deny", "")
 		a.jump(jeq, unix.SYS_CONNECT, "deny", "")
 	}
+	// System V IPC and POSIX message queues: without an IPC namespace
+	// of its own, a command would attach to the shared memory, queues
+	// and semaphores of the user's host programs by id or name (an X
+	// server's MIT-SHM segments, a database's), and what it made would
+	// outlive the session and reach the next one: a per-call pool's next
+	// call, as review 24 found. Refused (EACCES), as the namespace
+	// sandbox's private IPC namespace would leave nothing to reach.
+	for _, nr := range landlockIPCCalls {
+		a.jump(jeq, nr, "deny", "")
+	}
+	a.jump(jeq, unix.SYS_FCHMOD, "chmod1", "")
+	a.jump(jeq, unix.SYS_FCHMODAT, "chmod2", "")
+	a.jump(jeq, unix.SYS_FCHMODAT2, "chmod2", "")
+	if nr, ok := sysChmod(); ok {
+		a.jump(jeq, nr, "chmod1", "")
+	}
 	a.jump(jeq, unix.SYS_SOCKETPAIR, "socketpair", "allow")
 	// prlimit64(pid, ...) and the calls that change another process's
 	// scheduling or memory placement: only pid 0, the caller itself
@@ -519,6 +547,21 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	a.stmt(ld, arg(1))
 	a.jump(jeq, ioctlFIOSETOWN, "deny", "")
 	a.jump(jeq, ioctlSIOCSPGRP, "deny", "allow")
+	// chmod(path, mode), fchmod(fd, mode): mode is argument 1;
+	// fchmodat(dirfd, path, mode[, flags]): argument 2. Landlock has no
+	// right for chmod, and the caller owns what the command can name
+	// (a root caller: /etc/passwd): a mode that lets the group or others
+	// write would let any local user write code the host runs later
+	// (an rc file, a protected .git/config, a system file). Refused; a
+	// command may still set the other bits on what it owns (npm's and
+	// pip's 0755 scripts). What remains is listed in LandlockGaps (review
+	// 25).
+	a.label("chmod1")
+	a.stmt(ld, arg(1))
+	a.jump(jset, 0o022, "deny", "allow")
+	a.label("chmod2")
+	a.stmt(ld, arg(2))
+	a.jump(jset, 0o022, "deny", "allow")
 	a.label("socketpair")
 	a.stmt(ld, arg(1))
 	a.stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK
@@ -529,6 +572,18 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	a.label("deny")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
 	return a.done()
+}
+
+// landlockIPCCalls are the System V IPC and POSIX message queue calls a
+// Landlock session's commands may not make (commandFilterLandlock). The
+// ones that take an id or a descriptor are refused too: an id is a small
+// number, guessed without a get.
+var landlockIPCCalls = []uint32{
+	unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMCTL,
+	unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
+	unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMTIMEDOP, unix.SYS_SEMCTL,
+	unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE,
+	unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR,
 }
 
 // killDescendants kills every process the Landlock worker started and

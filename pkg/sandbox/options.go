@@ -31,6 +31,7 @@ type options struct {
 	poolReplan func(context.Context, error) (Policy, error)
 	poolErrors func(*PoolFailure)
 	poolBuilt  func()
+	poolEnded  func()
 }
 
 // withPooled marks a Pool's sessions: their worker runs one command, or

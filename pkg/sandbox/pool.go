@@ -59,6 +59,8 @@ type Pool struct {
 	// sandboxes relied on, such as a policy hold).
 	inUse   map[*Session]struct{}
 	onBuilt func()
+	// onEnded is WithPoolEnded's: after a lent sandbox ended.
+	onEnded func()
 	// replanning makes one replan at a time: a one-slot semaphore, so
 	// that a caller waiting behind another's replan still answers its
 	// own ctx (a mutex kept a cancelled Exec waiting: second review).
@@ -156,6 +158,21 @@ func WithPoolBuilt(f func()) Option {
 	return func(o *options) { o.poolBuilt = f }
 }
 
+// WithPoolEnded has a Pool call f after each sandbox that served an Exec
+// or a CallTool has ended, before that Exec or CallTool returns: the
+// sandbox's processes are gone (a PID namespace is empty once its init is
+// reaped; a Landlock session's worker killed its commands), so nothing of
+// the call writes on the host after f begins, and the caller has its
+// result only after f. An audit of what the call left belongs there: run
+// as soon as the call's tool answered, it raced the call's detached
+// processes, which write until the teardown kills them (review 24).
+// Without this option the teardown runs in the background, after the
+// call returned. f may run on several goroutines at once and must not
+// call the pool. Start ignores this option.
+func WithPoolEnded(f func()) Option {
+	return func(o *options) { o.poolEnded = f }
+}
+
 // built tells WithPoolBuilt's function of a sandbox built.
 func (pl *Pool) built() {
 	if pl.onBuilt != nil {
@@ -187,7 +204,7 @@ func NewPool(p Policy, size int, opts ...Option) (*Pool, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	opts = append(opts[:len(opts):len(opts)], withPooled())
-	pl := &Pool{policy: p, opts: opts, size: size, replan: o.poolReplan, onError: o.poolErrors, onBuilt: o.poolBuilt, inUse: map[*Session]struct{}{}, ctx: ctx, cancel: cancel, replanning: make(chan struct{}, 1)}
+	pl := &Pool{policy: p, opts: opts, size: size, replan: o.poolReplan, onError: o.poolErrors, onBuilt: o.poolBuilt, onEnded: o.poolEnded, inUse: map[*Session]struct{}{}, ctx: ctx, cancel: cancel, replanning: make(chan struct{}, 1)}
 	pl.mu.Lock()
 	pl.refillLocked()
 	pl.mu.Unlock()
@@ -592,7 +609,8 @@ func (e *PoolStartError) Unwrap() error { return e.Err }
 // discard ends a sandbox a call used, in the background: the caller has its
 // result, and the next call runs in another sandbox whatever this one
 // still holds for the few hundred microseconds its teardown takes. Close
-// waits for these. It then starts the refill take left for later.
+// waits for these. It then starts the refill take left for later. With
+// WithPoolEnded, the end and f come before the call returns.
 func (pl *Pool) discard(s *Session) {
 	pl.mu.Lock()
 	delete(pl.inUse, s)
@@ -600,15 +618,31 @@ func (pl *Pool) discard(s *Session) {
 		// Close is ending it too and waits for this.
 		pl.mu.Unlock()
 		s.Close()
+		pl.ended()
 		pl.closing.Done()
 		return
 	}
 	pl.refillLocked()
 	pl.mu.Unlock()
+	if pl.onEnded != nil {
+		// The call's result waits for its sandbox's end and the
+		// caller's audit of it (WithPoolEnded).
+		s.Close()
+		pl.ended()
+		pl.closing.Done()
+		return
+	}
 	go func() {
 		defer pl.closing.Done()
 		s.Close()
 	}()
+}
+
+// ended tells WithPoolEnded's function of a lent sandbox ended.
+func (pl *Pool) ended() {
+	if pl.onEnded != nil {
+		pl.onEnded()
+	}
 }
 
 // lendLocked records s as in use until discard. Called with mu held and
