@@ -354,6 +354,8 @@ type resolver struct {
 	// (its real path) and the SHA-256 of its bytes; "" for none.
 	seccompFile   string
 	seccompDigest [32]byte
+	// seccompNamed is that file's path as named, made absolute.
+	seccompNamed string
 	// shallowRepos: a pattern of repositories skipped a shallow one.
 	shallowRepos bool
 	// policyFiles are this run's policy files that lie in writable binds.
@@ -688,6 +690,7 @@ func (r *resolver) seccomp() error {
 	}
 	r.res.Policy.Seccomp = rp.Path
 	r.seccompFile, r.seccompDigest = rp.Path, prof.Digest
+	r.seccompNamed = absPath(r.h, p)
 	r.res.Policy.SeccompSHA256 = hex.EncodeToString(prof.Digest[:])
 	// Invariant: like a policy file, a seccomp profile in a directory the
 	// sandbox can write is read-only inside: a sandbox that rewrote it

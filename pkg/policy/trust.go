@@ -194,14 +194,17 @@ func Untrust(h Host, paths []string) ([]TrustedFile, error) {
 	var out []TrustedFile
 	err := updateTrustStore(h, func(t *TrustStore) {
 		for _, p := range paths {
-			p = absPath(h, p)
-			if rp, err := filepath.EvalSymlinks(p); err == nil {
-				p = rp
+			// The records at the path as named and where it leads.
+			names := []string{absPath(h, p)}
+			if rp, err := filepath.EvalSymlinks(names[0]); err == nil {
+				names = append(names, rp)
 			}
-			for f, sum := range t.Files {
-				if within(f, p) {
-					out = append(out, TrustedFile{Path: f, SHA256: sum})
-					delete(t.Files, f)
+			for _, n := range names {
+				for f, sum := range t.Files {
+					if within(f, n) {
+						out = append(out, TrustedFile{Path: f, SHA256: sum})
+						delete(t.Files, f)
+					}
 				}
 			}
 		}
@@ -242,7 +245,7 @@ func trustTargets(h Host, p string) ([]string, error) {
 		return nil, &Error{Source: p, Msg: "cannot trust: " + errText(err), Err: err}
 	}
 	if st.Mode().IsRegular() {
-		if !IsProjectPolicyFile(rp) {
+		if !IsProjectPolicyFile(rp) && !namesProjectPolicy(absPath(h, p)) {
 			return nil, &Error{Source: p, Msg: "not in a .nsbox/policy/ directory: nsbox reads such a file without a trust record", Err: ErrNotProjectPolicy}
 		}
 		return []string{rp}, nil
@@ -346,11 +349,11 @@ func (r *resolver) trust() error {
 	}
 	var needs []need
 	for _, l := range r.layers {
-		if f, ok := r.policyFile(l); ok && IsProjectPolicyFile(f) {
+		if f, ok := r.policyFile(l); ok && (IsProjectPolicyFile(f) || namesProjectPolicy(l.Name)) {
 			needs = append(needs, need{l, f, l.Digest})
 		}
 	}
-	if r.seccompFile != "" && IsProjectPolicyFile(r.seccompFile) {
+	if r.seccompFile != "" && (IsProjectPolicyFile(r.seccompFile) || namesProjectPolicy(r.seccompNamed)) {
 		needs = append(needs, need{r.m.seccomp.at.layer, r.seccompFile, r.seccompDigest})
 	}
 	if len(needs) == 0 {
@@ -362,8 +365,14 @@ func (r *resolver) trust() error {
 	// writable directory of this run, other than the user database's
 	// config directory that every run protects, could hold a record a
 	// sandbox added for its own profile.
+	// Compared by its real path, as the roots are: a config directory
+	// reached through a symlink into a writable tree is in it (review 27).
+	real := path
+	if d, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		real = filepath.Join(d, filepath.Base(path))
+	}
 	for _, root := range r.rwRoots {
-		if path != "" && within(path, root) && !r.configDirProtectedEverywhere() {
+		if path != "" && within(real, root) && !r.configDirProtectedEverywhere() {
 			return errorf(needs[0].l, "", ErrUntrustedPolicyFile, "the trust store %s lies in %s, which sandboxes can write: keep nsbox's config directory outside every writable directory", path, root)
 		}
 	}
@@ -386,6 +395,43 @@ func (r *resolver) trust() error {
 		return errorf(n.l, "", ErrUntrustedPolicyFile, "%s, a project policy file, %s: a sandbox that could write it would choose this run's policy. Read it, then run: nsbox trust %s", what, state, n.f)
 	}
 	return nil
+}
+
+// namesProjectPolicy reports whether the absolute path p, as named, or
+// any symlink met on the way from it to the file, lies in a
+// .nsbox/policy/ directory. The real path alone is not enough: a sandbox
+// that could write an unprotected .nsbox/policy/ (below a --shallow
+// directory) would replace the trusted ci.toml with a link to a file of
+// its own elsewhere, and the run that names .nsbox/policy/ci.toml would
+// read that file as one needing no trust (review 27). More links than a
+// path resolution follows count as yes: fail closed.
+func namesProjectPolicy(p string) bool {
+	if !filepath.IsAbs(p) {
+		return false
+	}
+	p = filepath.Clean(p)
+	for hops := 0; hops < 40; hops++ {
+		if IsProjectPolicyFile(p) {
+			return true
+		}
+		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+		if err != nil {
+			return false
+		}
+		p = filepath.Join(dir, filepath.Base(p))
+		if IsProjectPolicyFile(p) {
+			return true
+		}
+		t, err := os.Readlink(p)
+		if err != nil {
+			return false // not a link: p is the file
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(dir, t)
+		}
+		p = filepath.Clean(t)
+	}
+	return true
 }
 
 // configDirProtectedEverywhere reports whether nsbox's config directory

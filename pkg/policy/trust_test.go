@@ -195,3 +195,40 @@ func FuzzTrustStore(f *testing.F) {
 		}
 	})
 }
+
+// A file named in .nsbox/policy/, or reached through a link there, needs
+// trust even when it lies elsewhere (review 27); a link loop counts as
+// needing it.
+func TestNamesProjectPolicy(t *testing.T) {
+	h := testHost(t)
+	other := filepath.Join(h.Cwd, "other", "evil.toml")
+	write(t, other, "x")
+	pol := filepath.Join(h.Cwd, ".nsbox", "policy")
+	if err := os.MkdirAll(pol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../other/evil.toml", filepath.Join(pol, "ci.toml")); err != nil {
+		t.Fatal(err)
+	}
+	// A link outside that leads through the policy directory's link.
+	if err := os.Symlink(filepath.Join(pol, "ci.toml"), filepath.Join(h.Cwd, "outer.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("loop2", filepath.Join(h.Cwd, "loop1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("loop1", filepath.Join(h.Cwd, "loop2")); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]bool{
+		filepath.Join(pol, "ci.toml"):        true,
+		filepath.Join(h.Cwd, "outer.toml"):   true,
+		other:                                false,
+		filepath.Join(h.Cwd, "loop1"):        true,
+		filepath.Join(h.Cwd, "missing.toml"): false,
+	} {
+		if got := namesProjectPolicy(p); got != want {
+			t.Errorf("namesProjectPolicy(%s) = %v, want %v", p, got, want)
+		}
+	}
+}
