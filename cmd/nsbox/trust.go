@@ -25,8 +25,9 @@ file, then trust it; after every change, by you or anyone, trust it again.
   nsbox trust --list                  what is trusted
 
 The records are kept in $XDG_CONFIG_HOME/nsbox/trusted.json (default
-~/.config/nsbox), which every run keeps read-only. Files elsewhere (your
-config directory, /etc) need no trust record.`,
+~/.config/nsbox), which every run keeps read-only. A file a project
+profile extends outside .nsbox/policy/ needs a record too; other files
+(your config directory, /etc) need none.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list == (len(args) > 0) {
 				return &exitError{code: exitNsboxFailed, msg: "nsbox trust: name the files to trust, or --list"}

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -146,8 +147,8 @@ type TrustedFile struct {
 	SHA256 string `json:"sha256"`
 }
 
-// ErrNotProjectPolicy: nsbox trust was given a file outside every
-// .nsbox/policy/ directory, which nsbox reads without a trust record.
+// ErrNotProjectPolicy: nsbox trust was given a directory that is not a
+// .nsbox/policy/ one (a tree is trusted only there).
 var ErrNotProjectPolicy = errors.New("not a project policy file")
 
 // maxTrustedFile bounds a file nsbox trust hashes: larger than any
@@ -157,9 +158,8 @@ const maxTrustedFile = 4 << 20
 // maxTrustFiles bounds the files one `nsbox trust DIR` records.
 const maxTrustFiles = 1000
 
-// Trust records the current bytes of each project policy file named in
-// paths (a file, or a .nsbox/policy/ directory: every regular file below
-// it) in the store at h.TrustStorePath(), replacing earlier records of
+// Trust records the current bytes of each file named in paths (a file,
+// or a .nsbox/policy/ directory: every regular file below it) in the store at h.TrustStorePath(), replacing earlier records of
 // the same paths. Nothing is written when any path is refused.
 func Trust(h Host, paths []string) ([]TrustedFile, error) {
 	var out []TrustedFile
@@ -245,9 +245,8 @@ func trustTargets(h Host, p string) ([]string, error) {
 		return nil, &Error{Source: p, Msg: "cannot trust: " + errText(err), Err: err}
 	}
 	if st.Mode().IsRegular() {
-		if !IsProjectPolicyFile(rp) && !namesProjectPolicy(absPath(h, p)) {
-			return nil, &Error{Source: p, Msg: "not in a .nsbox/policy/ directory: nsbox reads such a file without a trust record", Err: ErrNotProjectPolicy}
-		}
+		// Any file: one outside .nsbox/policy/ needs a record when a
+		// project profile extends it.
 		return []string{rp}, nil
 	}
 	if !st.IsDir() {
@@ -348,8 +347,27 @@ func (r *resolver) trust() error {
 		digest [32]byte
 	}
 	var needs []need
+	project := false
 	for _, l := range r.layers {
 		if f, ok := r.policyFile(l); ok && (IsProjectPolicyFile(f) || namesProjectPolicy(l.Name)) {
+			needs = append(needs, need{l, f, l.Digest})
+			project = project || l.Kind == KindProfile
+		}
+	}
+	// A project profile's chain is trusted whole: a file it extends
+	// outside .nsbox/policy/ (extend = "../../base.toml") decides the
+	// policy as much as the profile, and could be anyone's. Built-in
+	// profiles and the user's own (the config directory) need no record.
+	if project {
+		cfg := r.h.ConfigDir()
+		if c, err := filepath.EvalSymlinks(cfg); err == nil {
+			cfg = c
+		}
+		for _, l := range r.layers {
+			f, ok := r.policyFile(l)
+			if !ok || l.Kind != KindProfile || (cfg != "" && within(f, cfg)) || slices.ContainsFunc(needs, func(n need) bool { return n.l == l }) {
+				continue
+			}
 			needs = append(needs, need{l, f, l.Digest})
 		}
 	}

@@ -89,18 +89,18 @@ func TestTrustSeccompFile(t *testing.T) {
 	}
 }
 
-// Files outside .nsbox/policy/ cannot be trusted (nsbox reads them
-// without a record), nor can a directory that is not one.
+// A directory that is not a .nsbox/policy/ cannot be trusted whole, nor
+// a missing file; a refused trust writes nothing.
 func TestTrustRefusesOtherFiles(t *testing.T) {
 	h := testHost(t)
 	write(t, filepath.Join(h.Cwd, "p.toml"), "x = 1\n")
-	for _, p := range []string{"p.toml", ".", "missing/.nsbox/policy/x.toml"} {
+	for _, p := range []string{".", "missing/.nsbox/policy/x.toml"} {
 		if _, err := Trust(h, []string{p}); err == nil {
 			t.Errorf("Trust(%q) accepted", p)
 		}
 	}
-	if _, err := Trust(h, []string{"p.toml"}); !errors.Is(err, ErrNotProjectPolicy) {
-		t.Errorf("Trust(p.toml): %v", err)
+	if _, err := Trust(h, []string{"."}); !errors.Is(err, ErrNotProjectPolicy) {
+		t.Errorf("Trust(.): %v", err)
 	}
 	if _, err := os.Stat(h.TrustStorePath()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused trust wrote the store: %v", err)
@@ -231,4 +231,21 @@ func TestNamesProjectPolicy(t *testing.T) {
 			t.Errorf("namesProjectPolicy(%s) = %v, want %v", p, got, want)
 		}
 	}
+}
+
+// A project profile's chain is trusted whole: what it extends outside
+// .nsbox/policy/ needs a record too (review 27's note).
+func TestTrustChainExtendsOutside(t *testing.T) {
+	h := testHost(t)
+	p := filepath.Join(h.Cwd, ".nsbox", "policy", "ci.toml")
+	write(t, p, "extend = \"../../../shared/base.toml\"\n")
+	base := filepath.Join(h.Home, "shared", "base.toml")
+	write(t, base, "extend = \"workspace\"\n")
+	trustAll(t, h, p)
+	req := Request{ConfigFile: "-", Profile: "./.nsbox/policy/ci.toml"}
+	if _, err := Load(h, req); !errors.Is(err, ErrUntrustedPolicyFile) || !strings.Contains(err.Error(), base) {
+		t.Fatalf("an untrusted base outside .nsbox/policy/: %v", err)
+	}
+	trustAll(t, h, base)
+	mustLoad(t, h, req)
 }
