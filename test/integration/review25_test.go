@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -196,6 +197,44 @@ func TestReview25LandlockTimestampsOutsideWritable(t *testing.T) {
 				if !st.ModTime().Equal(was) && !strings.Contains(notIsolated(startedEvent(t, status)), "utimensat(2)") {
 					t.Errorf("%s: mtime %s after the run, was %s: a landlock command set the times of a host file outside its writable places", p, st.ModTime().Format(time.RFC3339), was.Format(time.RFC3339))
 				}
+			}
+		})
+	}
+}
+
+// TestReview25LandlockACLGrantsOthers: a POSIX ACL is chmod by another
+// name. With the group/other-write modes refused, a command of a
+// landlock session set system.posix_acl_access on a 0600 file of the
+// caller's outside its writable places (others rw-), and every local
+// user could write it. Every extended attribute write is refused now
+// (EOPNOTSUPP).
+func TestReview25LandlockACLGrantsOthers(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed (make's dependency step installs it)")
+	}
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			victim := filepath.Join(u.tempDir(t), "private")
+			u.writeFile(t, victim, "mine\n", 0o600)
+			// user::rw- user:0x... none; group::r--, mask::rw-, other::rw-
+			script := `import os, sys
+acl = bytes([2,0,0,0, 1,0,6,0,255,255,255,255, 4,0,4,0,255,255,255,255, 16,0,6,0,255,255,255,255, 32,0,6,0,255,255,255,255])
+try:
+    os.setxattr(sys.argv[1], "system.posix_acl_access", acl)
+    print("ACL_SET")
+except OSError as e:
+    print("REFUSED", e.errno)
+`
+			r := u.run(t, &runOpts{dir: ws}, "run", "--backend", "landlock", "--workspace", ws, "--", "python3", "-c", script, victim)
+			expectCode(t, r, 0)
+			if strings.Contains(r.stdout, "ACL_SET") {
+				t.Fatalf("a landlock command set an ACL giving others rw- on %s (mode now %v)", victim, review25Mode(t, victim))
+			}
+			if !strings.Contains(r.stdout, "REFUSED 95") {
+				t.Fatalf("want EOPNOTSUPP: %q %q", r.stdout, r.stderr)
 			}
 		})
 	}
