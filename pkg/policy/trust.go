@@ -351,18 +351,20 @@ func (r *resolver) trust() error {
 	for _, l := range r.layers {
 		if f, ok := r.policyFile(l); ok && (IsProjectPolicyFile(f) || namesProjectPolicy(l.Name)) {
 			needs = append(needs, need{l, f, l.Digest})
-			project = project || l.Kind == KindProfile
+			// A project config chooses a profile (and a seccomp file)
+			// as a project profile does (review 29).
+			project = true
 		}
 	}
 	// A project profile's chain is trusted whole: a file it extends
 	// outside .nsbox/policy/ (extend = "../../base.toml") decides the
 	// policy as much as the profile, and could be anyone's. Built-in
 	// profiles and the user's own (the config directory) need no record.
+	cfg := r.h.ConfigDir()
+	if c, err := filepath.EvalSymlinks(cfg); err == nil {
+		cfg = c
+	}
 	if project {
-		cfg := r.h.ConfigDir()
-		if c, err := filepath.EvalSymlinks(cfg); err == nil {
-			cfg = c
-		}
 		for _, l := range r.layers {
 			f, ok := r.policyFile(l)
 			if !ok || l.Kind != KindProfile || (cfg != "" && within(f, cfg)) || slices.ContainsFunc(needs, func(n need) bool { return n.l == l }) {
@@ -371,8 +373,15 @@ func (r *resolver) trust() error {
 			needs = append(needs, need{l, f, l.Digest})
 		}
 	}
-	if r.seccompFile != "" && (IsProjectPolicyFile(r.seccompFile) || namesProjectPolicy(r.seccompNamed)) {
-		needs = append(needs, need{r.m.seccomp.at.layer, r.seccompFile, r.seccompDigest})
+	// The seccomp file: one in or named through .nsbox/policy/, and any
+	// file outside the config directory that a project layer names (its
+	// seccomp = "/home/u/shared/sc.json" decides the filter as much as
+	// the profile does; review 29). One the command line names is the
+	// user's choice.
+	sl := r.m.seccomp.at.layer
+	fromProject := sl != nil && slices.ContainsFunc(needs, func(n need) bool { return n.l == sl })
+	if f := r.seccompFile; f != "" && (IsProjectPolicyFile(f) || namesProjectPolicy(r.seccompNamed) || (fromProject && !(cfg != "" && within(f, cfg)))) {
+		needs = append(needs, need{r.m.seccomp.at.layer, f, r.seccompDigest})
 	}
 	if len(needs) == 0 {
 		return nil
