@@ -377,10 +377,15 @@ func (s *Session) startLandlockWorker(workerEnd *os.File) error {
 // closeLandlock ends a Landlock session: the worker, told by its channel
 // closing, kills every process it started and exits; after a grace period
 // it is killed. Then the private TMPDIR is removed.
+//
+// The grace outlasts the worker's own kill loop (killDescendantsDeadline):
+// a worker killed while it still kills would leave the commands it had
+// not reached yet running with no session (there is no PID namespace to
+// end them with it; review 29's note).
 func (s *Session) closeLandlock() {
 	select {
 	case <-s.exited:
-	case <-time.After(5 * time.Second):
+	case <-time.After(killDescendantsDeadline + 2*time.Second):
 	}
 	s.kill()
 	<-s.exited

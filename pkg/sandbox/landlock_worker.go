@@ -606,6 +606,10 @@ var landlockXattrWrites = []uint32{
 	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
 }
 
+// killDescendantsDeadline bounds killDescendants' passes; the supervisor
+// waits longer than this before it kills the worker (closeLandlock).
+const killDescendantsDeadline = 10 * time.Second
+
 // killDescendants kills every process the Landlock worker started and
 // every orphan reparented to it (it is their subreaper), until none is
 // left: with no PID namespace, nothing else ends them with the session.
@@ -626,7 +630,7 @@ func killDescendants(scoped bool, known []int) error {
 
 // killDescendantsOf is killDescendants with the listing of children given.
 func killDescendantsOf(children func() ([]int, error), scoped bool, known []int) error {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(killDescendantsDeadline)
 	for time.Now().Before(deadline) {
 		kids, err := children()
 		if err != nil {
