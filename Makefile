@@ -83,7 +83,7 @@ fuzz:
 # cgroup v2 tests of pkg/cgroups, as root, in a throw-away qemu VM (TCG).
 test-vm:
 	@if command -v qemu-system-x86_64 >/dev/null 2>&1 && command -v busybox >/dev/null 2>&1; then \
-		hack/run-in-vm.sh ./pkg/cgroups -- -test.v -test.timeout=240s; \
+		hack/run-in-vm.sh ./pkg/cgroups -- -test.v -test.timeout=100s; \
 	else \
 		echo "SKIP test-vm: qemu-system-x86_64 is not installed (apt-get install qemu-system-x86 busybox-static cpio)"; \
 	fi

@@ -12,9 +12,9 @@
 # controller for the root's children. No disk, no network; nothing persists.
 #
 # Exit status: the test binary's, or 125 when the VM could not be built,
-# booted or did not report (timeout: NSBOX_VM_TIMEOUT seconds, default 300;
+# booted or did not report (timeout: NSBOX_VM_TIMEOUT seconds, default 120;
 # the VM runs ~10 s under TCG here). A VM that stops answering without
-# reporting (once, under TCG, the whole guest froze in a test) is booted
+# reporting (under TCG the whole guest froze twice in TestCPULimit) is booted
 # once more, saying so; a test that fails is never run again.
 #
 # Needs: go, qemu-system-x86_64, busybox-static, cpio, apt-get (Debian/Ubuntu
@@ -30,14 +30,14 @@ die() { echo "run-in-vm: $*" >&2; exit 125; }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${NSBOX_VM_CACHE:-$ROOT/.cache/vm}
-TIMEOUT=${NSBOX_VM_TIMEOUT:-300}
+TIMEOUT=${NSBOX_VM_TIMEOUT:-120}
 MEM=${NSBOX_VM_MEM:-1024}
 SMP=${NSBOX_VM_SMP:-2}
 PKG=./pkg/cgroups
 if [[ $# -gt 0 && $1 != -- ]]; then PKG=$1; shift; fi
 if [[ $# -gt 0 && $1 == -- ]]; then shift; fi
 TEST_ARGS=("$@")
-[[ ${#TEST_ARGS[@]} -gt 0 ]] || TEST_ARGS=(-test.v -test.timeout=240s)
+[[ ${#TEST_ARGS[@]} -gt 0 ]] || TEST_ARGS=(-test.v -test.timeout=100s)
 
 for tool in go qemu-system-x86_64 cpio; do
 	command -v "$tool" >/dev/null || die "$tool not found (apt-get install qemu-system-x86 cpio busybox-static)"
