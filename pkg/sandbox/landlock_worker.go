@@ -215,6 +215,15 @@ func sysChmod() (uint32, bool) {
 	return 0, false
 }
 
+// sysChownPath is chown(2) and lchown(2) where the architecture has them:
+// 92 and 94 on x86_64 (arm64 has only fchownat).
+func sysChownPath() []uint32 {
+	if runtime.GOARCH == "amd64" {
+		return []uint32{92, 94}
+	}
+	return nil
+}
+
 // auditArch is the AUDIT_ARCH_* of this build's architecture.
 func auditArch() (uint32, error) {
 	switch runtime.GOARCH {
@@ -371,6 +380,8 @@ func socketFilter(allSockets bool, worker int, scoped bool) ([]unix.SockFilter, 
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	a.label("deny")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	a.label("eperm")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
 	a.label("notsup")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
 	return a.done()
@@ -512,6 +523,16 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	for _, nr := range landlockXattrWrites {
 		a.jump(jeq, nr, "notsup", "")
 	}
+	// chown(2) and its kin with a group: the owner cannot change without
+	// CAP_CHOWN, which no command has, but the group can, to any group of
+	// the caller's, and a group-writable file then reaches every member
+	// (the same grant as chmod g+w, review 25's class). A group of -1
+	// (unchanged) passes.
+	a.jump(jeq, unix.SYS_FCHOWN, "chown2", "")
+	a.jump(jeq, unix.SYS_FCHOWNAT, "chown3", "")
+	for _, nr := range sysChownPath() {
+		a.jump(jeq, nr, "chown2", "")
+	}
 	a.jump(jeq, unix.SYS_FCHMOD, "chmod1", "")
 	a.jump(jeq, unix.SYS_FCHMODAT, "chmod2", "")
 	a.jump(jeq, unix.SYS_FCHMODAT2, "chmod2", "")
@@ -573,6 +594,12 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	a.label("chmod2")
 	a.stmt(ld, arg(2))
 	a.jump(jset, 0o022, "deny", "allow")
+	a.label("chown2")
+	a.stmt(ld, arg(2))
+	a.jump(jeq, 0xffffffff, "allow", "eperm")
+	a.label("chown3")
+	a.stmt(ld, arg(3))
+	a.jump(jeq, 0xffffffff, "allow", "eperm")
 	a.label("socketpair")
 	a.stmt(ld, arg(1))
 	a.stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK
@@ -582,6 +609,8 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	a.label("deny")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	a.label("eperm")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
 	a.label("notsup")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
 	return a.done()

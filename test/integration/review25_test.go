@@ -239,3 +239,28 @@ except OSError as e:
 		})
 	}
 }
+
+// TestReview25LandlockChgrp: the group of a file is a grant as the mode
+// is (a group-writable file reaches every member of the group it is
+// changed to). A landlock command cannot change it, while a chown that
+// keeps the group (the owner unchanged, as cp -p makes) still works.
+func TestReview25LandlockChgrp(t *testing.T) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			u.mkdirs(t, filepath.Join(ws, "sub"))
+			script := strings.Join([]string{
+				`: > sub/f`,
+				`chgrp "$(id -g)" sub/f 2>/dev/null && echo CHGRP_DONE || echo CHGRP_REFUSED`,
+				`chown "$(id -u)" sub/f && echo CHOWN_SAME_OK`,
+			}, "\n")
+			r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--workspace", ws}, script)
+			expectCode(t, r, 0)
+			if !strings.Contains(r.stdout, "CHGRP_REFUSED") || !strings.Contains(r.stdout, "CHOWN_SAME_OK") {
+				t.Fatalf("want the group change refused and a chown keeping the group allowed: %q %q", r.stdout, r.stderr)
+			}
+		})
+	}
+}
