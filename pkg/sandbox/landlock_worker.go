@@ -215,6 +215,14 @@ func sysChmod() (uint32, bool) {
 	return 0, false
 }
 
+// The inode attribute ioctls commandFilterLandlock refuses that x/sys
+// does not name: FS_IOC32_SETFLAGS (_IOW('f', 2, int)) and
+// FS_IOC_FSSETXATTR (_IOW('X', 32, struct fsxattr)).
+const (
+	fsIocSetflags32 = 0x40046602
+	fsIocFssetxattr = 0x401c5820
+)
+
 // sysChownPath is chown(2) and lchown(2) where the architecture has them:
 // 92 and 94 on x86_64 (arm64 has only fchownat).
 func sysChownPath() []uint32 {
@@ -533,6 +541,9 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	for _, nr := range sysChownPath() {
 		a.jump(jeq, nr, "chown2", "")
 	}
+	// file_setattr(2) (Linux 6.17): the same flags by path, without an
+	// open Landlock could refuse.
+	a.jump(jeq, unix.SYS_FILE_SETATTR, "eperm", "")
 	a.jump(jeq, unix.SYS_FCHMOD, "chmod1", "")
 	a.jump(jeq, unix.SYS_FCHMODAT, "chmod2", "")
 	a.jump(jeq, unix.SYS_FCHMODAT2, "chmod2", "")
@@ -577,6 +588,14 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	a.jump(jeq, uint32(-worker), "deny", "allow")
 	a.label("ioctl")
 	a.stmt(ld, arg(1))
+	// Inode flags and project ids (chattr): Landlock's ioctl right
+	// covers device files only, and the owner may set append-only-free
+	// flags (+S, +A, +d) and, outside a user namespace, the project id
+	// that project quotas count by, on a read-only or hidden file of the
+	// host (review 30). The request is an unsigned int: its low word.
+	for _, req := range []uint32{unix.FS_IOC_SETFLAGS, fsIocSetflags32, fsIocFssetxattr} {
+		a.jump(jeq, req, "eperm", "")
+	}
 	a.jump(jeq, ioctlFIOSETOWN, "deny", "")
 	a.jump(jeq, ioctlSIOCSPGRP, "deny", "allow")
 	// chmod(path, mode), fchmod(fd, mode): mode is argument 1;
