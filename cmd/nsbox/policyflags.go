@@ -60,7 +60,7 @@ var flagKeys = map[string]string{
 
 func (f *policyFlags) register(fl *pflag.FlagSet) {
 	f.fs = fl
-	fl.StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (in a writable directory, only from its .nsbox/policy/, a file there once trusted: nsbox trust; default: the config's, else workspace)")
+	fl.StringVar(&f.profile, "profile", "", "policy profile: a `NAME` (nsbox profiles list) or a FILE (in a writable directory only from its .nsbox/policy/; a file in any .nsbox/policy/ only once trusted: nsbox trust; default: the config's, else workspace)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the resolved policy and mount plan (the Landlock rules with --backend landlock) as JSON, start nothing")
 	fl.StringVar(&f.backend, "backend", "", "`MODE`: auto (native, else landlock), required (native only), native, landlock or none (default auto)")
 	fl.StringVar(&f.workspace, "workspace", "", "the workspace `DIR`, read-write under the workspace profile (default: the current directory)")

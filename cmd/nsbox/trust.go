@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/nsbox/nsbox/pkg/policy"
 	"github.com/spf13/cobra"
@@ -20,14 +21,17 @@ it, and a rewritten profile would choose the next sandbox's policy. Read the
 file, then trust it; after every change, by you or anyone, trust it again.
 
   nsbox trust .nsbox/policy/ci.toml   trust one file as it is now
-  nsbox trust .nsbox/policy           every file below that directory
+  nsbox trust .nsbox/policy           every regular file below that directory
   nsbox trust --remove PATH           forget PATH (a file or a directory)
   nsbox trust --list                  what is trusted
 
 The records are kept in $XDG_CONFIG_HOME/nsbox/trusted.json (default
-~/.config/nsbox), which every run keeps read-only. A file a project
-profile extends outside .nsbox/policy/ needs a record too; other files
-(your config directory, /etc) need none.`,
+~/.config/nsbox), which every run keeps read-only. A project profile's
+chain is trusted whole: a file it extends or a seccomp file it names
+outside .nsbox/policy/ (in /etc too) needs a record as well. Only the
+built-in profiles and files in your config directory never do; other
+files that no project policy file names need none. A symlink below a
+directory given is trusted at its target only when you name the link.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list == (len(args) > 0) {
 				return &exitError{code: exitNsboxFailed, msg: "nsbox trust: name the files to trust, or --list"}
@@ -56,7 +60,7 @@ profile extends outside .nsbox/policy/ needs a record too; other files
 				return enc.Encode(recs)
 			}
 			if remove && len(recs) == 0 {
-				fmt.Fprintf(msgs, "nsbox: no trust record at or below %q\n", args)
+				fmt.Fprintf(msgs, "nsbox: no trust record at or below %s\n", strings.Join(args, ", "))
 			}
 			out := termSafe{os.Stdout}
 			for _, r := range recs {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/binary"
 	"errors"
+	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -36,6 +37,12 @@ func runBPF(t *testing.T, prog []unix.SockFilter, nr int, args ...uint64) uint32
 			pc += int(in.K)
 		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
 			if acc == in.K {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		case unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K:
+			if acc&in.K != 0 {
 				pc += int(in.Jt)
 			} else {
 				pc += int(in.Jf)
@@ -158,5 +165,54 @@ func TestKillDescendantsFailsClosed(t *testing.T) {
 		}
 	case st.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL:
 		t.Errorf("the known command was not killed: %v", st)
+	}
+}
+
+// The metadata rules of the commands' filter (reviews 24, 25, 29, 30):
+// System V IPC, a mode granting group or other write, any extended
+// attribute write, a group other than -1 or the caller's own, and the
+// inode-flag calls are refused; the rest passes.
+func TestCommandFilterLandlockMetadata(t *testing.T) {
+	prog, err := commandFilterLandlock(true, 4242, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		allow  = unix.SECCOMP_RET_ALLOW
+		eacces = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
+		eperm  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+		enotsp = unix.SECCOMP_RET_ERRNO | uint32(unix.EOPNOTSUPP)
+	)
+	egid := uint64(os.Getegid())
+	for _, c := range []struct {
+		name string
+		nr   int
+		args []uint64
+		want uint32
+	}{
+		{"shmget", unix.SYS_SHMGET, nil, eacces},
+		{"shmat", unix.SYS_SHMAT, nil, eacces},
+		{"mq_open", unix.SYS_MQ_OPEN, nil, eacces},
+		{"fchmod 0755", unix.SYS_FCHMOD, []uint64{3, 0o755}, allow},
+		{"fchmod 0644", unix.SYS_FCHMOD, []uint64{3, 0o644}, allow},
+		{"fchmod 0666", unix.SYS_FCHMOD, []uint64{3, 0o666}, eacces},
+		{"fchmodat 0620", unix.SYS_FCHMODAT, []uint64{0, 0, 0o620}, eacces},
+		{"fchmodat2 0602", unix.SYS_FCHMODAT2, []uint64{0, 0, 0o602, 0}, eacces},
+		{"fchmodat 0700", unix.SYS_FCHMODAT, []uint64{0, 0, 0o700}, allow},
+		{"setxattr", unix.SYS_SETXATTR, nil, enotsp},
+		{"fremovexattr", unix.SYS_FREMOVEXATTR, nil, enotsp},
+		{"fchown keep", unix.SYS_FCHOWN, []uint64{3, 0xffffffff, 0xffffffff}, allow},
+		{"fchown own group", unix.SYS_FCHOWN, []uint64{3, 0xffffffff, egid}, allow},
+		{"fchown other group", unix.SYS_FCHOWN, []uint64{3, 0xffffffff, egid + 1}, eperm},
+		{"fchownat other group", unix.SYS_FCHOWNAT, []uint64{0, 0, 0xffffffff, egid + 1, 0}, eperm},
+		{"fchownat own group", unix.SYS_FCHOWNAT, []uint64{0, 0, 0xffffffff, egid, 0}, allow},
+		{"file_setattr", unix.SYS_FILE_SETATTR, nil, eperm},
+		{"FS_IOC_SETFLAGS", unix.SYS_IOCTL, []uint64{3, unix.FS_IOC_SETFLAGS}, eperm},
+		{"FS_IOC_FSSETXATTR", unix.SYS_IOCTL, []uint64{3, fsIocFssetxattr}, eperm},
+		{"FS_IOC_GETFLAGS", unix.SYS_IOCTL, []uint64{3, unix.FS_IOC_GETFLAGS}, allow},
+	} {
+		if got := runBPF(t, prog, c.nr, c.args...); got != c.want {
+			t.Errorf("%s: %#x, want %#x", c.name, got, c.want)
+		}
 	}
 }

@@ -535,7 +535,9 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	// CAP_CHOWN, which no command has, but the group can, to any group of
 	// the caller's, and a group-writable file then reaches every member
 	// (the same grant as chmod g+w, review 25's class). A group of -1
-	// (unchanged) passes.
+	// (unchanged) passes, and so does the caller's own group (root's tar
+	// restoring 0:0, cp -p): the caller's files are in it already.
+	egid := uint32(os.Getegid())
 	a.jump(jeq, unix.SYS_FCHOWN, "chown2", "")
 	a.jump(jeq, unix.SYS_FCHOWNAT, "chown3", "")
 	for _, nr := range sysChownPath() {
@@ -615,10 +617,12 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	a.jump(jset, 0o022, "deny", "allow")
 	a.label("chown2")
 	a.stmt(ld, arg(2))
-	a.jump(jeq, 0xffffffff, "allow", "eperm")
+	a.jump(jeq, 0xffffffff, "allow", "")
+	a.jump(jeq, egid, "allow", "eperm")
 	a.label("chown3")
 	a.stmt(ld, arg(3))
-	a.jump(jeq, 0xffffffff, "allow", "eperm")
+	a.jump(jeq, 0xffffffff, "allow", "")
+	a.jump(jeq, egid, "allow", "eperm")
 	a.label("socketpair")
 	a.stmt(ld, arg(1))
 	a.stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK

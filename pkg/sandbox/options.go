@@ -57,7 +57,7 @@ func WithOuterProc() Option { return func(o *options) { o.outerProc = true } }
 func OuterProcGaps() []string {
 	return []string{
 		"/proc is the outer container's, read-only: the sandbox sees the container's processes and their command lines (the kernel refuses a fresh /proc under the container's masked one)",
-		"environ, root, cwd, fds and memory of those processes are refused by the kernel's ptrace access check (the sandbox's user namespace is a child of theirs, with no CAP_SYS_PTRACE there), and again by the Landlock domain of the scopes step on Landlock ABI 6",
+		"environ, root, cwd, memory and what the fds of those processes are (a same-uid caller can still list their fd numbers) are refused by the kernel's ptrace access check (the sandbox's user namespace is a child of theirs, with no CAP_SYS_PTRACE there), and again by the Landlock domain of the scopes step on Landlock ABI 6",
 		"the network state of those processes is readable in /proc/PID/net (the kernel checks no ptrace access there): the container's TCP, UDP and unix sockets with their addresses and owners, its interfaces, addresses, counters, routes and neighbours, and the sockets of other sandboxes' network namespaces; the sandbox's own network stays private (network none or filtered)",
 	}
 }
