@@ -141,6 +141,43 @@ func readBounded(path string, max int) ([]byte, error) {
 	return data, nil
 }
 
+// hashFile is the record of the file at p: the SHA-256 of its bytes and
+// its real path, both taken from one open file.
+//
+// Invariant: the path recorded is the file whose bytes were hashed. Had
+// the path been resolved first and the file opened after, a sandbox
+// running beside `nsbox trust` could swap a link in an unprotected
+// .nsbox/policy/ in between, and its own bytes would be recorded at the
+// trusted file's path, ready to be written there later.
+func hashFile(p string) (TrustedFile, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return TrustedFile{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return TrustedFile{}, err
+	}
+	if !st.Mode().IsRegular() {
+		return TrustedFile{}, errors.New("not a regular file")
+	}
+	// The kernel's name of the open file (proc(5), /proc/self/fd).
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil || !filepath.IsAbs(real) {
+		return TrustedFile{}, fmt.Errorf("cannot name the open file: %v", err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, maxTrustedFile+1))
+	if err != nil {
+		return TrustedFile{}, err
+	}
+	if n > maxTrustedFile {
+		return TrustedFile{}, fmt.Errorf("larger than %d bytes", maxTrustedFile)
+	}
+	return TrustedFile{Path: real, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
 // TrustedFile is one record `nsbox trust` made or removed.
 type TrustedFile struct {
 	Path   string `json:"path"`
@@ -169,12 +206,11 @@ func Trust(h Host, paths []string) ([]TrustedFile, error) {
 			return nil, err
 		}
 		for _, f := range fs {
-			data, err := readBounded(f, maxTrustedFile)
+			rec, err := hashFile(f)
 			if err != nil {
 				return nil, &Error{Source: f, Msg: "cannot read: " + errText(err), Err: err}
 			}
-			sum := sha256.Sum256(data)
-			out = append(out, TrustedFile{Path: f, SHA256: hex.EncodeToString(sum[:])})
+			out = append(out, rec)
 		}
 	}
 	if len(out) > maxTrustFiles {

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -248,4 +250,27 @@ func TestTrustChainExtendsOutside(t *testing.T) {
 	}
 	trustAll(t, h, base)
 	mustLoad(t, h, req)
+}
+
+// A file trusted through a link is recorded at the real path of the file
+// whose bytes were hashed, from one open.
+func TestTrustRecordsOpenedFile(t *testing.T) {
+	h := testHost(t)
+	target := filepath.Join(h.Home, "shared", "base.toml")
+	write(t, target, "extend = \"workspace\"\n")
+	pol := filepath.Join(h.Cwd, ".nsbox", "policy")
+	if err := os.MkdirAll(pol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(pol, "ci.toml")); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := Trust(h, []string{".nsbox/policy/ci.toml"})
+	if err != nil || len(recs) != 1 || recs[0].Path != target {
+		t.Fatalf("Trust through a link: %+v %v", recs, err)
+	}
+	sum := sha256.Sum256([]byte("extend = \"workspace\"\n"))
+	if recs[0].SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("recorded %s", recs[0].SHA256)
+	}
 }
