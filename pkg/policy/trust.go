@@ -383,9 +383,16 @@ func (r *resolver) trust() error {
 		digest [32]byte
 	}
 	var needs []need
+	// Each layer's file, resolved once.
+	files := map[*Layer]string{}
+	for _, l := range r.layers {
+		if f, ok := r.policyFile(l); ok {
+			files[l] = f
+		}
+	}
 	project := false
 	for _, l := range r.layers {
-		if f, ok := r.policyFile(l); ok && (IsProjectPolicyFile(f) || namesProjectPolicy(l.Name)) {
+		if f, ok := files[l]; ok && (IsProjectPolicyFile(f) || namesProjectPolicy(l.Name)) {
 			needs = append(needs, need{l, f, l.Digest})
 			// A project config chooses a profile (and a seccomp file)
 			// as a project profile does (review 29).
@@ -402,7 +409,7 @@ func (r *resolver) trust() error {
 	}
 	if project {
 		for _, l := range r.layers {
-			f, ok := r.policyFile(l)
+			f, ok := files[l]
 			if !ok || l.Kind != KindProfile || (cfg != "" && within(f, cfg)) || slices.ContainsFunc(needs, func(n need) bool { return n.l == l }) {
 				continue
 			}
@@ -448,7 +455,7 @@ func (r *resolver) trust() error {
 			continue
 		}
 		what := n.f
-		if f, _ := r.policyFile(n.l); f == n.f {
+		if files[n.l] == n.f {
 			what = "this file"
 		}
 		state := "is new to nsbox trust"
