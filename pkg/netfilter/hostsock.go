@@ -77,29 +77,68 @@ func (h *hostSockets) run(ctx context.Context) {
 			return
 		case <-h.wake:
 		}
-		for i, family := range [2]int{unix.AF_INET, unix.AF_INET6} {
-			for ctx.Err() == nil {
-				h.mu.Lock()
-				need := h.wanted[i] && !h.stopped && len(h.fds[i]) < hostSocketsMax
-				h.mu.Unlock()
-				if !need {
-					break
-				}
-				fd, err := newHostSocket(family)
-				if err != nil {
-					break // dial makes its own, and reports the error
-				}
-				h.mu.Lock()
-				if h.stopped {
-					h.mu.Unlock()
-					unix.Close(fd)
-					return
-				}
-				h.fds[i] = append(h.fds[i], fd)
-				h.mu.Unlock()
+		h.refill(ctx)
+	}
+}
+
+// refill makes sockets for each family a connect was made in, up to
+// hostSocketsMax kept. A socket whose port one kept holds already is
+// closed (portKept); after hostSocketsMax such meetings in one family (an
+// ephemeral range narrower than the pool) the refill stops there rather
+// than spin, and dial makes its own.
+func (h *hostSockets) refill(ctx context.Context) {
+	for i, family := range [2]int{unix.AF_INET, unix.AF_INET6} {
+		for met := 0; ctx.Err() == nil && met < hostSocketsMax; {
+			h.mu.Lock()
+			need := h.wanted[i] && !h.stopped && len(h.fds[i]) < hostSocketsMax
+			h.mu.Unlock()
+			if !need {
+				break
 			}
+			fd, err := newHostSocket(family)
+			if err != nil {
+				break // dial makes its own, and reports the error
+			}
+			h.mu.Lock()
+			if h.stopped {
+				h.mu.Unlock()
+				unix.Close(fd)
+				return
+			}
+			if h.portKept(i, fd) {
+				h.mu.Unlock()
+				unix.Close(fd)
+				met++
+				continue
+			}
+			h.fds[i] = append(h.fds[i], fd)
+			h.mu.Unlock()
 		}
 	}
+}
+
+// portKept reports whether a socket kept for family index i is bound to
+// fd's local port (under h.mu). SO_REUSEADDR lets two unconnected sockets
+// share a port (the kernel refuses the pair only once one listens), so two
+// random binds can meet (about one refill in a thousand here); two connects
+// from one port to one peer would then collide (EADDRNOTAVAIL, which dial
+// retries with a fresh socket). Keeping each kept port distinct avoids that
+// retry. A bind that failed (port 0) is kept: dial connects it unbound.
+func (h *hostSockets) portKept(i, fd int) bool {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return false
+	}
+	port := sockPort(sa)
+	if port == 0 {
+		return false
+	}
+	for _, k := range h.fds[i] {
+		if ka, err := unix.Getsockname(k); err == nil && sockPort(ka) == port {
+			return true
+		}
+	}
+	return false
 }
 
 // stop closes the sockets kept and keeps no more.

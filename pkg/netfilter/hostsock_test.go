@@ -259,3 +259,42 @@ func TestConnectedErrno(t *testing.T) {
 		t.Errorf("the kernel answers a second connect with %v", err)
 	}
 }
+
+// TestHostSocketsKeepDistinctPorts: with an ephemeral range of two ports
+// (so random binds meet at once; SO_REUSEADDR lets unconnected sockets
+// share one), the sockets kept hold distinct ports and the refill ends
+// instead of spinning on a pool it cannot fill.
+func TestHostSocketsKeepDistinctPorts(t *testing.T) {
+	// Two ports above Linux's default ephemeral range, which no
+	// connect of this host picks on its own.
+	const lo = 61733
+	saved := localPortRange
+	localPortRange = func() (int, int) { return lo, lo + 1 }
+	t.Cleanup(func() { localPortRange = saved })
+
+	h := &hostSockets{wake: make(chan struct{}, 1)}
+	h.wanted[0] = true
+	t.Cleanup(h.stop)
+	h.refill(context.Background())
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.fds[0]) == 0 {
+		t.Fatal("no socket kept")
+	}
+	if len(h.fds[0]) > 2 {
+		t.Fatalf("%d sockets kept on a range of two ports", len(h.fds[0]))
+	}
+	seen := map[int]bool{}
+	for _, fd := range h.fds[0] {
+		sa, err := unix.Getsockname(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := sockPort(sa)
+		if p < lo || p > lo+1 || seen[p] {
+			t.Fatalf("kept socket %d: port %d (kept %v)", fd, p, seen)
+		}
+		seen[p] = true
+	}
+}
