@@ -2,7 +2,8 @@
 # Runs the unit tests whose behaviour depends on the caller's uid a second
 # time as uid 65534 (make unit calls it when run as root): pkg/cgroups
 # falls back to rlimits there, pkg/namespaces spawns with ambient
-# capabilities, and pkg/policy's glob meets directories it cannot read. Integration tests do the same for the whole binary.
+# capabilities, pkg/policy's glob meets directories it cannot read, and
+# pkg/notify's metadata gate serves a supervisor that keeps its own ids. Integration tests do the same for the whole binary.
 set -eu
 if [ "$(id -u)" != 0 ]; then
 	exit 0
@@ -17,7 +18,7 @@ trap 'rm -rf "$dir"' EXIT
 chmod 755 "$dir"
 # PKG[:TESTS]: TESTS is a -test.run pattern (pkg/policy's glob tests need
 # a uid that file permissions apply to; its other tests need the checkout).
-for spec in ./pkg/cgroups ./pkg/namespaces ./pkg/policy:Glob; do
+for spec in ./pkg/cgroups ./pkg/namespaces ./pkg/policy:Glob ./pkg/notify:MetaGate; do
 	pkg=${spec%%:*}
 	run=.
 	case $spec in *:*) run=${spec#*:} ;; esac

@@ -37,3 +37,47 @@ var filteredForeignCalls = []archCalls{
 	{arch: auditArch, nrs: []uint32{x32 | 50 /* listen */, x32 | 541 /* setsockopt */}},
 	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{363 /* listen */, 366 /* setsockopt */}},
 }
+
+// legacyMetaCalls are x86-64's older metadata calls, which arm64 never
+// had: chmod(2), utime(2), utimes(2) and futimesat(2) (MetaGate).
+var legacyMetaCalls = []uint32{unix.SYS_CHMOD, unix.SYS_UTIME, unix.SYS_UTIMES, unix.SYS_FUTIMESAT}
+
+const legacyChmod = unix.SYS_CHMOD
+
+// readLegacyMetaCall reads the arguments of one of legacyMetaCalls.
+func readLegacyMetaCall(c *SockCall, nr int32, a [6]uint64) (m *metaCall, ok bool, e unix.Errno) {
+	m = &metaCall{dirfd: unix.AT_FDCWD, fd: -1}
+	switch uintptr(nr) {
+	case unix.SYS_CHMOD:
+		m.op, m.name, m.mode = Chmod, "chmod", uint32(a[1])
+		m.path, e = readString(c, a[0])
+	case unix.SYS_UTIME:
+		m.op, m.name = Utimes, "utime"
+		if m.times, e = readUtimbuf(c, a[1]); e == 0 {
+			m.path, e = readString(c, a[0])
+		}
+	case unix.SYS_UTIMES:
+		m.op, m.name = Utimes, "utimes"
+		if m.times, e = readTimevals(c, a[1]); e == 0 {
+			m.path, e = readString(c, a[0])
+		}
+	case unix.SYS_FUTIMESAT:
+		m.op, m.name = Utimes, "futimesat"
+		if m.times, e = readTimevals(c, a[2]); e != 0 {
+			break
+		}
+		if a[1] == 0 {
+			// A NULL path names dirfd itself (do_utimes).
+			if int(int32(a[0])) == unix.AT_FDCWD {
+				return m, true, unix.EFAULT
+			}
+			m.fd = int(int32(a[0]))
+			break
+		}
+		m.dirfd = int(int32(a[0]))
+		m.path, e = readString(c, a[1])
+	default:
+		return nil, false, 0
+	}
+	return m, true, e
+}

@@ -27,3 +27,12 @@ var socketCalls = []uint32{unix.SYS_SOCKET}
 var filteredForeignCalls = []archCalls{
 	{arch: unix.AUDIT_ARCH_ARM, nrs: []uint32{284 /* listen */, 294 /* setsockopt */}},
 }
+
+// legacyMetaCalls: arm64 has only the *at metadata calls (arch_amd64.go).
+var legacyMetaCalls []uint32
+
+const legacyChmod = ^uint32(0)
+
+func readLegacyMetaCall(*SockCall, int32, [6]uint64) (*metaCall, bool, unix.Errno) {
+	return nil, false, 0
+}

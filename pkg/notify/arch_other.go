@@ -2,6 +2,8 @@
 
 package notify
 
+import "golang.org/x/sys/unix"
+
 // auditArch 0: no filter on this architecture (Supported says so).
 const auditArch = 0
 
@@ -12,3 +14,11 @@ var (
 	socketCalls          []uint32
 	filteredForeignCalls []archCalls
 )
+
+var legacyMetaCalls []uint32
+
+const legacyChmod = ^uint32(0)
+
+func readLegacyMetaCall(*SockCall, int32, [6]uint64) (*metaCall, bool, unix.Errno) {
+	return nil, false, 0
+}

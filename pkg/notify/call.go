@@ -36,6 +36,10 @@ func (s Syscall) String() string {
 		return "shutdown"
 	case Listen:
 		return "listen"
+	case Chmod:
+		return "chmod"
+	case Utimes:
+		return "utimensat"
 	}
 	return "unknown"
 }

@@ -48,7 +48,13 @@ func child(mode string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	fd, err := Install(ProgramOptions{Filtered: os.Getenv("NSBOX_NOTIFY_TEST_FILTERED") != ""})
+	var fd int
+	var err error
+	if os.Getenv(metaEnv) != "" {
+		fd, err = installMetaFilter() // meta_test.go
+	} else {
+		fd, err = Install(ProgramOptions{Filtered: os.Getenv("NSBOX_NOTIFY_TEST_FILTERED") != ""})
+	}
 	if err != nil {
 		fmt.Println("error", err)
 		return 1

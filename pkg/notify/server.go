@@ -44,6 +44,9 @@ type Options struct {
 	// datagram larger than that fails with EMSGSIZE; a stream send is
 	// shortened, as a short write); 0 means 256 KiB.
 	MaxData int
+	// Meta decides the metadata calls (chmod, utimensat and their kin)
+	// a Landlock sandbox's filter hands over; nil answers them ENOSYS.
+	Meta *MetaGate
 }
 
 // Server answers the notifications of one listener.
@@ -109,6 +112,10 @@ type Server struct {
 	// (dropReplacedLocked); closeReplaced (cap 1) wakes reap for them.
 	replaced      []int
 	closeReplaced chan struct{}
+
+	// ownRoot is this process's root: a metadata call is resolved here
+	// only for a target whose root it is too (metaObject).
+	ownRoot rootID
 }
 
 // NewServer takes ownership of listener (closed by Close).
@@ -127,12 +134,17 @@ func NewServer(listener int, o Options) (*Server, error) {
 	// target's CPU when it answers, which halves a round trip. Optional.
 	flag := uint64(unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
 	unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flag))
+	root, err := statRoot(unix.AT_FDCWD, "/", 0)
+	if err != nil {
+		unix.Close(efd)
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	slow := time.NewTimer(time.Hour)
 	slow.Stop()
 	return &Server{listener: listener, stop: efd, slow: slow, o: o,
 		ctx: ctx, cancel: cancel, epoch: time.Now(), inflight: map[int]inflightCall{}, procs: map[int]*proc{}, done: make(chan struct{}),
-		closeReplaced: make(chan struct{}, 1)}, nil
+		closeReplaced: make(chan struct{}, 1), ownRoot: root}, nil
 }
 
 // Serve answers notifications until Close, or until no process is left
@@ -521,7 +533,15 @@ func (s *Server) handle(n *seccompNotif, th *servingThread, scratch []byte) (tai
 		return false
 	}
 	c := &SockCall{Pid: int(n.Pid), Syscall: syscallOf(n.Data.Nr), FD: int(int32(n.Data.Args[0])), id: n.ID, listener: s.listener, th: th, srv: s, scratch: scratch}
-	val, errno, installed := s.decide(n, c)
+	var val int64
+	var errno unix.Errno
+	var installed bool
+	if metaOp(n.Data.Arch, n.Data.Nr) {
+		c.Syscall, c.FD = 0, -1
+		val, errno = s.decideMeta(n, c)
+	} else {
+		val, errno, installed = s.decide(n, c)
+	}
 	if th != nil && th.held && !th.sticky && !th.release() {
 		// A thread that switches per call took the target's ids for the
 		// gate's lookup (holdTarget) and gives them back after every

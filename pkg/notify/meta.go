@@ -1,0 +1,497 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The metadata gate: chmod(2) and utimensat(2) and their kin, for a
+// sandbox whose file system boundary is Landlock's. Landlock has no right
+// for either (landlock(7) lists none: a file's mode and times are
+// metadata), so a command could change them on every file its uid owns
+// that it can name, read-only and hidden ones included: make a private
+// key readable by every local user, set the execute bit on a file the
+// host runs, or give a file an old time so that make or a backup skips
+// it. The sandbox's main filter hands these calls here
+// (SECCOMP_RET_USER_NOTIF), and the gate performs each one only on a file
+// that is, or lies beneath, an inode Landlock lets the sandbox write:
+// what the mount namespace backend allows (a read-only bind answers
+// EROFS there), answered here with Landlock's EACCES.
+
+// Metadata calls the gate answers (SockCall.Syscall).
+const (
+	// Chmod is chmod(2), fchmod(2), fchmodat(2) and fchmodat2(2).
+	Chmod Syscall = iota + 100
+	// Utimes is utimensat(2), and utime(2), utimes(2) and futimesat(2)
+	// where the architecture has them.
+	Utimes
+)
+
+// MetaInode names an inode by its device (as stat(2)'s st_dev) and number.
+type MetaInode struct{ Dev, Ino uint64 }
+
+// MetaGate decides the metadata calls of a Landlock sandbox.
+type MetaGate struct {
+	writable map[fileID]bool
+	onRefuse func(op, path string)
+}
+
+// NewMetaGate returns a gate that lets a call change the mode or times of
+// a file that is one of writable, or lies beneath one of them (a
+// directory): the inodes the sandbox's Landlock rules grant
+// LANDLOCK_ACCESS_FS_WRITE_FILE on, the very inodes those rules hold
+// (Landlock's rules are on inodes, and it decides by walking from a file
+// up to the root: landlock(7)). onRefuse, if set, is called with the
+// call's name and the refused file's path as the supervisor sees it.
+func NewMetaGate(writable []MetaInode, onRefuse func(op, path string)) *MetaGate {
+	g := &MetaGate{writable: map[fileID]bool{}, onRefuse: onRefuse}
+	for _, w := range writable {
+		g.writable[fileID{unix.Major(w.Dev), unix.Minor(w.Dev), w.Ino}] = true
+	}
+	return g
+}
+
+// metaCall is a metadata call's arguments, as read from the target.
+type metaCall struct {
+	op       Syscall
+	name     string // the system call, for reports
+	dirfd    int    // AT_FDCWD, or the fd the path is relative to
+	fd       int    // >= 0: the call names this fd itself (fchmod, futimens)
+	path     string
+	flags    int // AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH
+	mode     uint32
+	times    *[2]unix.Timespec // nil: now
+	emptyRef bool              // the path is empty and AT_EMPTY_PATH names dirfd
+}
+
+// maxMetaPath is PATH_MAX: the kernel refuses longer paths with
+// ENAMETOOLONG (getname).
+const maxMetaPath = 4096
+
+// readString copies a NUL-terminated string of at most maxMetaPath bytes
+// (the NUL included) from the target, a page at a time: a string that
+// ends just before an unmapped page must not fail.
+func readString(c *SockCall, ptr uint64) (string, unix.Errno) {
+	if ptr == 0 {
+		return "", unix.EFAULT
+	}
+	var out []byte
+	for len(out) < maxMetaPath {
+		n := 4096 - int(ptr%4096)
+		if n > maxMetaPath-len(out) {
+			n = maxMetaPath - len(out)
+		}
+		buf := make([]byte, n)
+		if err := readMem(c.Pid, ptr, buf); err != nil {
+			return "", unix.EFAULT
+		}
+		if i := bytes.IndexByte(buf, 0); i >= 0 {
+			out = append(out, buf[:i]...)
+			// The thread id named the target while it read: the
+			// call is still pending.
+			if !c.Valid() {
+				return "", unix.EINTR
+			}
+			return string(out), 0
+		}
+		out = append(out, buf...)
+		ptr += uint64(n)
+	}
+	return "", unix.ENAMETOOLONG
+}
+
+// readTimes copies utimensat's two timespecs (a nil pointer: now).
+func readTimes(c *SockCall, ptr uint64) (*[2]unix.Timespec, unix.Errno) {
+	if ptr == 0 {
+		return nil, 0
+	}
+	var b [32]byte
+	if err := readMem(c.Pid, ptr, b[:]); err != nil {
+		return nil, unix.EFAULT
+	}
+	if !c.Valid() {
+		return nil, unix.EINTR
+	}
+	var ts [2]unix.Timespec
+	for i := range ts {
+		ts[i].Sec = int64(binary.NativeEndian.Uint64(b[16*i:]))
+		ts[i].Nsec = int64(binary.NativeEndian.Uint64(b[16*i+8:]))
+	}
+	return &ts, 0
+}
+
+// readTimevals copies utimes' and futimesat's two timevals as timespecs
+// (a nil pointer: now); a microsecond count out of range is EINVAL, as
+// the kernel answers.
+func readTimevals(c *SockCall, ptr uint64) (*[2]unix.Timespec, unix.Errno) {
+	ts, e := readTimes(c, ptr) // struct timeval is two 64-bit words too
+	if ts == nil || e != 0 {
+		return ts, e
+	}
+	for i := range ts {
+		if ts[i].Nsec < 0 || ts[i].Nsec >= 1000000 {
+			return nil, unix.EINVAL
+		}
+		ts[i].Nsec *= 1000
+	}
+	return ts, 0
+}
+
+// readUtimbuf copies utime(2)'s struct utimbuf (two times in seconds).
+func readUtimbuf(c *SockCall, ptr uint64) (*[2]unix.Timespec, unix.Errno) {
+	if ptr == 0 {
+		return nil, 0
+	}
+	var b [16]byte
+	if err := readMem(c.Pid, ptr, b[:]); err != nil {
+		return nil, unix.EFAULT
+	}
+	if !c.Valid() {
+		return nil, unix.EINTR
+	}
+	return &[2]unix.Timespec{{Sec: int64(binary.NativeEndian.Uint64(b[:]))}, {Sec: int64(binary.NativeEndian.Uint64(b[8:]))}}, 0
+}
+
+// readMetaCall reads the arguments of metadata call nr.
+func readMetaCall(c *SockCall, nr int32, a [6]uint64) (*metaCall, unix.Errno) {
+	m := &metaCall{dirfd: unix.AT_FDCWD, fd: -1}
+	var e unix.Errno
+	pathAt := func(dirfd, ptr uint64) {
+		m.dirfd = int(int32(dirfd))
+		m.path, e = readString(c, ptr)
+	}
+	switch uintptr(nr) {
+	case unix.SYS_FCHMOD:
+		m.op, m.name, m.fd, m.mode = Chmod, "fchmod", int(int32(a[0])), uint32(a[1])
+	case unix.SYS_FCHMODAT:
+		m.op, m.name, m.mode = Chmod, "fchmodat", uint32(a[2])
+		pathAt(a[0], a[1])
+	case unix.SYS_FCHMODAT2:
+		m.op, m.name, m.mode, m.flags = Chmod, "fchmodat2", uint32(a[2]), int(int32(a[3]))
+		if m.flags&^(unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH) != 0 {
+			return nil, unix.EINVAL
+		}
+		pathAt(a[0], a[1])
+	case unix.SYS_UTIMENSAT:
+		m.op, m.name, m.flags = Utimes, "utimensat", int(int32(a[3]))
+		if m.flags&^(unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH) != 0 {
+			return nil, unix.EINVAL
+		}
+		if m.times, e = readTimes(c, a[2]); e != 0 {
+			return nil, e
+		}
+		if a[1] == 0 {
+			// futimens(fd): a NULL path names dirfd itself, which
+			// takes no flags (do_utimes_fd).
+			if int(int32(a[0])) == unix.AT_FDCWD {
+				return nil, unix.EFAULT
+			}
+			if m.flags != 0 {
+				return nil, unix.EINVAL
+			}
+			m.fd = int(int32(a[0]))
+			return m, 0
+		}
+		pathAt(a[0], a[1])
+	default:
+		var ok bool
+		if m, ok, e = readLegacyMetaCall(c, nr, a); !ok {
+			return nil, unix.ENOSYS
+		}
+	}
+	if e != 0 {
+		return nil, e
+	}
+	if m.fd < 0 && m.path == "" {
+		if m.flags&unix.AT_EMPTY_PATH == 0 {
+			return nil, unix.ENOENT
+		}
+		m.emptyRef = true
+	}
+	return m, 0
+}
+
+// metaOp says whether nr is a metadata call of the native ABI.
+func metaOp(arch uint32, nr int32) bool {
+	if arch != auditArch {
+		return false
+	}
+	switch uintptr(nr) {
+	case unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2, unix.SYS_UTIMENSAT:
+		return true
+	}
+	for _, l := range legacyMetaCalls {
+		if uint32(nr) == l {
+			return true
+		}
+	}
+	return false
+}
+
+// MetaCalls are the native system call numbers the gate answers: those a
+// sandbox's filter hands over (SECCOMP_RET_USER_NOTIF) for it.
+func MetaCalls() (chmod, utimes []uint32) {
+	chmod = []uint32{unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2}
+	utimes = []uint32{unix.SYS_UTIMENSAT}
+	for _, l := range legacyMetaCalls {
+		if l == legacyChmod {
+			chmod = append(chmod, l)
+		} else {
+			utimes = append(utimes, l)
+		}
+	}
+	return chmod, utimes
+}
+
+// decideMeta answers a metadata call: the file it names is opened here
+// (the very file the target's call would reach, resolved as the target,
+// no /proc magic link followed), checked, and the call made on it, never
+// let through with CONTINUE (the kernel would resolve the path again, and
+// the target's other threads could change it in between: see the
+// package doc).
+func (s *Server) decideMeta(n *seccompNotif, c *SockCall) (int64, unix.Errno) {
+	g := s.o.Meta
+	if g == nil {
+		return 0, unix.ENOSYS
+	}
+	p, e := s.openProc(c)
+	if e != 0 {
+		return 0, e
+	}
+	c.proc = p
+	m, e := readMetaCall(c, n.Data.Nr, n.Data.Args)
+	if e != 0 {
+		return 0, e
+	}
+	c.Syscall = m.op
+	// The file is found with the target's ids (holdTarget: a root
+	// supervisor's thread takes them, with CAP_SYS_PTRACE alone), so
+	// that the lookup is checked as the target's own would be.
+	if e := c.holdTarget(); e != 0 {
+		return 0, e
+	}
+	obj, e := s.metaObject(c, m)
+	if e != 0 {
+		return 0, e
+	}
+	c.closeLater(obj)
+	var st unix.Statx_t
+	if err := unix.Statx(obj, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE|unix.STATX_INO|unix.STATX_NLINK, &st); err != nil {
+		return 0, errnoOf(err)
+	}
+	// The check reads only the tree above the file, with the
+	// supervisor's own ids: a directory above that the target may not
+	// search must not make the answer depend on its ids.
+	if !c.ownIDs() {
+		return 0, unix.EACCES
+	}
+	if ok, where := g.allows(obj, &st); !ok {
+		if g.onRefuse != nil {
+			g.onRefuse(m.name, where)
+		}
+		return 0, unix.EACCES
+	}
+	link := st.Mode&unix.S_IFMT == unix.S_IFLNK // only with AT_SYMLINK_NOFOLLOW
+	op := func() (int64, unix.Errno) {
+		// Through this process's own link to the checked file: the
+		// call is made on that inode, whatever the path names now.
+		self := "/proc/self/fd/" + strconv.Itoa(obj)
+		var err error
+		switch {
+		case m.op == Chmod && link:
+			err = unix.EOPNOTSUPP // Linux has no mode on a symlink
+		case m.op == Chmod:
+			err = unix.Fchmodat(unix.AT_FDCWD, self, m.mode&0o7777, 0)
+		case link:
+			err = unix.UtimesNanoAt(obj, "", timesOf(m.times), unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+		default:
+			err = unix.UtimesNanoAt(unix.AT_FDCWD, self, timesOf(m.times), 0)
+		}
+		if err != nil {
+			return 0, errnoOf(err)
+		}
+		return 0, 0
+	}
+	if s.o.AsTarget {
+		// As the target, with no capability: the kernel's own checks
+		// (the owner for a mode or a time, write permission for "now")
+		// are made for its ids (capabilities(7): no CAP_FOWNER).
+		return asTarget(c, c.th, false, 0, op)
+	}
+	return op()
+}
+
+// timesOf is the times argument of a utimensat made here: nil for now.
+func timesOf(t *[2]unix.Timespec) []unix.Timespec {
+	if t == nil {
+		return nil
+	}
+	return t[:]
+}
+
+// metaObject opens the file the call names, as an fd of the supervisor's:
+// a duplicate of the target's fd for a call by fd, else an O_PATH pin of
+// what the path names from the target's working directory, dirfd or root.
+func (s *Server) metaObject(c *SockCall, m *metaCall) (int, unix.Errno) {
+	if m.fd >= 0 {
+		fd, e := s.getfd(c, m.fd)
+		if e != 0 {
+			return -1, e
+		}
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_PATH != 0 {
+			// fchmod and futimens refuse an O_PATH descriptor
+			// (fdget skips them).
+			unix.Close(fd)
+			return -1, unix.EBADF
+		}
+		return fd, 0
+	}
+	// The target's root must be the supervisor's: its paths (an
+	// absolute one, "..", a symlink's text) are resolved here from this
+	// process's root. A command that changed its root or mount
+	// namespace is refused rather than resolved in the wrong tree.
+	tr, err := statRoot(c.proc.dir, "root", 0)
+	if err != nil {
+		return -1, unix.ESRCH
+	}
+	if tr != s.ownRoot {
+		return -1, unix.EACCES
+	}
+	base := -1
+	switch {
+	case m.dirfd == unix.AT_FDCWD && (m.emptyRef || !strings.HasPrefix(m.path, "/")):
+		fd, err := unix.Openat(c.proc.dir, "cwd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, unix.ESRCH
+		}
+		base = fd
+	case m.dirfd != unix.AT_FDCWD && (m.emptyRef || !strings.HasPrefix(m.path, "/")):
+		fd, e := s.getfd(c, m.dirfd)
+		if e != 0 {
+			return -1, e
+		}
+		base = fd
+	}
+	if m.emptyRef {
+		return base, 0 // the call names dirfd (or the cwd) itself
+	}
+	if base >= 0 {
+		defer unix.Close(base)
+	} else {
+		base = unix.AT_FDCWD
+	}
+	flags := unix.O_PATH | unix.O_CLOEXEC
+	if m.flags&unix.AT_SYMLINK_NOFOLLOW != 0 {
+		flags |= unix.O_NOFOLLOW
+	}
+	for {
+		// No magic link is followed (/proc/self/fd/N names this
+		// process's files here, not the target's): such a path is
+		// refused with ELOOP.
+		fd, err := unix.Openat2(base, m.path, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_MAGICLINKS})
+		if err == unix.EAGAIN || err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, errnoOf(err)
+		}
+		return fd, 0
+	}
+}
+
+// allows says whether the gate lets the call change obj (statx'd as st):
+// obj is a writable inode or lies beneath one. Else it returns the path
+// it found for obj, for the report.
+func (g *MetaGate) allows(obj int, st *unix.Statx_t) (bool, string) {
+	if g.writable[idOf(st)] {
+		return true, ""
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return g.beneath(obj), fdPath(obj)
+	}
+	p := fdPath(obj)
+	if !strings.HasPrefix(p, "/") {
+		// A pipe, a socket, an anonymous inode: no file of any
+		// directory, nothing the host finds by a path later.
+		return true, ""
+	}
+	if st.Nlink == 0 {
+		// Removed, with no other name left: a memfd, a deleted
+		// temporary. No path reaches it any more.
+		return true, ""
+	}
+	// The directory the file was reached through: the kernel's name for
+	// it (d_path, through this process's own /proc link), opened with
+	// no symlink followed and checked to hold obj under that name, so
+	// that a name changed since fails closed.
+	i := strings.LastIndexByte(p, '/')
+	dir, name := p[:i], p[i+1:]
+	if dir == "" {
+		dir = "/"
+	}
+	d, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return false, p
+	}
+	defer unix.Close(d)
+	var in unix.Statx_t
+	if unix.Statx(d, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO, &in) != nil || idOf(&in) != idOf(st) {
+		return false, p
+	}
+	return g.beneath(d), p
+}
+
+// maxMetaDepth bounds the walk up: PATH_MAX allows 2048 levels.
+const maxMetaDepth = 2048
+
+// beneath walks from directory dir up to the root ("..", which also
+// leaves a mount for the one it is mounted on, as Landlock's own walk
+// does) and says whether it passes a writable inode. The sandbox cannot
+// move a directory from outside its writable places into them, nor out
+// (Landlock refuses the rename at the side it may not write), so what the
+// walk finds stays true while the call is made.
+func (g *MetaGate) beneath(dir int) bool {
+	d, err := unix.Openat(dir, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer func() { unix.Close(d) }()
+	var st unix.Statx_t
+	if unix.Statx(d, "", unix.AT_EMPTY_PATH, unix.STATX_INO, &st) != nil {
+		return false
+	}
+	for i := 0; i < maxMetaDepth; i++ {
+		if g.writable[idOf(&st)] {
+			return true
+		}
+		up, err := unix.Openat(d, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false
+		}
+		var ust unix.Statx_t
+		if unix.Statx(up, "", unix.AT_EMPTY_PATH, unix.STATX_INO, &ust) != nil {
+			unix.Close(up)
+			return false
+		}
+		unix.Close(d)
+		d = up
+		if idOf(&ust) == idOf(&st) {
+			return false // the root: ".." is itself
+		}
+		st = ust
+	}
+	return false
+}
+
+// fdPath is the kernel's name for this process's fd (its /proc link).
+func fdPath(fd int) string {
+	p, err := readlinkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd))
+	if err != nil {
+		return ""
+	}
+	return p
+}
