@@ -9,9 +9,14 @@ import (
 )
 
 // violationLines writes a {"event":"violation"} status line for each host
-// unix socket connect the sandbox refused, as it happens.
+// unix socket connect, network destination and (the Landlock backend)
+// file mode or time change the sandbox refused, as it happens.
 func violationLines(status *statusWriter) sandbox.Option {
 	return sandbox.WithViolations(func(v *sandbox.ViolationError) {
+		if v.Operation == sandbox.OpFileMetadata {
+			status.emit(map[string]any{"event": "violation", "kind": "file_metadata", "operation": v.Operation, "path": v.Path, "detail": v.Detail})
+			return
+		}
 		if v.Host != "" {
 			// The network filter: the name (or address) and port
 			// refused, as the sandbox asked for them.

@@ -181,7 +181,15 @@ type Report struct {
 type Ruleset struct {
 	fd     int
 	Report Report
+	// Writable are the inodes of the rules that grant WriteFile: the
+	// very inodes the kernel holds the rules on (a rule is on an inode,
+	// not a path), in order. A file is writable under the ruleset when
+	// it is one of them or lies beneath one (landlock(7)).
+	Writable []Inode
 }
+
+// Inode names an inode by its device (st_dev) and number.
+type Inode struct{ Dev, Ino uint64 }
 
 // FD is the ruleset's file descriptor (close-on-exec), for a child that
 // applies it with RestrictFD.
@@ -284,7 +292,8 @@ func Build(c Config) (*Ruleset, error) {
 		if allowed == 0 {
 			continue
 		}
-		if err := addPathRule(r.fd, p.Path, allowed); err != nil {
+		in, err := addPathRule(r.fd, p.Path, allowed)
+		if err != nil {
 			if c.SkipMissing && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) && lastIsSymlink(p.Path)) {
 				continue
 			}
@@ -292,6 +301,9 @@ func Build(c Config) (*Ruleset, error) {
 			return nil, err
 		}
 		rep.Rules++
+		if allowed&WriteFile != 0 {
+			r.Writable = append(r.Writable, in)
+		}
 	}
 	if handledNet != 0 {
 		for _, p := range c.TCPPorts {
@@ -330,31 +342,32 @@ func lastIsSymlink(p string) bool {
 	return unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
-func addPathRule(rfd int, path string, allowed AccessFS) error {
+func addPathRule(rfd int, path string, allowed AccessFS) (Inode, error) {
 	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if err != nil {
-		return &PathError{Path: path, Err: err}
+		return Inode{}, &PathError{Path: path, Err: err}
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return &PathError{Path: path, Err: err}
+		return Inode{}, &PathError{Path: path, Err: err}
 	}
+	in := Inode{Dev: st.Dev, Ino: st.Ino}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		// A rule on a file may only carry the rights of a file.
 		allowed &= fileRights
 		if allowed == 0 {
-			return nil
+			return in, nil
 		}
 	}
 	pb := pathBeneathAttr{allowed: uint64(allowed), parentFD: int32(fd)}
 	if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rfd), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&pb)), 0, 0, 0); errno != 0 {
-		return &PathError{Path: path, Err: errno}
+		return Inode{}, &PathError{Path: path, Err: errno}
 	}
-	return nil
+	return in, nil
 }
 
 // PathError is a path rule that could not be added.

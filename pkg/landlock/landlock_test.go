@@ -141,6 +141,42 @@ func TestBuildDropsWhatTheABILacks(t *testing.T) {
 	}
 }
 
+// TestBuildListsWritableInodes: Writable holds the inodes of the rules
+// granting WriteFile (a directory and a file), and not those of read-only
+// rules: the metadata gate's list (pkg/notify MetaGate).
+func TestBuildListsWritableInodes(t *testing.T) {
+	if _, err := ABI(); err != nil {
+		t.Skipf("no Landlock here: %v", err)
+	}
+	dir := t.TempDir()
+	rw, ro, f := filepath.Join(dir, "rw"), filepath.Join(dir, "ro"), filepath.Join(dir, "f")
+	for _, d := range []string{rw, ro} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Build(Config{HandledFS: ReadWrite, BestEffort: true, Paths: []PathRule{
+		{Path: rw, Access: ReadWrite}, {Path: ro, Access: ReadExec}, {Path: f, Access: ReadFile | WriteFile}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ino := func(p string) Inode {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return Inode{Dev: st.Dev, Ino: st.Ino}
+	}
+	want := []Inode{ino(rw), ino(f)}
+	if len(r.Writable) != 2 || r.Writable[0] != want[0] || r.Writable[1] != want[1] {
+		t.Errorf("Writable %v, want %v (rw, f; not ro %v)", r.Writable, want, ino(ro))
+	}
+}
+
 // TestRestrict applies the expansion of grantsFor in a child, with every
 // TCP connect refused and both scopes, and has the child probe each.
 func TestRestrict(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/landlock"
+	"github.com/nsbox/nsbox/pkg/notify"
 	"github.com/nsbox/nsbox/pkg/rmtree"
 	"golang.org/x/sys/unix"
 )
@@ -65,6 +66,17 @@ type LandlockInfo struct {
 // a namespace sandbox.
 func (s *Session) Landlock() *LandlockInfo { return s.llInfo }
 
+// metadataGap says what is left of a file's mode and times: with the
+// metadata gate (seccomp user notification: landlock_meta.go), only the
+// refusals that apply in writable places too.
+func metadataGap() string {
+	const refused = "a mode that lets the group or others write is refused by seccomp (in writable directories too), and so are every extended attribute write (EOPNOTSUPP: an ACL would grant the same), a change of a file's group to one other than the caller's own, and of its inode flags or project id (EPERM)"
+	if socketGateSupported() == nil {
+		return "file modes and times: Landlock has no right for chmod(2) or utimensat(2); nsbox's supervisor makes them for commands (seccomp user notification), only on files Landlock lets them write, and refuses the rest (EACCES); " + refused
+	}
+	return "file modes and times: Landlock has no right for chmod(2) or utimensat(2), and this kernel has no seccomp user notification for nsbox to decide them; " + refused + ", but commands can still change the other mode bits (make a private file readable by every local user) and the times of every file the caller owns that they can name, read-only and hidden ones included (a root caller: root's files); the mount namespace backend refuses both outside writable directories"
+}
+
 // LandlockGaps lists what the Landlock backend cannot isolate on a kernel
 // of the given ABI, whatever the policy.
 func LandlockGaps(abi int, network Network) []string {
@@ -76,7 +88,7 @@ func LandlockGaps(abi int, network Network) []string {
 		"no pseudo-terminals: /dev/ptmx and /dev/pts are the host's (its users' terminals) and are not granted, so programs that allocate a terminal (script, expect, tmux) fail",
 		"inotify and fanotify watches need no Landlock right: a command can watch a hidden directory and learn when the host opens or reads what is in it (names and times, not contents)",
 		"the hostname and IPC namespace are the host's: System V IPC and POSIX message queues are refused (EACCES) instead, so programs that use them (shared-memory caches, some databases) fail; the host's objects stay listed, with keys, ids, owners and sizes, in /proc/sysvipc",
-		"file modes and times: Landlock has no right for chmod(2) or utimensat(2); a mode that lets the group or others write is refused by seccomp (in writable directories too), and so are every extended attribute write (EOPNOTSUPP: an ACL would grant the same), a change of a file's group to one other than the caller's own, and of its inode flags or project id (EPERM), but commands can still change the other mode bits (make a private file readable by every local user) and the times of every file the caller owns that they can name, read-only and hidden ones included (a root caller: root's files); the mount namespace backend refuses both outside writable directories",
+		metadataGap(),
 		"socket(2) of every family is refused by seccomp with network none (AF_UNIX with network host), and so are socketpair(2) of datagram sockets and, with network none, bind(2) and connect(2): there is no private loopback",
 	}
 	if network == NetworkHost {
@@ -264,6 +276,10 @@ func landlockRefuses(p *Policy) error {
 type landlockState struct {
 	ruleset *landlock.Ruleset
 	tmpDir  string
+	// metaGate: the worker was asked for the metadata gate's filter
+	// (setupMsg.MetaGate); meta serves it once started.
+	metaGate bool
+	meta     *notify.Server
 }
 
 // prepareLandlock builds the session's ruleset and private TMPDIR.
@@ -321,6 +337,12 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 	s.ll.ruleset = rs
 	s.llInfo = &LandlockInfo{ABI: abi, Report: rs.Report, TmpDir: tmp, NotIsolated: landlockNotIsolated(abi, s.policy.Network, e)}
 	setup.Landlock = true
+	// Modes and times: Landlock has no right for them; the metadata
+	// gate decides them where this kernel has seccomp user notification
+	// (5.6; every kernel with Landlock has it on x86-64 and arm64), else
+	// LandlockGaps says what is left open.
+	setup.MetaGate = socketGateSupported() == nil
+	s.ll.metaGate = setup.MetaGate
 	setup.NewNet = false
 	setup.SocketFilter = socketFilterNone
 	if s.policy.Network == NetworkHost {

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nsbox/nsbox/pkg/notify"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,7 +69,7 @@ func TestCommandFilterLandlock(t *testing.T) {
 	deny := unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
 	neg := func(v int) uint64 { return uint64(uint32(int32(v))) }
 	for _, none := range []bool{true, false} {
-		prog, err := commandFilterLandlock(none, worker, []int{worker + 1, worker + 7})
+		prog, err := commandFilterLandlock(none, false, worker, []int{worker + 1, worker + 7})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +174,7 @@ func TestKillDescendantsFailsClosed(t *testing.T) {
 // attribute write, a group other than -1 or the caller's own, and the
 // inode-flag calls are refused; the rest passes.
 func TestCommandFilterLandlockMetadata(t *testing.T) {
-	prog, err := commandFilterLandlock(true, 4242, nil)
+	prog, err := commandFilterLandlock(true, false, 4242, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +214,44 @@ func TestCommandFilterLandlockMetadata(t *testing.T) {
 	} {
 		if got := runBPF(t, prog, c.nr, c.args...); got != c.want {
 			t.Errorf("%s: %#x, want %#x", c.name, got, c.want)
+		}
+	}
+}
+
+// With the metadata gate, a mode change the rule above lets through and
+// every time change go to the supervisor (SECCOMP_RET_USER_NOTIF); a mode
+// granting group or other write is still refused here, before it.
+func TestCommandFilterLandlockMetadataGate(t *testing.T) {
+	prog, err := commandFilterLandlock(true, true, 4242, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		notif  = unix.SECCOMP_RET_USER_NOTIF
+		eacces = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
+		allow  = unix.SECCOMP_RET_ALLOW
+	)
+	for _, c := range []struct {
+		name string
+		nr   int
+		args []uint64
+		want uint32
+	}{
+		{"fchmod 0755", unix.SYS_FCHMOD, []uint64{3, 0o755}, notif},
+		{"fchmod 0666", unix.SYS_FCHMOD, []uint64{3, 0o666}, eacces},
+		{"fchmodat 0600", unix.SYS_FCHMODAT, []uint64{0, 0, 0o600}, notif},
+		{"fchmodat2 0620", unix.SYS_FCHMODAT2, []uint64{0, 0, 0o620, 0}, eacces},
+		{"utimensat", unix.SYS_UTIMENSAT, []uint64{0, 0, 0, 0}, notif},
+		{"openat", unix.SYS_OPENAT, nil, allow},
+	} {
+		if got := runBPF(t, prog, c.nr, c.args...); got != c.want {
+			t.Errorf("%s: %#x, want %#x", c.name, got, c.want)
+		}
+	}
+	_, utimes := notify.MetaCalls()
+	for _, nr := range utimes {
+		if got := runBPF(t, prog, int(nr)); got != notif {
+			t.Errorf("time call %d: %#x, want notify", nr, got)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/nsbox/nsbox/pkg/landlock"
+	"github.com/nsbox/nsbox/pkg/notify"
 	"golang.org/x/sys/unix"
 )
 
@@ -414,17 +415,36 @@ func (w *worker) installLandlockCommandFilter() error {
 			return err
 		}
 	}
-	prog, err := commandFilterLandlock(w.setup.SocketFilter == socketFilterNone, os.Getpid(), tids)
+	prog, err := commandFilterLandlock(w.setup.SocketFilter == socketFilterNone, w.setup.MetaGate, os.Getpid(), tids)
 	if err != nil {
 		return err
 	}
 	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fp))); errno != 0 {
+	// With the metadata gate the filter has a listener (close-on-exec),
+	// which the supervisor takes from this process (pidfd_getfd) after
+	// the handshake names it. WAIT_KILLABLE_RECV (5.19) where the kernel
+	// has it: a call the supervisor has read is not restarted by a
+	// signal handler and made twice.
+	flags := []uintptr{0}
+	if w.setup.MetaGate {
+		flags = []uintptr{unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER}
+	}
+	var r uintptr
+	var errno unix.Errno
+	for _, f := range flags {
+		if r, _, errno = unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, f, uintptr(unsafe.Pointer(&fp))); errno != unix.EINVAL {
+			break
+		}
+	}
+	runtime.KeepAlive(prog)
+	if errno != 0 {
 		// Fail closed: without it a command can kill the worker, and
 		// what it detached would outlive the session.
 		return fmt.Errorf("seccomp(SET_MODE_FILTER): %w (the landlock backend needs seccomp(2) allowed by the seccomp profile for the filter that protects its worker)", errno)
 	}
-	runtime.KeepAlive(prog)
+	if w.setup.MetaGate {
+		w.notifyFD = int(r)
+	}
 	return nil
 }
 
@@ -492,7 +512,7 @@ const (
 // tids, given when commands get no scoped domain of their own (before ABI
 // 6), are worker thread ids whose kill(2) and rt_sigqueueinfo(2) are
 // refused as well (the socket filter refuses those of the pid only).
-func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.SockFilter, error) {
+func commandFilterLandlock(networkNone, meta bool, worker int, tids []int) ([]unix.SockFilter, error) {
 	a, err := newBPFFilter()
 	if err != nil {
 		return nil, err
@@ -551,6 +571,17 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	a.jump(jeq, unix.SYS_FCHMODAT2, "chmod2", "")
 	if nr, ok := sysChmod(); ok {
 		a.jump(jeq, nr, "chmod1", "")
+	}
+	// With the metadata gate, a mode change that passes the rule below
+	// and every time change go to the supervisor (notify.MetaGate),
+	// which makes them only on files Landlock lets the command write.
+	chmodOK := "allow"
+	if meta {
+		chmodOK = "notify"
+		_, utimes := notify.MetaCalls()
+		for _, nr := range utimes {
+			a.jump(jeq, nr, "notify", "")
+		}
 	}
 	a.jump(jeq, unix.SYS_SOCKETPAIR, "socketpair", "allow")
 	// prlimit64(pid, ...) and the calls that change another process's
@@ -611,10 +642,10 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	// 25).
 	a.label("chmod1")
 	a.stmt(ld, arg(1))
-	a.jump(jset, 0o022, "deny", "allow")
+	a.jump(jset, 0o022, "deny", chmodOK)
 	a.label("chmod2")
 	a.stmt(ld, arg(2))
-	a.jump(jset, 0o022, "deny", "allow")
+	a.jump(jset, 0o022, "deny", chmodOK)
 	a.label("chown2")
 	a.stmt(ld, arg(2))
 	a.jump(jeq, 0xffffffff, "allow", "")
@@ -636,6 +667,10 @@ func commandFilterLandlock(networkNone bool, worker int, tids []int) ([]unix.Soc
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
 	a.label("notsup")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
+	if meta {
+		a.label("notify")
+		a.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
+	}
 	return a.done()
 }
 

@@ -68,6 +68,10 @@ type setupMsg struct {
 	// SocketGate: install the socket notification filter (pkg/notify)
 	// right before the main filter, and name its listener in the reply.
 	SocketGate bool `json:"socketGate,omitempty"`
+	// MetaGate: the Landlock backend's command filter hands chmod and
+	// utimensat and their kin to the supervisor (notify.MetaGate), and
+	// the reply names its listener.
+	MetaGate bool `json:"metaGate,omitempty"`
 }
 
 // typePremade carries idmapped binds (fds only) to the worker ahead of
@@ -98,6 +102,11 @@ type handshakeReply struct {
 	// NotifyFD is the worker's number of the socket notification
 	// listener, which the supervisor takes with pidfd_getfd (0: none).
 	NotifyFD int `json:"notifyFD,omitempty"`
+	// MetaListener: the reply carries the Landlock backend's metadata
+	// gate listener as its one fd (SCM_RIGHTS). Not pidfd_getfd: that
+	// worker has no user namespace of the supervisor's, and a root-less
+	// supervisor may not take an fd of a process that is not dumpable.
+	MetaListener bool `json:"metaListener,omitempty"`
 }
 
 // executeMsg starts one command. Three stdio fds travel with it

@@ -565,6 +565,14 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 		}
 		return err
 	}
+	// The reply's fds (the metadata gate's listener) are closed on every
+	// return that does not hand them to startMetaGate.
+	replyFDs := rep.FDs
+	defer func() {
+		for _, fd := range replyFDs {
+			unix.Close(fd)
+		}
+	}()
 	var hr handshakeReply
 	if err := rep.Decode(&hr); err != nil {
 		return err
@@ -585,6 +593,11 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 	}
 	if setup.SocketGate {
 		return s.startSocketGate(hr.NotifyFD)
+	}
+	if setup.MetaGate {
+		fds := replyFDs
+		replyFDs = nil
+		return s.startMetaGate(hr.MetaListener, fds)
 	}
 	return nil
 }

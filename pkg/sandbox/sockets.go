@@ -81,6 +81,8 @@ func (s *Session) wantSocketGate() bool {
 type socketGate struct {
 	srv  *notify.Server
 	gate *notify.UnixGate // holds the allowed sockets' pins
+	// meta serves the Landlock backend's metadata gate (startMetaGate).
+	meta *notify.Server
 
 	mu      sync.Mutex
 	refused int64    // refusals since the start
@@ -100,6 +102,10 @@ func (g *socketGate) close() {
 	if g.srv != nil {
 		g.srv.Close()
 		g.srv = nil
+	}
+	if g.meta != nil {
+		g.meta.Close()
+		g.meta = nil
 	}
 	if g.gate != nil {
 		g.gate.Close()

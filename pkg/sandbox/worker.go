@@ -195,7 +195,11 @@ func runWorker() int {
 		return 125
 	}
 	hr := handshakeReply{Protocol: ipc.ProtocolVersion, OuterProc: w.setup.Plan.OuterProc, Resolver: w.resolver}
-	if w.notifyFD >= 0 {
+	var replyFDs []int
+	switch {
+	case w.notifyFD >= 0 && w.setup.Landlock:
+		hr.MetaListener, replyFDs = true, []int{w.notifyFD}
+	case w.notifyFD >= 0:
 		hr.NotifyFD = w.notifyFD
 	}
 	if fd, err := unix.Open(w.setup.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
@@ -204,8 +208,13 @@ func runWorker() int {
 		unix.Close(fd)
 	}
 	payload, _ := json.Marshal(hr)
-	if err := conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Payload: payload}, nil); err != nil {
+	if err := conn.WriteEnvelope(&ipc.Envelope{Type: ipc.TypeReply, ID: env.ID, Payload: payload}, replyFDs); err != nil {
 		return 125
+	}
+	if hr.MetaListener {
+		// The supervisor holds it now; no copy stays here.
+		unix.Close(w.notifyFD)
+		w.notifyFD = -1
 	}
 	return w.serve()
 }
