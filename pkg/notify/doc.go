@@ -22,6 +22,10 @@
 // it checked, and only the result goes back.
 //
 // Handlers plug in per address family (Options.Unix, Options.Inet): the unix
-// socket gate (UnixGate) is one; the filtered network is another. This
-// package imports only golang.org/x/sys/unix.
+// socket gate (UnixGate) is one; the filtered network is another. A Server
+// also answers the file-metadata calls (chmod, utimensat and their kin) of
+// a Landlock sandbox, whose own command filter hands them over (Options.Meta,
+// MetaGate: meta.go), by the same rule: the supervisor makes each allowed
+// call itself, on the file it checked. This package imports only
+// golang.org/x/sys/unix.
 package notify
