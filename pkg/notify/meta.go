@@ -258,7 +258,7 @@ func (s *Server) decideMeta(n *seccompNotif, c *SockCall) (int64, unix.Errno) {
 	if g == nil {
 		return 0, unix.ENOSYS
 	}
-	p, e := s.openProc(c)
+	p, e := s.metaProc(c)
 	if e != 0 {
 		return 0, e
 	}
@@ -274,11 +274,14 @@ func (s *Server) decideMeta(n *seccompNotif, c *SockCall) (int64, unix.Errno) {
 	if e := c.holdTarget(); e != 0 {
 		return 0, e
 	}
-	obj, e := s.metaObject(c, m)
+	obj, parent, e := s.metaObject(c, m)
 	if e != 0 {
 		return 0, e
 	}
 	c.closeLater(obj)
+	if parent >= 0 {
+		c.closeLater(parent)
+	}
 	var st unix.Statx_t
 	if err := unix.Statx(obj, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE|unix.STATX_INO|unix.STATX_NLINK, &st); err != nil {
 		return 0, errnoOf(err)
@@ -289,7 +292,7 @@ func (s *Server) decideMeta(n *seccompNotif, c *SockCall) (int64, unix.Errno) {
 	if !c.ownIDs() {
 		return 0, unix.EACCES
 	}
-	if ok, where := g.allows(obj, &st); !ok {
+	if ok, where := g.allows(obj, &st, parent); !ok {
 		if g.onRefuse != nil {
 			g.onRefuse(m.name, where)
 		}
@@ -325,6 +328,22 @@ func (s *Server) decideMeta(n *seccompNotif, c *SockCall) (int64, unix.Errno) {
 	return op()
 }
 
+// metaProc returns the calling thread's entry: the cached one while its
+// thread lives (a cached pidfd names its thread alone, proc.exact, and a
+// signal 0 through it fails once that thread is gone, whoever has its id
+// since), else a new one (openProc, checked with ID_VALID). A thread that
+// makes many calls (tar, cp -a) opens its entry once.
+func (s *Server) metaProc(c *SockCall) (*proc, unix.Errno) {
+	if p := s.cachedProc(c.Pid); p != nil {
+		if unix.PidfdSendSignal(p.pidfd, 0, nil, 0) == nil {
+			return p, 0
+		}
+		s.forget(c.Pid, p)
+		s.put(p)
+	}
+	return s.openProc(c)
+}
+
 // timesOf is the times argument of a utimensat made here: nil for now.
 func timesOf(t *[2]unix.Timespec) []unix.Timespec {
 	if t == nil {
@@ -336,19 +355,19 @@ func timesOf(t *[2]unix.Timespec) []unix.Timespec {
 // metaObject opens the file the call names, as an fd of the supervisor's:
 // a duplicate of the target's fd for a call by fd, else an O_PATH pin of
 // what the path names from the target's working directory, dirfd or root.
-func (s *Server) metaObject(c *SockCall, m *metaCall) (int, unix.Errno) {
+func (s *Server) metaObject(c *SockCall, m *metaCall) (obj, parent int, errno unix.Errno) {
 	if m.fd >= 0 {
 		fd, e := s.getfd(c, m.fd)
 		if e != 0 {
-			return -1, e
+			return -1, -1, e
 		}
 		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_PATH != 0 {
 			// fchmod and futimens refuse an O_PATH descriptor
 			// (fdget skips them).
 			unix.Close(fd)
-			return -1, unix.EBADF
+			return -1, -1, unix.EBADF
 		}
-		return fd, 0
+		return fd, -1, 0
 	}
 	// The target's root must be the supervisor's: its paths (an
 	// absolute one, "..", a symlink's text) are resolved here from this
@@ -356,62 +375,124 @@ func (s *Server) metaObject(c *SockCall, m *metaCall) (int, unix.Errno) {
 	// namespace is refused rather than resolved in the wrong tree.
 	tr, err := statRoot(c.proc.dir, "root", 0)
 	if err != nil {
-		return -1, unix.ESRCH
+		return -1, -1, unix.ESRCH
 	}
 	if tr != s.ownRoot {
-		return -1, unix.EACCES
+		return -1, -1, unix.EACCES
 	}
 	base := -1
 	switch {
 	case m.dirfd == unix.AT_FDCWD && (m.emptyRef || !strings.HasPrefix(m.path, "/")):
 		fd, err := unix.Openat(c.proc.dir, "cwd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return -1, unix.ESRCH
+			return -1, -1, unix.ESRCH
 		}
 		base = fd
 	case m.dirfd != unix.AT_FDCWD && (m.emptyRef || !strings.HasPrefix(m.path, "/")):
 		fd, e := s.getfd(c, m.dirfd)
 		if e != 0 {
-			return -1, e
+			return -1, -1, e
 		}
 		base = fd
 	}
 	if m.emptyRef {
-		return base, 0 // the call names dirfd (or the cwd) itself
+		return base, -1, 0 // the call names dirfd (or the cwd) itself
 	}
 	if base >= 0 {
 		defer unix.Close(base)
 	} else {
 		base = unix.AT_FDCWD
 	}
-	flags := unix.O_PATH | unix.O_CLOEXEC
-	if m.flags&unix.AT_SYMLINK_NOFOLLOW != 0 {
-		flags |= unix.O_NOFOLLOW
-	}
-	for {
-		// No magic link is followed (/proc/self/fd/N names this
-		// process's files here, not the target's): such a path is
-		// refused with ELOOP.
-		fd, err := unix.Openat2(base, m.path, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_MAGICLINKS})
-		if err == unix.EAGAIN || err == unix.EINTR {
-			continue
+	follow := m.flags&unix.AT_SYMLINK_NOFOLLOW == 0
+	// The common case, a last name that is no symlink to follow: open
+	// its directory, then the name in it; the directory is then the one
+	// the file was found in (allows walks up from it), with no second
+	// lookup of the file's own path.
+	if dir, name, ok := lastName(m.path); ok {
+		pd := base
+		var err error
+		if dir != "" {
+			pd, err = openPath(base, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
+		} else {
+			pd, err = unix.Openat(base, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		}
 		if err != nil {
-			return -1, errnoOf(err)
+			return -1, -1, errnoOf(err)
 		}
-		return fd, 0
+		fd, err := unix.Openat(pd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(pd)
+			return -1, -1, errnoOf(err)
+		}
+		var st unix.Statx_t
+		if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE, &st); err == nil && (st.Mode&unix.S_IFMT != unix.S_IFLNK || !follow) {
+			return fd, pd, 0
+		}
+		// A symlink the call follows: its target may be anywhere.
+		unix.Close(fd)
+		unix.Close(pd)
+	}
+	flags := unix.O_PATH | unix.O_CLOEXEC
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := openPath(base, m.path, flags)
+	if err != nil {
+		return -1, -1, errnoOf(err)
+	}
+	return fd, -1, 0
+}
+
+// openPath opens p from base as the kernel would for the target, except
+// that no /proc magic link is followed (/proc/self/fd/N names this
+// process's files here, not the target's): such a path is ELOOP.
+func openPath(base int, p string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat2(base, p, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_MAGICLINKS})
+		if err == unix.EAGAIN || err == unix.EINTR {
+			continue // a rename raced the lookup (openat2(2))
+		}
+		return fd, err
 	}
 }
 
+// lastName splits p into its directory and a last name that is a plain
+// name ("a/b/c": "a/b", "c"; "c": "", "c"; "/c": "/", "c"). ok is false
+// for a last component of ".", ".." or a trailing slash, which the
+// general path takes.
+func lastName(p string) (dir, name string, ok bool) {
+	i := strings.LastIndexByte(p, '/')
+	name = p[i+1:]
+	if name == "" || name == "." || name == ".." {
+		return "", "", false
+	}
+	if i < 0 {
+		return "", name, true
+	}
+	dir = p[:i]
+	if dir == "" {
+		dir = "/"
+	}
+	return dir, name, true
+}
+
 // allows says whether the gate lets the call change obj (statx'd as st):
-// obj is a writable inode or lies beneath one. Else it returns the path
+// obj is a writable inode or lies beneath one. parent, when not -1, is
+// the directory obj was opened from by its name. Else it returns the path
 // it found for obj, for the report.
-func (g *MetaGate) allows(obj int, st *unix.Statx_t) (bool, string) {
+func (g *MetaGate) allows(obj int, st *unix.Statx_t, parent int) (bool, string) {
 	if g.writable[idOf(st)] {
 		return true, ""
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return g.beneath(obj), fdPath(obj)
+	}
+	if parent >= 0 {
+		// The directory obj was opened from, by its name.
+		if g.beneath(parent) {
+			return true, ""
+		}
+		return false, fdPath(obj)
 	}
 	p := fdPath(obj)
 	if !strings.HasPrefix(p, "/") {

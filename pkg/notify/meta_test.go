@@ -162,7 +162,7 @@ func metaTree(t *testing.T) (rw, ro string) {
 	return rw, ro
 }
 
-func inodeOf(t *testing.T, p string) MetaInode {
+func inodeOf(t testing.TB, p string) MetaInode {
 	t.Helper()
 	var st unix.Stat_t
 	if err := unix.Stat(p, &st); err != nil {

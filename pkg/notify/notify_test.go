@@ -375,7 +375,7 @@ func runChildAttr(t *testing.T, mode string, args []string, cfg GateConfig, o Op
 // childCmd is the child running scenario mode with args, started with
 // attr (a user namespace of its own, another user): from a copy of the
 // test binary that any user may run when attr is set.
-func childCmd(t *testing.T, mode string, args []string, attr *syscall.SysProcAttr) *exec.Cmd {
+func childCmd(t testing.TB, mode string, args []string, attr *syscall.SysProcAttr) *exec.Cmd {
 	t.Helper()
 	bin := os.Args[0]
 	if attr != nil {
@@ -406,7 +406,7 @@ func childCmd(t *testing.T, mode string, args []string, attr *syscall.SysProcAtt
 // test ends. It returns
 // the child's stdin and the rest of its output; the child is killed and
 // reaped at the end of the test.
-func startGateChild(t *testing.T, cmd *exec.Cmd, cfg GateConfig, o Options) (io.Writer, *bufio.Scanner) {
+func startGateChild(t testing.TB, cmd *exec.Cmd, cfg GateConfig, o Options) (io.Writer, *bufio.Scanner) {
 	t.Helper()
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
