@@ -39,10 +39,12 @@ var filteredForeignCalls = []archCalls{
 }
 
 // legacyMetaCalls are x86-64's older metadata calls, which arm64 never
-// had: chmod(2), utime(2), utimes(2) and futimesat(2) (MetaGate).
-var legacyMetaCalls = []uint32{unix.SYS_CHMOD, unix.SYS_UTIME, unix.SYS_UTIMES, unix.SYS_FUTIMESAT}
-
-const legacyChmod = unix.SYS_CHMOD
+// had: chmod(2), chown(2), lchown(2), utime(2), utimes(2) and
+// futimesat(2) (MetaGate).
+var legacyMetaCalls = []legacyMetaCall{
+	{unix.SYS_CHMOD, Chmod}, {unix.SYS_CHOWN, Chown}, {unix.SYS_LCHOWN, Chown},
+	{unix.SYS_UTIME, Utimes}, {unix.SYS_UTIMES, Utimes}, {unix.SYS_FUTIMESAT, Utimes},
+}
 
 // readLegacyMetaCall reads the arguments of one of legacyMetaCalls.
 func readLegacyMetaCall(c *SockCall, nr int32, a [6]uint64) (m *metaCall, ok bool, e unix.Errno) {
@@ -50,6 +52,12 @@ func readLegacyMetaCall(c *SockCall, nr int32, a [6]uint64) (m *metaCall, ok boo
 	switch uintptr(nr) {
 	case unix.SYS_CHMOD:
 		m.op, m.name, m.mode = Chmod, "chmod", uint32(a[1])
+		m.path, e = readString(c, a[0])
+	case unix.SYS_CHOWN, unix.SYS_LCHOWN:
+		m.op, m.name, m.uid, m.gid = Chown, "chown", uint32(a[1]), uint32(a[2])
+		if uintptr(nr) == unix.SYS_LCHOWN {
+			m.name, m.flags = "lchown", unix.AT_SYMLINK_NOFOLLOW
+		}
 		m.path, e = readString(c, a[0])
 	case unix.SYS_UTIME:
 		m.op, m.name = Utimes, "utime"

@@ -29,9 +29,7 @@ var filteredForeignCalls = []archCalls{
 }
 
 // legacyMetaCalls: arm64 has only the *at metadata calls (arch_amd64.go).
-var legacyMetaCalls []uint32
-
-const legacyChmod = ^uint32(0)
+var legacyMetaCalls []legacyMetaCall
 
 func readLegacyMetaCall(*SockCall, int32, [6]uint64) (*metaCall, bool, unix.Errno) {
 	return nil, false, 0

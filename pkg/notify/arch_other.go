@@ -15,9 +15,7 @@ var (
 	filteredForeignCalls []archCalls
 )
 
-var legacyMetaCalls []uint32
-
-const legacyChmod = ^uint32(0)
+var legacyMetaCalls []legacyMetaCall
 
 func readLegacyMetaCall(*SockCall, int32, [6]uint64) (*metaCall, bool, unix.Errno) {
 	return nil, false, 0

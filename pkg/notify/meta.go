@@ -29,6 +29,11 @@ const (
 	// Utimes is utimensat(2), and utime(2), utimes(2) and futimesat(2)
 	// where the architecture has them.
 	Utimes
+	// Chown is fchown(2) and fchownat(2), and chown(2) and lchown(2)
+	// where the architecture has them: a chown changes a mode too (the
+	// kernel clears set-user-ID and set-group-ID and drops file
+	// capabilities on every chown of a file, even to the same owner).
+	Chown
 )
 
 // MetaInode names an inode by its device (as stat(2)'s st_dev) and number.
@@ -55,6 +60,13 @@ func NewMetaGate(writable []MetaInode, onRefuse func(op, path string)) *MetaGate
 	return g
 }
 
+// legacyMetaCall is an older metadata call of the architecture
+// (legacyMetaCalls) and the operation it is.
+type legacyMetaCall struct {
+	nr uint32
+	op Syscall
+}
+
 // metaCall is a metadata call's arguments, as read from the target.
 type metaCall struct {
 	op       Syscall
@@ -64,8 +76,12 @@ type metaCall struct {
 	path     string
 	flags    int // AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH
 	mode     uint32
+	uid, gid uint32            // Chown's (-1: unchanged)
 	times    *[2]unix.Timespec // nil: now
 	emptyRef bool              // the path is empty and AT_EMPTY_PATH names dirfd
+	// procFD: the path named the caller's own fd through /proc
+	// (procFDPath): an O_PATH one is a file like any other there.
+	procFD bool
 }
 
 // maxMetaPath is PATH_MAX: the kernel refuses longer paths with
@@ -176,6 +192,14 @@ func readMetaCall(c *SockCall, nr int32, a [6]uint64) (*metaCall, unix.Errno) {
 			return nil, unix.EINVAL
 		}
 		pathAt(a[0], a[1])
+	case unix.SYS_FCHOWN:
+		m.op, m.name, m.fd, m.uid, m.gid = Chown, "fchown", int(int32(a[0])), uint32(a[1]), uint32(a[2])
+	case unix.SYS_FCHOWNAT:
+		m.op, m.name, m.uid, m.gid, m.flags = Chown, "fchownat", uint32(a[2]), uint32(a[3]), int(int32(a[4]))
+		if m.flags&^(unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH) != 0 {
+			return nil, unix.EINVAL
+		}
+		pathAt(a[0], a[1])
 	case unix.SYS_UTIMENSAT:
 		m.op, m.name, m.flags = Utimes, "utimensat", int(int32(a[3]))
 		if m.flags&^(unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH) != 0 {
@@ -212,7 +236,51 @@ func readMetaCall(c *SockCall, nr int32, a [6]uint64) (*metaCall, unix.Errno) {
 		}
 		m.emptyRef = true
 	}
+	if m.fd < 0 && m.flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
+		if fd, ok := procFDPath(m.path, c.Pid); ok {
+			m.fd, m.procFD = fd, true
+		}
+	}
 	return m, 0
+}
+
+// procFDPath reads the paths through which a process names one of its own
+// fds: /proc/self/fd/N, /proc/thread-self/fd/N, /proc/TID/fd/N of the
+// calling thread, /dev/fd/N and /dev/stdin, stdout and stderr. glibc
+// before 2.39 makes fchmodat(AT_SYMLINK_NOFOLLOW), and with it lchmod and
+// Python's chmod(follow_symlinks=False) that tar and pip use, as a chmod
+// of /proc/self/fd/N (found by review: they failed with ELOOP, as the
+// gate follows no magic link). Such a path is the caller's fd N, which
+// the gate then takes from the caller itself (pidfd_getfd) and checks as
+// any other file. Only these exact spellings: any other path through
+// /proc is resolved as a path, where a magic link is ELOOP.
+func procFDPath(p string, tid int) (int, bool) {
+	switch p {
+	case "/dev/stdin":
+		return 0, true
+	case "/dev/stdout":
+		return 1, true
+	case "/dev/stderr":
+		return 2, true
+	}
+	var rest string
+	switch {
+	case strings.HasPrefix(p, "/dev/fd/"):
+		rest = p[len("/dev/fd/"):]
+	case strings.HasPrefix(p, "/proc/"):
+		who, r, ok := strings.Cut(p[len("/proc/"):], "/fd/")
+		if !ok || (who != "self" && who != "thread-self" && who != strconv.Itoa(tid)) {
+			return -1, false
+		}
+		rest = r
+	default:
+		return -1, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 || strconv.Itoa(n) != rest {
+		return -1, false
+	}
+	return n, true
 }
 
 // metaOp says whether nr is a metadata call of the native ABI.
@@ -221,11 +289,11 @@ func metaOp(arch uint32, nr int32) bool {
 		return false
 	}
 	switch uintptr(nr) {
-	case unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2, unix.SYS_UTIMENSAT:
+	case unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2, unix.SYS_UTIMENSAT, unix.SYS_FCHOWN, unix.SYS_FCHOWNAT:
 		return true
 	}
 	for _, l := range legacyMetaCalls {
-		if uint32(nr) == l {
+		if uint32(nr) == l.nr {
 			return true
 		}
 	}
@@ -234,17 +302,21 @@ func metaOp(arch uint32, nr int32) bool {
 
 // MetaCalls are the native system call numbers the gate answers: those a
 // sandbox's filter hands over (SECCOMP_RET_USER_NOTIF) for it.
-func MetaCalls() (chmod, utimes []uint32) {
+func MetaCalls() (chmod, chown, utimes []uint32) {
 	chmod = []uint32{unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2}
+	chown = []uint32{unix.SYS_FCHOWN, unix.SYS_FCHOWNAT}
 	utimes = []uint32{unix.SYS_UTIMENSAT}
 	for _, l := range legacyMetaCalls {
-		if l == legacyChmod {
-			chmod = append(chmod, l)
-		} else {
-			utimes = append(utimes, l)
+		switch l.op {
+		case Chmod:
+			chmod = append(chmod, l.nr)
+		case Chown:
+			chown = append(chown, l.nr)
+		default:
+			utimes = append(utimes, l.nr)
 		}
 	}
-	return chmod, utimes
+	return chmod, chown, utimes
 }
 
 // decideMeta answers a metadata call: the file it names is opened here
@@ -298,6 +370,15 @@ func (s *Server) decideMeta(n *seccompNotif, c *SockCall) (int64, unix.Errno) {
 		}
 		return 0, unix.EACCES
 	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR, unix.S_IFBLK:
+		// A device node is the host's (the rules grant the usual ones,
+		// /dev/null among them, for writing): its mode, owner and times
+		// are not the sandbox's to change, root caller or not (found by
+		// review: a root caller's command made the host's /dev/full
+		// 0644). What a namespace sandbox's command meets: EPERM.
+		return 0, unix.EPERM
+	}
 	link := st.Mode&unix.S_IFMT == unix.S_IFLNK // only with AT_SYMLINK_NOFOLLOW
 	op := func() (int64, unix.Errno) {
 		// Through this process's own link to the checked file: the
@@ -309,6 +390,9 @@ func (s *Server) decideMeta(n *seccompNotif, c *SockCall) (int64, unix.Errno) {
 			err = unix.EOPNOTSUPP // Linux has no mode on a symlink
 		case m.op == Chmod:
 			err = unix.Fchmodat(unix.AT_FDCWD, self, m.mode&0o7777, 0)
+		case m.op == Chown:
+			// On the file itself, a symlink too (AT_EMPTY_PATH).
+			err = unix.Fchownat(obj, "", int(int32(m.uid)), int(int32(m.gid)), unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
 		case link:
 			err = unix.UtimesNanoAt(obj, "", timesOf(m.times), unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
 		default:
@@ -361,7 +445,7 @@ func (s *Server) metaObject(c *SockCall, m *metaCall) (obj, parent int, errno un
 		if e != 0 {
 			return -1, -1, e
 		}
-		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_PATH != 0 {
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_PATH != 0 && !m.procFD {
 			// fchmod and futimens refuse an O_PATH descriptor
 			// (fdget skips them).
 			unix.Close(fd)
@@ -494,8 +578,7 @@ func (g *MetaGate) allows(obj int, st *unix.Statx_t, parent int) (bool, string) 
 		}
 		return false, fdPath(obj)
 	}
-	p := fdPath(obj)
-	if !strings.HasPrefix(p, "/") {
+	if pseudoFile(obj) {
 		// A pipe, a socket, an anonymous inode: no file of any
 		// directory, nothing the host finds by a path later.
 		return true, ""
@@ -504,6 +587,13 @@ func (g *MetaGate) allows(obj int, st *unix.Statx_t, parent int) (bool, string) 
 		// Removed, with no other name left: a memfd, a deleted
 		// temporary. No path reaches it any more.
 		return true, ""
+	}
+	p, err := readlinkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(obj))
+	if err != nil || !strings.HasPrefix(p, "/") {
+		// No name to check it by (a path longer than PATH_MAX:
+		// ENAMETOOLONG; found by review, where an empty name was
+		// taken for a pipe's): refused.
+		return false, p
 	}
 	// The directory the file was reached through: the kernel's name for
 	// it (d_path, through this process's own /proc link), opened with
@@ -564,6 +654,28 @@ func (g *MetaGate) beneath(dir int) bool {
 			return false // the root: ".." is itself
 		}
 		st = ust
+	}
+	return false
+}
+
+// Magic numbers of the pseudo file systems whose files have no directory
+// (statfs(2)).
+const (
+	pipefsMagic    = 0x50495045
+	sockfsMagic    = 0x534f434b
+	anonInodeMagic = 0x09041934
+)
+
+// pseudoFile says whether fd is a pipe, a socket or an anonymous inode:
+// a file on a pseudo file system no directory holds.
+func pseudoFile(fd int) bool {
+	var fs unix.Statfs_t
+	if unix.Fstatfs(fd, &fs) != nil {
+		return false
+	}
+	switch fs.Type {
+	case pipefsMagic, sockfsMagic, anonInodeMagic:
+		return true
 	}
 	return false
 }

@@ -24,12 +24,12 @@ func installMetaFilter() (int, error) {
 		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 		ret = unix.BPF_RET | unix.BPF_K
 	)
-	chmod, utimes := MetaCalls()
+	chmod, chown, utimes := MetaCalls()
 	a := &asm{labels: map[string]int{}}
 	a.stmt(ld, offArch)
 	a.jeq(auditArch, "", "allow")
 	a.stmt(ld, offNr)
-	for _, nr := range append(chmod, utimes...) {
+	for _, nr := range append(append(chmod, chown...), utimes...) {
 		a.jeq(nr, "notify", "")
 	}
 	a.label("allow")
@@ -114,10 +114,20 @@ func metaSteps(rw, ro string) []metaStep {
 		{"fchmod-rw", fdOf(rw+"/f", unix.O_RDONLY, func(fd int) error { return unix.Fchmod(fd, 0o600) })},
 		{"fchmod-ro", fdOf(ro+"/f", unix.O_RDONLY, func(fd int) error { return unix.Fchmod(fd, 0o600) })},
 		{"fchmod-opath", fdOf(rw+"/f", unix.O_PATH, func(fd int) error { return unix.Fchmod(fd, 0o600) })},
-		// A /proc magic link would name the supervisor's own files.
-		{"chmod-magic", fdOf(rw+"/f", unix.O_RDONLY, func(fd int) error {
+		// The caller's own fd through /proc (glibc's lchmod before
+		// 2.39): that file is checked; any other /proc magic link
+		// would name the supervisor's own files: ELOOP.
+		{"chmod-magic", fdOf(rw+"/f", unix.O_PATH, func(fd int) error {
 			return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), 0o600, 0)
 		})},
+		{"chmod-magic-ro", fdOf(ro+"/f", unix.O_PATH, func(fd int) error {
+			return unix.Fchmodat(unix.AT_FDCWD, "/dev/fd/"+strconv.Itoa(fd), 0o644, 0)
+		})},
+		{"chmod-proc-cwd", func() error { return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/cwd/../f", 0o600, 0) }},
+		{"chown-rw", func() error { return unix.Fchownat(unix.AT_FDCWD, rw+"/f", -1, -1, 0) }},
+		{"chown-ro", func() error { return unix.Fchownat(unix.AT_FDCWD, ro+"/f", -1, -1, 0) }},
+		{"fchown-ro", fdOf(ro+"/f", unix.O_RDONLY, func(fd int) error { return unix.Fchown(fd, -1, -1) })},
+		{"chown-dev", func() error { return unix.Fchownat(unix.AT_FDCWD, "/dev/null", -1, -1, 0) }},
 		{"utimes-rw", func() error { return unix.UtimesNanoAt(unix.AT_FDCWD, rw+"/f", metaTime, 0) }},
 		{"utimes-ro", func() error { return unix.UtimesNanoAt(unix.AT_FDCWD, ro+"/f", metaTime, 0) }},
 		{"utimes-now-ro", func() error { return unix.UtimesNanoAt(unix.AT_FDCWD, ro+"/f", nil, 0) }},
@@ -214,8 +224,9 @@ func checkMeta(t *testing.T, res map[string]string, rw, ro string) {
 		"chmod-relative": "ok", "chmod-relative-out": "EACCES",
 		"chmodat-dirfd": "ok", "chmodat-empty-ro": "EACCES", "chmodat-empty-nopath": "ENOENT",
 		"fchmod-rw": "ok", "fchmod-ro": "EACCES", "fchmod-opath": "EBADF",
-		"chmod-magic": "ELOOP",
-		"utimes-rw":   "ok", "utimes-ro": "EACCES", "utimes-now-ro": "EACCES",
+		"chmod-magic": "ok", "chmod-magic-ro": "EACCES", "chmod-proc-cwd": "ELOOP",
+		"chown-rw": "ok", "chown-ro": "EACCES", "fchown-ro": "EACCES", "chown-dev": "EACCES",
+		"utimes-rw": "ok", "utimes-ro": "EACCES", "utimes-now-ro": "EACCES",
 		"utimes-link-rw": "ok", "utimes-link-out": "EACCES",
 		"futimens-rw": "ok", "futimens-ro": "EACCES",
 		"utimes-badflags": "EINVAL", "utimes-missing": "ENOENT", "utimes-badnsec": "EINVAL",

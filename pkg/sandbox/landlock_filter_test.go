@@ -242,13 +242,16 @@ func TestCommandFilterLandlockMetadataGate(t *testing.T) {
 		{"fchmodat 0600", unix.SYS_FCHMODAT, []uint64{0, 0, 0o600}, notif},
 		{"fchmodat2 0620", unix.SYS_FCHMODAT2, []uint64{0, 0, 0o620, 0}, eacces},
 		{"utimensat", unix.SYS_UTIMENSAT, []uint64{0, 0, 0, 0}, notif},
+		{"fchown keep", unix.SYS_FCHOWN, []uint64{3, 0xffffffff, 0xffffffff}, notif},
+		{"fchownat own group", unix.SYS_FCHOWNAT, []uint64{0, 0, 0xffffffff, uint64(os.Getegid()), 0}, notif},
+		{"fchownat other group", unix.SYS_FCHOWNAT, []uint64{0, 0, 0xffffffff, uint64(os.Getegid()) + 1, 0}, unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
 		{"openat", unix.SYS_OPENAT, nil, allow},
 	} {
 		if got := runBPF(t, prog, c.nr, c.args...); got != c.want {
 			t.Errorf("%s: %#x, want %#x", c.name, got, c.want)
 		}
 	}
-	_, utimes := notify.MetaCalls()
+	_, _, utimes := notify.MetaCalls()
 	for _, nr := range utimes {
 		if got := runBPF(t, prog, int(nr)); got != notif {
 			t.Errorf("time call %d: %#x, want notify", nr, got)

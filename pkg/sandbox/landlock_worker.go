@@ -578,7 +578,7 @@ func commandFilterLandlock(networkNone, meta bool, worker int, tids []int) ([]un
 	chmodOK := "allow"
 	if meta {
 		chmodOK = "notify"
-		_, utimes := notify.MetaCalls()
+		_, _, utimes := notify.MetaCalls()
 		for _, nr := range utimes {
 			a.jump(jeq, nr, "notify", "")
 		}
@@ -646,14 +646,18 @@ func commandFilterLandlock(networkNone, meta bool, worker int, tids []int) ([]un
 	a.label("chmod2")
 	a.stmt(ld, arg(2))
 	a.jump(jset, 0o022, "deny", chmodOK)
+	// With the metadata gate, a chown that passes goes to the supervisor
+	// too: every chown of a file clears its set-id bits and file
+	// capabilities, even to the same owner (found by review: `chown 0:0
+	// /usr/bin/sudo` from a root caller's command).
 	a.label("chown2")
 	a.stmt(ld, arg(2))
-	a.jump(jeq, 0xffffffff, "allow", "")
-	a.jump(jeq, egid, "allow", "eperm")
+	a.jump(jeq, 0xffffffff, chmodOK, "")
+	a.jump(jeq, egid, chmodOK, "eperm")
 	a.label("chown3")
 	a.stmt(ld, arg(3))
-	a.jump(jeq, 0xffffffff, "allow", "")
-	a.jump(jeq, egid, "allow", "eperm")
+	a.jump(jeq, 0xffffffff, chmodOK, "")
+	a.jump(jeq, egid, chmodOK, "eperm")
 	a.label("socketpair")
 	a.stmt(ld, arg(1))
 	a.stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK

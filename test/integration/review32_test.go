@@ -66,10 +66,11 @@ func TestReview32ChownStripsModeOutsideWritable(t *testing.T) {
 			u.writeFile(t, sgid, "#!/bin/sh\n", 0o755)
 			// After the chown: WriteFile applies the umask, and chown
 			// itself would clear the bits.
-			if err := os.Chmod(suid, 0o4755); err != nil {
+			// syscall.Chmod: os.Chmod takes os.ModeSetuid, not 04000.
+			if err := syscall.Chmod(suid, 0o4755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Chmod(sgid, 0o2755); err != nil {
+			if err := syscall.Chmod(sgid, 0o2755); err != nil {
 				t.Fatal(err)
 			}
 			script := `perl -e '
