@@ -103,7 +103,7 @@ func readString(c *SockCall, ptr uint64) (string, unix.Errno) {
 		}
 		buf := make([]byte, n)
 		if err := readMem(c.Pid, ptr, buf); err != nil {
-			return "", unix.EFAULT
+			return "", memErrno(err)
 		}
 		if i := bytes.IndexByte(buf, 0); i >= 0 {
 			out = append(out, buf[:i]...)
@@ -120,6 +120,18 @@ func readString(c *SockCall, ptr uint64) (string, unix.Errno) {
 	return "", unix.ENAMETOOLONG
 }
 
+// memErrno is the answer to a call whose arguments could not be read:
+// EFAULT for a bad address, but EPERM where the kernel refused the read
+// (a root-less supervisor and a target that is not dumpable: it ran a
+// program it may not read), which is no fault of the program's pointer
+// (found by review).
+func memErrno(err error) unix.Errno {
+	if err == unix.EPERM || err == unix.ESRCH {
+		return err.(unix.Errno)
+	}
+	return unix.EFAULT
+}
+
 // readTimes copies utimensat's two timespecs (a nil pointer: now).
 func readTimes(c *SockCall, ptr uint64) (*[2]unix.Timespec, unix.Errno) {
 	if ptr == 0 {
@@ -127,7 +139,7 @@ func readTimes(c *SockCall, ptr uint64) (*[2]unix.Timespec, unix.Errno) {
 	}
 	var b [32]byte
 	if err := readMem(c.Pid, ptr, b[:]); err != nil {
-		return nil, unix.EFAULT
+		return nil, memErrno(err)
 	}
 	if !c.Valid() {
 		return nil, unix.EINTR
@@ -164,7 +176,7 @@ func readUtimbuf(c *SockCall, ptr uint64) (*[2]unix.Timespec, unix.Errno) {
 	}
 	var b [16]byte
 	if err := readMem(c.Pid, ptr, b[:]); err != nil {
-		return nil, unix.EFAULT
+		return nil, memErrno(err)
 	}
 	if !c.Valid() {
 		return nil, unix.EINTR
@@ -364,6 +376,12 @@ func (s *Server) decideMeta(n *seccompNotif, c *SockCall) (int64, unix.Errno) {
 	if !c.ownIDs() {
 		return 0, unix.EACCES
 	}
+	if anonInode(obj) {
+		// Every eventfd, epoll, signalfd, timerfd and inotify fd of the
+		// host shares one inode, which a root caller's command owns
+		// (found by review): not the sandbox's to change.
+		return 0, unix.EPERM
+	}
 	if ok, where := g.allows(obj, &st, parent); !ok {
 		if g.onRefuse != nil {
 			g.onRefuse(m.name, where)
@@ -376,8 +394,12 @@ func (s *Server) decideMeta(n *seccompNotif, c *SockCall) (int64, unix.Errno) {
 		// /dev/null among them, for writing): its mode, owner and times
 		// are not the sandbox's to change, root caller or not (found by
 		// review: a root caller's command made the host's /dev/full
-		// 0644). What a namespace sandbox's command meets: EPERM.
-		return 0, unix.EPERM
+		// 0644). What a namespace sandbox's command meets: EPERM. Only
+		// "now" passes (touch /dev/null): write permission allows it to
+		// every user, and it is made below with the command's own.
+		if m.op != Utimes || !nowOnly(m.times) {
+			return 0, unix.EPERM
+		}
 	}
 	link := st.Mode&unix.S_IFMT == unix.S_IFLNK // only with AT_SYMLINK_NOFOLLOW
 	op := func() (int64, unix.Errno) {
@@ -426,6 +448,21 @@ func (s *Server) metaProc(c *SockCall) (*proc, unix.Errno) {
 		s.put(p)
 	}
 	return s.openProc(c)
+}
+
+// nowOnly says whether a time change sets only the current time (a nil
+// times, or UTIME_NOW and UTIME_OMIT alone), which the kernel allows to
+// whoever may write the file (utimensat(2)).
+func nowOnly(t *[2]unix.Timespec) bool {
+	if t == nil {
+		return true
+	}
+	for _, ts := range t {
+		if ts.Nsec != unix.UTIME_NOW && ts.Nsec != unix.UTIME_OMIT {
+			return false
+		}
+	}
+	return true
 }
 
 // timesOf is the times argument of a utimensat made here: nil for now.
@@ -666,18 +703,23 @@ const (
 	anonInodeMagic = 0x09041934
 )
 
-// pseudoFile says whether fd is a pipe, a socket or an anonymous inode:
-// a file on a pseudo file system no directory holds.
+// pseudoFile says whether fd is a pipe or a socket: a file on a pseudo
+// file system no directory holds, with an inode of its own. Not an
+// anonymous inode (anonInode): those share one.
 func pseudoFile(fd int) bool {
 	var fs unix.Statfs_t
 	if unix.Fstatfs(fd, &fs) != nil {
 		return false
 	}
-	switch fs.Type {
-	case pipefsMagic, sockfsMagic, anonInodeMagic:
-		return true
-	}
-	return false
+	return fs.Type == pipefsMagic || fs.Type == sockfsMagic
+}
+
+// anonInode says whether fd is on anon_inodefs, whose files (eventfd,
+// epoll, signalfd, timerfd, inotify...) share the host's one anonymous
+// inode.
+func anonInode(fd int) bool {
+	var fs unix.Statfs_t
+	return unix.Fstatfs(fd, &fs) == nil && fs.Type == anonInodeMagic
 }
 
 // fdPath is the kernel's name for this process's fd (its /proc link).

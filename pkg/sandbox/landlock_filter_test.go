@@ -69,7 +69,7 @@ func TestCommandFilterLandlock(t *testing.T) {
 	deny := unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
 	neg := func(v int) uint64 { return uint64(uint32(int32(v))) }
 	for _, none := range []bool{true, false} {
-		prog, err := commandFilterLandlock(none, false, worker, []int{worker + 1, worker + 7})
+		prog, err := commandFilterLandlock(none, metaOff, worker, []int{worker + 1, worker + 7})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func TestKillDescendantsFailsClosed(t *testing.T) {
 // attribute write, a group other than -1 or the caller's own, and the
 // inode-flag calls are refused; the rest passes.
 func TestCommandFilterLandlockMetadata(t *testing.T) {
-	prog, err := commandFilterLandlock(true, false, 4242, nil)
+	prog, err := commandFilterLandlock(true, metaOff, 4242, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestCommandFilterLandlockMetadata(t *testing.T) {
 // every time change go to the supervisor (SECCOMP_RET_USER_NOTIF); a mode
 // granting group or other write is still refused here, before it.
 func TestCommandFilterLandlockMetadataGate(t *testing.T) {
-	prog, err := commandFilterLandlock(true, true, 4242, nil)
+	prog, err := commandFilterLandlock(true, metaRootless, 4242, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +246,9 @@ func TestCommandFilterLandlockMetadataGate(t *testing.T) {
 		{"fchownat own group", unix.SYS_FCHOWNAT, []uint64{0, 0, 0xffffffff, uint64(os.Getegid()), 0}, notif},
 		{"fchownat other group", unix.SYS_FCHOWNAT, []uint64{0, 0, 0xffffffff, uint64(os.Getegid()) + 1, 0}, unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
 		{"openat", unix.SYS_OPENAT, nil, allow},
+		{"prctl dumpable 0", unix.SYS_PRCTL, []uint64{unix.PR_SET_DUMPABLE, 0}, unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		{"prctl dumpable 1", unix.SYS_PRCTL, []uint64{unix.PR_SET_DUMPABLE, 1}, allow},
+		{"prctl name", unix.SYS_PRCTL, []uint64{unix.PR_SET_NAME, 0}, allow},
 	} {
 		if got := runBPF(t, prog, c.nr, c.args...); got != c.want {
 			t.Errorf("%s: %#x, want %#x", c.name, got, c.want)

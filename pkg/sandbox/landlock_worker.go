@@ -415,7 +415,14 @@ func (w *worker) installLandlockCommandFilter() error {
 			return err
 		}
 	}
-	prog, err := commandFilterLandlock(w.setup.SocketFilter == socketFilterNone, w.setup.MetaGate, os.Getpid(), tids)
+	meta := metaOff
+	switch {
+	case w.setup.MetaGate && os.Geteuid() != 0:
+		meta = metaRootless
+	case w.setup.MetaGate:
+		meta = metaOn
+	}
+	prog, err := commandFilterLandlock(w.setup.SocketFilter == socketFilterNone, meta, os.Getpid(), tids)
 	if err != nil {
 		return err
 	}
@@ -470,6 +477,15 @@ const (
 	ioctlSIOCSPGRP = 0x8902
 )
 
+// metaMode is what commandFilterLandlock does for the metadata gate.
+type metaMode int
+
+const (
+	metaOff      metaMode = iota // no gate: the calls run as the filter lets them
+	metaOn                       // the calls that pass go to the gate
+	metaRootless                 // and commands stay dumpable (a root-less supervisor)
+)
+
 // commandFilterLandlock is what the Landlock backend refuses to commands
 // beyond the socket filter (which binds the worker too). Without PID and
 // network namespaces the worker and the host's sockets are reachable by
@@ -512,7 +528,7 @@ const (
 // tids, given when commands get no scoped domain of their own (before ABI
 // 6), are worker thread ids whose kill(2) and rt_sigqueueinfo(2) are
 // refused as well (the socket filter refuses those of the pid only).
-func commandFilterLandlock(networkNone, meta bool, worker int, tids []int) ([]unix.SockFilter, error) {
+func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []int) ([]unix.SockFilter, error) {
 	a, err := newBPFFilter()
 	if err != nil {
 		return nil, err
@@ -576,12 +592,21 @@ func commandFilterLandlock(networkNone, meta bool, worker int, tids []int) ([]un
 	// and every time change go to the supervisor (notify.MetaGate),
 	// which makes them only on files Landlock lets the command write.
 	chmodOK := "allow"
-	if meta {
+	if meta != metaOff {
 		chmodOK = "notify"
 		_, _, utimes := notify.MetaCalls()
 		for _, nr := range utimes {
 			a.jump(jeq, nr, "notify", "")
 		}
+	}
+	if meta == metaRootless {
+		// A root-less supervisor reads a command's calls with the
+		// command's own rights (process_vm_readv, pidfd_getfd: ptrace
+		// access), which a command that made itself non-dumpable takes
+		// away: its every chmod and touch would fail, in the workspace
+		// too (found by review). prctl(PR_SET_DUMPABLE, 0) fails with
+		// EPERM instead; ssh-agent and its kin go on without it.
+		a.jump(jeq, unix.SYS_PRCTL, "prctl", "")
 	}
 	a.jump(jeq, unix.SYS_SOCKETPAIR, "socketpair", "allow")
 	// prlimit64(pid, ...) and the calls that change another process's
@@ -671,9 +696,20 @@ func commandFilterLandlock(networkNone, meta bool, worker int, tids []int) ([]un
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
 	a.label("notsup")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
-	if meta {
+	if meta != metaOff {
 		a.label("notify")
 		a.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
+	}
+	if meta == metaRootless {
+		a.label("prctl")
+		a.stmt(ld, arg(0))
+		a.jump(jeq, unix.PR_SET_DUMPABLE, "", "allow2")
+		a.stmt(ld, arg(1))
+		a.jump(jeq, 0, "eperm2", "allow2")
+		a.label("allow2")
+		a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+		a.label("eperm2")
+		a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
 	}
 	return a.done()
 }

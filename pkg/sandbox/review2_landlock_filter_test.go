@@ -18,7 +18,7 @@ func TestReview2LandlockFilterRefusesSchedulingOthers(t *testing.T) {
 	const worker, host = 4242, 1
 	// Either of the two filters a command carries may refuse it (the
 	// stricter answer wins).
-	cmd, err := commandFilterLandlock(true, false, worker, nil)
+	cmd, err := commandFilterLandlock(true, metaOff, worker, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
