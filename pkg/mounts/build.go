@@ -590,7 +590,7 @@ func createError(dest string, err error) error {
 }
 
 func openInRoot(root int, p string) (int, error) {
-	return unix.Openat2(root, p, &unix.OpenHow{
+	return openat2Retry(root, p, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 	})

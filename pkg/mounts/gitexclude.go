@@ -140,7 +140,7 @@ func (b *builder) excludeIn(t string, rels []string) {
 // and checks that it read target's inode (a rename in between could put
 // another file at the name).
 func (b *builder) readExclude(dest string, target *unix.Stat_t) ([]byte, error) {
-	fd, err := unix.Openat2(b.rootFD(), dest, &unix.OpenHow{
+	fd, err := openat2Retry(b.rootFD(), dest, &unix.OpenHow{
 		// O_NONBLOCK: a FIFO swapped in cannot hold the build up.
 		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_SYMLINKS,

@@ -86,11 +86,17 @@ func openNoSymlinks(dir int, p string) (int, error) {
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_SYMLINKS,
 	}
+	return openat2Retry(dir, p, how)
+}
+
+// openat2Retry is openat2(2), made again on EAGAIN: with RESOLVE_IN_ROOT
+// or RESOLVE_BENEATH, a rename or mount anywhere on the host during a ".."
+// lookup makes the kernel ask for a retry rather than risk a wrong
+// answer (openat2(2), ERRORS); and on EINTR.
+func openat2Retry(dir int, p string, how *unix.OpenHow) (int, error) {
 	for tries := 0; ; tries++ {
 		fd, err := unix.Openat2(dir, p, how)
-		// EAGAIN: a rename raced with the lookup (openat2(2)); the
-		// kernel asks for a retry rather than risk a wrong answer.
-		if errors.Is(err, unix.EAGAIN) && tries < 16 {
+		if (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR)) && tries < 64 {
 			continue
 		}
 		return fd, err

@@ -320,8 +320,23 @@ func openBeneathRoot(root, rel string, flags int) (int, error) {
 		return -1, fmt.Errorf("open %s: %w", root, err)
 	}
 	defer unix.Close(rootFD)
-	return unix.Openat2(rootFD, rel, &unix.OpenHow{
+	return openat2Retry(rootFD, rel, &unix.OpenHow{
 		Flags:   uint64(flags) | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 	})
+}
+
+// openat2Retry is openat2(2), made again on EAGAIN, which RESOLVE_BENEATH
+// and RESOLVE_IN_ROOT return when any rename or mount on the host raced a
+// ".." lookup (the kernel cannot then vouch that the walk stayed beneath:
+// openat2(2), ERRORS), and on EINTR. A busy host does both: a policy
+// load failed on it once (CI, TestSubmoduleGitfilesProtected).
+func openat2Retry(dirfd int, p string, how *unix.OpenHow) (int, error) {
+	for tries := 0; ; tries++ {
+		fd, err := unix.Openat2(dirfd, p, how)
+		if (err == unix.EAGAIN || err == unix.EINTR) && tries < 64 {
+			continue
+		}
+		return fd, err
+	}
 }

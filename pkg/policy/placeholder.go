@@ -278,7 +278,7 @@ func (ps *parents) parent(p Placeholder) (int, string, error) {
 		// Invariant: every parent is below the held root, reached
 		// without a symlink or a mount crossing, whatever the sandbox
 		// (which could write there) made of the path since.
-		fd, err = unix.Openat2(ps.rootFD, rel, &unix.OpenHow{
+		fd, err = openat2Retry(ps.rootFD, rel, &unix.OpenHow{
 			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 		})
