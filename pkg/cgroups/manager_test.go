@@ -347,12 +347,19 @@ func TestCleanupStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("CleanupStale removed %d group(s) in %v", n, time.Since(start))
-	if n != len(dirs) {
-		t.Errorf("removed %d; want %d", n, len(dirs))
-	}
+	// Not n == len(dirs): every sandbox start cleans the same parent,
+	// and another package's test (make unit runs two at once) may have
+	// removed these groups, or be removing them, first. What counts is
+	// that they go; the wait is a deadlock guard, not a timing check.
 	for _, d := range dirs {
-		if _, err := os.Stat(d); !os.IsNotExist(err) {
-			t.Errorf("%s survived", d)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(d); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s survived", d)
+				break
+			}
 		}
 	}
 	if sig, _ := proc.wait(); sig != syscall.SIGKILL {
@@ -364,8 +371,8 @@ func TestCleanupStale(t *testing.T) {
 		}
 	}
 	start = time.Now()
-	if n, err := CleanupStale(); n != 0 || err != nil {
-		t.Errorf("second CleanupStale: %d %v", n, err)
+	if _, err := CleanupStale(); err != nil {
+		t.Errorf("second CleanupStale: %v", err)
 	}
 	t.Logf("CleanupStale with nothing to do: %v", time.Since(start))
 }

@@ -173,9 +173,11 @@ func TestBudgetBoundsUnreadReplies(t *testing.T) {
 	}
 	t.Logf("peak %d peer goroutines for %d connections", peak, conns)
 	// Per connection: its reader, and the goroutine that called Serve,
-	// waiting once reading was taken over from it; and a few timer
-	// goroutines trying a takeover, for an instant.
-	if bound := goroutines + 2*conns + 4; peak > bound {
+	// waiting once reading was taken over from it; and, for an instant,
+	// a timer goroutine trying a takeover, at most one per connection
+	// (under load they fire together: pkg/sandbox's twin of this bound
+	// failed in CI at 2 per connection).
+	if bound := goroutines + 3*conns + 4; peak > bound {
 		t.Fatalf("%d peer goroutines for %d connections that never read their replies, bound %d", peak, conns, bound)
 	}
 	if budget.Goroutines() > goroutines {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,6 +98,11 @@ func openat2Retry(dir int, p string, how *unix.OpenHow) (int, error) {
 	for tries := 0; ; tries++ {
 		fd, err := unix.Openat2(dir, p, how)
 		if (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR)) && tries < 64 {
+			// A host renaming without pause can meet every quick
+			// retry: past a few, back off (1 µs doubling to 1 ms).
+			if tries >= 8 {
+				time.Sleep(time.Microsecond << min(tries-8, 10))
+			}
 			continue
 		}
 		return fd, err

@@ -69,7 +69,13 @@ func openSocketInodes(t *testing.T) map[uint64]bool {
 func TestHostSocketsMadeAhead(t *testing.T) {
 	up := newFakeUpstream(t)
 	echo := echoServer(t)
-	f := newFilter(t, up, []string{"good.test:" + itoa(echo.Port())}, nil, []string{"good.test:127.0.0.1"}, nil)
+	// The first connect goes to a server of its own: a kept socket may
+	// be bound to that connection's port (SO_REUSEADDR), and a second
+	// connection from it to the same server would collide
+	// (EADDRNOTAVAIL; dial then makes a fresh socket, correctly, but
+	// not one kept).
+	first := echoServer(t)
+	f := newFilter(t, up, []string{"good.test:" + itoa(echo.Port()), "good.test:" + itoa(first.Port())}, nil, []string{"good.test:127.0.0.1"}, nil)
 	v := resolveVia(t, serve(t, f), "good.test")
 	dst := netip.AddrPortFrom(v, echo.Port())
 	ctx := context.Background()
@@ -80,7 +86,7 @@ func TestHostSocketsMadeAhead(t *testing.T) {
 	if started {
 		t.Fatal("sockets are made ahead before any connect")
 	}
-	verdict, err := f.Connect(ctx, dst, Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1})
+	verdict, err := f.Connect(ctx, netip.AddrPortFrom(v, first.Port()), Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1})
 	if err != nil || verdict.Action != Install {
 		t.Fatalf("first connect: %+v %v", verdict, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -335,6 +336,11 @@ func openat2Retry(dirfd int, p string, how *unix.OpenHow) (int, error) {
 	for tries := 0; ; tries++ {
 		fd, err := unix.Openat2(dirfd, p, how)
 		if (err == unix.EAGAIN || err == unix.EINTR) && tries < 64 {
+			// A host renaming without pause can meet every quick
+			// retry: past a few, back off (1 µs doubling to 1 ms).
+			if tries >= 8 {
+				time.Sleep(time.Microsecond << min(tries-8, 10))
+			}
 			continue
 		}
 		return fd, err

@@ -1437,7 +1437,7 @@ func TestHardeningHideRaceFailsClosed(t *testing.T) {
 			{"a", "moved", "moved/.env"},
 		} {
 			raced := false
-			for try := 0; try < 3 && !raced; try++ {
+			for try := 0; try < 10 && !raced; try++ {
 				raced = hdHideRace(t, u, c.from, c.to, c.read)
 			}
 			if !raced {

@@ -81,6 +81,15 @@ func requirePython(t *testing.T) {
 // assertion on speed).
 func settle() { time.Sleep(100 * time.Millisecond) }
 
+// waitAccepted waits until the host server counted want connections: a
+// connect that succeeded is queued, and its accept may come late on a
+// busy machine (the deadline is a deadlock guard, not a timing check).
+func waitAccepted(n *atomic.Int64, want int64) {
+	for deadline := time.Now().Add(30 * time.Second); n.Load() < want && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // violationLines returns the "violation" events of a --json-status stream.
 func violationLines(t *testing.T, out string) []map[string]any {
 	var v []map[string]any
@@ -250,6 +259,7 @@ func TestSocketsAllow(t *testing.T) {
 		if !strings.Contains(r2.stdout, `"unix_sockets":{"allow":["`+allowed+`"],"gate":"seccomp user notification"}`) {
 			t.Fatalf("started line: %s", r2.stdout)
 		}
+		waitAccepted(allowedN, 1)
 		settle()
 		if allowedN.Load() != 1 || otherN.Load() != 0 {
 			t.Fatalf("allowed server saw %d connections (want 1), the other %d (want 0)", allowedN.Load(), otherN.Load())

@@ -92,7 +92,9 @@ func TestTimeoutKillsEverything(t *testing.T) {
 		if !errors.Is(err, sandbox.ErrResourceLimit) {
 			t.Fatalf("err %v", err)
 		}
-		if d := time.Since(begin); d > 3*time.Second {
+		// That the timeout ended the command and not the sleeps: a
+		// guard far above the limit (a loaded machine can be slow).
+		if d := time.Since(begin); d > 30*time.Second {
 			t.Fatalf("timeout of 1s took %s", d)
 		}
 		if r := sh(t, s, "ps -o comm= 2>/dev/null | grep -c sleep || ls /proc | grep -c '^[0-9]'"); strings.Contains(string(r.Stdout), "sleep") {
