@@ -224,6 +224,7 @@ for name, p in (("OMIT_MISSING", b"not-there-yet"), ("OMIT_OUTSIDE", b"/etc/host
 //     user may call for v2 keys): what the host later creates there is
 //     encrypted with the sandbox's key, or cannot be created (ENOKEY);
 //   - BTRFS_IOC_SUBVOL_SETFLAGS: the owner makes a subvolume read-only.
+//
 // That is a change of a file's metadata outside the writable places, the
 // class the metadata gate and review 30 close. The probe passes invalid
 // arguments (version 0, an unknown flag), so that nothing changes on any
