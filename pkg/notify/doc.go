@@ -23,7 +23,7 @@
 //
 // Handlers plug in per address family (Options.Unix, Options.Inet): the unix
 // socket gate (UnixGate) is one; the filtered network is another. A Server
-// also answers the file-metadata calls (chmod, utimensat and their kin) of
+// also answers the file-metadata calls (chmod, chown, utimensat and their kin) of
 // a Landlock sandbox, whose own command filter hands them over (Options.Meta,
 // MetaGate: meta.go), by the same rule: the supervisor makes each allowed
 // call itself, on the file it checked. This package imports only

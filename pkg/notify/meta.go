@@ -82,6 +82,13 @@ type metaCall struct {
 	// procFD: the path named the caller's own fd through /proc
 	// (procFDPath): an O_PATH one is a file like any other there.
 	procFD bool
+	// leader: take fd from the thread group leader's table (tgid), not
+	// the calling thread's.
+	leader bool
+	tgid   int
+	// noop: utimensat with both times UTIME_OMIT, which the kernel
+	// answers 0 before it looks the path up (do_utimes).
+	noop bool
 }
 
 // maxMetaPath is PATH_MAX: the kernel refuses longer paths with
@@ -220,6 +227,10 @@ func readMetaCall(c *SockCall, nr int32, a [6]uint64) (*metaCall, unix.Errno) {
 		if m.times, e = readTimes(c, a[2]); e != 0 {
 			return nil, e
 		}
+		if m.times != nil && m.times[0].Nsec == unix.UTIME_OMIT && m.times[1].Nsec == unix.UTIME_OMIT {
+			m.noop = true
+			return m, 0
+		}
 		if a[1] == 0 {
 			// futimens(fd): a NULL path names dirfd itself, which
 			// takes no flags (do_utimes_fd).
@@ -248,51 +259,105 @@ func readMetaCall(c *SockCall, nr int32, a [6]uint64) (*metaCall, unix.Errno) {
 		}
 		m.emptyRef = true
 	}
-	if m.fd < 0 && m.flags&unix.AT_SYMLINK_NOFOLLOW == 0 {
-		if fd, ok := procFDPath(m.path, c.Pid); ok {
+	if m.fd < 0 && m.flags&unix.AT_SYMLINK_NOFOLLOW == 0 && (strings.HasPrefix(m.path, "/proc/") || strings.HasPrefix(m.path, "/dev/")) {
+		tgid := c.tgid()
+		if fd, table := procFDPath(m.path, c.Pid, tgid); table != noTable {
+			// /proc/self and /proc/TGID name the thread group
+			// leader's table, which a thread that unshared its own
+			// (CLONE_FILES) no longer shares: the fd is then taken
+			// from the leader's (found by review: the thread's own
+			// fd N was changed instead), else from the thread's.
 			m.fd, m.procFD = fd, true
+			m.leader = table == leaderTable && tgid > 0 && tgid != c.Pid && !sameFiles(c.Pid, tgid)
+			m.tgid = tgid
 		}
 	}
 	return m, 0
 }
 
+// The fd tables procFDPath can name.
+const (
+	noTable     = iota
+	threadTable // the calling thread's own (/proc/thread-self, /proc/TID)
+	leaderTable // its thread group leader's (/proc/self, /proc/TGID, /dev/fd)
+)
+
+// sameFiles says whether threads a and b share one fd table (kcmp(2)
+// KCMP_FILES; false when it cannot tell).
+func sameFiles(a, b int) bool {
+	const kcmpFiles = 2
+	r, _, e := unix.Syscall6(unix.SYS_KCMP, uintptr(a), uintptr(b), kcmpFiles, 0, 0, 0)
+	return e == 0 && r == 0
+}
+
+// tgid is the calling thread's thread group id (its status's Tgid line),
+// or -1.
+func (c *SockCall) tgid() int {
+	b, err := c.status()
+	if err != nil {
+		return -1
+	}
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
 // procFDPath reads the paths through which a process names one of its own
-// fds: /proc/self/fd/N, /proc/thread-self/fd/N, /proc/TID/fd/N of the
-// calling thread, /dev/fd/N and /dev/stdin, stdout and stderr. glibc
-// before 2.39 makes fchmodat(AT_SYMLINK_NOFOLLOW), and with it lchmod and
-// Python's chmod(follow_symlinks=False) that tar and pip use, as a chmod
-// of /proc/self/fd/N (found by review: they failed with ELOOP, as the
-// gate follows no magic link). Such a path is the caller's fd N, which
-// the gate then takes from the caller itself (pidfd_getfd) and checks as
-// any other file. Only these exact spellings: any other path through
-// /proc is resolved as a path, where a magic link is ELOOP.
-func procFDPath(p string, tid int) (int, bool) {
+// fds, and the table each names: /proc/thread-self/fd/N, /proc/TID/fd/N
+// and /proc/TGID/task/TID/fd/N of the calling thread (its own table);
+// /proc/self/fd/N, /proc/TGID/fd/N, /dev/fd/N and /dev/stdin, stdout and
+// stderr (the thread group leader's). glibc before 2.39 makes
+// fchmodat(AT_SYMLINK_NOFOLLOW), and with it lchmod and Python's
+// chmod(follow_symlinks=False) that tar and pip use, as a chmod of
+// /proc/self/fd/N (found by review: they failed with ELOOP, as the gate
+// follows no magic link). Such a path is the caller's fd N, which the
+// gate then takes from the caller itself (pidfd_getfd) and checks as any
+// other file. Only these exact spellings: any other path through /proc
+// is resolved as a path, where a magic link is ELOOP.
+func procFDPath(p string, tid, tgid int) (int, int) {
 	switch p {
 	case "/dev/stdin":
-		return 0, true
+		return 0, leaderTable
 	case "/dev/stdout":
-		return 1, true
+		return 1, leaderTable
 	case "/dev/stderr":
-		return 2, true
+		return 2, leaderTable
 	}
 	var rest string
+	table := leaderTable
 	switch {
 	case strings.HasPrefix(p, "/dev/fd/"):
 		rest = p[len("/dev/fd/"):]
 	case strings.HasPrefix(p, "/proc/"):
 		who, r, ok := strings.Cut(p[len("/proc/"):], "/fd/")
-		if !ok || (who != "self" && who != "thread-self" && who != strconv.Itoa(tid)) {
-			return -1, false
+		if !ok {
+			return -1, noTable
+		}
+		switch who {
+		case "self", strconv.Itoa(tgid):
+		case "thread-self", strconv.Itoa(tid), strconv.Itoa(tgid) + "/task/" + strconv.Itoa(tid):
+			table = threadTable
+		default:
+			return -1, noTable
 		}
 		rest = r
 	default:
-		return -1, false
+		return -1, noTable
 	}
 	n, err := strconv.Atoi(rest)
 	if err != nil || n < 0 || strconv.Itoa(n) != rest {
-		return -1, false
+		return -1, noTable
 	}
-	return n, true
+	return n, table
 }
 
 // metaOp says whether nr is a metadata call of the native ABI.
@@ -352,6 +417,9 @@ func (s *Server) decideMeta(n *seccompNotif, c *SockCall) (int64, unix.Errno) {
 		return 0, e
 	}
 	c.Syscall = m.op
+	if m.noop {
+		return 0, 0
+	}
 	// The file is found with the target's ids (holdTarget: a root
 	// supervisor's thread takes them, with CAP_SYS_PTRACE alone), so
 	// that the lookup is checked as the target's own would be.
@@ -451,8 +519,10 @@ func (s *Server) metaProc(c *SockCall) (*proc, unix.Errno) {
 }
 
 // nowOnly says whether a time change sets only the current time (a nil
-// times, or UTIME_NOW and UTIME_OMIT alone), which the kernel allows to
-// whoever may write the file (utimensat(2)).
+// times, or UTIME_NOW and UTIME_OMIT alone). The kernel allows a nil
+// times or both UTIME_NOW to whoever may write the file, and a mix with
+// UTIME_OMIT to its owner (utimensat(2)); the gate makes the call as the
+// command, so the kernel decides which.
 func nowOnly(t *[2]unix.Timespec) bool {
 	if t == nil {
 		return true
@@ -478,7 +548,7 @@ func timesOf(t *[2]unix.Timespec) []unix.Timespec {
 // what the path names from the target's working directory, dirfd or root.
 func (s *Server) metaObject(c *SockCall, m *metaCall) (obj, parent int, errno unix.Errno) {
 	if m.fd >= 0 {
-		fd, e := s.getfd(c, m.fd)
+		fd, e := s.metaFD(c, m)
 		if e != 0 {
 			return -1, -1, e
 		}
@@ -562,6 +632,31 @@ func (s *Server) metaObject(c *SockCall, m *metaCall) (obj, parent int, errno un
 		return -1, -1, errnoOf(err)
 	}
 	return fd, -1, 0
+}
+
+// metaFD duplicates the fd a call names: from the calling thread's table,
+// or from its thread group leader's (metaCall.leader). The leader's id
+// names the target's thread group while the target waits in its call
+// (a group's id is not reused while any of its threads lives); the call
+// still pending after the duplicate says so.
+func (s *Server) metaFD(c *SockCall, m *metaCall) (int, unix.Errno) {
+	if !m.leader {
+		return s.getfd(c, m.fd)
+	}
+	pidfd, err := unix.PidfdOpen(m.tgid, 0)
+	if err != nil {
+		return -1, unix.ESRCH
+	}
+	defer unix.Close(pidfd)
+	fd, err := unix.PidfdGetfd(pidfd, m.fd, 0)
+	if err != nil {
+		return -1, errnoOf(err)
+	}
+	if !c.Valid() {
+		unix.Close(fd)
+		return -1, unix.ESRCH
+	}
+	return fd, 0
 }
 
 // openPath opens p from base as the kernel would for the target, except

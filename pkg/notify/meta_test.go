@@ -360,3 +360,44 @@ func errOf(e unix.Errno) error {
 	}
 	return nil
 }
+
+// TestProcFDPath: the spellings of a process's own fds and the table
+// each names; anything else is resolved as a path.
+func TestProcFDPath(t *testing.T) {
+	const tid, tgid = 1235, 1234
+	for _, c := range []struct {
+		p     string
+		fd    int
+		table int
+	}{
+		{"/proc/self/fd/3", 3, leaderTable},
+		{"/proc/1234/fd/3", 3, leaderTable},
+		{"/dev/fd/7", 7, leaderTable},
+		{"/dev/stdout", 1, leaderTable},
+		{"/proc/thread-self/fd/3", 3, threadTable},
+		{"/proc/1235/fd/3", 3, threadTable},
+		{"/proc/1234/task/1235/fd/3", 3, threadTable},
+		{"/proc/1234/task/1236/fd/3", -1, noTable}, // another thread's
+		{"/proc/1/fd/3", -1, noTable},
+		{"/proc/self/fd/03", -1, noTable},
+		{"/proc/self/fd/3/", -1, noTable},
+		{"/proc/self/cwd", -1, noTable},
+		{"/proc/self/fd/-1", -1, noTable},
+		{"/dev/fd/x", -1, noTable},
+	} {
+		fd, table := procFDPath(c.p, tid, tgid)
+		if table != c.table || (table != noTable && fd != c.fd) {
+			t.Errorf("%s: fd %d table %d, want %d %d", c.p, fd, table, c.fd, c.table)
+		}
+	}
+}
+
+// TestMemErrno: a read the kernel refused for permission is EPERM (or
+// ESRCH), never the program's bad pointer.
+func TestMemErrno(t *testing.T) {
+	for err, want := range map[error]unix.Errno{unix.EPERM: unix.EPERM, unix.ESRCH: unix.ESRCH, unix.EFAULT: unix.EFAULT, unix.EIO: unix.EFAULT} {
+		if got := memErrno(err); got != want {
+			t.Errorf("%v: %v, want %v", err, got, want)
+		}
+	}
+}

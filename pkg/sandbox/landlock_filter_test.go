@@ -211,6 +211,10 @@ func TestCommandFilterLandlockMetadata(t *testing.T) {
 		{"FS_IOC_SETFLAGS", unix.SYS_IOCTL, []uint64{3, unix.FS_IOC_SETFLAGS}, eperm},
 		{"FS_IOC_FSSETXATTR", unix.SYS_IOCTL, []uint64{3, fsIocFssetxattr}, eperm},
 		{"FS_IOC_GETFLAGS", unix.SYS_IOCTL, []uint64{3, unix.FS_IOC_GETFLAGS}, allow},
+		{"FS_IOC_ENABLE_VERITY", unix.SYS_IOCTL, []uint64{3, unix.FS_IOC_ENABLE_VERITY}, eperm},
+		{"FS_IOC_SET_ENCRYPTION_POLICY", unix.SYS_IOCTL, []uint64{3, unix.FS_IOC_SET_ENCRYPTION_POLICY}, eperm},
+		{"BTRFS_IOC_SUBVOL_SETFLAGS", unix.SYS_IOCTL, []uint64{3, btrfsIocSubvolSetflag}, eperm},
+		{"FIONREAD", unix.SYS_IOCTL, []uint64{3, 0x541b}, allow},
 	} {
 		if got := runBPF(t, prog, c.nr, c.args...); got != c.want {
 			t.Errorf("%s: %#x, want %#x", c.name, got, c.want)

@@ -217,12 +217,33 @@ func sysChmod() (uint32, bool) {
 }
 
 // The inode attribute ioctls commandFilterLandlock refuses that x/sys
-// does not name: FS_IOC32_SETFLAGS (_IOW('f', 2, int)) and
-// FS_IOC_FSSETXATTR (_IOW('X', 32, struct fsxattr)).
+// does not name: FS_IOC32_SETFLAGS (_IOW('f', 2, int)),
+// FS_IOC_FSSETXATTR (_IOW('X', 32, struct fsxattr)), FS_IOC_SETVERSION
+// and its 32-bit twin (_IOW('v', 2, long / int)) and
+// BTRFS_IOC_SUBVOL_SETFLAGS (_IOW(0x94, 26, __u64)).
 const (
-	fsIocSetflags32 = 0x40046602
-	fsIocFssetxattr = 0x401c5820
+	fsIocSetflags32       = 0x40046602
+	fsIocFssetxattr       = 0x401c5820
+	fsIocSetversion       = 0x40087602
+	fsIocSetversion32     = 0x40047602
+	btrfsIocSubvolSetflag = 0x4008941a
 )
+
+// inodeIoctls change a file's or directory's state on the file system
+// for good with nothing more than ownership or a read-only open, which
+// Landlock does not check (its ioctl right covers device files only):
+// inode flags and project ids (chattr; review 30), the generation
+// number, fs-verity (the file read-only for good), an encryption policy
+// on an empty directory and the keys that unlock it, and a btrfs
+// subvolume's read-only flag (review 34). Refused (EPERM) on every file.
+var inodeIoctls = []uint32{
+	unix.FS_IOC_SETFLAGS, fsIocSetflags32, fsIocFssetxattr,
+	fsIocSetversion, fsIocSetversion32,
+	unix.FS_IOC_ENABLE_VERITY,
+	unix.FS_IOC_SET_ENCRYPTION_POLICY, unix.FS_IOC_ADD_ENCRYPTION_KEY,
+	unix.FS_IOC_REMOVE_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS,
+	btrfsIocSubvolSetflag,
+}
 
 // sysChownPath is chown(2) and lchown(2) where the architecture has them:
 // 92 and 94 on x86_64 (arm64 has only fchownat).
@@ -651,7 +672,7 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 	// flags (+S, +A, +d) and, outside a user namespace, the project id
 	// that project quotas count by, on a read-only or hidden file of the
 	// host (review 30). The request is an unsigned int: its low word.
-	for _, req := range []uint32{unix.FS_IOC_SETFLAGS, fsIocSetflags32, fsIocFssetxattr} {
+	for _, req := range inodeIoctls {
 		a.jump(jeq, req, "eperm", "")
 	}
 	a.jump(jeq, ioctlFIOSETOWN, "deny", "")
