@@ -57,23 +57,13 @@ func BenchmarkMetaChmod(b *testing.B) {
 	if err := os.WriteFile(p, nil, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	read := func(b *testing.B, out *bufio.Scanner) {
-		for out.Scan() {
-			if v, ok := strings.CutPrefix(out.Text(), "ns "); ok {
-				ns, _ := strconv.ParseFloat(v, 64)
-				b.ReportMetric(ns, "ns/chmod")
-			} else {
-				b.Fatal(out.Text())
-			}
-		}
-	}
 	b.Run("plain", func(b *testing.B) {
 		cmd := childCmd(b, "meta-bench-plain", []string{p, strconv.Itoa(b.N)}, nil)
 		stdout, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
-		read(b, bufio.NewScanner(stdout))
+		readMetaBench(b, bufio.NewScanner(stdout))
 		cmd.Wait()
 	})
 	b.Run("gate", func(b *testing.B) { benchMetaGate(b, p, rw, false) })
@@ -89,23 +79,25 @@ func BenchmarkMetaChmod(b *testing.B) {
 }
 
 func benchMetaGate(b *testing.B, p, rw string, asTarget bool) {
-	read := func(b *testing.B, out *bufio.Scanner) {
-		for out.Scan() {
-			if v, ok := strings.CutPrefix(out.Text(), "ns "); ok {
-				ns, _ := strconv.ParseFloat(v, 64)
-				b.ReportMetric(ns, "ns/chmod")
-			} else {
-				b.Fatal(out.Text())
-			}
-		}
-	}
 	{
 		o := Options{Meta: NewMetaGate([]MetaInode{inodeOf(b, rw)}, nil), AsTarget: asTarget}
 		cmd := childCmd(b, "meta-bench", []string{p, strconv.Itoa(b.N)}, nil)
 		cmd.Env = append(cmd.Env, metaEnv+"=1")
 		stdin, out := startGateChild(b, cmd, GateConfig{}, o)
 		stdin.Write([]byte("go\n"))
-		read(b, out)
+		readMetaBench(b, out)
 		cmd.Wait()
+	}
+}
+
+// readMetaBench reports the child's mean ("ns N") as ns/chmod.
+func readMetaBench(b *testing.B, out *bufio.Scanner) {
+	for out.Scan() {
+		if v, ok := strings.CutPrefix(out.Text(), "ns "); ok {
+			ns, _ := strconv.ParseFloat(v, 64)
+			b.ReportMetric(ns, "ns/chmod")
+		} else {
+			b.Fatal(out.Text())
+		}
 	}
 }
