@@ -1,0 +1,565 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"unsafe"
+
+	"github.com/nsbox/nsbox/pkg/notify"
+	"golang.org/x/sys/unix"
+)
+
+// The Landlock backend's seccomp filters, as classic BPF assembled here:
+// the socket filter every thread of the worker gets and the filter of its
+// commands (commandFilterLandlock), with the system calls Landlock cannot
+// refuse by path.
+
+// sysChmod is chmod(2)'s number where the architecture has one: 90 on
+// x86_64 (written out: arm64, which has only fchmodat, has no
+// unix.SYS_CHMOD to name).
+func sysChmod() (uint32, bool) {
+	if runtime.GOARCH == "amd64" {
+		return 90, true
+	}
+	return 0, false
+}
+
+// The inode attribute ioctls commandFilterLandlock refuses that x/sys
+// does not name: FS_IOC32_SETFLAGS (_IOW('f', 2, int)),
+// FS_IOC_FSSETXATTR (_IOW('X', 32, struct fsxattr)), FS_IOC_SETVERSION
+// and its 32-bit twin (_IOW('v', 2, long / int)) and
+// BTRFS_IOC_SUBVOL_SETFLAGS (_IOW(0x94, 26, __u64)).
+const (
+	fsIocSetflags32       = 0x40046602
+	fsIocFssetxattr       = 0x401c5820
+	fsIocSetversion       = 0x40087602
+	fsIocSetversion32     = 0x40047602
+	btrfsIocSubvolSetflag = 0x4008941a
+)
+
+// inodeIoctls change a file's or directory's state on the file system
+// for good with nothing more than ownership or a read-only open, which
+// Landlock does not check (its ioctl right covers device files only):
+// inode flags and project ids (chattr; review 30), the generation
+// number, fs-verity (the file read-only for good), an encryption policy
+// on an empty directory and the keys that unlock it, and a btrfs
+// subvolume's read-only flag (review 34). Refused (EPERM) on every file.
+var inodeIoctls = []uint32{
+	unix.FS_IOC_SETFLAGS, fsIocSetflags32, fsIocFssetxattr,
+	fsIocSetversion, fsIocSetversion32,
+	unix.FS_IOC_ENABLE_VERITY,
+	unix.FS_IOC_SET_ENCRYPTION_POLICY, unix.FS_IOC_ADD_ENCRYPTION_KEY,
+	unix.FS_IOC_REMOVE_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS,
+	btrfsIocSubvolSetflag,
+}
+
+// sysChownPath is chown(2) and lchown(2) where the architecture has them:
+// 92 and 94 on x86_64 (arm64 has only fchownat).
+func sysChownPath() []uint32 {
+	if runtime.GOARCH == "amd64" {
+		return []uint32{92, 94}
+	}
+	return nil
+}
+
+// auditArch is the AUDIT_ARCH_* of this build's architecture.
+func auditArch() (uint32, error) {
+	switch runtime.GOARCH {
+	case "amd64":
+		return 0xc000003e, nil
+	case "arm64":
+		return 0xc00000b7, nil
+	}
+	return 0, fmt.Errorf("no socket filter for %s", runtime.GOARCH)
+}
+
+// bpfAsm assembles classic BPF with symbolic jump targets.
+// Classic BPF on struct seccomp_data, for the filters below.
+const (
+	ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	// jset jumps when the accumulator has any bit of k set.
+	jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	and  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+	ret  = unix.BPF_RET | unix.BPF_K
+)
+
+// arg is the offset of the low word of seccomp_data.args[i].
+func arg(i int) uint32 { return uint32(16 + 8*i) }
+
+// newBPFFilter starts a filter with the checks every one of them begins
+// with: the native architecture only (another ABI's numbers mean other
+// calls) and no x32 call, each sent to the label "deny"; the syscall
+// number is left loaded.
+func newBPFFilter() (*bpfAsm, error) {
+	arch, err := auditArch()
+	if err != nil {
+		return nil, err
+	}
+	a := &bpfAsm{labels: map[string]int{}}
+	a.stmt(ld, 4)
+	a.jump(jeq, arch, "", "deny")
+	a.stmt(ld, 0)
+	a.jump(jge, 0x40000000, "deny", "") // x32
+	return a, nil
+}
+
+type bpfAsm struct {
+	prog   []unix.SockFilter
+	labels map[string]int
+	fixups []bpfFixup
+}
+
+type bpfFixup struct {
+	at         int
+	jt, jf, ja string
+}
+
+func (a *bpfAsm) label(name string) { a.labels[name] = len(a.prog) }
+func (a *bpfAsm) stmt(code uint16, k uint32) {
+	a.prog = append(a.prog, unix.SockFilter{Code: code, K: k})
+}
+
+// jump jumps to jt when the comparison holds, else to jf ("" is the next
+// instruction).
+func (a *bpfAsm) jump(code uint16, k uint32, jt, jf string) {
+	a.fixups = append(a.fixups, bpfFixup{at: len(a.prog), jt: jt, jf: jf})
+	a.prog = append(a.prog, unix.SockFilter{Code: code, K: k})
+}
+
+// ja jumps to a label unconditionally.
+func (a *bpfAsm) ja(to string) {
+	a.fixups = append(a.fixups, bpfFixup{at: len(a.prog), ja: to})
+	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JA})
+}
+
+func (a *bpfAsm) done() ([]unix.SockFilter, error) {
+	for _, f := range a.fixups {
+		if f.ja != "" {
+			to, ok := a.labels[f.ja]
+			if !ok || to <= f.at {
+				return nil, fmt.Errorf("bpf: bad jump to %q", f.ja)
+			}
+			a.prog[f.at].K = uint32(to - f.at - 1)
+			continue
+		}
+		for i, l := range []string{f.jt, f.jf} {
+			if l == "" {
+				continue
+			}
+			to, ok := a.labels[l]
+			off := to - f.at - 1
+			if !ok || off < 0 || off > 255 {
+				return nil, fmt.Errorf("bpf: bad jump to %q", l)
+			}
+			if i == 0 {
+				a.prog[f.at].Jt = uint8(off)
+			} else {
+				a.prog[f.at].Jf = uint8(off)
+			}
+		}
+	}
+	return a.prog, nil
+}
+
+// socketFilter assembles the filter (classic BPF on struct seccomp_data:
+// nr at 0, arch at 4, args[i] at 16+8i, the low word first on these
+// little-endian architectures; pids and signals are ints, so the low word
+// is the whole value).
+//
+// scoped: the worker's domain has the signal scope, so kill(-1) from any
+// thread of it reaches only the session's own processes; it is allowed
+// then (killDescendants' fail-closed kill), and commands, whose forking
+// thread is the worker's leader, are refused it by commandFilterLandlock.
+func socketFilter(allSockets bool, worker int, scoped bool) ([]unix.SockFilter, error) {
+	a, err := newBPFFilter()
+	if err != nil {
+		return nil, err
+	}
+	self, group := uint32(worker), uint32(-worker)
+	a.jump(jeq, unix.SYS_IO_URING_SETUP, "deny", "")
+	a.jump(jeq, unix.SYS_TKILL, "deny", "")
+	// A /proc/PID directory fd is a pidfd too: its target cannot be told.
+	a.jump(jeq, unix.SYS_PIDFD_SEND_SIGNAL, "deny", "")
+	a.jump(jeq, unix.SYS_SOCKET, "socket", "")
+	a.jump(jeq, unix.SYS_KILL, "sig1", "")
+	a.jump(jeq, unix.SYS_RT_SIGQUEUEINFO, "sig1", "")
+	a.jump(jeq, unix.SYS_TGKILL, "sig2", "")
+	a.jump(jeq, unix.SYS_RT_TGSIGQUEUEINFO, "sig2", "")
+	a.jump(jeq, unix.SYS_PIDFD_OPEN, "target", "")
+	a.jump(jeq, unix.SYS_PRLIMIT64, "target", "allow")
+	// Signal in args[1] (kill, rt_sigqueueinfo) or args[2] (tgkill,
+	// rt_tgsigqueueinfo): 0 and SIGURG are harmless to the worker.
+	a.label("sig1")
+	a.stmt(ld, arg(1))
+	a.ja("sigcheck")
+	a.label("sig2")
+	a.stmt(ld, arg(2))
+	a.label("sigcheck")
+	a.jump(jeq, 0, "allow", "")
+	a.jump(jeq, uint32(unix.SIGURG), "allow", "target")
+	a.label("target")
+	a.stmt(ld, arg(0))
+	a.jump(jeq, self, "deny", "")
+	a.jump(jeq, group, "deny", "")
+	if scoped {
+		a.ja("allow")
+	} else {
+		a.jump(jeq, 0xffffffff, "deny", "allow") // kill(-1): every process the uid may signal
+	}
+	a.label("socket")
+	if allSockets {
+		a.ja("deny")
+	}
+	a.stmt(ld, arg(0)) // the family
+	a.jump(jeq, unix.AF_UNIX, "deny", "allow")
+	a.label("allow")
+	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.label("deny")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	a.label("eperm")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
+	a.label("notsup")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
+	return a.done()
+}
+
+// installLandlockCommandFilter installs commandFilterLandlock on the
+// thread that forks every command (forkTid) only, without TSYNC: it is
+// inherited by every command and by nothing else of the worker (see
+// seccomp.CommandFilter for why the worker's other threads stay without).
+func (w *worker) installLandlockCommandFilter() error {
+	if unix.Gettid() != w.forkTid {
+		return errForkThread
+	}
+	// Without the commands' scoped domain nothing else keeps a command
+	// from kill(2) of a worker thread id: refuse those of the threads the
+	// worker has now (a thread the runtime starts later is not listed; the
+	// not-isolated list says so).
+	var tids []int
+	if !w.cmdScoped {
+		var err error
+		if tids, err = workerTids(); err != nil {
+			return err
+		}
+	}
+	meta := metaOff
+	switch {
+	case w.setup.MetaGate && os.Geteuid() != 0:
+		meta = metaRootless
+	case w.setup.MetaGate:
+		meta = metaOn
+	}
+	prog, err := commandFilterLandlock(w.setup.SocketFilter == socketFilterNone, meta, os.Getpid(), tids)
+	if err != nil {
+		return err
+	}
+	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	// With the metadata gate the filter has a listener (close-on-exec),
+	// which the supervisor takes from this process (pidfd_getfd) after
+	// the handshake names it. WAIT_KILLABLE_RECV (5.19) where the kernel
+	// has it: a call the supervisor has read is not restarted by a
+	// signal handler and made twice.
+	flags := []uintptr{0}
+	if w.setup.MetaGate {
+		flags = []uintptr{unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER}
+	}
+	var r uintptr
+	var errno unix.Errno
+	for _, f := range flags {
+		if r, _, errno = unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, f, uintptr(unsafe.Pointer(&fp))); errno != unix.EINVAL {
+			break
+		}
+	}
+	runtime.KeepAlive(prog)
+	if errno != 0 {
+		// Fail closed: without it a command can kill the worker, and
+		// what it detached would outlive the session.
+		return fmt.Errorf("seccomp(SET_MODE_FILTER): %w (the landlock backend needs seccomp(2) allowed by the seccomp profile for the filter that protects its worker)", errno)
+	}
+	if w.setup.MetaGate {
+		w.notifyFD = int(r)
+	}
+	return nil
+}
+
+// workerTids lists the worker's thread ids.
+func workerTids() ([]int, error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, err
+	}
+	var tids []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// Socket ioctls that set a socket's SIGIO/SIGURG owner, as F_SETOWN does
+// (include/uapi/linux/sockios.h; the same numbers on every architecture).
+const (
+	ioctlFIOSETOWN = 0x8901
+	ioctlSIOCSPGRP = 0x8902
+)
+
+// metaMode is what commandFilterLandlock does for the metadata gate.
+type metaMode int
+
+const (
+	metaOff      metaMode = iota // no gate: the calls run as the filter lets them
+	metaOn                       // the calls that pass go to the gate
+	metaRootless                 // and commands stay dumpable (a root-less supervisor)
+)
+
+// commandFilterLandlock is what the Landlock backend refuses to commands
+// beyond the socket filter (which binds the worker too). Without PID and
+// network namespaces the worker and the host's sockets are reachable by
+// number and by name, so:
+//   - prlimit64(2) of any process but the caller's own (pid 0): every
+//     thread id of the worker names the worker, and an RLIMIT_NOFILE of 0
+//     set on it through one stops it from opening /proc to find what to
+//     kill at the session's end (review: prlimit --pid TID --nofile=0:0);
+//   - the scheduling and placement of any process but the caller's own:
+//     sched_setscheduler/setparam/setattr/setaffinity, migrate_pages and
+//     move_pages of a pid other than 0, setpriority and ioprio_set of
+//     anything but the caller (a process group, or PRIO_USER: every
+//     process of the uid). Without a PID namespace a command could make
+//     the worker and any process of its uid outside the sandbox SCHED_IDLE,
+//     nice 19, I/O-idle or pinned to one CPU, which nothing of that uid
+//     can undo (second review; the native backend's PID namespace hides
+//     those processes, setpriority(PRIO_USER) included). A command's
+//     pthread_setaffinity_np on its own threads (a tid) is refused too;
+//   - the owners of SIGIO (fcntl F_SETOWN of the worker's pid or process
+//     group, F_SETOWN_EX, whose owner sits behind a pointer, and the
+//     socket ioctls FIOSETOWN/SIOCSPGRP, also behind one): with F_SETSIG
+//     SIGKILL a write to a pipe would deliver SIGKILL to the worker, and
+//     the thread commands fork from, the worker's thread group leader, is
+//     in the commands' own Landlock domain, so the signal scope cannot
+//     refuse it (fcntl(2) F_SETSIG);
+//   - socketpair(2) of any type but SOCK_STREAM and SOCK_SEQPACKET: a
+//     datagram end (SOCK_RAW is made SOCK_DGRAM by af_unix) can sendto(2)
+//     any named unix datagram socket of the host (/dev/log, journald,
+//     sd_notify), which Landlock before ABI 9 cannot refuse by path;
+//   - kill(-1) and rt_sigqueueinfo(-1), which would reach the worker's
+//     leader, in the commands' domain;
+//   - with network none, bind(2) and connect(2): every socket a command
+//     can hold is a socketpair end (socket(2) is refused), which needs
+//     neither; bind would take an abstract unix name in the host's
+//     network namespace (squatting it for the host's services; the scope
+//     refuses connects and sends, not binds).
+//
+// Classic BPF on struct seccomp_data as in socketFilter.
+//
+// tids, given when commands get no scoped domain of their own (before ABI
+// 6), are worker thread ids whose kill(2) and rt_sigqueueinfo(2) are
+// refused as well (the socket filter refuses those of the pid only).
+func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []int) ([]unix.SockFilter, error) {
+	a, err := newBPFFilter()
+	if err != nil {
+		return nil, err
+	}
+	a.jump(jeq, unix.SYS_PRLIMIT64, "self", "")
+	for _, nr := range []uint32{unix.SYS_SCHED_SETSCHEDULER, unix.SYS_SCHED_SETPARAM, unix.SYS_SCHED_SETATTR,
+		unix.SYS_SCHED_SETAFFINITY, unix.SYS_MIGRATE_PAGES, unix.SYS_MOVE_PAGES} {
+		a.jump(jeq, nr, "self", "")
+	}
+	a.jump(jeq, unix.SYS_SETPRIORITY, "setpriority", "")
+	a.jump(jeq, unix.SYS_IOPRIO_SET, "ioprio", "")
+	a.jump(jeq, unix.SYS_KILL, "killall", "")
+	a.jump(jeq, unix.SYS_RT_SIGQUEUEINFO, "killall", "")
+	a.jump(jeq, unix.SYS_FCNTL, "fcntl", "")
+	a.jump(jeq, unix.SYS_IOCTL, "ioctl", "")
+	if networkNone {
+		a.jump(jeq, unix.SYS_BIND, "deny", "")
+		a.jump(jeq, unix.SYS_CONNECT, "deny", "")
+	}
+	// System V IPC and POSIX message queues: without an IPC namespace
+	// of its own, a command would attach to the shared memory, queues
+	// and semaphores of the user's host programs by id or name (an X
+	// server's MIT-SHM segments, a database's), and what it made would
+	// outlive the session and reach the next one: a per-call pool's next
+	// call, as review 24 found. Refused (EACCES), as the namespace
+	// sandbox's private IPC namespace would leave nothing to reach.
+	for _, nr := range landlockIPCCalls {
+		a.jump(jeq, nr, "deny", "")
+	}
+	// setxattr(2) and its kin: a POSIX ACL (system.posix_acl_access) is
+	// chmod by another name (others rw- on a 0600 file, review 29's
+	// area), and removing one can widen access too. The name is behind
+	// a pointer seccomp cannot read, so every extended attribute write
+	// is refused, with EOPNOTSUPP: what cp -a, rsync -X and tar --xattrs
+	// take for a file system without them, and go on.
+	for _, nr := range landlockXattrWrites {
+		a.jump(jeq, nr, "notsup", "")
+	}
+	// chown(2) and its kin with a group: the owner cannot change without
+	// CAP_CHOWN, which no command has, but the group can, to any group of
+	// the caller's, and a group-writable file then reaches every member
+	// (the same grant as chmod g+w, review 25's class). A group of -1
+	// (unchanged) passes, and so does the caller's own group (root's tar
+	// restoring 0:0, cp -p): the caller's files are in it already.
+	egid := uint32(os.Getegid())
+	a.jump(jeq, unix.SYS_FCHOWN, "chown2", "")
+	a.jump(jeq, unix.SYS_FCHOWNAT, "chown3", "")
+	for _, nr := range sysChownPath() {
+		a.jump(jeq, nr, "chown2", "")
+	}
+	// file_setattr(2) (Linux 6.17): the same flags by path, without an
+	// open Landlock could refuse.
+	a.jump(jeq, unix.SYS_FILE_SETATTR, "eperm", "")
+	a.jump(jeq, unix.SYS_FCHMOD, "chmod1", "")
+	a.jump(jeq, unix.SYS_FCHMODAT, "chmod2", "")
+	a.jump(jeq, unix.SYS_FCHMODAT2, "chmod2", "")
+	if nr, ok := sysChmod(); ok {
+		a.jump(jeq, nr, "chmod1", "")
+	}
+	// With the metadata gate, a mode change that passes the rule below
+	// and every time change go to the supervisor (notify.MetaGate),
+	// which makes them only on files Landlock lets the command write.
+	chmodOK := "allow"
+	if meta != metaOff {
+		chmodOK = "notify"
+		_, _, utimes := notify.MetaCalls()
+		for _, nr := range utimes {
+			a.jump(jeq, nr, "notify", "")
+		}
+	}
+	if meta == metaRootless {
+		// A root-less supervisor reads a command's calls with the
+		// command's own rights (process_vm_readv, pidfd_getfd: ptrace
+		// access), which a command that made itself non-dumpable takes
+		// away: its every chmod and touch would fail, in the workspace
+		// too (found by review). prctl(PR_SET_DUMPABLE, 0) fails with
+		// EPERM instead; ssh-agent and its kin go on without it.
+		a.jump(jeq, unix.SYS_PRCTL, "prctl", "")
+	}
+	a.jump(jeq, unix.SYS_SOCKETPAIR, "socketpair", "allow")
+	// prlimit64(pid, ...) and the calls that change another process's
+	// scheduling or memory placement: only pid 0, the caller itself
+	// (what getrlimit, setrlimit, ulimit, nice, chrt and taskset on
+	// themselves use).
+	a.label("self")
+	a.stmt(ld, arg(0))
+	a.jump(jeq, 0, "allow", "deny")
+	// setpriority(which, who, ...) and ioprio_set(which, who, ...): only
+	// the caller itself (PRIO_PROCESS / IOPRIO_WHO_PROCESS, who 0); never
+	// a process group or every process of a uid.
+	a.label("setpriority")
+	a.stmt(ld, arg(0))
+	a.jump(jeq, 0 /* PRIO_PROCESS */, "", "deny")
+	a.stmt(ld, arg(1))
+	a.jump(jeq, 0, "allow", "deny")
+	a.label("ioprio")
+	a.stmt(ld, arg(0))
+	a.jump(jeq, 1 /* IOPRIO_WHO_PROCESS */, "", "deny")
+	a.stmt(ld, arg(1))
+	a.jump(jeq, 0, "allow", "deny")
+	// kill(-1) reaches the worker through its leader, which is in the
+	// commands' domain (the socket filter leaves it to the scope).
+	a.label("killall")
+	a.stmt(ld, arg(0))
+	for _, tid := range tids {
+		a.jump(jeq, uint32(tid), "deny", "")
+	}
+	a.jump(jeq, 0xffffffff, "deny", "allow")
+	a.label("fcntl")
+	a.stmt(ld, arg(1))
+	a.jump(jeq, unix.F_SETOWN_EX, "deny", "")
+	a.jump(jeq, unix.F_SETOWN, "", "allow")
+	a.stmt(ld, arg(2))
+	a.jump(jeq, uint32(worker), "deny", "")
+	a.jump(jeq, uint32(-worker), "deny", "allow")
+	a.label("ioctl")
+	a.stmt(ld, arg(1))
+	// Inode flags and project ids (chattr): Landlock's ioctl right
+	// covers device files only, and the owner may set append-only-free
+	// flags (+S, +A, +d) and, outside a user namespace, the project id
+	// that project quotas count by, on a read-only or hidden file of the
+	// host (review 30). The request is an unsigned int: its low word.
+	for _, req := range inodeIoctls {
+		a.jump(jeq, req, "eperm", "")
+	}
+	a.jump(jeq, ioctlFIOSETOWN, "deny", "")
+	a.jump(jeq, ioctlSIOCSPGRP, "deny", "allow")
+	// chmod(path, mode), fchmod(fd, mode): mode is argument 1;
+	// fchmodat(dirfd, path, mode[, flags]): argument 2. Landlock has no
+	// right for chmod, and the caller owns what the command can name
+	// (a root caller: /etc/passwd): a mode that lets the group or others
+	// write would let any local user write code the host runs later
+	// (an rc file, a protected .git/config, a system file). Refused; a
+	// command may still set the other bits on what it owns (npm's and
+	// pip's 0755 scripts). What remains is listed in LandlockGaps (review
+	// 25).
+	a.label("chmod1")
+	a.stmt(ld, arg(1))
+	a.jump(jset, 0o022, "deny", chmodOK)
+	a.label("chmod2")
+	a.stmt(ld, arg(2))
+	a.jump(jset, 0o022, "deny", chmodOK)
+	// With the metadata gate, a chown that passes goes to the supervisor
+	// too: every chown of a file clears its set-id bits and file
+	// capabilities, even to the same owner (found by review: `chown 0:0
+	// /usr/bin/sudo` from a root caller's command).
+	a.label("chown2")
+	a.stmt(ld, arg(2))
+	a.jump(jeq, 0xffffffff, chmodOK, "")
+	a.jump(jeq, egid, chmodOK, "eperm")
+	a.label("chown3")
+	a.stmt(ld, arg(3))
+	a.jump(jeq, 0xffffffff, chmodOK, "")
+	a.jump(jeq, egid, chmodOK, "eperm")
+	a.label("socketpair")
+	a.stmt(ld, arg(1))
+	a.stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK
+	a.jump(jeq, unix.SOCK_STREAM, "allow", "")
+	a.jump(jeq, unix.SOCK_SEQPACKET, "allow", "deny")
+	a.label("allow")
+	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.label("deny")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	a.label("eperm")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
+	a.label("notsup")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
+	if meta != metaOff {
+		a.label("notify")
+		a.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
+	}
+	if meta == metaRootless {
+		a.label("prctl")
+		a.stmt(ld, arg(0))
+		a.jump(jeq, unix.PR_SET_DUMPABLE, "", "allow2")
+		a.stmt(ld, arg(1))
+		a.jump(jeq, 0, "eperm2", "allow2")
+		a.label("allow2")
+		a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+		a.label("eperm2")
+		a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
+	}
+	return a.done()
+}
+
+// landlockIPCCalls are the System V IPC and POSIX message queue calls a
+// Landlock session's commands may not make (commandFilterLandlock). The
+// ones that take an id or a descriptor are refused too: an id is a small
+// number, guessed without a get.
+var landlockIPCCalls = []uint32{
+	unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMCTL,
+	unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
+	unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMTIMEDOP, unix.SYS_SEMCTL,
+	unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE,
+	unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR,
+}
+
+// landlockXattrWrites are the calls that set or remove an extended
+// attribute (commandFilterLandlock refuses them).
+var landlockXattrWrites = []uint32{
+	unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT,
+	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
+}
