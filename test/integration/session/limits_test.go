@@ -229,8 +229,11 @@ func TestPidsLimitOfAnotherProcessIsNotBlamedOnCleanExit(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
 		s := start(t, sandbox.Policy{Limits: sandbox.Limits{Pids: 32}})
 		cgroupLimits(t, s)
-		sh(t, s, `(sleep 0.3; i=0; while [ $i -lt 100 ]; do sleep 1 & i=$((i+1)); done; echo forked) >/tmp/bomb 2>&1 &`)
-		res, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sleep", "1.5"}})
+		// The bomb starts once the command below runs (its marker), so
+		// that the command's own start never meets the full limit, on
+		// however slow a machine.
+		sh(t, s, `(while [ ! -e /tmp/started ]; do sleep 0.05; done; i=0; while [ $i -lt 100 ]; do sleep 1 & i=$((i+1)); done; echo forked) >/tmp/bomb 2>&1 &`)
+		res, err := s.Exec(context.Background(), sandbox.Command{Argv: []string{"/bin/sh", "-c", ": >/tmp/started; exec /bin/sleep 1.5"}})
 		if err != nil || res.Reason != sandbox.ReasonExited || res.ExitCode != 0 {
 			t.Fatalf("a clean exit was blamed for another process's refused fork: err %v reason %q exit %d", err, res.Reason, res.ExitCode)
 		}
