@@ -316,15 +316,8 @@ func isSetgroups(arch uint32, nr int32) bool {
 // notification gate: seccomp's SECCOMP_RET_USER_NOTIF action and
 // pidfd_getfd(2) (Linux 5.6).
 func Supported() error {
-	if auditArch == 0 {
-		return fmt.Errorf("%w on %s", ErrUnsupported, runtime.GOARCH)
-	}
-	action := uint32(unix.SECCOMP_RET_USER_NOTIF)
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, 2 /* SECCOMP_GET_ACTION_AVAIL */, 0, uintptr(unsafe.Pointer(&action))); e != 0 {
-		return fmt.Errorf("%w: the kernel has no SECCOMP_RET_USER_NOTIF (%v)", ErrUnsupported, e)
-	}
-	if err := checkSizes(); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnsupported, err)
+	if err := MetaSupported(); err != nil {
+		return err
 	}
 	// pidfd_getfd on an fd of our own: ENOSYS before 5.6.
 	pfd, err := unix.PidfdOpen(unix.Getpid(), 0)
@@ -337,6 +330,26 @@ func Supported() error {
 		return fmt.Errorf("%w: pidfd_getfd: %v", ErrUnsupported, err)
 	}
 	unix.Close(fd)
+	return nil
+}
+
+// MetaSupported reports whether this kernel and architecture can run the
+// metadata gate (MetaGate): SECCOMP_RET_USER_NOTIF and the notification
+// structures this package knows. It needs no pidfd_getfd, which a
+// container runtime's default seccomp profile refuses without
+// CAP_SYS_PTRACE: the gate opens the target's fds through /proc there
+// (Server.metaFD), and reads its memory through /proc/TID/mem.
+func MetaSupported() error {
+	if auditArch == 0 {
+		return fmt.Errorf("%w on %s", ErrUnsupported, runtime.GOARCH)
+	}
+	action := uint32(unix.SECCOMP_RET_USER_NOTIF)
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, 2 /* SECCOMP_GET_ACTION_AVAIL */, 0, uintptr(unsafe.Pointer(&action))); e != 0 {
+		return fmt.Errorf("%w: the kernel has no SECCOMP_RET_USER_NOTIF (%v)", ErrUnsupported, e)
+	}
+	if err := checkSizes(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
 	return nil
 }
 

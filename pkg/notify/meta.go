@@ -277,11 +277,11 @@ func timesOf(t *[2]unix.Timespec) []unix.Timespec {
 // what the path names from the target's working directory, dirfd or root.
 func (s *Server) metaObject(c *SockCall, m *metaCall) (obj, parent int, errno unix.Errno) {
 	if m.fd >= 0 {
-		fd, e := s.metaFD(c, m)
+		fd, opath, e := s.metaFD(c, m.fd, m.leader, m.tgid)
 		if e != 0 {
 			return -1, -1, e
 		}
-		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_PATH != 0 && !m.procFD {
+		if opath && !m.procFD {
 			// fchmod and futimens refuse an O_PATH descriptor
 			// (fdget skips them).
 			unix.Close(fd)
@@ -309,7 +309,7 @@ func (s *Server) metaObject(c *SockCall, m *metaCall) (obj, parent int, errno un
 		}
 		base = fd
 	case m.dirfd != unix.AT_FDCWD && (m.emptyRef || !strings.HasPrefix(m.path, "/")):
-		fd, e := s.getfd(c, m.dirfd)
+		fd, _, e := s.metaFD(c, m.dirfd, false, 0)
 		if e != 0 {
 			return -1, -1, e
 		}
@@ -363,29 +363,87 @@ func (s *Server) metaObject(c *SockCall, m *metaCall) (obj, parent int, errno un
 	return fd, -1, 0
 }
 
-// metaFD duplicates the fd a call names: from the calling thread's table,
-// or from its thread group leader's (metaCall.leader). The leader's id
-// names the target's thread group while the target waits in its call
-// (a group's id is not reused while any of its threads lives); the call
-// still pending after the duplicate says so.
-func (s *Server) metaFD(c *SockCall, m *metaCall) (int, unix.Errno) {
-	if !m.leader {
-		return s.getfd(c, m.fd)
+// metaFD gives the supervisor the file fd n of the calling thread names,
+// from that thread's table or its thread group leader's (leader; tgid):
+// a duplicate (pidfd_getfd), or, where the supervisor may not call
+// pidfd_getfd (a container runtime's default seccomp profile refuses it
+// without CAP_SYS_PTRACE, and the Landlock backend runs there), an O_PATH
+// descriptor of the same file opened through /proc/ID/fd/N, under the
+// same ptrace access check. opath says whether the target's own fd is an
+// O_PATH one. A leader's id names the target's thread group while the
+// target waits in its call (a group's id is not reused while any of its
+// threads lives); the call still pending after the open says so.
+func (s *Server) metaFD(c *SockCall, n int, leader bool, tgid int) (fd int, opath bool, e unix.Errno) {
+	var err error
+	if leader {
+		pidfd, perr := unix.PidfdOpen(tgid, 0)
+		if err = perr; err == nil {
+			fd, err = pidfdGetfd(pidfd, n, 0)
+			unix.Close(pidfd)
+		}
+	} else {
+		fd, e = s.getfd(c, n)
+		if e != 0 {
+			err = e
+		}
 	}
-	pidfd, err := unix.PidfdOpen(m.tgid, 0)
+	switch {
+	case err == nil:
+		if !c.Valid() {
+			unix.Close(fd)
+			return -1, false, unix.ESRCH
+		}
+		fl, ferr := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		return fd, ferr == nil && fl&unix.O_PATH != 0, 0
+	case err != unix.EPERM && err != unix.ENOSYS:
+		return -1, false, errnoOf(err)
+	}
+	dir := c.proc.dir
+	if leader {
+		d, err := unix.Open("/proc/"+strconv.Itoa(tgid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, false, unix.ESRCH
+		}
+		defer unix.Close(d)
+		dir = d
+	}
+	// The magic link is followed here on purpose: it is the target's
+	// own fd, and what it leads to is checked like any other file.
+	fd, err = unix.Openat(dir, "fd/"+strconv.Itoa(n), unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		return -1, false, unix.EBADF // no such fd
+	}
 	if err != nil {
-		return -1, unix.ESRCH
+		return -1, false, errnoOf(err)
 	}
-	defer unix.Close(pidfd)
-	fd, err := unix.PidfdGetfd(pidfd, m.fd, 0)
-	if err != nil {
-		return -1, errnoOf(err)
-	}
+	opath = fdinfoFlags(dir, n)&unix.O_PATH != 0
 	if !c.Valid() {
 		unix.Close(fd)
-		return -1, unix.ESRCH
+		return -1, false, unix.ESRCH
 	}
-	return fd, 0
+	return fd, opath, 0
+}
+
+// fdinfoFlags reads the open flags of fd n from dir's fdinfo/N (proc(5):
+// "flags:", octal); 0 when it cannot.
+func fdinfoFlags(dir, n int) int {
+	fd, err := unix.Openat(dir, "fdinfo/"+strconv.Itoa(n), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	var buf [256]byte
+	k, _ := unix.Read(fd, buf[:])
+	for _, line := range strings.Split(string(buf[:max(k, 0)]), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			f, err := strconv.ParseInt(strings.TrimSpace(v), 8, 64)
+			if err != nil {
+				return 0
+			}
+			return int(f)
+		}
+	}
+	return 0
 }
 
 // openPath opens p from base as the kernel would for the target, except

@@ -17,6 +17,11 @@ import (
 // (landlock.Ruleset.Writable; notify.MetaGate). What the mount namespace
 // backend allows, where a read-only bind refuses the same calls.
 
+// metaGateSupported says whether this kernel can run the metadata gate
+// (notify.MetaSupported: seccomp user notification; no pidfd_getfd, which
+// a container runtime's default profile refuses), asked once.
+var metaGateSupported = sync.OnceValue(notify.MetaSupported)
+
 // OpFileMetadata is the Operation of a ViolationError for a refused
 // change of a file's mode or times (the Landlock backend).
 const OpFileMetadata = "file metadata"

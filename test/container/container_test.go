@@ -251,6 +251,8 @@ cd /work
 nsbox run --workspace /work --hide /secret --json-status /status/run.json -- /bin/sh -c '
 echo in > /work/sub/new && echo WROTE_INSIDE
 echo x > /etc/owned && echo WROTE_OUTSIDE
+chmod 0600 /etc/group 2>/dev/null && echo CHMOD_OUTSIDE
+: > /work/sub/x && chmod 0700 /work/sub/x && touch -r /work/sub/existing /work/sub/x && echo META_INSIDE
 cat /secret/key 2>/dev/null | grep -q TOPSECRET && echo READ_SECRET
 echo hi | nc -w 1 127.0.0.1 8081 && echo NET_OK
 setsid /bin/sh -c "exec sleep \$((300+1))" </dev/null >/dev/null 2>&1 &
@@ -310,10 +312,13 @@ func (d *daemon) runCase(t *testing.T, root, id string, args []string) caseResul
 // promises checks what every backend promises.
 func promises(t *testing.T, root string, r caseResult) {
 	t.Helper()
-	if !strings.Contains(r.out, "NSBOX_EXIT=0") || !strings.Contains(r.out, "SANDBOX_DONE") || !strings.Contains(r.out, "WROTE_INSIDE") {
+	if !strings.Contains(r.out, "NSBOX_EXIT=0") || !strings.Contains(r.out, "SANDBOX_DONE") || !strings.Contains(r.out, "WROTE_INSIDE") || !strings.Contains(r.out, "META_INSIDE") {
 		t.Fatalf("the sandbox did not run, or could not write its workspace:\n%s", r.out)
 	}
-	for _, escape := range []string{"WROTE_OUTSIDE", "READ_SECRET", "NET_OK"} {
+	// CHMOD_OUTSIDE: a file the container's root owns, outside the
+	// workspace (read-only mount natively, the metadata gate under
+	// Landlock, which has no right for chmod).
+	for _, escape := range []string{"WROTE_OUTSIDE", "CHMOD_OUTSIDE", "READ_SECRET", "NET_OK"} {
 		if strings.Contains(r.out, escape) {
 			t.Errorf("%s under backend %s:\n%s", escape, r.backend, r.out)
 		}
@@ -363,6 +368,11 @@ func TestContainer(t *testing.T) {
 		promises(t, root, r)
 		if gaps := fmt.Sprint(r.status["notIsolated"]); !strings.Contains(gaps, "PID visibility") {
 			t.Errorf("status does not say what landlock does not isolate: %s", gaps)
+		}
+		// The metadata gate runs under the runtime's default profile,
+		// which refuses pidfd_getfd and process_vm_readv.
+		if gaps := fmt.Sprint(r.notIsolated); !strings.Contains(gaps, "only on files Landlock lets them write") {
+			t.Errorf("the run does not say the metadata gate decides modes and times: %s", gaps)
 		}
 		// required is native or nothing.
 		if !strings.Contains(r.out, "REQUIRED_EXIT=125") {
