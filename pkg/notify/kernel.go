@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -131,7 +132,15 @@ func readMem(pid int, addr uint64, buf []byte) error {
 // readProcMem is readMem through /proc/PID/mem (proc(5)): the kernel's
 // ptrace access check (PTRACE_MODE_ATTACH_FSCREDS) at the open, as for
 // process_vm_readv. A refused open is EPERM.
+//
+// A read of /proc/PID/mem is forced (FOLL_FORCE): it would read a page the
+// target mapped without read permission, which the kernel's own copy of a
+// call's argument refuses (EFAULT). So the range must lie in readable
+// mappings of the target (/proc/PID/maps) first (found by review).
 func readProcMem(pid int, addr uint64, buf []byte) error {
+	if !readableRange(pid, addr, uint64(len(buf))) {
+		return unix.EFAULT
+	}
 	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if err == unix.EACCES {
@@ -250,3 +259,39 @@ func checkSizes() error {
 // processVMReadv is process_vm_readv(2); a test makes it fail as a
 // container runtime's default seccomp profile does.
 var processVMReadv = unix.ProcessVMReadv
+
+// readableRange says whether [addr, addr+n) lies in mappings of process
+// pid that allow reading (/proc/PID/maps: "start-end perms ...", sorted
+// by address; adjacent mappings may share the range).
+func readableRange(pid int, addr, n uint64) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return false
+	}
+	end := addr + n
+	if end < addr {
+		return false
+	}
+	for len(b) > 0 && addr < end {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		rng, rest, ok := bytes.Cut(line, []byte(" "))
+		if !ok || len(rest) < 1 {
+			continue
+		}
+		lo, hi, ok := bytes.Cut(rng, []byte("-"))
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(string(lo), 16, 64)
+		stop, err2 := strconv.ParseUint(string(hi), 16, 64)
+		if err1 != nil || err2 != nil || stop <= addr {
+			continue
+		}
+		if start > addr || rest[0] != 'r' {
+			return false // a hole, or not readable, at addr
+		}
+		addr = stop
+	}
+	return addr >= end
+}

@@ -410,40 +410,62 @@ func (s *Server) metaFD(c *SockCall, n int, leader bool, tgid int) (fd int, opat
 	// The magic link is followed here on purpose: it is the target's
 	// own fd, and what it leads to is checked like any other file.
 	fd, err = unix.Openat(dir, "fd/"+strconv.Itoa(n), unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err == unix.ENOENT {
+	switch {
+	case err == unix.ENOENT:
 		return -1, false, unix.EBADF // no such fd
-	}
-	if err != nil {
+	case err == unix.EACCES:
+		// Refused by the ptrace access check (a command that is not
+		// dumpable, a supervisor without CAP_SYS_PTRACE).
+		return -1, false, unix.EPERM
+	case err != nil:
 		return -1, false, errnoOf(err)
 	}
-	opath = fdinfoFlags(dir, n)&unix.O_PATH != 0
+	// The flags are read in a second step, from fdinfo: they must be of
+	// the file opened, not of another the target put at N since (found
+	// by review): the inode fdinfo names must be the opened one's, and
+	// an fdinfo that cannot be read refuses the call (EBADF).
+	var st unix.Stat_t
+	flags, ino, ok := fdinfoOf(dir, n)
+	if !ok || unix.Fstat(fd, &st) != nil || (ino != 0 && ino != st.Ino) {
+		unix.Close(fd)
+		return -1, false, unix.EBADF
+	}
 	if !c.Valid() {
 		unix.Close(fd)
 		return -1, false, unix.ESRCH
 	}
-	return fd, opath, 0
+	return fd, flags&unix.O_PATH != 0, 0
 }
 
-// fdinfoFlags reads the open flags of fd n from dir's fdinfo/N (proc(5):
-// "flags:", octal); 0 when it cannot.
-func fdinfoFlags(dir, n int) int {
+// fdinfoOf reads the open flags and the inode number of fd n from dir's
+// fdinfo/N (proc(5): "flags:" in octal, "ino:" since Linux 5.14; ino 0
+// where the kernel does not say). ok is false when it cannot read the
+// flags. The first lines are "pos:", "flags:", "mnt_id:" and "ino:",
+// within the first 256 bytes whatever the file.
+func fdinfoOf(dir, n int) (flags int, ino uint64, ok bool) {
 	fd, err := unix.Openat(dir, "fdinfo/"+strconv.Itoa(n), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0
+		return 0, 0, false
 	}
 	defer unix.Close(fd)
 	var buf [256]byte
-	k, _ := unix.Read(fd, buf[:])
-	for _, line := range strings.Split(string(buf[:max(k, 0)]), "\n") {
-		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+	k, err := unix.Read(fd, buf[:])
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(buf[:k]), "\n") {
+		if v, found := strings.CutPrefix(line, "flags:"); found {
 			f, err := strconv.ParseInt(strings.TrimSpace(v), 8, 64)
 			if err != nil {
-				return 0
+				return 0, 0, false
 			}
-			return int(f)
+			flags, ok = int(f), true
+		}
+		if v, found := strings.CutPrefix(line, "ino:"); found {
+			ino, _ = strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 		}
 	}
-	return 0
+	return flags, ino, ok
 }
 
 // openPath opens p from base as the kernel would for the target, except

@@ -72,7 +72,7 @@ func (s *Session) Landlock() *LandlockInfo { return s.llInfo }
 func metadataGap() string {
 	const refused = "a mode that lets the group or others write is refused by seccomp (in writable directories too), and so are every extended attribute write (EOPNOTSUPP: an ACL would grant the same), a change of a file's group to one other than the caller's own, and of its inode flags or project id (EPERM)"
 	if metaGateSupported() == nil {
-		return "file modes, owners and times: Landlock has no right for chmod(2), chown(2) or utimensat(2); nsbox's supervisor makes them for commands (seccomp user notification) only on files Landlock lets them write, and on pipes, sockets and files with no name left (a memfd) wherever they are, and refuses the rest (EACCES), device nodes but for \"now\" and the host's shared anonymous inode (EPERM), and /proc magic links other than the command's own fds (ELOOP); a root-less nsbox refuses prctl(PR_SET_DUMPABLE, 0) (EPERM) so that it can read those calls, and a command running a program it may not read (not dumpable either) gets EPERM for them; " + refused
+		return "file modes, owners and times: Landlock has no right for chmod(2), chown(2) or utimensat(2); nsbox's supervisor makes them for commands (seccomp user notification) only on files Landlock lets them write, and on pipes, sockets and files with no name left (a memfd) wherever they are, and refuses the rest (EACCES), device nodes but for \"now\" and the host's shared anonymous inode (EPERM), and /proc magic links other than the command's own fds (ELOOP); an nsbox without CAP_SYS_PTRACE (root-less, or root in a container's default capabilities) refuses prctl(PR_SET_DUMPABLE, 0) (EPERM) so that it can read those calls, and a command running a program it may not read (not dumpable either) gets EPERM for them; " + refused
 	}
 	return "file modes, owners and times: Landlock has no right for chmod(2), chown(2) or utimensat(2), and seccomp user notification is not available here (kernel or architecture) for nsbox to decide them; " + refused + ", but commands can still change the other mode bits (make a private file readable by every local user), the times of every file the caller owns that they can name, read-only and hidden ones included (a root caller: root's files), and with a chown to the caller's own ids clear the set-user-ID and set-group-ID bits and file capabilities of such a file; the mount namespace backend refuses all three outside writable directories"
 }
@@ -342,6 +342,11 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 	// (5.6; every kernel with Landlock has it on x86-64 and arm64), else
 	// LandlockGaps says what is left open.
 	setup.MetaGate = metaGateSupported() == nil
+	// Without CAP_SYS_PTRACE (root-less, or root in a container's
+	// default capability set) the supervisor reads a command's calls
+	// with the command's own rights, which a non-dumpable command takes
+	// away (found by review: a root nsbox in a container).
+	setup.MetaDumpable = setup.MetaGate && !hasCapSysPtrace()
 	s.ll.metaGate = setup.MetaGate
 	setup.NewNet = false
 	setup.SocketFilter = socketFilterNone

@@ -248,7 +248,7 @@ func (w *worker) installLandlockCommandFilter() error {
 	}
 	meta := metaOff
 	switch {
-	case w.setup.MetaGate && os.Geteuid() != 0:
+	case w.setup.MetaGate && w.setup.MetaDumpable:
 		meta = metaRootless
 	case w.setup.MetaGate:
 		meta = metaOn
@@ -314,7 +314,7 @@ type metaMode int
 const (
 	metaOff      metaMode = iota // no gate: the calls run as the filter lets them
 	metaOn                       // the calls that pass go to the gate
-	metaRootless                 // and commands stay dumpable (a root-less supervisor)
+	metaRootless                 // and commands stay dumpable (a supervisor without CAP_SYS_PTRACE)
 )
 
 // commandFilterLandlock is what the Landlock backend refuses to commands

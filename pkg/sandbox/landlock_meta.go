@@ -22,6 +22,17 @@ import (
 // a container runtime's default profile refuses), asked once.
 var metaGateSupported = sync.OnceValue(notify.MetaSupported)
 
+// hasCapSysPtrace says whether this process holds CAP_SYS_PTRACE in its
+// effective set, which the kernel's ptrace access checks use.
+func hasCapSysPtrace() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) != nil {
+		return false
+	}
+	return data[unix.CAP_SYS_PTRACE/32].Effective&(1<<(unix.CAP_SYS_PTRACE%32)) != 0
+}
+
 // OpFileMetadata is the Operation of a ViolationError for a refused
 // change of a file's mode or times (the Landlock backend).
 const OpFileMetadata = "file metadata"

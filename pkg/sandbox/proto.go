@@ -72,6 +72,11 @@ type setupMsg struct {
 	// utimensat and their kin to the supervisor (notify.MetaGate), and
 	// the reply names its listener.
 	MetaGate bool `json:"metaGate,omitempty"`
+	// MetaDumpable: the supervisor reads a command's calls with the
+	// command's own rights (it has no CAP_SYS_PTRACE: root-less, or root
+	// in a container's default capability set), so commands must stay
+	// dumpable: prctl(PR_SET_DUMPABLE, 0) is refused.
+	MetaDumpable bool `json:"metaDumpable,omitempty"`
 }
 
 // typePremade carries idmapped binds (fds only) to the worker ahead of
