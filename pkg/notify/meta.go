@@ -424,6 +424,11 @@ func (s *Server) metaFD(c *SockCall, n int, leader bool, tgid int) (fd int, opat
 	// the file opened, not of another the target put at N since (found
 	// by review): the inode fdinfo names must be the opened one's, and
 	// an fdinfo that cannot be read refuses the call (EBADF).
+	if anonInode(fd) {
+		// Refused whatever its flags (decideMeta), and an epoll's or
+		// inotify's fdinfo lists every watch: not read for nothing.
+		return fd, false, 0
+	}
 	var st unix.Stat_t
 	flags, ino, ok := fdinfoOf(dir, n)
 	if !ok || unix.Fstat(fd, &st) != nil || (ino != 0 && ino != st.Ino) {
