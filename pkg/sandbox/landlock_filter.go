@@ -495,13 +495,25 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 	// (an rc file, a protected .git/config, a system file). Refused; a
 	// command may still set the other bits on what it owns (npm's and
 	// pip's 0755 scripts). What remains is listed in LandlockGaps (review
-	// 25).
+	// 25). With the metadata gate every mode goes to the supervisor,
+	// which refuses any change outside the writable places, so a
+	// workspace file may be made group-writable as natively (tar and
+	// cp -a of a umask-002 tree failed and left files 0600, found by
+	// review 36).
 	a.label("chmod1")
-	a.stmt(ld, arg(1))
-	a.jump(jset, 0o022, "deny", chmodOK)
+	if meta != metaOff {
+		a.ja("notify")
+	} else {
+		a.stmt(ld, arg(1))
+		a.jump(jset, 0o022, "deny", chmodOK)
+	}
 	a.label("chmod2")
-	a.stmt(ld, arg(2))
-	a.jump(jset, 0o022, "deny", chmodOK)
+	if meta != metaOff {
+		a.ja("notify")
+	} else {
+		a.stmt(ld, arg(2))
+		a.jump(jset, 0o022, "deny", chmodOK)
+	}
 	// With the metadata gate, a chown that passes goes to the supervisor
 	// too: every chown of a file clears its set-id bits and file
 	// capabilities, even to the same owner (found by review: `chown 0:0

@@ -140,7 +140,19 @@ func (w *worker) landlockScopes() error {
 	if err != nil || abi < 6 {
 		return nil
 	}
-	rs, err := landlock.Build(landlock.Config{Scoped: landlock.ScopeAbstractUnix | landlock.ScopeSignal})
+	cfg := landlock.Config{Scoped: landlock.ScopeAbstractUnix | landlock.ScopeSignal}
+	if w.setup.Landlock {
+		// Under the Landlock backend's file system layer, a layer that
+		// grants no LANDLOCK_ACCESS_FS_REFER refuses it (the kernel
+		// denies reparenting by default in every layer once one
+		// handles the file system): every rename or link between two
+		// directories failed with EXDEV, in the workspace too (found
+		// by review). This layer hands it back on the whole tree; the
+		// backend's own layer still decides where it may happen.
+		cfg.HandledFS = landlock.Refer
+		cfg.Paths = []landlock.PathRule{{Path: "/", Access: landlock.Refer}}
+	}
+	rs, err := landlock.Build(cfg)
 	if err != nil {
 		return err
 	}
