@@ -136,6 +136,20 @@ func (a *bpfAsm) ja(to string) {
 	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JA})
 }
 
+// returns emits the answers both Landlock filters jump to: "allow",
+// "deny" (EACCES), "eperm" and "notsup" (EOPNOTSUPP).
+func (a *bpfAsm) returns() {
+	const ret = unix.BPF_RET | unix.BPF_K
+	a.label("allow")
+	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.label("deny")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	a.label("eperm")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
+	a.label("notsup")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
+}
+
 func (a *bpfAsm) done() ([]unix.SockFilter, error) {
 	for _, f := range a.fixups {
 		if f.ja != "" {
@@ -216,14 +230,7 @@ func socketFilter(allSockets bool, worker int, scoped bool) ([]unix.SockFilter, 
 	}
 	a.stmt(ld, arg(0)) // the family
 	a.jump(jeq, unix.AF_UNIX, "deny", "allow")
-	a.label("allow")
-	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
-	a.label("deny")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
-	a.label("eperm")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
-	a.label("notsup")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
+	a.returns()
 	return a.done()
 }
 
@@ -531,14 +538,7 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 	a.stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK
 	a.jump(jeq, unix.SOCK_STREAM, "allow", "")
 	a.jump(jeq, unix.SOCK_SEQPACKET, "allow", "deny")
-	a.label("allow")
-	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
-	a.label("deny")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
-	a.label("eperm")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
-	a.label("notsup")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
+	a.returns()
 	if meta != metaOff {
 		a.label("notify")
 		a.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
