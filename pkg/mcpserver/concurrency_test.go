@@ -97,24 +97,38 @@ func TestQueuedCallIsCancelable(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	qctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	qctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := time.Now()
-	_, err := h.cs.CallTool(qctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "queued"}})
-	if err == nil || time.Since(start) > 5*time.Second {
-		t.Fatalf("queued call: err %v after %s", err, time.Since(start))
+	queued := make(chan error, 1)
+	go func() {
+		_, err := h.cs.CallTool(qctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "queued"}})
+		queued <- err
+	}()
+	waitQueued := func(want int32) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for h.srv.queued.Load() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d calls wait for a turn, want %d", h.srv.queued.Load(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
-	// Its notifications/cancelled reaches the server before the turn is
-	// given back.
-	time.Sleep(200 * time.Millisecond)
+	waitQueued(1)
+	cancel()
+	if err := <-queued; err == nil {
+		t.Fatal("the canceled queued call succeeded")
+	}
+	// Its notifications/cancelled has reached the server and ended the
+	// wait before the turn is given back.
+	waitQueued(0)
 	cancelSleep()
 	select {
 	case <-h.last().canceled:
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("the first call was not canceled")
 	}
 	// The queued call never ran; the turn is free again.
-	time.Sleep(100 * time.Millisecond)
 	if n := h.last().calls.Load(); n != 1 {
 		t.Fatalf("%d calls reached the session, want 1", n)
 	}

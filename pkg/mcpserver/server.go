@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -195,6 +196,8 @@ type Server struct {
 	// slots holds one token per call in the session (a semaphore of
 	// MaxConcurrentCalls).
 	slots chan struct{}
+	// queued counts the calls waiting in turn for a slot.
+	queued atomic.Int32
 
 	auditMu sync.Mutex
 
@@ -538,6 +541,8 @@ func (s *Server) dropSession(sess Session) {
 // The wait ends with the call's context (a client's cancellation or
 // deadline) or the server. release gives the turn back.
 func (s *Server) turn(ctx context.Context) (release func(), err error) {
+	s.queued.Add(1)
+	defer s.queued.Add(-1)
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
