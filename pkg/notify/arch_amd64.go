@@ -22,6 +22,13 @@ var setgroupsCalls = []archCalls{
 	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{81 /* setgroups */, 206 /* setgroups32 */}},
 }
 
+// ioUringSetupCalls are io_uring_setup(2) in each ABI: native, x32 and
+// i386 (Program answers ENOSYS).
+var ioUringSetupCalls = []archCalls{
+	{arch: auditArch, nrs: []uint32{unix.SYS_IO_URING_SETUP, x32 | 425}},
+	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{425 /* io_uring_setup */}},
+}
+
 // nativeForeignCalls are x32's, which come with the native audit arch.
 var nativeForeignCalls = []uint32{x32 | 42 /* connect */, x32 | 44 /* sendto */, x32 | 518 /* sendmsg */, x32 | 538 /* sendmmsg */, x32 | 48 /* shutdown */}
 

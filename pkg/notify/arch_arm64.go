@@ -17,6 +17,13 @@ var setgroupsCalls = []archCalls{
 	{arch: unix.AUDIT_ARCH_ARM, nrs: []uint32{81 /* setgroups */, 206 /* setgroups32 */}},
 }
 
+// ioUringSetupCalls: io_uring_setup(2) natively and in the 32-bit ARM
+// ABI (see arch_amd64.go).
+var ioUringSetupCalls = []archCalls{
+	{arch: auditArch, nrs: []uint32{unix.SYS_IO_URING_SETUP}},
+	{arch: unix.AUDIT_ARCH_ARM, nrs: []uint32{425 /* io_uring_setup */}},
+}
+
 var nativeForeignCalls []uint32
 
 // socketCalls are socket(2) natively (see arch_amd64.go).

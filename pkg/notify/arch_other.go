@@ -13,6 +13,7 @@ var (
 	setgroupsCalls       []archCalls
 	socketCalls          []uint32
 	filteredForeignCalls []archCalls
+	ioUringSetupCalls    []archCalls
 )
 
 var legacyMetaCalls []legacyMetaCall

@@ -159,9 +159,13 @@ func Program(o ProgramOptions) []unix.SockFilter {
 	// io_uring's IORING_OP_CONNECT and IORING_OP_SENDMSG make the same
 	// calls with no syscall to notify: with the gate, io_uring is not
 	// there (ENOSYS, which programs take for an older kernel and fall
-	// back from). The main filter denies it too; this holds also under
-	// --seccomp unconfined.
-	a.jeq(uint32(unix.SYS_IO_URING_SETUP), "nosys", "")
+	// back from), in any ABI (review 38: i386's, by int $0x80 from a
+	// 64-bit program, connected an installed host socket anywhere, and
+	// a unix socket past the gate). The main filter denies it too; this
+	// holds also under --seccomp unconfined.
+	for _, nr := range ioUringSetupOf(auditArch) {
+		a.jeq(nr, "nosys", "")
+	}
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	// sendto with MSG_FASTOPEN (its 4th argument, flags, an int) goes
 	// to the handler even without an address: on a socket whose connect
@@ -186,6 +190,9 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		}
 		for _, nr := range fc.nrs {
 			a.jeq(nr, "deny", "")
+		}
+		for _, nr := range ioUringSetupOf(fc.arch) {
+			a.jeq(nr, "nosys", "")
 		}
 		if o.Filtered {
 			for _, nr := range filteredForeign(fc.arch) {
@@ -282,19 +289,19 @@ type ProgramOptions struct {
 }
 
 // setgroupsOf returns the numbers of setgroups(2) of audit arch arch.
-func setgroupsOf(arch uint32) []uint32 {
-	for _, c := range setgroupsCalls {
-		if c.arch == arch {
-			return c.nrs
-		}
-	}
-	return nil
-}
+func setgroupsOf(arch uint32) []uint32 { return callsOf(setgroupsCalls, arch) }
 
 // filteredForeign returns listen(2) and setsockopt(2) of a foreign ABI
 // (x32 under the native audit arch), refused under ProgramOptions.Filtered.
-func filteredForeign(arch uint32) []uint32 {
-	for _, c := range filteredForeignCalls {
+func filteredForeign(arch uint32) []uint32 { return callsOf(filteredForeignCalls, arch) }
+
+// ioUringSetupOf returns io_uring_setup(2) of an ABI (native and x32 under
+// the native audit arch).
+func ioUringSetupOf(arch uint32) []uint32 { return callsOf(ioUringSetupCalls, arch) }
+
+// callsOf returns the numbers list holds for arch.
+func callsOf(list []archCalls, arch uint32) []uint32 {
+	for _, c := range list {
 		if c.arch == arch {
 			return c.nrs
 		}

@@ -560,9 +560,15 @@ func TestProgram(t *testing.T) {
 			cases = append(cases, progCase{fmt.Sprintf("foreign %#x %d", fc.arch, nr), fc.arch, nr, [6]uint64{}, deny})
 		}
 		cases = append(cases, progCase{fmt.Sprintf("foreign %#x write", fc.arch), fc.arch, 4, [6]uint64{}, allow})
+		for _, nr := range ioUringSetupOf(fc.arch) {
+			cases = append(cases, progCase{fmt.Sprintf("foreign %#x io_uring_setup", fc.arch), fc.arch, nr, [6]uint64{}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))})
+		}
 	}
 	for _, nr := range nativeForeignCalls {
 		cases = append(cases, progCase{fmt.Sprintf("x32 %d", nr), auditArch, nr, [6]uint64{}, deny})
+	}
+	for _, nr := range ioUringSetupOf(auditArch) {
+		cases = append(cases, progCase{fmt.Sprintf("io_uring_setup %#x", nr), auditArch, nr, [6]uint64{}, uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))})
 	}
 	for _, c := range cases {
 		if got := run(c.arch, c.nr, c.args); got != c.want {
