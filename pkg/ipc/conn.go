@@ -262,6 +262,7 @@ func (c *Conn) readMessage() ([]byte, []int, int64, error) {
 		c.budget.give(charge)
 		return nil, nil, 0, err
 	}
+	reset := false
 	for {
 		if c.closed.Load() {
 			return fail(ErrClosed)
@@ -274,6 +275,16 @@ func (c *Conn) readMessage() ([]byte, []int, int64, error) {
 		n, oobn, flags, err := c.recvmsg(unix.MSG_CMSG_CLOEXEC)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if errors.Is(err, unix.ECONNRESET) && !reset {
+				// A peer that hung up with our messages unread
+				// (unix_release_sock) leaves ECONNRESET pending, and the
+				// kernel reports it before the messages that peer sent
+				// last (__skb_try_recv_datagram checks sk_err first), which
+				// say why: a protocol error, a budget refused. Reading it
+				// cleared it; the next read returns them, then EOF.
+				reset = true
 				continue
 			}
 			if errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EBADF) || c.closed.Load() {

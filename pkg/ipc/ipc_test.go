@@ -345,3 +345,28 @@ func TestCloseWhileAWaitFunctionWrites(t *testing.T) {
 		t.Fatalf("the other end: %v", err)
 	}
 }
+
+// TestLastWordsOfAPeerThatHungUpUnread: a peer that closes with messages
+// of ours still unread (as one does that refuses a message over its
+// budget) leaves ECONNRESET pending ahead of what it sent last. The
+// reader gets that message, then the hang-up; the CI run of bb453b9 lost
+// it (TestBudgetBoundsPartialMessages, "no client got a protocol_error").
+func TestLastWordsOfAPeerThatHungUpUnread(t *testing.T) {
+	a, b := pair(t)
+	for _, m := range []string{"unread 1", "unread 2"} {
+		if err := a.WriteMessage([]byte(m), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.WriteMessage([]byte("last words"), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	msg, _, err := a.ReadMessage()
+	if err != nil || string(msg) != "last words" {
+		t.Fatalf("read %q, %v; want the peer's last message", msg, err)
+	}
+	if _, _, err := a.ReadMessage(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("then %v, want ErrClosed", err)
+	}
+}
