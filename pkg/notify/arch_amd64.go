@@ -22,6 +22,13 @@ var setgroupsCalls = []archCalls{
 	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{81 /* setgroups */, 206 /* setgroups32 */}},
 }
 
+// ioctlCalls are ioctl(2) of x32 (its compat entry) and i386, whose
+// device ioctls Program refuses under ProgramOptions.Filtered.
+var ioctlCalls = []archCalls{
+	{arch: auditArch, nrs: []uint32{x32 | 514}},
+	{arch: unix.AUDIT_ARCH_I386, nrs: []uint32{54 /* ioctl */}},
+}
+
 // ioUringSetupCalls are io_uring_setup(2) in each ABI: native, x32 and
 // i386 (Program answers ENOSYS).
 var ioUringSetupCalls = []archCalls{

@@ -17,6 +17,11 @@ var setgroupsCalls = []archCalls{
 	{arch: unix.AUDIT_ARCH_ARM, nrs: []uint32{81 /* setgroups */, 206 /* setgroups32 */}},
 }
 
+// ioctlCalls: ioctl(2) of 32-bit ARM (see arch_amd64.go).
+var ioctlCalls = []archCalls{
+	{arch: unix.AUDIT_ARCH_ARM, nrs: []uint32{54 /* ioctl */}},
+}
+
 // ioUringSetupCalls: io_uring_setup(2) natively and in the 32-bit ARM
 // ABI (see arch_amd64.go).
 var ioUringSetupCalls = []archCalls{

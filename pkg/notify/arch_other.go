@@ -14,6 +14,7 @@ var (
 	socketCalls          []uint32
 	filteredForeignCalls []archCalls
 	ioUringSetupCalls    []archCalls
+	ioctlCalls           []archCalls
 )
 
 var legacyMetaCalls []legacyMetaCall

@@ -20,6 +20,9 @@ const (
 	// Listen is listen(2), notified under ProgramOptions.Filtered and
 	// made like Shutdown.
 	Listen
+	// Ioctl is a device ioctl(2) on a socket, notified under
+	// ProgramOptions.Filtered and answered by the supervisor (ioctl.go).
+	Ioctl
 )
 
 func (s Syscall) String() string {
@@ -36,6 +39,8 @@ func (s Syscall) String() string {
 		return "shutdown"
 	case Listen:
 		return "listen"
+	case Ioctl:
+		return "ioctl"
 	case Chmod:
 		return "chmod"
 	case Utimes:

@@ -141,6 +141,12 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		// (found by review). Refused on every socket: inside, only lo
 		// exists.
 		a.jeq(uint32(unix.SYS_SETSOCKOPT), "setsockopt", "")
+		// A socket's device ioctls answer for its namespace: an
+		// installed socket's for the host's (ioctl.go).
+		a.jeq(uint32(unix.SYS_IOCTL), "ioctl", "")
+		for _, nr := range ioctlOf(auditArch) {
+			a.jeq(nr, "ioctl-foreign", "")
+		}
 	}
 	for _, nr := range socketCalls {
 		a.jeq(nr, "socket", "")
@@ -197,6 +203,9 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		if o.Filtered {
 			for _, nr := range filteredForeign(fc.arch) {
 				a.jeq(nr, "deny", "")
+			}
+			for _, nr := range ioctlOf(fc.arch) {
+				a.jeq(nr, "ioctl-foreign", "")
 			}
 		}
 		a.stmt(ret, unix.SECCOMP_RET_ALLOW)
@@ -262,6 +271,31 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		a.jge(unix.IP_ADD_MEMBERSHIP, "", "allow")
 		a.jge(unix.MCAST_MSFILTER+1, "allow", "eperm")
 	}
+	if o.Filtered {
+		// ioctl(fd, request, arg): request is an unsigned int (the low
+		// word; the kernel ignores the high one). The device ioctls
+		// notify but those that set and the socket's own two (ioctl.go);
+		// most requests (a terminal's, FIONREAD) are past the first
+		// test. A foreign ABI's are refused: the supervisor reads
+		// native structures only.
+		for _, lb := range []struct{ label, to string }{{"ioctl", "notify"}, {"ioctl-foreign", "deny"}} {
+			a.label(lb.label)
+			a.stmt(ld, offArgs+1*8)
+			a.jge(siocFirst, "", "allow")
+			a.jge(siocEnd, "", lb.label+"-dev")
+			a.jge(siocWireless, "", "allow")
+			a.jge(siocWirelessE, "allow", lb.to)
+			a.label(lb.label + "-dev")
+			passed := append([]uint32{siocOutqNSD, siocGSKNS}, siocSets...)
+			for i, k := range passed {
+				next := ""
+				if i == len(passed)-1 {
+					next = lb.to
+				}
+				a.jeq(k, "allow", next)
+			}
+		}
+	}
 	a.label("allow")
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	a.label("eperm")
@@ -294,6 +328,10 @@ func setgroupsOf(arch uint32) []uint32 { return callsOf(setgroupsCalls, arch) }
 // filteredForeign returns listen(2) and setsockopt(2) of a foreign ABI
 // (x32 under the native audit arch), refused under ProgramOptions.Filtered.
 func filteredForeign(arch uint32) []uint32 { return callsOf(filteredForeignCalls, arch) }
+
+// ioctlOf returns ioctl(2) of a foreign ABI (x32 under the native audit
+// arch), whose device ioctls are refused under ProgramOptions.Filtered.
+func ioctlOf(arch uint32) []uint32 { return callsOf(ioctlCalls, arch) }
 
 // ioUringSetupOf returns io_uring_setup(2) of an ABI (native and x32 under
 // the native audit arch).

@@ -905,6 +905,27 @@ func TestProgramFiltered(t *testing.T) {
 		{"TCP_NODELAY", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_TCP, unix.TCP_NODELAY}, allow, allow},
 		{"IPV6_V6ONLY", unix.SYS_SETSOCKOPT, [6]uint64{3, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY}, allow, allow},
 		{"connect", unix.SYS_CONNECT, [6]uint64{}, notif, notif},
+		// Device ioctls (review 38): the reads notify, the sets and
+		// the socket's own two run, as does every other request.
+		{"SIOCGIFCONF", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCGIFCONF}, notif, allow},
+		{"SIOCGIFCONF, high word set", unix.SYS_IOCTL, [6]uint64{3, 1<<32 | unix.SIOCGIFCONF}, notif, allow},
+		{"SIOCGIFNAME", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCGIFNAME}, notif, allow},
+		{"SIOCGIFHWADDR", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCGIFHWADDR}, notif, allow},
+		{"SIOCGARP", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCGARP}, notif, allow},
+		{"SIOCETHTOOL", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCETHTOOL}, notif, allow},
+		{"SIOCDEVPRIVATE+15", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCDEVPRIVATE + 15}, notif, allow},
+		{"SIOCGIWESSID", unix.SYS_IOCTL, [6]uint64{3, 0x8b1b}, notif, allow},
+		{"SIOCSIFFLAGS", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCSIFFLAGS}, allow, allow},
+		{"SIOCSARP", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCSARP}, allow, allow},
+		{"SIOCSHWTSTAMP", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCSHWTSTAMP}, allow, allow},
+		{"SIOCOUTQNSD", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCOUTQNSD}, allow, allow},
+		{"SIOCGSKNS", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCGSKNS}, allow, allow},
+		{"SIOCGSTAMP", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCGSTAMP}, allow, allow},
+		{"SIOCGSTAMP_NEW", unix.SYS_IOCTL, [6]uint64{3, 0x80108906}, allow, allow},
+		{"FIONREAD (SIOCINQ)", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCINQ}, allow, allow},
+		{"TCGETS", unix.SYS_IOCTL, [6]uint64{0, unix.TCGETS}, allow, allow},
+		{"0x8a00, between the ranges", unix.SYS_IOCTL, [6]uint64{3, 0x8a00}, allow, allow},
+		{"0x8c00, past the wireless range", unix.SYS_IOCTL, [6]uint64{3, 0x8c00}, allow, allow},
 	} {
 		if got := runProgram(t, f, auditArch, c.nr, c.args); got != c.want {
 			t.Errorf("filtered %s: %#x, want %#x", c.name, got, c.want)
@@ -917,6 +938,21 @@ func TestProgramFiltered(t *testing.T) {
 		for _, nr := range fc.nrs {
 			if got := runProgram(t, f, fc.arch, nr, [6]uint64{}); got != deny {
 				t.Errorf("filtered foreign %#x %d: %#x, want %#x", fc.arch, nr, got, deny)
+			}
+		}
+	}
+	for _, fc := range ioctlCalls {
+		for _, nr := range fc.nrs {
+			for _, c := range []struct {
+				req  uint64
+				want uint32
+			}{{unix.SIOCGIFCONF, deny}, {unix.SIOCGARP, deny}, {0x8b1b, deny}, {unix.SIOCSIFFLAGS, allow}, {unix.SIOCINQ, allow}} {
+				if got := runProgram(t, f, fc.arch, nr, [6]uint64{3, c.req}); got != c.want {
+					t.Errorf("filtered foreign %#x ioctl %d %#x: %#x, want %#x", fc.arch, nr, c.req, got, c.want)
+				}
+				if got := runProgram(t, plain, fc.arch, nr, [6]uint64{3, c.req}); got != allow {
+					t.Errorf("foreign %#x ioctl %d %#x: %#x, want %#x", fc.arch, nr, c.req, got, allow)
+				}
 			}
 		}
 	}

@@ -576,6 +576,8 @@ func syscallOf(nr int32) Syscall {
 		return Shutdown
 	case unix.SYS_LISTEN:
 		return Listen
+	case unix.SYS_IOCTL:
+		return Ioctl
 	}
 	return 0
 }
@@ -610,6 +612,9 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 	defer s.untrack(c, sock)
 	c.Sock = sock
 	if c.Domain, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil {
+		if c.Syscall == Ioctl {
+			return 0, unix.ENOTTY, false // a device ioctl of a file that is no socket
+		}
 		return 0, errnoOf(err), false // ENOTSOCK, as the call would fail
 	}
 	// Up to here the thread may still hold an earlier call's target ids
@@ -679,6 +684,10 @@ func (s *Server) decide(n *seccompNotif, c *SockCall) (val int64, errno unix.Err
 	case SendMmsg:
 		c.Flags = int(int32(a[3]))
 		return s.sendmmsg(c, a[1], uint32(a[2]), c.Flags)
+	case Ioctl:
+		// Decided here, by the socket's namespace, not by a handler.
+		val, errno := s.ioctl(c, uint32(a[1]), a[2])
+		return val, errno, false
 	case Shutdown, Listen:
 		// Decided by the handler like a call without an address, and
 		// made on the supervisor's copy of the very socket it checked
