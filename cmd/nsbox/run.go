@@ -443,6 +443,11 @@ func runMain(f *runFlags, argv []string) error {
 			}
 		}
 	}
+	if errors.Is(closeErr, sandbox.ErrTeardownIncomplete) {
+		// Fail closed as well: without a PID namespace, processes of
+		// the sandbox may still run and write in the workspace.
+		code, msg = exitNsboxFailed, "cleanup: "+closeErr.Error()
+	}
 	var intr *exitError
 	sig := ctx.Signal()
 	if sig != 0 && errors.Is(err, context.Canceled) {
@@ -468,6 +473,9 @@ func runMain(f *runFlags, argv []string) error {
 	if errors.Is(auditErr, policy.ErrGitAuditIncomplete) {
 		// What the command itself returned; exit_code is nsbox's 125.
 		ev["git_audit"], ev["command_exit_code"] = "incomplete", commandCode
+	}
+	if errors.Is(closeErr, sandbox.ErrTeardownIncomplete) {
+		ev["teardown"], ev["command_exit_code"] = "incomplete", commandCode
 	}
 	status.emit(ev)
 	if closeErr != nil && msg == "" {

@@ -35,6 +35,10 @@ var (
 	// ErrSeccompChanged: the seccomp profile file differs from the one
 	// the policy was resolved with (Policy.SeccompSHA256).
 	ErrSeccompChanged = errors.New("the file changed after the policy was resolved; run again")
+	// ErrTeardownIncomplete is Session.Close's when a session without a
+	// PID namespace (the Landlock backend) may have left processes
+	// running: its worker could not confirm that it killed every one.
+	ErrTeardownIncomplete = errors.New("the session's processes may have outlived it")
 )
 
 // ViolationError is an operation the sandbox refused.

@@ -98,7 +98,7 @@ func LandlockGaps(abi int, network Network) []string {
 		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no TCP rules (ABI 4, Linux 6.7): network none rests on the seccomp socket filter alone", abi))
 	}
 	if abi < 6 {
-		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no scopes (ABI 6, Linux 6.12): commands can signal processes of the same user outside the sandbox, and the threads the worker starts after its setup by their ids (which ends the session early: what a command detached then outlives it unless cgroup limits are on); abstract unix sockets outside stay closed only because socket(AF_UNIX) is refused", abi))
+		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d has no scopes (ABI 6, Linux 6.12): commands can signal processes of the same user outside the sandbox, and the threads the worker starts after its setup by their ids (which ends the session early: what a command detached then outlives it unless cgroup limits are on), and the teardown has no atomic kill: processes that fork faster than it kills them can outlive the session (reported: exit 125); abstract unix sockets outside stay closed only because socket(AF_UNIX) is refused", abi))
 	}
 	if abi < 5 {
 		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d cannot restrict ioctl on device files (ABI 5, Linux 6.10)", abi))
@@ -410,10 +410,19 @@ func (s *Session) startLandlockWorker(workerEnd *os.File) error {
 // a worker killed while it still kills would leave the commands it had
 // not reached yet running with no session (there is no PID namespace to
 // end them with it; review 29's note).
-func (s *Session) closeLandlock() {
+//
+// It returns ErrTeardownIncomplete when the worker did not exit 0 by
+// itself: it could not list or kill every process of the session, or had
+// to be killed while it still tried, so some may still run.
+func (s *Session) closeLandlock() error {
+	var err error
 	select {
 	case <-s.exited:
+		if s.waitErr != nil {
+			err = fmt.Errorf("%w: the Landlock worker ended with %v", ErrTeardownIncomplete, s.waitErr)
+		}
 	case <-time.After(killDescendantsDeadline + 2*time.Second):
+		err = fmt.Errorf("%w: the Landlock worker was still killing them after %v", ErrTeardownIncomplete, killDescendantsDeadline+2*time.Second)
 	}
 	s.kill()
 	<-s.exited
@@ -426,6 +435,7 @@ func (s *Session) closeLandlock() {
 			rmtree.All(s.ll.tmpDir)
 		}
 	}
+	return err
 }
 
 // landlockApplied is the outcome of landlock_init.c's constructor: nil when

@@ -240,14 +240,26 @@ func killDescendants(scoped bool, known []int) error {
 }
 
 // killDescendantsOf is killDescendants with the listing of children given.
+//
+// With the signal scope every pass starts with one kill(-1) from the
+// worker's domain, which ends the whole session at once: the kernel sends
+// it to every process under tasklist_lock, the lock a fork takes to add
+// its child, and a fork whose parent has a signal pending fails
+// (kill_something_info, copy_process). Killing children one generation a
+// pass did not end a chain of processes that each fork their successor
+// into a group of their own and exit: it outran the passes for the whole
+// deadline and outlived the session, its pool and the server (review 37,
+// TestReview37LandlockPerCallForkChainOutlivesCall). Without the scope
+// (before Linux 6.12) kill(-1) would reach every process of the uid, so
+// the passes are all there is; the status lists it.
 func killDescendantsOf(children func() ([]int, error), scoped bool, known []int) error {
 	deadline := time.Now().Add(killDescendantsDeadline)
 	for time.Now().Before(deadline) {
+		if scoped {
+			killScoped()
+		}
 		kids, err := children()
 		if err != nil {
-			if scoped {
-				killScoped()
-			}
 			for _, pid := range known {
 				unix.Kill(-pid, unix.SIGKILL)
 				unix.Kill(pid, unix.SIGKILL)

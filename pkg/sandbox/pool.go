@@ -120,6 +120,8 @@ func (e *PoolFailure) Error() string {
 		return "the pool could not resolve its policy again: " + e.Err.Error()
 	case "lost":
 		return "an idle sandbox of the pool ended before use: " + e.Err.Error()
+	case "teardown":
+		return "a sandbox the pool discarded after a call did not end cleanly: " + e.Err.Error()
 	}
 	return "sandbox pool: " + e.Err.Error()
 }
@@ -617,7 +619,7 @@ func (pl *Pool) discard(s *Session) {
 	if pl.closed {
 		// Close is ending it too and waits for this.
 		pl.mu.Unlock()
-		s.Close()
+		pl.end(s)
 		pl.ended()
 		pl.closing.Done()
 		return
@@ -627,15 +629,28 @@ func (pl *Pool) discard(s *Session) {
 	if pl.onEnded != nil {
 		// The call's result waits for its sandbox's end and the
 		// caller's audit of it (WithPoolEnded).
-		s.Close()
+		pl.end(s)
 		pl.ended()
 		pl.closing.Done()
 		return
 	}
 	go func() {
 		defer pl.closing.Done()
-		s.Close()
+		pl.end(s)
 	}()
+}
+
+// end closes a sandbox a call used and reports a teardown that may have
+// left its processes running (ErrTeardownIncomplete, the Landlock
+// backend): never silently, since they could reach what later calls see.
+func (pl *Pool) end(s *Session) {
+	if err := s.Close(); errors.Is(err, ErrTeardownIncomplete) {
+		f := &PoolFailure{Op: "teardown", Err: err}
+		pl.mu.Lock()
+		pl.stats.LastError = f
+		pl.mu.Unlock()
+		pl.report(f)
+	}
 }
 
 // ended tells WithPoolEnded's function of a lent sandbox ended.

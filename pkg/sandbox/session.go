@@ -659,9 +659,10 @@ func (s *Session) Close() error {
 		if s.peer != nil {
 			s.peer.Close()
 		}
+		var llErr error
 		if s.ll != nil {
 			// The worker kills what it started once its channel closes.
-			s.closeLandlock()
+			llErr = s.closeLandlock()
 		}
 		// The limits' groups are removed beside the worker's exit (a Go
 		// process's teardown, the PID namespace's), not after it:
@@ -691,6 +692,9 @@ func (s *Session) Close() error {
 			s.closeErr = <-limitsDone
 		} else if s.limits != nil {
 			s.closeErr = s.limits.destroy()
+		}
+		if llErr != nil {
+			s.closeErr = errors.Join(llErr, s.closeErr)
 		}
 	})
 	return s.closeErr
