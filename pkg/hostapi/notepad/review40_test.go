@@ -1,0 +1,67 @@
+package notepad
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReview40PatchSearchIsBounded (review 40, MEDIUM: host CPU, and every
+// notepad call of the host stalled).
+//
+// Finding: a unified-diff hunk that does not match at the line its header
+// names is looked for at every later line of the document (nearest), and
+// each place is compared line by line (matchAt): the work is the
+// document's lines times the hunk's old lines, with no bound and no look
+// at the context. A document may have a million lines (2 MiB of "a\n") and a
+// hunk half as many, so one notepad.patch costs 2.7e11 line comparisons:
+// 10 s for a document of 80,000 lines (160 KB, a diff of 120 KB that
+// even `nsbox call` passes in argv), about 25 minutes of one host core at
+// the largest document. Patch runs all of it inside Store.Update: the
+// process's write lock on notepad.db (a sync.RWMutex with no timeout:
+// every other session's notepad call in that nsbox process waits), the
+// exclusive flock on notepad.db.lock (other nsbox processes and the CLI
+// fail with "locked by another process" after 10 s), and bbolt's own
+// lock; the handler ignores its context, so neither cancelling the call
+// nor ending the session stops it (Session.Close waits for the handler).
+//
+// Attack: `nsbox mcp` allows every notepad method and gives each
+// run_command command the hostCall socket; a command writes a tab of
+// a million lines "a" (notepad.write, 2 MiB), then sends notepad.patch with
+// "@@ -1,521558 +1,521557 @@", 521,557 lines " a" and "-b" (1.5 MiB; a
+// hostCall message may be 4 MiB), as many times as it likes: each call
+// is refused only after the full search.
+//
+// The test runs that patch (the document as large as the store allows)
+// and expects the refusal within a generous minute; the code above needs
+// about 25. Fixed when the search is bounded (for example by hashing the
+// lines, or by refusing a hunk the search would cost too much for).
+func TestReview40PatchSearchIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 2 MiB document")
+	}
+	n := open(t, t.TempDir())
+	// "a\n" is 2 bytes, 3 as JSON text: the most lines a document holds.
+	lines := (MaxDocumentJSONBytes - 2) / 3
+	if _, _, err := n.Write(ctx, "doc", nil, strings.Repeat("a\n", lines)); err != nil {
+		t.Fatal(err)
+	}
+	k := lines / 2
+	diff := fmt.Sprintf("@@ -1,%d +1,%d @@\n", k+1, k) + strings.Repeat(" a\n", k) + "-b\n"
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := n.Patch(ctx, "doc", diff, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a hunk whose line to remove is in no line of the document applied")
+		}
+		t.Logf("refused after %v: %.120v", time.Since(start), err)
+	case <-time.After(time.Minute):
+		t.Fatalf("notepad.patch with a document of %d lines and a hunk of %d (a %d byte diff) still searching after a minute, holding the notepad's write locks", lines, k+1, len(diff))
+	}
+}
