@@ -2,6 +2,7 @@ package notepad
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,79 @@ func TestReview40PatchSearchIsBounded(t *testing.T) {
 		t.Logf("refused after %v: %.120v", time.Since(start), err)
 	case <-time.After(time.Minute):
 		t.Fatalf("notepad.patch with a document of %d lines and a hunk of %d (a %d byte diff) still searching after a minute, holding the notepad's write locks", lines, k+1, len(diff))
+	}
+}
+
+// TestReview40ListHoldsNoDocuments (review 40, MEDIUM: host memory outside
+// every limit).
+//
+// Finding: notepad.list returns each tab's metadata (id, title, size,
+// lines, times), yet Notepad.List loads every tab whole: tx.ForEach copies
+// each stored record and json.Unmarshal decodes its content, and tabs()
+// keeps all of them until the view ends. With the store at its bounds
+// (100 tabs of 2 MiB) one call holds more than 200 MiB and allocates about
+// 600 MiB (measured 603 MiB, 4.9 s of CPU), for a reply of a few KiB.
+// Reads share the store's lock (RLock), so calls run side by side, and
+// nothing charges a handler's own memory to the session's ipc.Budget: 64
+// calls in flight on one connection (more on others, up to the budget's
+// 256 goroutines) make the supervisor hold 64 × 200 MiB.
+//
+// Attack: under `nsbox mcp` (every notepad method allowed, every
+// run_command command holding the hostCall socket) a program writes 100
+// tabs of 2 MiB (notepad.write, 17 s here; they stay for later sessions
+// too), then keeps 64 notepad.list calls in flight: the MCP server, which
+// the sandbox's memory limit does not count, grows by gigabytes until the
+// host's OOM killer ends it or something else.
+//
+// The test fills the store, runs 4 lists at once and samples the heap:
+// it must not grow by 512 MiB, twice what one list holds now. Fixed when
+// list (and metadata) read what they return without the documents, or
+// hold one at a time.
+func TestReview40ListHoldsNoDocuments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a store of 200 MiB")
+	}
+	n := open(t, t.TempDir())
+	doc := strings.Repeat("a", MaxDocumentBytes)
+	for i := 0; i < MaxTabs; i++ {
+		if _, _, err := n.Write(ctx, fmt.Sprintf("t%d", i), nil, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc = ""
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+
+	const calls = 4
+	done := make(chan error, calls)
+	for i := 0; i < calls; i++ {
+		go func() {
+			_, _, err := n.List(ctx)
+			done <- err
+		}()
+	}
+	var peak uint64
+	deadline := time.After(5 * time.Minute) // a hang guard only
+	for left := calls; left > 0; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			left--
+		case <-time.After(5 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the lists did not return within 5 minutes")
+		}
+		runtime.ReadMemStats(&ms)
+		if ms.HeapAlloc > base {
+			peak = max(peak, ms.HeapAlloc-base)
+		}
+	}
+	t.Logf("%d notepad.list calls at once over %d tabs of %d bytes: the heap grew by up to %d MiB", calls, MaxTabs, MaxDocumentBytes, peak>>20)
+	if peak > 512<<20 {
+		t.Fatalf("%d notepad.list calls made the host hold %d MiB, for replies of metadata only", calls, peak>>20)
 	}
 }
