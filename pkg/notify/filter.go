@@ -141,8 +141,11 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		// (found by review). Refused on every socket: inside, only lo
 		// exists.
 		a.jeq(uint32(unix.SYS_SETSOCKOPT), "setsockopt", "")
-		// A socket's device ioctls answer for its namespace: an
-		// installed socket's for the host's (ioctl.go).
+	}
+	if o.deviceIoctls() {
+		// A socket's device ioctls answer for its namespace: the
+		// hostCall socket's and an installed socket's for the host's
+		// (ioctl.go).
 		a.jeq(uint32(unix.SYS_IOCTL), "ioctl", "")
 		for _, nr := range ioctlOf(auditArch) {
 			a.jeq(nr, "ioctl-foreign", "")
@@ -204,6 +207,8 @@ func Program(o ProgramOptions) []unix.SockFilter {
 			for _, nr := range filteredForeign(fc.arch) {
 				a.jeq(nr, "deny", "")
 			}
+		}
+		if o.deviceIoctls() {
 			for _, nr := range ioctlOf(fc.arch) {
 				a.jeq(nr, "ioctl-foreign", "")
 			}
@@ -260,18 +265,25 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		// kernel refuses only IPV6_ADD_MEMBERSHIP on TCP, not
 		// MCAST_JOIN_GROUP (ipv6(7), RFC 3678). Names 42-48 are MCAST_*.
 		a.refuse(unix.IPV6_ADD_MEMBERSHIP, unix.IPV6_DROP_MEMBERSHIP, unix.IPV6_JOIN_ANYCAST, unix.IPV6_LEAVE_ANYCAST)
+		// IPV6_UNICAST_IF and IP_UNICAST_IF name an interface by index,
+		// looked up in the socket's namespace with no privilege asked:
+		// on an installed socket, an oracle of the host's interface
+		// indices, as SO_BINDTOIFINDEX was (review 39,
+		// TestReview39InstalledSocketUnicastIfIndexOracle).
+		a.refuse(unix.IPV6_UNICAST_IF)
 		a.jge(unix.MCAST_JOIN_GROUP, "", "allow")
 		a.jge(unix.MCAST_MSFILTER+1, "allow", "eperm")
 		a.label("sockopt-ip")
 		a.stmt(ld, offArgs+2*8)
 		a.jeq(unix.IP_OPTIONS, "eperm", "")
+		a.jeq(unix.IP_UNICAST_IF, "eperm", "")
 		// The same joins at IPPROTO_IP (ip(7), RFC 3678), names 35-48:
 		// IP_ADD_MEMBERSHIP to IP_MSFILTER and MCAST_JOIN_GROUP to
 		// MCAST_MSFILTER. The IGMPv3 reports go out on the host's link.
 		a.jge(unix.IP_ADD_MEMBERSHIP, "", "allow")
 		a.jge(unix.MCAST_MSFILTER+1, "allow", "eperm")
 	}
-	if o.Filtered {
+	if o.deviceIoctls() {
 		// ioctl(fd, request, arg): request is an unsigned int (the low
 		// word; the kernel ignores the high one). The device ioctls
 		// notify but those that set and the socket's own two (ioctl.go);
@@ -320,7 +332,15 @@ type ProgramOptions struct {
 	// fail with EPERM; in the foreign ABIs
 	// both calls fail with EACCES.
 	Filtered bool
+	// OwnNetwork: the sandbox has a network namespace of its own, and
+	// sockets of the host's reach it all the same (the hostCall socket
+	// at fd 3 of every command; with Filtered, the installed ones): a
+	// socket's device ioctls, which answer for its namespace, then
+	// notify (ioctl.go). Implied by Filtered.
+	OwnNetwork bool
 }
+
+func (o ProgramOptions) deviceIoctls() bool { return o.Filtered || o.OwnNetwork }
 
 // setgroupsOf returns the numbers of setgroups(2) of audit arch arch.
 func setgroupsOf(arch uint32) []uint32 { return callsOf(setgroupsCalls, arch) }

@@ -8,21 +8,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Socket ioctls under the filtered network. A socket the filtered network
-// installs belongs to the host's network namespace, and the interface
-// ioctls a socket answers are its namespace's (sock_ioctl, dev_ioctl and
-// arp_ioctl on sock_net(sk)): on one, SIOCGIFCONF listed every host
-// interface with its address and SIOCGARP read the host's neighbour table,
-// no privilege asked (review 38). The sandbox's own namespace holds lo
-// alone. Program sends the socket layer's device ioctls (type 0x89, and
-// the wireless extensions' 0x8B) to the supervisor, except those that set
+// Socket ioctls in a network namespace of the sandbox's own. A socket
+// answers the device ioctls for the namespace it was made in (sock_ioctl,
+// dev_ioctl and arp_ioctl on sock_net(sk)), whatever its family, and two
+// kinds of socket of the host's namespace reach a sandbox that has its
+// own: the hostCall socket the supervisor places at fd 3 of every command
+// (review 39: under --net none, the default), and with a filtered network
+// the sockets it installs (review 38). On either, SIOCGIFCONF listed every
+// host interface with its address and SIOCGARP read the host's neighbour
+// table, no privilege asked, where the sandbox's namespace holds lo alone.
+// Program sends the socket layer's device ioctls (type 0x89, and the
+// wireless extensions' 0x8B) to the supervisor, except those that set
 // (the kernel asks CAP_NET_ADMIN over the socket's namespace for each,
 // which no sandbox holds over the host's) and the two that concern the
 // socket itself; the supervisor refuses them on a socket of the host's
 // namespace, and makes the ones that only read on its copy of any other
-// socket, which answers for the sandbox's namespace, copying the
-// argument in and the answer out. Never CONTINUE: another thread could put
-// an installed socket at the fd number between the check and the call.
+// socket, which answers for the sandbox's namespace, copying the argument
+// in and the answer out. Never CONTINUE: another thread could put a
+// socket of the host's at the fd number between the check and the call.
 
 const (
 	siocFirst     = 0x8910 // SIOCGIFNAME: the first device ioctl

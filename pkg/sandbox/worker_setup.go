@@ -124,8 +124,10 @@ func (w *worker) installNotify() error {
 		return nil
 	}
 	// With a filtered network, the sockets it installs from the host's
-	// network namespace must not listen or be steered (ProgramOptions).
-	fd, err := notify.Install(notify.ProgramOptions{Filtered: w.setup.Resolver})
+	// network namespace must not listen or be steered; in a network
+	// namespace of the sandbox's own, no socket of the host's (the
+	// hostCall socket) may describe the host's network (ProgramOptions).
+	fd, err := notify.Install(notify.ProgramOptions{Filtered: w.setup.Resolver, OwnNetwork: w.setup.NewNet})
 	if err != nil {
 		return err
 	}
