@@ -248,6 +248,11 @@ func toolsCall(f *toolsCallFlags, name string, raw json.RawMessage) error {
 	defer s.Close()
 	printWarnings(msgs, s.res, false)
 	res, err := s.CallTool(ctx, name, raw, f.timeout)
+	if cerr := s.Close(); errors.Is(cerr, sandbox.ErrTeardownIncomplete) {
+		// Fail closed, as nsbox run does: without a PID namespace,
+		// processes of the tool's sandbox may still run.
+		return &exitError{code: exitNsboxFailed, msg: "tools call: cleanup: " + cerr.Error()}
+	}
 	var rl *sandbox.ResourceLimitError
 	if errors.As(err, &rl) && len(res) > 0 {
 		// The result carries the limit as its reason: printed like any

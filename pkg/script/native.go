@@ -54,7 +54,7 @@ func (n *Native) Available() bool {
 }
 
 // Execute runs cfg in a fresh sandbox.
-func (n *Native) Execute(ctx context.Context, cfg ExecConfig) (string, string, error) {
+func (n *Native) Execute(ctx context.Context, cfg ExecConfig) (stdout, stderr string, err error) {
 	lang, err := cfg.validate()
 	if err != nil {
 		return "", "", err
@@ -82,7 +82,14 @@ func (n *Native) Execute(ctx context.Context, cfg ExecConfig) (string, string, e
 	if err != nil {
 		return "", "", err
 	}
-	defer s.Close()
+	defer func() {
+		// Without a PID namespace (the Landlock backend) a teardown that
+		// could not confirm the script's processes gone is an error:
+		// they may still write in the work directory.
+		if cerr := s.Close(); errors.Is(cerr, sandbox.ErrTeardownIncomplete) && err == nil {
+			err = cerr
+		}
+	}()
 	if n.Started != nil {
 		n.Started()
 	}
