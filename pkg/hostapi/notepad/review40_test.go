@@ -2,6 +2,7 @@ package notepad
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
@@ -138,5 +139,36 @@ func TestReview40ListHoldsNoDocuments(t *testing.T) {
 	t.Logf("%d notepad.list calls at once over %d tabs of %d bytes: the heap grew by up to %d MiB", calls, MaxTabs, MaxDocumentBytes, peak>>20)
 	if peak > 512<<20 {
 		t.Fatalf("%d notepad.list calls made the host hold %d MiB, for replies of metadata only", calls, peak>>20)
+	}
+}
+
+// TestNearestAgreesWithTheScan: the hashed search finds what comparing
+// old at every line finds (the nearest match, the first of two as close),
+// over small documents of few distinct lines, where matches are many.
+func TestNearestAgreesWithTheScan(t *testing.T) {
+	scan := func(doc, old []string, want, from int) int {
+		best := -1
+		for at := from; at+len(old) <= len(doc); at++ {
+			if matchAt(doc, old, at) && (best < 0 || absInt(at-want) < absInt(best-want)) {
+				best = at
+			}
+		}
+		return best
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	words := []string{"a", "b", ""}
+	pick := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = words[r.IntN(len(words))]
+		}
+		return out
+	}
+	for i := 0; i < 20000; i++ {
+		doc, old := pick(r.IntN(12)), pick(1+r.IntN(4))
+		want, from := r.IntN(14)-1, r.IntN(12)
+		if got, exp := nearest(doc, old, want, from), scan(doc, old, want, from); got != exp {
+			t.Fatalf("nearest(%q, %q, %d, %d) = %d, the scan finds %d", doc, old, want, from, got, exp)
+		}
 	}
 }
