@@ -313,14 +313,19 @@ func TestReview38IoUringI386PastUnixGate(t *testing.T) {
 // "installed errno=N" once refused); then asks SIOCGARP, on the installed socket, for the
 // host's neighbour table entry of each address in argv[2:] on each listed
 // interface ("arp ADDR MAC" when one answers).
-const ifconfPy = `
-import array, fcntl, socket, struct, sys
+// ifconfPyLib is the Python both ioctl probes share: ifconf(s) lists
+// (name, IPv4 address) of each interface SIOCGIFCONF gives on socket s.
+const ifconfPyLib = `
+import array, fcntl, os, socket, stat, struct, sys
 SIOCGIFCONF, SIOCGARP = 0x8912, 0x8954
 def ifconf(s):
     buf = array.array("B", b"\0" * 8192)
     n = struct.unpack("iL", fcntl.ioctl(s, SIOCGIFCONF, struct.pack("iL", len(buf), buf.buffer_info()[0])))[0]
     b = buf.tobytes()[:n]
     return [(b[i:i+16].split(b"\0")[0].decode(), socket.inet_ntoa(b[i+20:i+24])) for i in range(0, n, 40)]
+`
+
+const ifconfPy = ifconfPyLib + `
 print("own", ",".join(n for n, _ in ifconf(socket.socket())), flush=True)
 SIOCGIFINDEX = 0x8933
 r = fcntl.ioctl(socket.socket(), SIOCGIFINDEX, struct.pack("16si20x", b"lo", 0))

@@ -42,14 +42,7 @@ func hostIPv4Interface() (name string, index int, addr string) {
 // every command when a host API is allowed ("fd3 NAME=ADDR,..." or
 // "fd3 errno=N"); then SIOCGARP on fd 3 for each address in argv[1:] on
 // each interface fd 3 listed ("arp ADDR MAC" when one answers).
-const hostCallIfconfPy = `
-import array, fcntl, os, socket, stat, struct, sys
-SIOCGIFCONF, SIOCGARP = 0x8912, 0x8954
-def ifconf(s):
-    buf = array.array("B", b"\0" * 8192)
-    n = struct.unpack("iL", fcntl.ioctl(s, SIOCGIFCONF, struct.pack("iL", len(buf), buf.buffer_info()[0])))[0]
-    b = buf.tobytes()[:n]
-    return [(b[i:i+16].split(b"\0")[0].decode(), socket.inet_ntoa(b[i+20:i+24])) for i in range(0, n, 40)]
+const hostCallIfconfPy = ifconfPyLib + `
 print("own", ",".join(n + "=" + a for n, a in ifconf(socket.socket())), flush=True)
 print("fd3sock", stat.S_ISSOCK(os.fstat(3).st_mode), flush=True)
 try:
