@@ -9,17 +9,19 @@ package notepad
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/nsbox/nsbox/pkg/ipc"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/nsbox/nsbox/pkg/hostapi/store"
+	"github.com/nsbox/nsbox/pkg/ipc"
 )
 
 // API is the host API name.
@@ -167,7 +169,8 @@ func (n *Notepad) List(ctx context.Context) ([]Meta, string, error) {
 	err := n.st.View(ctx, func(tx *store.Tx) error {
 		sel = string(tx.Get(metaBucket, selectedKey))
 		var order []uint64
-		err := tx.ForEach(tabsBucket, func(id string, data []byte) error {
+		// The records as stored: decoded at once, none of it kept.
+		err := tx.ForEachView(tabsBucket, func(id string, data []byte) error {
 			var t tabRecord
 			if err := json.Unmarshal(data, &t); err != nil {
 				return &store.CorruptError{Path: n.st.Path(), Reason: fmt.Sprintf("tab %q is not valid JSON (%v)", id, err)}
@@ -214,15 +217,88 @@ type tabRecord struct {
 // counts them.
 type contentSize struct{ size, lines int }
 
+// UnmarshalJSON measures the JSON string b as encoding/json would decode
+// it, without decoding it: the record is valid JSON by then (Unmarshal
+// checks it whole first), so b is a string literal or null.
 func (c *contentSize) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
+	if string(b) == "null" {
+		return nil
 	}
-	t := Tab{Content: s}
-	m := t.meta("")
-	c.size, c.lines = m.Size, m.Lines
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return errors.New("content is not a string")
+	}
+	size, newlines, last := 0, 0, byte(0)
+	for i := 1; i < len(b)-1; {
+		ch := b[i]
+		switch {
+		case ch == '\\':
+			e := b[i+1]
+			i += 2
+			if e != 'u' {
+				size++
+				last = e // n for a newline; any other escape is one byte
+				if e == 'n' {
+					newlines++
+				}
+				continue
+			}
+			r := hexRune(b[i : i+4])
+			i += 4
+			if utf16.IsSurrogate(r) {
+				if i+6 <= len(b)-1 && b[i] == '\\' && b[i+1] == 'u' {
+					if r2 := utf16.DecodeRune(r, hexRune(b[i+2:i+6])); r2 != unicode.ReplacementChar {
+						r = r2
+						i += 6
+					} else {
+						r = unicode.ReplacementChar
+					}
+				} else {
+					r = unicode.ReplacementChar
+				}
+			}
+			size += utf8.RuneLen(r)
+			last = 'x'
+			if r == '\n' {
+				newlines++
+				last = 'n'
+			}
+		case ch < utf8.RuneSelf:
+			size++
+			i++
+			last = 'x'
+		default:
+			r, n := utf8.DecodeRune(b[i : len(b)-1])
+			if r == utf8.RuneError && n == 1 {
+				size += utf8.RuneLen(unicode.ReplacementChar) // as encoding/json replaces it
+			} else {
+				size += n
+			}
+			i += n
+			last = 'x'
+		}
+	}
+	c.size, c.lines = size, newlines
+	if size > 0 && last != 'n' {
+		c.lines++ // a last line without its newline, as Tab.meta counts it
+	}
 	return nil
+}
+
+// hexRune reads the four hex digits of a \u escape.
+func hexRune(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
 }
 
 // Metadata returns one tab's metadata ("" means the selected tab).

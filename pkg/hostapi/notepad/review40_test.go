@@ -1,7 +1,9 @@
 package notepad
 
 import (
+	"encoding/json"
 	"fmt"
+	"github.com/nsbox/nsbox/pkg/hostapi/store"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -89,59 +91,47 @@ func TestReview40PatchSearchIsBounded(t *testing.T) {
 // the sandbox's memory limit does not count, grows by gigabytes until the
 // host's OOM killer ends it or something else.
 //
-// The test fills a quarter of a store, runs 4 lists at once and samples
-// the heap: it must not grow by 64 MiB (4 × 25 × 2 MiB before the fix).
-// Fixed when list (and metadata) read what they return without the
-// documents, or hold one at a time.
+// The test fills a quarter of a store and compares what one list
+// allocates with what an empty read of the same store allocates (opening
+// it checks the file's structure, a cost of its own): decoding every
+// document, list allocated 4 MiB a tab more (a copy and the decoded
+// text), where the metadata it returns costs a few hundred bytes a tab.
+// Allocations, not a sampled heap, so that the answer does not depend on
+// when the collector ran.
 func TestReview40ListHoldsNoDocuments(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a store of 200 MiB")
+		t.Skip("a store of 50 MiB")
 	}
 	n := open(t, t.TempDir())
 	doc := strings.Repeat("a", MaxDocumentBytes)
-	// A quarter of the tabs a store may hold keeps the test short: the
-	// lists held 4 × 25 × 2 MiB before the fix, one document each after.
-	const tabs = MaxTabs / 4
+	const tabs = MaxTabs / 4 // a quarter of a full store: short enough
 	for i := 0; i < tabs; i++ {
 		if _, _, err := n.Write(ctx, fmt.Sprintf("t%d", i), nil, doc); err != nil {
 			t.Fatal(err)
 		}
 	}
 	doc = ""
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapAlloc
-
-	const calls = 4
-	done := make(chan error, calls)
-	for i := 0; i < calls; i++ {
-		go func() {
-			_, _, err := n.List(ctx)
-			done <- err
-		}()
-	}
-	var peak uint64
-	deadline := time.After(5 * time.Minute) // a hang guard only
-	for left := calls; left > 0; {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			left--
-		case <-time.After(5 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("the lists did not return within 5 minutes")
+	allocs := func(f func() error) uint64 {
+		runtime.GC()
+		var a, b runtime.MemStats
+		runtime.ReadMemStats(&a)
+		if err := f(); err != nil {
+			t.Fatal(err)
 		}
-		runtime.ReadMemStats(&ms)
-		if ms.HeapAlloc > base {
-			peak = max(peak, ms.HeapAlloc-base)
-		}
+		runtime.ReadMemStats(&b)
+		return b.TotalAlloc - a.TotalAlloc
 	}
-	t.Logf("%d notepad.list calls at once over %d tabs of %d bytes: the heap grew by up to %d MiB", calls, tabs, MaxDocumentBytes, peak>>20)
-	if peak > 64<<20 {
-		t.Fatalf("%d notepad.list calls made the host hold %d MiB, for replies of metadata only", calls, peak>>20)
+	read := allocs(func() error { return n.st.View(ctx, func(*store.Tx) error { return nil }) })
+	list := allocs(func() error {
+		metas, _, err := n.List(ctx)
+		if err == nil && len(metas) != tabs {
+			t.Errorf("%d tabs listed, want %d", len(metas), tabs)
+		}
+		return err
+	})
+	t.Logf("over %d tabs of %d bytes: an empty read allocates %d KiB, a list %d KiB", tabs, MaxDocumentBytes, read>>10, list>>10)
+	if list > read+4<<20 {
+		t.Fatalf("notepad.list allocated %d MiB more than an empty read of the store, for replies of metadata only", (list-read)>>20)
 	}
 }
 
@@ -174,4 +164,38 @@ func TestNearestAgreesWithTheScan(t *testing.T) {
 			t.Fatalf("nearest(%q, %q, %d, %d) = %d, the scan finds %d", doc, old, want, from, got, exp)
 		}
 	}
+}
+
+// TestContentSizeAgreesWithDecoding: list's measure of a stored document
+// (contentSize, which does not decode it) gives the size and line count
+// Tab.meta gives for the decoded text, for text as json.Marshal writes it
+// and for escapes it never writes (surrogates, paired or not, invalid
+// UTF-8, \u000a).
+func TestContentSizeAgreesWithDecoding(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	atoms := []string{"a", "\n", "é", "😀", "\xff", "\xe2\x82", `\n`, `\u000a`, `\ud83d\ude00`, `\ud83d`, `\ude00`, `\ud83dx`, `\u00e9`, `\"`, `\\`, `\/`, `\t`, "<&>"}
+	for i := 0; i < 20000; i++ {
+		var lit strings.Builder
+		for n := r.IntN(8); n > 0; n-- {
+			lit.WriteString(atoms[r.IntN(len(atoms))])
+		}
+		raw := lit.String()
+		for _, in := range []string{`"` + strings.ReplaceAll(raw, "\n", `\n`) + `"`, mustJSON(raw)} {
+			var s string
+			if err := json.Unmarshal([]byte(in), &s); err != nil {
+				continue // not a JSON string: never stored
+			}
+			tab := Tab{Content: s}
+			want := tab.meta("")
+			var c contentSize
+			if err := c.UnmarshalJSON([]byte(in)); err != nil || c.size != want.Size || c.lines != want.Lines {
+				t.Fatalf("%s: measured %d bytes, %d lines (%v); decoded %d, %d", in, c.size, c.lines, err, want.Size, want.Lines)
+			}
+		}
+	}
+}
+
+func mustJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

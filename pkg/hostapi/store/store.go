@@ -443,6 +443,24 @@ func (t *Tx) Delete(bucket, key string) (bool, error) {
 	return true, b.Delete([]byte(key))
 }
 
+// ForEachView calls fn for each key in order with its value as stored:
+// valid only during fn, which must not keep it nor write in it. It reads
+// the mapped file on the transaction's goroutine, under run's fault
+// guard, and copies nothing: a list of a notepad's tabs copied 2 MiB a
+// tab to read their metadata (review 40).
+func (t *Tx) ForEachView(bucket string, fn func(key string, val []byte) error) error {
+	b := t.bucket(bucket)
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil { // a nested bucket: the host APIs make none
+			return nil
+		}
+		return fn(string(k), v)
+	})
+}
+
 // ForEach calls fn for each key in order, with a copy of its value.
 func (t *Tx) ForEach(bucket string, fn func(key string, val []byte) error) error {
 	b := t.bucket(bucket)
