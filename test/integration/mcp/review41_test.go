@@ -245,3 +245,72 @@ func TestReview41HTTPManifestPlaceholderTokenServed(t *testing.T) {
 		t.Errorf("nsbox mcp --http serves with the token contrib/kubernetes/secret.yaml ships (%q): a client sending it opened an MCP session", placeholder)
 	})
 }
+
+// TestReview41HTTPAuditFileReadsOtherSessionsMemories
+//
+// Finding (MEDIUM): over HTTP each MCP session has memory and notepad
+// stores of its own because "a command of one must not plant or read
+// another's memories" (docs/agents.md, TestReviewHostHTTPSessionsShareMemory).
+// But with --audit, one file takes the lines of every session, tool calls
+// and hostCalls with their arguments (memory_save's text, notepad
+// documents, write_file's content, commands: only values under
+// secret-looking keys are redacted), and that file is only protected
+// (read-only) inside the sandboxes, not hidden (mcpMain: f.protect, no
+// f.hide for auditPath). Any command of any session reads the others'.
+//
+// Attack: two agents (two MCP sessions, e.g. two users' agents on one
+// sandbox host, the "many agents on one sandbox host" of docs/agents.md)
+// share a server started with --audit ~/.local/state/nsbox-mcp.jsonl (the
+// path docs/agents.md suggests; the home is readable inside). Session A's
+// model saves a memory or a notepad document; a command of session B (a
+// prompt injection, an install script) runs `cat` on the audit file and
+// reads A's memory text and A's commands and file contents: the
+// separation of the stores is undone by the audit log.
+//
+// Fixed when a command of session B cannot read session A's memory text
+// through the audit file (e.g. the audit file is hidden inside, as the
+// data directory and the token file are).
+//
+// As root the run passes by accident: the audit file is root's 0600 and a
+// sandbox of root's is not root on the host. A server run by a user (the
+// rootless run, and uid 65532 in contrib/kubernetes) fails.
+func TestReview41HTTPAuditFileReadsOtherSessionsMemories(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		h := newHome(t, u)
+		state := review41Dir(t, u)
+		audit := filepath.Join(state, "nsbox-mcp.jsonl")
+		s := startHTTPServer(t, h, "--audit", audit, "--idle-timeout", "1h")
+		a, err := connectHTTP(t, s.url, s.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		b, err := connectHTTP(t, s.url, s.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		const secret = "session-a-private-memory-rv41-7c1e"
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		res, err := a.CallTool(ctx, &mcp.CallToolParams{Name: "memory_save", Arguments: map[string]any{"key": "rv41", "text": secret}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError {
+			t.Fatalf("session A's memory_save: %s", text(res))
+		}
+		// B's own store does not have it (the per-session stores hold).
+		res, err = b.CallTool(ctx, &mcp.CallToolParams{Name: "memory_recall", Arguments: map[string]any{"key": "rv41"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(text(res), secret) {
+			t.Fatalf("session B recalls session A's memory from its own store (TestReviewHostHTTPSessionsShareMemory):\n%s", text(res))
+		}
+		out := review41Call(t, b, "cat "+audit+" 2>&1; echo END")
+		if strings.Contains(out, secret) {
+			t.Errorf("a command of session B reads session A's memory text in the audit file %s:\n%s", audit, out)
+		}
+	})
+}
