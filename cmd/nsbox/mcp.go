@@ -79,7 +79,8 @@ request. Every request must carry a bearer token (others get 401):
 the run in a new 0600 file in $XDG_DATA_HOME/nsbox/mcp-http, prints that
 file's path on stderr and removes it at exit. An address other than
 loopback is refused without --token-file. The token file is hidden inside
-the sandboxes. Each HTTP session has memory and notepad stores of its own,
+the sandboxes (in a Kubernetes Secret's volume, the whole volume), and so
+is the --audit file. Each HTTP session has memory and notepad stores of its own,
 removed with it.
 
 Logs go to stderr; stdout carries only MCP messages.`,
@@ -167,7 +168,14 @@ func mcpMain(f *mcpFlags) error {
 		if auditPath, err = host.ExpandPath(f.audit); err != nil {
 			return fail(fmt.Errorf("--audit %q: %w", f.audit, err))
 		}
-		f.protect = append(f.protect, policy.LiteralPath(auditPath), policy.LiteralPath(auditPath+".1"))
+		// Hidden as well as protected: it holds every session's tool
+		// and hostCall arguments (memories, notes, files written,
+		// commands), and over HTTP the sessions are different agents,
+		// whose stores are kept apart (review 41).
+		for _, p := range []string{auditPath, auditPath + ".1"} {
+			f.hide = append(f.hide, policy.LiteralPath(p))
+			f.protect = append(f.protect, policy.LiteralPath(p))
+		}
 	}
 	dataDir := f.dataDir
 	if dataDir == "" {
@@ -198,6 +206,10 @@ func mcpMain(f *mcpFlags) error {
 		if token.path != "" {
 			f.hide = append(f.hide, policy.LiteralPath(token.path))
 			f.protect = append(f.protect, policy.LiteralPath(token.path))
+		}
+		if token.volume != "" {
+			f.hide = append(f.hide, policy.LiteralPath(token.volume)+"/")
+			f.protect = append(f.protect, policy.LiteralPath(token.volume)+"/")
 		}
 	} else if f.tokenFile != "" {
 		return fail(errors.New("--token-file applies to --http only"))
@@ -379,8 +391,11 @@ func mcpHTTP(ctx context.Context, f *mcpFlags, token *mcpToken, sessionConfig fu
 type mcpToken struct {
 	token string
 	path  string // the file's real path ("" on a dry run that made none)
-	made  bool   // nsbox made it for this run
-	file  *mcpserver.TokenFile
+	// volume is the directory of a --token-file in a volume the kubelet
+	// writes atomically (atomicVolume), hidden whole.
+	volume string
+	made   bool // nsbox made it for this run
+	file   *mcpserver.TokenFile
 }
 
 func (t *mcpToken) remove() {
@@ -398,7 +413,7 @@ func (f *mcpFlags) httpToken() (*mcpToken, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--token-file: %w", err)
 		}
-		return &mcpToken{token: tok, path: real}, nil
+		return &mcpToken{token: tok, path: real, volume: atomicVolume(f.tokenFile)}, nil
 	}
 	if f.dryRun {
 		return &mcpToken{}, nil
@@ -432,8 +447,11 @@ func readTokenFile(path string) (token, real string, err error) {
 	if !st.Mode().IsRegular() {
 		return "", "", fmt.Errorf("%s is not a regular file", path)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", "", fmt.Errorf("%s can be read by other users (mode %04o): chmod 600 it", path, st.Mode().Perm())
+	// Others may not read it; its group only when that is the server's
+	// own group: a Kubernetes Secret reaches a non-root container only
+	// as group-readable by the pod's fsGroup (defaultMode 0440).
+	if perm := st.Mode().Perm(); perm&0o007 != 0 || perm&0o070 != 0 && st.Sys().(*syscall.Stat_t).Gid != uint32(os.Getegid()) {
+		return "", "", fmt.Errorf("%s can be read by other users (mode %04o): chmod 600 it", path, perm)
 	}
 	if real, err = os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd.Fd())); err != nil || !filepath.IsAbs(real) {
 		return "", "", fmt.Errorf("%s: cannot tell its real path to hide it inside the sandboxes: %v", path, err)
@@ -449,7 +467,30 @@ func readTokenFile(path string) (token, real string, err error) {
 	if strings.ContainsAny(token, " \t\r\n") {
 		return "", "", fmt.Errorf("%s holds more than one word; a token is one", path)
 	}
+	if strings.Contains(strings.ToUpper(token), "REPLACE") {
+		// contrib/kubernetes/secret.yaml's placeholder, or one like it:
+		// a value published with the manifests (review 41).
+		return "", "", fmt.Errorf("%s holds a placeholder, not a token; make one with openssl rand -hex 32", path)
+	}
 	return token, real, nil
+}
+
+// atomicVolume returns the directory of path when it is a volume the
+// kubelet writes atomically (a Secret, ConfigMap or projected volume: a
+// ..data link it swaps to a new directory on every update), else "". The
+// token file's real path names the old directory only: after a rotation
+// the new token was readable inside every sandbox (review 41), so the
+// whole volume is hidden.
+func atomicVolume(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Dir(abs)
+	if st, err := os.Lstat(filepath.Join(dir, "..data")); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		return ""
+	}
+	return dir
 }
 
 const (

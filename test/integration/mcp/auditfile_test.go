@@ -37,17 +37,20 @@ func TestAuditSymlinkRefused(t *testing.T) {
 	})
 }
 
-// TestAuditReadOnlyInside: an audit file in the workspace cannot be
-// replaced, appended to or removed from inside; a --data-dir in the
-// workspace reads as empty inside.
+// TestAuditReadOnlyInside: an audit file in the workspace cannot be read,
+// replaced or removed from inside, and what is appended to it there never
+// reaches it (hidden: the path shows /dev/null, review 41); a --data-dir
+// in the workspace reads as empty inside.
 func TestAuditReadOnlyInside(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
 		h := newHome(t, u)
 		audit := filepath.Join(h.ws, "audit.jsonl")
 		h.writeFile(t, "data/secret", "host store\n")
 		s := startServer(t, h, serverOpts{args: []string{"--audit", audit, "--data-dir", filepath.Join(h.ws, "data")}})
+		s.call("run_command", map[string]any{"command": "true"}) // a line to read
 		res := s.call("run_command", map[string]any{"command": `
-			echo '{"forged":true}' >> audit.jsonl && echo APPENDED
+			grep -q run_command audit.jsonl && echo READ_AUDIT
+			echo '{"forged":true}' >> audit.jsonl
 			ln -sf "$PWD/victim" audit.jsonl && echo LINKED
 			mv audit.jsonl moved.jsonl && echo MOVED
 			rm -f audit.jsonl && echo REMOVED
@@ -55,7 +58,7 @@ func TestAuditReadOnlyInside(t *testing.T) {
 			echo planted > data/planted && echo PLANTED
 			true`})
 		got := text(res)
-		for _, bad := range []string{"APPENDED", "LINKED", "MOVED", "REMOVED", "host store", "PLANTED"} {
+		for _, bad := range []string{"READ_AUDIT", "LINKED", "MOVED", "REMOVED", "host store", "PLANTED"} {
 			if strings.Contains(got, bad) {
 				t.Errorf("inside: %s succeeded:\n%s", bad, got)
 			}
