@@ -2,7 +2,7 @@ package notify
 
 import (
 	"encoding/binary"
-	"sync"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +35,7 @@ const (
 	siocOutqNSD   = 0x894b // SIOCOUTQNSD: the socket's own send queue
 	siocGSKNS     = 0x894c // SIOCGSKNS: needs CAP_NET_ADMIN over the namespace
 	siocGIFCONF   = 0x8912
+	siocEthtool   = 0x8946
 	sizeofIfreq   = 40 // struct ifreq (IFNAMSIZ and a 24-byte union)
 	sizeofIfconf  = 16 // struct ifconf: int ifc_len, a pointer
 	sizeofArpreq  = 68 // struct arpreq
@@ -64,7 +65,8 @@ var siocSets = []uint32{
 
 // siocReads are the device ioctls the supervisor makes for a socket of the
 // sandbox's namespace, with the size of the argument they read and write
-// back; every other one notified is EOPNOTSUPP (ethtool, MII, bridge and
+// back; beside them SIOCGIFCONF and the ethtool reads of a fixed size
+// (ethtool), every other one notified is EOPNOTSUPP (MII, bridge and
 // bonding queries, wireless: nothing lo answers, and their arguments
 // point further into the caller's memory).
 var siocReads = map[uint32]int{
@@ -80,34 +82,25 @@ var siocReads = map[uint32]int{
 	0x8954 /* SIOCGARP */ :   sizeofArpreq, 0x8961 /* SIOCGRARP */ : sizeofArpreq,
 }
 
-// ownNetns is the netns cookie of the supervisor's network namespace, the
-// one installed sockets are made in (SO_NETNS_COOKIE, Linux 5.14).
-var ownNetns = sync.OnceValues(func() (uint64, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	return unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
-})
-
 // ioctl answers a notified device ioctl on c.Sock, the supervisor's copy
 // of the target's socket.
 func (s *Server) ioctl(c *SockCall, req uint32, arg uint64) (int64, unix.Errno) {
-	own, err := ownNetns()
-	if err != nil {
-		// Which namespace the socket is of cannot be told: refused
-		// (a kernel before 5.14).
-		return 0, unix.EPERM
-	}
+	// Only a socket of the sandbox's own namespace answers: one of the
+	// supervisor's (the hostCall socket, an installed one), and one of
+	// any other, is refused. Comparing with the supervisor's namespace
+	// alone let a stdin socket through when nsbox itself ran in a
+	// namespace of its own (ip netns exec, PrivateNetwork=yes with
+	// socket activation: review 42). Without a cookie to compare (a
+	// kernel before 5.14) every one is refused.
 	ns, err := unix.GetsockoptUint64(c.Sock, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
-	if err != nil || ns == own {
-		// A socket of the host's namespace: the filtered network
-		// installed it.
+	if err != nil || s.o.SandboxNetns == 0 || ns != s.o.SandboxNetns {
 		return 0, unix.EPERM
 	}
-	if req == siocGIFCONF {
+	switch req {
+	case siocGIFCONF:
 		return s.ifconf(c, arg)
+	case siocEthtool:
+		return s.ethtool(c, arg)
 	}
 	n, ok := siocReads[req]
 	if !ok {
@@ -165,6 +158,58 @@ func (s *Server) ifconf(c *SockCall, arg uint64) (int64, unix.Errno) {
 	}
 	binary.NativeEndian.PutUint32(hdr[0:4], uint32(own.len))
 	if s.writeMem(c, arg, hdr[0:4]) != nil {
+		return 0, unix.EFAULT
+	}
+	return 0, 0
+}
+
+// ethtoolReads are the ethtool commands of a fixed size that only read,
+// with that size: lo answers them (its link state, offloads, driver,
+// timestamping), and the previous build let programs ask (review 42).
+// Every other command, those that set among them, is EOPNOTSUPP: the
+// supervisor would make a set with its own capabilities, and the
+// variable-size reads point further into the caller's memory.
+var ethtoolReads = map[uint32]int{
+	0x03 /* ETHTOOL_GDRVINFO: struct ethtool_drvinfo */ :    196,
+	0x41 /* ETHTOOL_GET_TS_INFO: struct ethtool_ts_info */ : 44,
+	// struct ethtool_value (cmd, data):
+	0x0a /* GLINK */ : 8, 0x12 /* GRXCSUM */ : 8, 0x14 /* GTXCSUM */ : 8,
+	0x18 /* GSG */ : 8, 0x1e /* GTSO */ : 8, 0x21 /* GUFO */ : 8,
+	0x23 /* GGSO */ : 8, 0x25 /* GFLAGS */ : 8, 0x27 /* GPFLAGS */ : 8,
+	0x2b /* GGRO */ : 8,
+}
+
+// ethtool answers SIOCETHTOOL: struct ifreq at arg names the device, and
+// its ifr_data the command's buffer, whose first word is the command.
+func (s *Server) ethtool(c *SockCall, arg uint64) (int64, unix.Errno) {
+	var req [sizeofIfreq]byte
+	if err := readMem(c.Pid, arg, req[:]); err != nil {
+		return 0, unix.EFAULT
+	}
+	data := binary.NativeEndian.Uint64(req[16:24])
+	var cmd [4]byte
+	if err := readMem(c.Pid, data, cmd[:]); err != nil {
+		return 0, unix.EFAULT
+	}
+	n, ok := ethtoolReads[binary.NativeEndian.Uint32(cmd[:])]
+	if !ok {
+		return 0, unix.EOPNOTSUPP
+	}
+	buf := make([]byte, n)
+	if err := readMem(c.Pid, data, buf); err != nil {
+		return 0, unix.EFAULT
+	}
+	if !c.Valid() {
+		return 0, unix.EINTR
+	}
+	// The supervisor's ifreq points at the supervisor's copy.
+	binary.NativeEndian.PutUint64(req[16:24], uint64(uintptr(unsafe.Pointer(&buf[0]))))
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(c.Sock), siocEthtool, uintptr(unsafe.Pointer(&req[0])))
+	runtime.KeepAlive(buf)
+	if e != 0 {
+		return 0, e
+	}
+	if s.writeMem(c, data, buf) != nil {
 		return 0, unix.EFAULT
 	}
 	return 0, 0

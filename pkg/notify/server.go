@@ -44,6 +44,11 @@ type Options struct {
 	// datagram larger than that fails with EMSGSIZE; a stream send is
 	// shortened, as a short write); 0 means 256 KiB.
 	MaxData int
+	// SandboxNetns is the netns cookie (SO_NETNS_COOKIE) of the
+	// sandbox's own network namespace: a device ioctl is answered on a
+	// socket of it only, every other socket's is refused (ioctl.go); 0
+	// refuses them all.
+	SandboxNetns uint64
 	// Meta decides the metadata calls (chmod, utimensat and their kin)
 	// a Landlock sandbox's filter hands over; nil answers them ENOSYS.
 	Meta *MetaGate

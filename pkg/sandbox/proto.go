@@ -112,6 +112,10 @@ type handshakeReply struct {
 	// worker has no user namespace of the supervisor's, and a root-less
 	// supervisor may not take an fd of a process that is not dumpable.
 	MetaListener bool `json:"metaListener,omitempty"`
+	// NetnsCookie is the cookie (SO_NETNS_COOKIE) of the sandbox's own
+	// network namespace, with one (setupMsg.NewNet): the socket gate
+	// answers device ioctls on its sockets only (notify.Options).
+	NetnsCookie uint64 `json:"netnsCookie,omitempty"`
 }
 
 // executeMsg starts one command. Three stdio fds travel with it

@@ -592,7 +592,7 @@ func (s *Session) handshake(ctx context.Context, conn *ipc.Conn, setup *setupMsg
 		}
 	}
 	if setup.SocketGate {
-		return s.startSocketGate(hr.NotifyFD)
+		return s.startSocketGate(hr.NotifyFD, hr.NetnsCookie)
 	}
 	if setup.MetaGate {
 		fds := replyFDs

@@ -174,7 +174,7 @@ var errNoListener = errors.New("the worker named no socket notification listener
 
 // startSocketGate takes the worker's listener (pidfd_getfd) and serves it
 // for the session's life.
-func (s *Session) startSocketGate(workerFD int) error {
+func (s *Session) startSocketGate(workerFD int, netns uint64) error {
 	if workerFD <= 0 {
 		return &SetupError{Step: "socket gate", Err: errNoListener}
 	}
@@ -218,7 +218,7 @@ func (s *Session) startSocketGate(workerFD int) error {
 	// OwnPIDNamespace: a namespace sandbox always has one (CLONE_NEWPID);
 	// the Landlock backend (s.ll) has none, and its commands could signal
 	// a serving thread that keeps their ids (notify.servingThread).
-	o := notify.Options{Unix: gate, Inet: s.opts.inet, AsTarget: os.Geteuid() == 0, OwnPIDNamespace: s.ll == nil}
+	o := notify.Options{Unix: gate, Inet: s.opts.inet, AsTarget: os.Geteuid() == 0, OwnPIDNamespace: s.ll == nil, SandboxNetns: netns}
 	if s.policy.UnixSockets.Unrestricted {
 		// Installed for the filtered network alone: unix sockets
 		// are not gated. The Server still resolves a path address in

@@ -195,6 +195,9 @@ func runWorker() int {
 		return 125
 	}
 	hr := handshakeReply{Protocol: ipc.ProtocolVersion, OuterProc: w.setup.Plan.OuterProc, Resolver: w.resolver}
+	if w.setup.NewNet {
+		hr.NetnsCookie = netnsCookie()
+	}
 	var replyFDs []int
 	switch {
 	case w.notifyFD >= 0 && w.setup.Landlock:
@@ -620,4 +623,19 @@ func shimFDFor(shimFD int, files []uintptr) (int, error) {
 		top = max(top, int(f))
 	}
 	return unix.FcntlInt(uintptr(shimFD), unix.F_DUPFD_CLOEXEC, top+len(files)+2)
+}
+
+// netnsCookie is the cookie of this process's network namespace
+// (SO_NETNS_COOKIE, Linux 5.14), 0 when the kernel has none.
+func netnsCookie() uint64 {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return 0
+	}
+	return c
 }
