@@ -37,6 +37,7 @@ func recordAudit(a *policy.GitAudit) (done func()) {
 // finishPendingAudits runs the audits that runs killed before theirs left
 // (records no live nsbox holds locked), and says what they did.
 func finishPendingAudits() {
+	sayEndedSessions()
 	pendingAudits.deadRuns(maxAuditRecord, func(p string, f *os.File, b []byte) {
 		var a policy.GitAudit
 		if err := json.Unmarshal(b, &a); err != nil {
@@ -53,6 +54,39 @@ func finishPendingAudits() {
 				if strings.Contains(line, policy.ErrGitAuditIncomplete.Error()) {
 					io.WriteString(msgs, "nsbox: warning: "+line+"\n")
 				}
+			}
+		}
+		os.Remove(p)
+	})
+}
+
+// sessionEnded holds what the audit said at the end of a session that
+// ended with nobody to tell (its idle timeout, its owner's end, a
+// signal): the daemon's log, where it also went, is removed with the
+// session (review 44).
+const sessionEnded pendingDir = "session-ended"
+
+// sessionNotice is one such record.
+type sessionNotice struct {
+	Name  string   `json:"name"`
+	Why   string   `json:"why"`
+	Lines []string `json:"lines"`
+}
+
+// noteSessionEnd leaves a session's end report for the next nsbox.
+func noteSessionEnd(name, why string, lines []string) {
+	sessionEnded.record(sessionNotice{Name: name, Why: why, Lines: lines})(true)
+}
+
+// sayEndedSessions prints, once, what the audits of sessions that ended
+// unattended said.
+func sayEndedSessions() {
+	sessionEnded.deadRuns(maxAuditRecord, func(p string, f *os.File, b []byte) {
+		var n sessionNotice
+		if json.Unmarshal(b, &n) == nil {
+			io.WriteString(msgs, "nsbox: note: session "+n.Name+" ended ("+n.Why+"); its audit said:\n")
+			for _, l := range n.Lines {
+				io.WriteString(msgs, l+"\n")
 			}
 		}
 		os.Remove(p)

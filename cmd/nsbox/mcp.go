@@ -603,17 +603,26 @@ type heldSession struct {
 }
 
 func (h *heldSession) Close() error {
-	err := h.Session.Close()
+	err, _ := h.closeTo(msgs)
+	return err
+}
+
+// closeTo is Close saying what the git audit did on w, and returning the
+// audit's error when it could not search the whole workspace
+// (policy.ErrGitAuditIncomplete; nil after the first Close).
+func (h *heldSession) closeTo(w io.Writer) (err, incomplete error) {
+	err = h.Session.Close()
 	h.once.Do(func() {
 		h.release()
-		if _, aerr := auditGit(h.res); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
-			fmt.Fprintf(msgs, "nsbox: error: %v\n", aerr)
+		if _, aerr := auditGitTo(w, h.res); errors.Is(aerr, policy.ErrGitAuditIncomplete) {
+			fmt.Fprintf(w, "nsbox: error: %v\n", aerr)
+			incomplete = aerr
 		}
 		if h.auditRecorded != nil {
 			h.auditRecorded()
 		}
 	})
-	return err
+	return err, incomplete
 }
 
 func mergeStrings(a, b []string) []string {

@@ -572,16 +572,19 @@ func exitStatus(res sandbox.Result, err error) (int, string) {
 
 // auditGit runs res's git audit (policy.GitAudit) once the sandbox has
 // ended and says on stderr what it did and what it could not do.
-func auditGit(res *policy.Result) ([]policy.Quarantined, error) {
+func auditGit(res *policy.Result) ([]policy.Quarantined, error) { return auditGitTo(msgs, res) }
+
+// auditGitTo is auditGit saying what it did on w.
+func auditGitTo(w io.Writer, res *policy.Result) ([]policy.Quarantined, error) {
 	if res == nil {
 		return nil, nil
 	}
 	qs, err := res.GitAudit.Run()
-	printQuarantined(qs, len(qs))
+	printQuarantinedTo(w, qs, len(qs))
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			if !strings.Contains(line, policy.ErrGitAuditIncomplete.Error()) {
-				fmt.Fprintf(msgs, "nsbox: warning: %s\n", line)
+				fmt.Fprintf(w, "nsbox: warning: %s\n", line)
 			}
 		}
 	}
@@ -590,25 +593,28 @@ func auditGit(res *policy.Result) ([]policy.Quarantined, error) {
 
 // printQuarantined says on stderr what the audit made inert (at most max
 // lines, then how many more).
-func printQuarantined(qs []policy.Quarantined, max int) {
+func printQuarantined(qs []policy.Quarantined, max int) { printQuarantinedTo(msgs, qs, max) }
+
+// printQuarantinedTo is printQuarantined on w.
+func printQuarantinedTo(w io.Writer, qs []policy.Quarantined, max int) {
 	for i, q := range qs {
 		if i == max {
-			fmt.Fprintf(msgs, "nsbox: warning: and %d more made inert (renamed *%s)\n", len(qs)-max, ".nsbox-quarantine")
+			fmt.Fprintf(w, "nsbox: warning: and %d more made inert (renamed *%s)\n", len(qs)-max, ".nsbox-quarantine")
 			return
 		}
 		switch {
 		case q.Pattern != "" && q.To == "":
-			fmt.Fprintf(msgs, "nsbox: warning: a run that was killed may have made or changed %s, which matches the protected pattern %s: look at it before an editor, agent or tool on the host opens %s\n", q.From, q.Pattern, q.Repo)
+			fmt.Fprintf(w, "nsbox: warning: a run that was killed may have made or changed %s, which matches the protected pattern %s: look at it before an editor, agent or tool on the host opens %s\n", q.From, q.Pattern, q.Repo)
 			continue
 		case q.Pattern != "":
-			fmt.Fprintf(msgs, "nsbox: warning: the sandbox made or changed %s, which matches the protected pattern %s: it is renamed to %s, so that editors, agents and tools on the host do not read it; look at it before you rename it back (or lift the pattern with --protect '!%s')\n", q.From, q.Pattern, q.To, q.Pattern)
+			fmt.Fprintf(w, "nsbox: warning: the sandbox made or changed %s, which matches the protected pattern %s: it is renamed to %s, so that editors, agents and tools on the host do not read it; look at it before you rename it back (or lift the pattern with --protect '!%s')\n", q.From, q.Pattern, q.To, q.Pattern)
 			continue
 		case q.To == "":
 			// A killed run's audit, finished later: reported only.
-			fmt.Fprintf(msgs, "nsbox: warning: a run that was killed may have made the git repository at %s (%s): look at it before you run git there\n", q.Repo, q.From)
+			fmt.Fprintf(w, "nsbox: warning: a run that was killed may have made the git repository at %s (%s): look at it before you run git there\n", q.Repo, q.From)
 			continue
 		}
-		fmt.Fprintf(msgs, "nsbox: warning: the sandbox made a git repository at %s: %s is renamed to %s, so that git on the host does not run its config or hooks; look at it before you rename it back\n", q.Repo, q.From, q.To)
+		fmt.Fprintf(w, "nsbox: warning: the sandbox made a git repository at %s: %s is renamed to %s, so that git on the host does not run its config or hooks; look at it before you rename it back\n", q.Repo, q.From, q.To)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,6 +137,9 @@ func newSessionStopCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 1, msg: "session stop: " + err.Error()}
 			}
+			for _, l := range resp.Report {
+				fmt.Fprintln(msgs, l)
+			}
 			if resp.Error != "" {
 				return &exitError{code: exitNsboxFailed, msg: "session stop: " + resp.Error}
 			}
@@ -151,6 +155,7 @@ func newSessionListCmd() *cobra.Command {
 		Short: "List the running tool sessions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sayEndedSessions() // sessions that ended unattended, and what their audits said
 			d, err := sessionDir()
 			if err != nil {
 				return err
@@ -366,19 +371,43 @@ func serveSession(name string, f *sessionFlags, ready *os.File) error {
 // (every process in it), the socket and record removed.
 func (dm *daemon) stop(why string) { dm.stopThen(why, nil) }
 
+// endReport is what a session's end said: the audit's lines, and its
+// error when it could not search the whole workspace.
+type endReport struct {
+	lines      []string
+	incomplete error
+}
+
 // stopThen is stop, calling then (if not nil) once the session has ended
 // and before the daemon may exit: the answer to `nsbox session stop` is
 // written there, since the daemon's main goroutine returns as soon as the
 // session is stopped (answering after that raced with the exit: the client
 // read EOF, "the session's daemon may have died").
-func (dm *daemon) stopThen(why string, then func()) {
+//
+// The audit of git repositories and agent files runs in s.Close; what it
+// says goes to the daemon's log and to then, for `nsbox session stop` to
+// print: the log is removed with the session, and a warning said there
+// only was never seen (review 44).
+func (dm *daemon) stopThen(why string, then func(endReport)) {
 	dm.stopOnce.Do(func() {
 		fmt.Fprintf(msgs, "nsbox: session %s ends: %s\n", dm.name, why)
 		dm.l.Close()
-		dm.s.Close()
+		var said bytes.Buffer
+		_, incomplete := dm.s.closeTo(io.MultiWriter(msgs, &said))
+		rep := endReport{incomplete: incomplete}
+		for _, l := range strings.Split(strings.TrimSpace(said.String()), "\n") {
+			if l != "" {
+				rep.lines = append(rep.lines, l)
+			}
+		}
+		if then == nil && len(rep.lines) > 0 {
+			// No caller to tell (idle, owner gone, a signal): the
+			// next nsbox the user runs says it (sessionNotices).
+			noteSessionEnd(dm.name, why, rep.lines)
+		}
 		dm.d.Remove(dm.name)
 		if then != nil {
-			then()
+			then(rep)
 		}
 		close(dm.stopped)
 	})
@@ -469,7 +498,13 @@ func (dm *daemon) serveConn(c net.Conn, info sessiond.Info) {
 	case "ping":
 		sessiond.WriteMessage(c, sessiond.Response{Info: &info})
 	case "stop":
-		dm.stopThen("stopped by nsbox session stop", func() { sessiond.WriteMessage(c, sessiond.Response{}) })
+		dm.stopThen("stopped by nsbox session stop", func(rep endReport) {
+			resp := sessiond.Response{Report: rep.lines}
+			if rep.incomplete != nil {
+				resp.Error = "the audit at the session's end could not search the whole workspace (see above)"
+			}
+			sessiond.WriteMessage(c, resp)
+		})
 	case "call":
 		dm.mu.Lock()
 		dm.inflight++

@@ -245,6 +245,9 @@ type Response struct {
 	// Error is set when the daemon could not run the call.
 	Error string `json:"error,omitempty"`
 	Info  *Info  `json:"info,omitempty"`
+	// Report is what the session's end said (op stop): the git and
+	// agent-file audit's lines, which the caller prints.
+	Report []string `json:"report,omitempty"`
 }
 
 // Listen makes the session's socket. Only the directory's owner can reach
@@ -288,7 +291,7 @@ func (l *Listener) Accept() (*net.UnixConn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if uid, err := peerUID(c); err != nil || uid != l.uid {
+		if checkPeer(c, l.uid) != nil {
 			c.Close()
 			continue
 		}
@@ -302,24 +305,84 @@ func (l *Listener) Close() error { return l.l.Close() }
 // SetDeadline bounds the next Accept.
 func (l *Listener) SetDeadline(t time.Time) error { return l.l.SetDeadline(t) }
 
-func peerUID(c *net.UnixConn) (int, error) {
+// errForeignPeer: the other end of a session's socket is not the user
+// outside every sandbox.
+var errForeignPeer = errors.New("the peer is not this user outside the sandboxes")
+
+// checkPeer says whether the other end of c is a process of uid in this
+// process's user namespace. The uid alone does not tell the user from a
+// root-less sandbox of the user's: its commands run as the user's own host
+// uid. One that reached the socket (a sandbox given the session directory
+// as a writable place: `--rw /tmp` without $XDG_RUNTIME_DIR) drove every
+// session of the user's past its own policy and timeout, and could have
+// put its own socket in a session's place for the user's next call
+// (review 44); a sandbox's processes are in a user namespace of its own.
+// As the identity holder's stage checks its peer (pkg/namespaces).
+func checkPeer(c *net.UnixConn, uid int) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return -1, err
+		return err
 	}
 	var (
-		cred *unix.Ucred
-		cerr error
+		cred  *unix.Ucred
+		pidfd = -1
+		cerr  error
 	)
 	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); cerr == nil {
+			// The peer itself, not whatever process has its number
+			// later (SO_PEERPIDFD, Linux 6.5; else by number).
+			if p, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
+				pidfd = p
+			}
+		}
 	}); err != nil {
-		return -1, err
+		return err
 	}
 	if cerr != nil {
-		return -1, cerr
+		return cerr
 	}
-	return int(cred.Uid), nil
+	if pidfd < 0 {
+		if pidfd, err = unix.PidfdOpen(int(cred.Pid), 0); err != nil {
+			return fmt.Errorf("%w: pid %d: %v", errForeignPeer, cred.Pid, err)
+		}
+	}
+	defer unix.Close(pidfd)
+	if int(cred.Uid) != uid {
+		return fmt.Errorf("%w: uid %d", errForeignPeer, cred.Uid)
+	}
+	var own, peer unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/user", &own); err != nil {
+		return err
+	}
+	if err := unix.Stat("/proc/"+strconv.Itoa(int(cred.Pid))+"/ns/user", &peer); err != nil {
+		return fmt.Errorf("%w: %v", errForeignPeer, err)
+	}
+	// The number named the peer while its namespace was read only if the
+	// peer has not exited since (a pidfd polls readable once it has).
+	if n, err := unix.Poll([]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}, 0); err != nil || n != 0 {
+		return fmt.Errorf("%w: it exited", errForeignPeer)
+	}
+	if own.Dev != peer.Dev || own.Ino != peer.Ino {
+		return fmt.Errorf("%w: another user namespace (a sandbox)", errForeignPeer)
+	}
+	return nil
+}
+
+// dialChecked connects to a session's socket and checks that the daemon
+// listening there is the user's own (checkPeer): a sandbox that could write
+// in the session directory could put its own socket in a session's place,
+// to read the user's next call and answer it.
+func dialChecked(sock string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("unix", sock, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPeer(c.(*net.UnixConn), os.Geteuid()); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // ReadRequest reads one request (one JSON object, bounded).
@@ -358,7 +421,7 @@ func (d *Dir) Call(name string, req Request) (*Response, error) {
 	if _, err := d.Lookup(name); err != nil {
 		return nil, err
 	}
-	c, err := net.DialTimeout("unix", d.Socket(name), 5*time.Second)
+	c, err := dialChecked(d.Socket(name), 5*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("session %q: %w", name, err)
 	}
