@@ -125,7 +125,7 @@ func TestReview43EthtoolCommandSwappedBetweenReads(t *testing.T) {
 	requirePython(t)
 	eachUser(t, func(t *testing.T, u user) {
 		ws := u.tempDir(t)
-		r := u.run(t, &runOpts{dir: ws, timeout: 3 * time.Minute}, "run", "--", "/usr/bin/python3", "-c", ethtoolSwapPy, "30", ws+"/page")
+		r := u.run(t, &runOpts{dir: ws, timeout: 3 * time.Minute}, "run", "--", "/usr/bin/python3", "-c", ethtoolSwapPy, "10", ws+"/page") // 10 s of tries: the old code lost within a few hundred
 		t.Logf("--net none: %s", strings.ReplaceAll(strings.TrimSpace(r.stdout), "\n", "; "))
 		res := netResults(r.stdout)
 		if _, ok := res["swapped"]; !ok {
