@@ -181,6 +181,14 @@ func pickMeta(r io.ReaderAt, size int64) (boltMeta, error) {
 			break
 		}
 		m1, err1 := parseMeta(buf)
+		if err1 == nil && int64(m1.pageSize) != ps && err0 == nil {
+			// bbolt takes the page size from the first meta and then
+			// uses whichever valid meta is newer, whatever page size
+			// it names: skipping this one left its tree unchecked for
+			// bbolt to follow (a branch page that is its own child:
+			// a stack overflow no recover catches; review 43).
+			return boltMeta{}, fmt.Errorf("the second meta page names a page size of %d, the first %d", m1.pageSize, ps)
+		}
 		if err1 == nil && int64(m1.pageSize) == ps {
 			metas = append(metas, m1)
 			break
