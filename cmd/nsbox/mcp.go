@@ -475,22 +475,28 @@ func readTokenFile(path string) (token, real string, err error) {
 	return token, real, nil
 }
 
-// atomicVolume returns the directory of path when it is a volume the
-// kubelet writes atomically (a Secret, ConfigMap or projected volume: a
-// ..data link it swaps to a new directory on every update), else "". The
-// token file's real path names the old directory only: after a rotation
-// the new token was readable inside every sandbox (review 41), so the
-// whole volume is hidden.
+// atomicVolume returns the root of the volume path lies in when the
+// kubelet writes it atomically (a Secret, ConfigMap or projected volume: a
+// ..data link at its root that it swaps to a new directory on every
+// update), else "". The token file's real path names the old directory
+// only: after a rotation the new token was readable inside every sandbox
+// (review 41), so the whole volume is hidden. The link is looked for in
+// each directory above the file as well: an item at a nested path
+// (items: [{key: token, path: auth/token}]) is reached through auth, a
+// link to ..data/auth (review 43).
 func atomicVolume(path string) string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return ""
 	}
-	dir := filepath.Dir(abs)
-	if st, err := os.Lstat(filepath.Join(dir, "..data")); err != nil || st.Mode()&os.ModeSymlink == 0 {
-		return ""
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if st, err := os.Lstat(filepath.Join(dir, "..data")); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			return dir
+		}
+		if dir == "/" || dir == "." {
+			return ""
+		}
 	}
-	return dir
 }
 
 const (

@@ -57,6 +57,12 @@ func TestAtomicVolume(t *testing.T) {
 	if got := atomicVolume(filepath.Join(vol, "token")); got != vol {
 		t.Errorf("atomicVolume in a kubelet volume: %q, want %q", got, vol)
 	}
+	// An item at a nested path: VOL/auth links to ..data/auth.
+	os.MkdirAll(filepath.Join(vol, "..2026_11_27", "auth"), 0o755)
+	os.Symlink("..data/auth", filepath.Join(vol, "auth"))
+	if got := atomicVolume(filepath.Join(vol, "auth", "token")); got != vol {
+		t.Errorf("atomicVolume of a nested item: %q, want %q", got, vol)
+	}
 	plain := t.TempDir()
 	if got := atomicVolume(filepath.Join(plain, "token")); got != "" {
 		t.Errorf("atomicVolume in a plain directory: %q", got)
