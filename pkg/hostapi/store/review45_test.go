@@ -79,6 +79,20 @@ func TestReview45CheckerRefusesMetaBboltAccepts(t *testing.T) {
 	if err := checkStore(bytes.NewReader(bad), int64(len(bad))); err == nil {
 		t.Errorf("checkStore passed a file whose first meta page has a cleared page-header flag word: the checker dropped that meta and checked meta 1's tree, but bbolt validates meta 0 (magic, version, checksum) and uses it, newer, with a self-referencing branch page as its root")
 	}
+	// The second meta the same way: review 43's file (a newer meta 1 with
+	// a self-looping root) with meta 1's page size field made right again
+	// and its page-header flags cleared; the checker checks meta 0 alone.
+	one := selfLoopMeta1(t, img)
+	ps := int(ne.Uint32(one[pageHeaderSize+8:]))
+	m1 := one[ps+pageHeaderSize : ps+pageHeaderSize+metaSize]
+	ne.PutUint32(m1[8:], uint32(ps))
+	h := fnv.New64a()
+	h.Write(m1[:metaChecksumOff])
+	ne.PutUint64(m1[metaChecksumOff:], h.Sum64())
+	ne.PutUint16(one[ps+8:], 0)
+	if err := checkStore(bytes.NewReader(one), int64(len(one))); err == nil {
+		t.Errorf("checkStore passed a file whose second meta page has a cleared page-header flag word: bbolt uses that newer meta, whose root is a self-referencing branch page")
+	}
 }
 
 // TestReview45CheckerRefusesMetaBboltAcceptsCrash shows what that file does
