@@ -173,7 +173,8 @@ var ethtoolReads = map[uint32]int{
 	0x03 /* ETHTOOL_GDRVINFO: struct ethtool_drvinfo */ :    196,
 	0x41 /* ETHTOOL_GET_TS_INFO: struct ethtool_ts_info */ : 44,
 	// struct ethtool_value (cmd, data):
-	0x0a /* GLINK */ : 8, 0x12 /* GRXCSUM */ : 8, 0x14 /* GTXCSUM */ : 8,
+	// (uapi linux/ethtool.h; 0x12 is GPAUSEPARAM, 16 bytes: review 45)
+	0x0a /* GLINK */ : 8, 0x14 /* GRXCSUM */ : 8, 0x16 /* GTXCSUM */ : 8,
 	0x18 /* GSG */ : 8, 0x1e /* GTSO */ : 8, 0x21 /* GUFO */ : 8,
 	0x23 /* GGSO */ : 8, 0x25 /* GFLAGS */ : 8, 0x27 /* GPFLAGS */ : 8,
 	0x2b /* GGRO */ : 8,
