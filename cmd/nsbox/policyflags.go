@@ -12,6 +12,7 @@ import (
 	"github.com/nsbox/nsbox/pkg/netfilter"
 	"github.com/nsbox/nsbox/pkg/policy"
 	"github.com/nsbox/nsbox/pkg/sandbox"
+	"github.com/nsbox/nsbox/pkg/sessiond"
 	"github.com/spf13/pflag"
 )
 
@@ -203,6 +204,14 @@ func hostForCLI() (policy.Host, error) {
 	// this run cannot make it either.
 	if d := h.DataDir(); d != "" {
 		os.MkdirAll(d, 0o700)
+	}
+	// The same for the sessions' directory (made 0700 and checked, as a
+	// session makes it): a sandbox given its parent as a writable place
+	// (--rw /tmp) could otherwise make it first, or reach the sockets in
+	// it through the unix gate, whose connect and listen the daemon and
+	// its client take for the user's own (review 45).
+	if d, err := sessiond.RuntimeDir(os.Getenv); err == nil {
+		h.SessionsDir = d.Path
 	}
 	return h, nil
 }

@@ -101,8 +101,11 @@ func Defaults() *Layer {
 			// them would choose the next sandbox's policy. The host APIs'
 			// stores: sandboxed code reaches them only through hostCall and
 			// its allowlist, never as files (read or written).
-			Protect: []PathEntry{{Path: "$NSBOX_CONFIG", Dir: true}, {Path: "$NSBOX_DATA", Dir: true}},
-			Hide:    []PathEntry{{Path: "$NSBOX_DATA", Dir: true}},
+			// The sessions' sockets: a sandbox that reached them drove
+			// the user's other sessions, its connect and listen made by
+			// the unix gate, as the supervisor (review 45).
+			Protect: []PathEntry{{Path: "$NSBOX_CONFIG", Dir: true}, {Path: "$NSBOX_DATA", Dir: true}, {Path: "$NSBOX_SESSIONS", Dir: true}},
+			Hide:    []PathEntry{{Path: "$NSBOX_DATA", Dir: true}, {Path: "$NSBOX_SESSIONS", Dir: true}},
 		},
 	}}
 }

@@ -31,6 +31,10 @@ type Host struct {
 	LookupEnv func(string) (string, bool)
 	// Environ is the caller's whole environment (env.clear = false).
 	Environ func() []string
+	// SessionsDir is the directory of the user's nsbox sessions' sockets
+	// ($NSBOX_SESSIONS; "" when unknown): hidden and read-only in every
+	// sandbox, as the data directory is.
+	SessionsDir string
 	// KnownHostAPIs are the "api.method" names host API patterns such as
 	// "memory.*" expand to.
 	KnownHostAPIs []string
@@ -126,7 +130,7 @@ func (h Host) DataDir() string {
 }
 
 // Variables are the names a path may use.
-var Variables = []string{"CWD", "HOME", "TMPDIR", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "NSBOX_WORKSPACE", "NSBOX_RW", "NSBOX_CONFIG", "NSBOX_DATA"}
+var Variables = []string{"CWD", "HOME", "TMPDIR", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "NSBOX_WORKSPACE", "NSBOX_RW", "NSBOX_CONFIG", "NSBOX_DATA", "NSBOX_SESSIONS"}
 
 // vars are the values of Variables for one resolution ("" = unset).
 type vars map[string]string
@@ -142,6 +146,7 @@ func (h Host) vars(workspace string) vars {
 		"XDG_DATA_HOME":   h.DataHome,
 		"NSBOX_CONFIG":    h.ConfigDir(),
 		"NSBOX_DATA":      h.DataDir(),
+		"NSBOX_SESSIONS":  h.SessionsDir,
 	}
 }
 

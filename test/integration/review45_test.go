@@ -157,6 +157,12 @@ func TestReview45SandboxListenerPassesClientCheck(t *testing.T) {
 			}
 		}
 		if _, err := os.Stat(ready); err != nil {
+			// The fix: the sessions' directory is hidden and read-only
+			// in every sandbox, so nothing can be planted there.
+			if strings.Contains(runErr.String(), "Read-only file system") || strings.Contains(runErr.String(), "No such file") {
+				t.Logf("the sandbox cannot plant a socket in the sessions' directory: %s", strings.TrimSpace(runErr.String()))
+				return
+			}
 			t.Fatalf("the sandbox could not plant its socket (a setup problem, not the finding): %s", runErr.String())
 		}
 		r := u.run(t, nil, "tools", "call", "--session", name, "run_command", `{"command":"echo secret-token-rv45"}`)
