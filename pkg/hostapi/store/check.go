@@ -62,14 +62,13 @@ type boltMeta struct {
 	txid     uint64
 }
 
-// parseMeta reads the meta at the start of a page (b holds at least
-// pageHeaderSize+metaSize bytes); the error says why bbolt would refuse it.
-func parseMeta(b []byte) (boltMeta, error) {
+// validMeta reads the meta at the start of a page (b holds at least
+// pageHeaderSize+metaSize bytes) as bbolt's meta.Validate judges it: its
+// magic, version and checksum, which covers the meta's fields but not the
+// page header; the error says why bbolt would refuse it.
+func validMeta(b []byte) (boltMeta, error) {
 	if len(b) < pageHeaderSize+metaSize {
 		return boltMeta{}, errors.New("meta page is cut short")
-	}
-	if ne.Uint16(b[8:]) != flagMeta {
-		return boltMeta{}, errors.New("meta page is not marked as one")
 	}
 	m := b[pageHeaderSize:]
 	if ne.Uint32(m[0:]) != boltMagic {
@@ -145,74 +144,76 @@ func checkStore(r io.ReaderAt, size int64) error {
 	return nil
 }
 
-// pickMeta finds the page size and picks the meta page bbolt will use: the
-// valid one with the higher transaction id.
+// pickMeta finds the page size and the meta page bbolt (v1.5) will use,
+// as bbolt finds them, step for step: a checker that chose otherwise
+// checked one tree while bbolt followed another (review 43: a second meta
+// naming another page size was skipped; review 45: a meta whose page
+// header lost its flags, and a probed meta whose page size differs from
+// where it lies, both of which bbolt takes).
+//
+//  1. The page size: the first meta's field when that meta is valid (its
+//     magic, version and checksum: meta.Validate; the page header's flags
+//     are not looked at), else the field of the first valid meta found at
+//     1 KiB, 2 KiB, ... up to 16 MiB while below the file's last KiB
+//     (getPageSizeFromSecondMeta).
+//  2. The metas: pages 0 and 1 at that page size. The one with the
+//     higher txid when it is valid (the first on a tie), else the other
+//     when it is; none valid is no store (DB.meta).
+//
+// Page sizes bbolt would take but never writes are refused (fail closed).
 func pickMeta(r io.ReaderAt, size int64) (boltMeta, error) {
-	buf := make([]byte, pageHeaderSize+metaSize)
-	var metas []boltMeta
-	var firstErr error
-	if _, err := r.ReadAt(buf, 0); err != nil {
-		return boltMeta{}, fmt.Errorf("the file is too short for a store (%d bytes)", size)
+	read := func(off int64) ([]byte, bool) {
+		b := make([]byte, pageHeaderSize+metaSize)
+		n, err := r.ReadAt(b, off)
+		return b, n == len(b) || (err == io.EOF && n == len(b))
 	}
-	m0, err0 := parseMeta(buf)
-	if err0 == nil {
-		metas = append(metas, m0)
-	} else {
-		firstErr = fmt.Errorf("first %w", err0)
-	}
-	// The second meta page starts one page in. With the first meta lost,
-	// probe the sizes bbolt probes.
-	sizes := []int64{}
-	if err0 == nil {
-		sizes = append(sizes, int64(m0.pageSize))
-	} else {
-		for ps := int64(minPageSize); ps <= maxPageSize; ps <<= 1 {
-			sizes = append(sizes, ps)
+	var ps int64
+	if b, ok := read(0); ok {
+		if m, err := validMeta(b); err == nil {
+			ps = int64(m.pageSize)
 		}
 	}
-	for _, ps := range sizes {
-		if ps < minPageSize || ps > maxPageSize || ps&(ps-1) != 0 {
-			return boltMeta{}, fmt.Errorf("page size %d in the header is not one bbolt writes", ps)
-		}
-		if ps+int64(len(buf)) > size {
-			break
-		}
-		if _, err := r.ReadAt(buf, ps); err != nil {
-			break
-		}
-		m1, err1 := parseMeta(buf)
-		if err1 == nil && int64(m1.pageSize) != ps && err0 == nil {
-			// bbolt takes the page size from the first meta and then
-			// uses whichever valid meta is newer, whatever page size
-			// it names: skipping this one left its tree unchecked for
-			// bbolt to follow (a branch page that is its own child:
-			// a stack overflow no recover catches; review 43).
-			return boltMeta{}, fmt.Errorf("the second meta page names a page size of %d, the first %d", m1.pageSize, ps)
-		}
-		if err1 == nil && int64(m1.pageSize) == ps {
-			metas = append(metas, m1)
-			break
-		}
-		if err0 == nil && firstErr == nil {
-			firstErr = fmt.Errorf("second %w", err1)
+	if ps == 0 {
+		for i := 0; i <= 14; i++ {
+			pos := int64(1024) << i
+			if pos >= size-1024 {
+				break
+			}
+			if b, ok := read(pos); ok {
+				if m, err := validMeta(b); err == nil {
+					ps = int64(m.pageSize)
+					break
+				}
+			}
 		}
 	}
-	if len(metas) == 0 {
-		if firstErr == nil {
-			firstErr = errors.New("no valid meta page")
-		}
-		return boltMeta{}, fmt.Errorf("not a bbolt database (%w)", firstErr)
+	if ps == 0 {
+		return boltMeta{}, errors.New("not a bbolt database (no valid meta page)")
 	}
+	if ps < minPageSize || ps > maxPageSize || ps&(ps-1) != 0 {
+		return boltMeta{}, fmt.Errorf("page size %d in the header is not one bbolt writes", ps)
+	}
+	var metas [2]*boltMeta
+	for i := range metas {
+		if b, ok := read(int64(i) * ps); ok {
+			if m, err := validMeta(b); err == nil {
+				metas[i] = &m
+			}
+		}
+	}
+	// Both valid: the higher txid, the first on a tie; else the valid one.
 	best := metas[0]
-	for _, m := range metas[1:] {
-		if m.txid > best.txid {
-			best = m
-		}
+	if best == nil || metas[1] != nil && metas[1].txid > best.txid {
+		best = metas[1]
 	}
-	if best.pageSize < minPageSize || best.pageSize > maxPageSize || best.pageSize&(best.pageSize-1) != 0 {
-		return boltMeta{}, fmt.Errorf("page size %d in the header is not one bbolt writes", best.pageSize)
+	if best == nil {
+		return boltMeta{}, errors.New("not a bbolt database (no valid meta page at its page size)")
 	}
-	return best, nil
+	// bbolt addresses pages with the size found above, whatever the
+	// chosen meta's own field says.
+	m := *best
+	m.pageSize = uint32(ps)
+	return m, nil
 }
 
 // page reads page id with its overflow pages, checking that all of them
