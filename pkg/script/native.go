@@ -112,7 +112,7 @@ func (n *Native) Execute(ctx context.Context, cfg ExecConfig) (stdout, stderr st
 	if !found {
 		return "", "", InterpreterNotFound(lang.Name)
 	}
-	return string(res.Stdout), string(res.Stderr), resultError(res.ExitCode, int(res.Signal), string(res.Stderr), xerr, cfg.MemoryMB)
+	return string(res.Stdout), string(res.Stderr), cutError(resultError(res.ExitCode, int(res.Signal), string(res.Stderr), xerr, cfg.MemoryMB), res.Truncated)
 }
 
 // policy is the sandbox of one execution: Base, plus the work directory
@@ -206,6 +206,21 @@ func resultError(code, signal int, stderr string, xerr error, memoryMB int) erro
 		return &failure{reason: err, exit: exit}
 	}
 	return exit
+}
+
+// ErrOutputCut: a stream of the script's output was longer than a runner
+// keeps (sandbox.DefaultMaxOutput): what it printed after that is lost.
+// A run that succeeded otherwise fails with it, so that a caller never
+// takes cut output for the whole (review 46).
+var ErrOutputCut = fmt.Errorf("the script's output was cut at %d MiB a stream: what it printed after that is lost (write large output to a file in the work directory)", sandbox.DefaultMaxOutput>>20)
+
+// cutError is err, or ErrOutputCut for a run that succeeded with a stream
+// cut.
+func cutError(err error, cut bool) error {
+	if err == nil && cut {
+		return ErrOutputCut
+	}
+	return err
 }
 
 // failure is a classified script failure (a violation, a memory limit) that

@@ -112,19 +112,26 @@ func (NoopSandbox) Execute(ctx context.Context, cfg ExecConfig) (string, string,
 	} else if werr != nil {
 		return out, errOut, werr
 	}
-	return out, errOut, resultError(code, sig, errOut, nil, cfg.MemoryMB)
+	return out, errOut, cutError(resultError(code, sig, errOut, nil, cfg.MemoryMB), stdout.cut || stderr.cut)
 }
 
-// capped keeps at most sandbox.DefaultMaxOutput bytes.
-type capped struct{ bytes.Buffer }
+// capped keeps at most sandbox.DefaultMaxOutput bytes; cut says it
+// dropped some.
+type capped struct {
+	bytes.Buffer
+	cut bool
+}
 
 func (c *capped) Write(p []byte) (int, error) {
-	if room := sandbox.DefaultMaxOutput - c.Len(); room > 0 {
-		if len(p) > room {
-			c.Buffer.Write(p[:room])
-		} else {
-			c.Buffer.Write(p)
-		}
+	room := sandbox.DefaultMaxOutput - c.Len()
+	switch {
+	case len(p) <= room:
+		c.Buffer.Write(p)
+	case room > 0:
+		c.Buffer.Write(p[:room])
+		c.cut = true
+	default:
+		c.cut = c.cut || len(p) > 0
 	}
 	return len(p), nil
 }

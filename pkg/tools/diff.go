@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -114,26 +116,49 @@ func parseHunkHeader(l string) (hunk, error) {
 	return hunk{header: "@@" + rest[:end] + "@@", oldAt: n}, nil
 }
 
-// fileLine is a line of the file and its end ("\n", "\r\n" or "" for a
-// last line without one).
-type fileLine struct{ text, eol string }
+// fileLines is the file as lines: start[i] is where line i begins in b,
+// and start[n] is len(b). Four bytes a line, not a string pair: a 16 MiB
+// file of empty lines held 2 GiB as []struct{text, eol string} and a copy
+// of it for the result, in the worker, outside the sandbox's memory
+// limit (review 46).
+type fileLines struct {
+	b      []byte
+	start  []int32
+	hashes []uint64 // line hashes, made on the first search
+	seed   maphash.Seed
+}
 
-func splitLines(b []byte) []fileLine {
-	var out []fileLine
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
+func splitLines(b []byte) *fileLines {
+	f := &fileLines{b: b, start: make([]int32, 0, bytes.Count(b, []byte{'\n'})+2)}
+	for off := 0; off < len(b); {
+		f.start = append(f.start, int32(off))
+		i := bytes.IndexByte(b[off:], '\n')
 		if i < 0 {
-			out = append(out, fileLine{text: string(b)})
 			break
 		}
-		l := fileLine{text: string(b[:i]), eol: "\n"}
-		if strings.HasSuffix(l.text, "\r") {
-			l.text, l.eol = l.text[:len(l.text)-1], "\r\n"
-		}
-		out = append(out, l)
-		b = b[i+1:]
+		off += i + 1
 	}
-	return out
+	f.start = append(f.start, int32(len(b)))
+	return f
+}
+
+func (f *fileLines) len() int { return len(f.start) - 1 }
+
+// text is line i without its end.
+func (f *fileLines) text(i int) []byte {
+	s, e := f.start[i], f.start[i+1]
+	if e > s && f.b[e-1] == '\n' {
+		e--
+		if e > s && f.b[e-1] == '\r' {
+			e--
+		}
+	}
+	return f.b[s:e]
+}
+
+// eol is line i's end: "\n", "\r\n" or "" (a last line without one).
+func (f *fileLines) eol(i int) string {
+	return string(f.b[int(f.start[i])+len(f.text(i)) : f.start[i+1]])
 }
 
 // applyUnifiedDiff applies diff to content. It returns the new content, the
@@ -145,14 +170,33 @@ func applyUnifiedDiff(content []byte, diff string) ([]byte, int, int, error) {
 	}
 	file := splitLines(content)
 	eol := "\n"
-	if len(file) > 0 && file[0].eol == "\r\n" {
+	if file.len() > 0 && file.eol(0) == "\r\n" {
 		eol = "\r\n"
 	}
 	var (
-		out   []fileLine
-		next  int // first line of file not yet copied (0-based)
-		first = -1
+		out      bytes.Buffer
+		written  int  // lines written to out
+		openLast bool // the last line written has no end
+		next     int  // first line of file not yet copied (0-based)
+		first    = -1
+		budget   = maxHunkSearch
 	)
+	out.Grow(len(content) + len(diff))
+	// A line that was last and no longer is gets a line end.
+	write := func(text []byte, e string) {
+		if openLast {
+			out.WriteString(eol)
+		}
+		out.Write(text)
+		out.WriteString(e)
+		openLast = e == ""
+		written++
+	}
+	copyLines := func(from, to int) {
+		for i := from; i < to; i++ {
+			write(file.text(i), file.eol(i))
+		}
+	}
 	for hi, h := range hunks {
 		var old []string
 		for _, l := range h.lines {
@@ -168,19 +212,22 @@ func applyUnifiedDiff(content []byte, diff string) ([]byte, int, int, error) {
 		if want < 0 {
 			want = 0
 		}
-		at := findHunk(file, old, want, next)
+		at, err := file.findHunk(old, want, next, &budget)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("hunk %d (%s): %w", hi+1, h.header, err)
+		}
 		if at < 0 {
 			return nil, 0, 0, hunkError(hi, h, file, old, want)
 		}
-		out = append(out, file[next:at]...)
+		copyLines(next, at)
 		if first < 0 {
-			first = len(out)
+			first = written
 		}
 		k := at
 		for _, l := range h.lines {
 			switch l.op {
 			case ' ':
-				out = append(out, file[k])
+				copyLines(k, k+1)
 				k++
 			case '-':
 				k++
@@ -189,63 +236,128 @@ func applyUnifiedDiff(content []byte, diff string) ([]byte, int, int, error) {
 				if l.noEOL {
 					e = ""
 				}
-				out = append(out, fileLine{text: l.text, eol: e})
+				write([]byte(l.text), e)
 			}
 		}
 		next = k
 	}
-	out = append(out, file[next:]...)
-	var b bytes.Buffer
-	for i, l := range out {
-		b.WriteString(l.text)
-		if l.eol == "" && i < len(out)-1 {
-			// A line that was last and no longer is gets a line end.
-			l.eol = eol
-		}
-		b.WriteString(l.eol)
-	}
-	return b.Bytes(), len(hunks), first + 1, nil
+	copyLines(next, file.len())
+	return out.Bytes(), len(hunks), first + 1, nil
 }
 
-// findHunk returns where old matches file, at or after min: at want when it
-// matches there, else the nearest match (before or after), else -1.
-func findHunk(file []fileLine, old []string, want, min int) int {
+// maxHunkSearch bounds the lines one diff's hunk searches may pass over
+// (each search is linear in the file: a diff of many hunks at wrong lines
+// made as many passes).
+const maxHunkSearch = 1 << 28
+
+// errHunkSearch: the diff's hunks asked for more searching than
+// maxHunkSearch.
+var errHunkSearch = errors.New("its lines are not where its header says, and the diff's hunks ask for more searching than edit_file does in a file this long; give the hunks' right line numbers")
+
+// findHunk returns where old matches the file, at or after min: at want
+// when it matches there, else the nearest match (after before before, at
+// one distance), else -1.
+//
+// In time linear in the file: a window is compared line by line only
+// where its rolling hash (of per-call seeded line hashes) is old's,
+// nearest first. Comparing old at every distance from want cost the
+// length of both: a file of 4M lines and a hunk of 30,000 searched for
+// minutes in the worker after the call had timed out (review 46).
+func (f *fileLines) findHunk(old []string, want, min int, budget *int) (int, error) {
+	n, k := f.len(), len(old)
 	matches := func(at int) bool {
-		if at < min || at+len(old) > len(file) {
+		if at < min || at+k > n {
 			return false
 		}
 		for i, s := range old {
-			if file[at+i].text != s {
+			if string(f.text(at+i)) != s {
 				return false
 			}
 		}
 		return true
 	}
-	for d := 0; d <= len(file); d++ {
-		if matches(want + d) {
-			return want + d
+	if matches(want) {
+		return want, nil
+	}
+	// Places farther from want than the file has lines are not looked at
+	// (a header's line that far off is no guide).
+	near := func(at int) bool { return at-want <= n && want-at <= n }
+	if k == 0 {
+		// Every place in [min, n] matches an empty hunk: the nearest
+		// to want.
+		at := want
+		if at < min {
+			at = min
 		}
-		if d > 0 && matches(want-d) {
-			return want - d
+		if at > n {
+			at = n
+		}
+		if at < min || !near(at) {
+			return -1, nil
+		}
+		return at, nil
+	}
+	if min+k > n {
+		return -1, nil
+	}
+	if *budget -= n - min; *budget < 0 {
+		return -1, errHunkSearch
+	}
+	if f.hashes == nil {
+		f.seed = maphash.MakeSeed()
+		f.hashes = make([]uint64, n)
+		for i := range f.hashes {
+			f.hashes[i] = maphash.Bytes(f.seed, f.text(i))
 		}
 	}
-	return -1
+	const base = 0x100000001b3 // odd: no zero divisor mod 2^64
+	var target, pow uint64 = 0, 1
+	for i, s := range old {
+		target = target*base + maphash.String(f.seed, s)
+		if i > 0 {
+			pow *= base
+		}
+	}
+	var cands []int
+	var h uint64
+	for i := min; i < n; i++ {
+		if i-min >= k {
+			h -= f.hashes[i-k] * pow
+		}
+		h = h*base + f.hashes[i]
+		if i-min >= k-1 && h == target {
+			cands = append(cands, i-k+1)
+		}
+	}
+	dist := func(at int) int {
+		if at >= want {
+			return 2 * (at - want) // after want first at one distance
+		}
+		return 2*(want-at) + 1
+	}
+	slices.SortFunc(cands, func(a, b int) int { return dist(a) - dist(b) })
+	for _, at := range cands {
+		if near(at) && matches(at) {
+			return at, nil
+		}
+	}
+	return -1, nil
 }
 
 // hunkError says which hunk did not apply and why, in terms of the file's
 // lines: the first line that differs where the hunk says it goes.
-func hunkError(i int, h hunk, file []fileLine, old []string, want int) error {
+func hunkError(i int, h hunk, file *fileLines, old []string, want int) error {
 	msg := fmt.Sprintf("hunk %d (%s) does not apply", i+1, h.header)
 	switch {
-	case want+len(old) > len(file) && want >= len(file):
-		msg += fmt.Sprintf(": it starts at line %d, and the file has %d lines", want+1, len(file))
+	case want+len(old) > file.len() && want >= file.len():
+		msg += fmt.Sprintf(": it starts at line %d, and the file has %d lines", want+1, file.len())
 	default:
 		for k, s := range old {
-			if want+k >= len(file) {
-				msg += fmt.Sprintf(": the file ends at line %d, the hunk expects %q there", len(file), clipString(s, 120))
+			if want+k >= file.len() {
+				msg += fmt.Sprintf(": the file ends at line %d, the hunk expects %q there", file.len(), clipString(s, 120))
 				break
 			}
-			if got := file[want+k].text; got != s {
+			if got := string(file.text(want + k)); got != s {
 				msg += fmt.Sprintf(": line %d of the file is %q, the hunk expects %q; and its lines match nowhere else", want+k+1, clipString(got, 120), clipString(s, 120))
 				break
 			}

@@ -194,6 +194,13 @@ func replaceString(content []byte, old, new string, all bool) ([]byte, int, int,
 	if !all {
 		n = 1
 	}
+	// The result is bounded as the file read is, before it is built: the
+	// worker runs outside the sandbox's memory limit, and a 16 MiB file
+	// of "a" with every "a" replaced by 64 KiB asked it for 1 TiB at once
+	// (a fatal out-of-memory that ended the session; review 46).
+	if size := len(content) + n*(len(new)-len(old)); size > maxEditSize {
+		return nil, 0, 0, fmt.Errorf("the result would have %d bytes, more than edit_file writes (%d); use write_file or run_command", size, maxEditSize)
+	}
 	return bytes.Replace(content, []byte(old), []byte(new), n), n, line, nil
 }
 
