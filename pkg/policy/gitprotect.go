@@ -236,6 +236,14 @@ func (r *resolver) gitUserConfigs(gs *gitScan, pp *protectPass) error {
 			for _, k := range []string{"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"} {
 				if f, ok := lookup(k); ok && filepath.IsAbs(f) {
 					files = append(files, filepath.Clean(f))
+					// The file itself too, where it lies in a writable
+					// place (a dev.gitconfig in the workspace that a
+					// Makefile or direnv names): the next git from the
+					// caller's shell runs what it says (review 48). The
+					// usual configs are in the base profile's list.
+					if err := r.protectOne(x.entry, filepath.Clean(f), pp); err != nil {
+						return err
+					}
 				}
 			}
 			envVars = gitEnvConfig(lookup)
