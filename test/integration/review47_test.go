@@ -31,6 +31,9 @@ import (
 // matching window is ever used: it can be kept as the scan goes, without
 // the candidates slice.
 //
+// Measured: 1.1-1.3 GiB (maximum RSS), against 121 MiB for the same
+// file with its hunk at the right line.
+//
 // Attack: a file "x\n" + 16M-2 "\n", and edit_file {"diff": ("@@ -1,1
 // +1,0 @@\n-\n") * 16}.
 func TestReview47EditFileDiffSearchMemory(t *testing.T) {
@@ -41,7 +44,11 @@ func TestReview47EditFileDiffSearchMemory(t *testing.T) {
 		r, maxrss := u.runRusage(t, ws, "tools", "call", "edit_file", args, "--workspace", ws)
 		tr := toolResultOf(t, r)
 		t.Logf("maximum RSS of nsbox and its worker: %d MiB (success %v %s)", maxrss>>10, tr.Success, clip46(tr.err(), 200))
-		if maxrss > 1<<20 { // KiB: 1 GiB, the bound review 46 set for the one-line edit
+		// KiB: 768 MiB. Measured 1.1-1.3 GiB; the same file with the hunk
+		// at its right line takes 121 MiB (TestReview46EditFileDiffMemory),
+		// and a search that keeps only the nearest match (file, offsets,
+		// line hashes and result live: about 230 MiB) stays well below.
+		if maxrss > 768<<10 {
 			t.Fatalf("a 16-hunk diff edit of a 16 MiB file took %d MiB of memory outside the sandbox's limit", maxrss>>10)
 		}
 	})
