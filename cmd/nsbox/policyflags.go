@@ -213,6 +213,7 @@ func hostForCLI() (policy.Host, error) {
 	if d, err := sessiond.RuntimeDir(os.Getenv); err == nil {
 		h.SessionsDir = d.Path
 	}
+	h.OtherSessionsDirs = sessiond.SandboxedDirs(os.Getenv)
 	return h, nil
 }
 

@@ -81,6 +81,15 @@ func defaultsFor(h Host) *Layer {
 			fs.Protect = append(fs.Protect, PathEntry{Path: escapeGlob(d), Dir: true})
 		}
 	}
+	// The sessions' sockets, wherever a session of another environment
+	// keeps them (review 47), as $NSBOX_SESSIONS.
+	for _, d := range h.OtherSessionsDirs {
+		if d != "" && d != h.SessionsDir && !seen[d] {
+			seen[d] = true
+			fs.Hide = append(fs.Hide, PathEntry{Path: escapeGlob(d), Dir: true})
+			fs.Protect = append(fs.Protect, PathEntry{Path: escapeGlob(d), Dir: true})
+		}
+	}
 	return l
 }
 

@@ -33,8 +33,10 @@ type Host struct {
 	Environ func() []string
 	// SessionsDir is the directory of the user's nsbox sessions' sockets
 	// ($NSBOX_SESSIONS; "" when unknown): hidden and read-only in every
-	// sandbox, as the data directory is.
-	SessionsDir string
+	// sandbox, as the data directory is, and with it OtherSessionsDirs,
+	// where sessions started from another environment keep theirs.
+	SessionsDir       string
+	OtherSessionsDirs []string
 	// KnownHostAPIs are the "api.method" names host API patterns such as
 	// "memory.*" expand to.
 	KnownHostAPIs []string

@@ -93,6 +93,44 @@ func RuntimeDir(getenv func(string) string) (*Dir, error) {
 	return &Dir{Path: dir}, nil
 }
 
+// SandboxedDirs makes the session directory of this environment
+// (RuntimeDir) and of one without $XDG_RUNTIME_DIR (/tmp/nsbox-sessions-UID,
+// 0700), and returns every directory where a session of this user may
+// keep its socket, whichever environment started it, that exists: the
+// environment's, $XDG_RUNTIME_DIR's and /run/user/UID's nsbox-sessions,
+// and $TMPDIR's and /tmp's nsbox-sessions-UID. Every sandbox hides them
+// all: a session started from a shell without XDG_RUNTIME_DIR (cron, an
+// MCP client, env -i) kept its socket in /tmp, which a sandbox run from a
+// shell with it reached (review 47). Made first, so that no sandbox with
+// a writable /tmp can make one and own it.
+func SandboxedDirs(getenv func(string) string) []string {
+	uid := os.Geteuid()
+	RuntimeDir(getenv)
+	tmp := filepath.Join("/tmp", "nsbox-sessions-"+strconv.Itoa(uid))
+	os.Mkdir(tmp, 0o700)
+	cands := []string{
+		filepath.Join("/run/user", strconv.Itoa(uid), "nsbox-sessions"),
+		filepath.Join(os.TempDir(), "nsbox-sessions-"+strconv.Itoa(uid)),
+		tmp,
+	}
+	if x := getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
+		cands = append([]string{filepath.Join(x, "nsbox-sessions")}, cands...)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range cands {
+		d = filepath.Clean(d)
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		if st, err := os.Lstat(d); err == nil && st.IsDir() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 func owner(fi fs.FileInfo) int {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return int(st.Uid)
