@@ -117,24 +117,30 @@ func (NoopSandbox) Execute(ctx context.Context, cfg ExecConfig) (string, string,
 
 // capped keeps at most sandbox.DefaultMaxOutput bytes; cut says it
 // dropped some.
+//
+// The buffer is a field, not embedded: an embedded bytes.Buffer brought
+// its ReadFrom along, which os/exec's io.Copy used instead of Write, and
+// nothing was cut or bounded (review 47).
 type capped struct {
-	bytes.Buffer
+	buf bytes.Buffer
 	cut bool
 }
 
 func (c *capped) Write(p []byte) (int, error) {
-	room := sandbox.DefaultMaxOutput - c.Len()
+	room := sandbox.DefaultMaxOutput - c.buf.Len()
 	switch {
 	case len(p) <= room:
-		c.Buffer.Write(p)
+		c.buf.Write(p)
 	case room > 0:
-		c.Buffer.Write(p[:room])
+		c.buf.Write(p[:room])
 		c.cut = true
 	default:
 		c.cut = c.cut || len(p) > 0
 	}
 	return len(p), nil
 }
+
+func (c *capped) String() string { return c.buf.String() }
 
 func lookPath(name, path string) (string, error) {
 	for _, dir := range filepath.SplitList(path) {

@@ -167,6 +167,12 @@ func pickMeta(r io.ReaderAt, size int64) (boltMeta, error) {
 		n, err := r.ReadAt(b, off)
 		return b, n == len(b) || (err == io.EOF && n == len(b))
 	}
+	if size < 0x1000 {
+		// bbolt takes the first meta only from a full 4 KiB read, and
+		// would probe a shorter file instead (review 47): no store
+		// bbolt writes is that small.
+		return boltMeta{}, fmt.Errorf("the file is too short for a store (%d bytes)", size)
+	}
 	var ps int64
 	if b, ok := read(0); ok {
 		if m, err := validMeta(b); err == nil {
