@@ -463,16 +463,7 @@ func (t *Tx) ForEachView(bucket string, fn func(key string, val []byte) error) e
 
 // ForEach calls fn for each key in order, with a copy of its value.
 func (t *Tx) ForEach(bucket string, fn func(key string, val []byte) error) error {
-	b := t.bucket(bucket)
-	if b == nil {
-		return nil
-	}
-	return b.ForEach(func(k, v []byte) error {
-		if v == nil { // a nested bucket: the host APIs make none
-			return nil
-		}
-		return fn(string(k), append([]byte{}, v...))
-	})
+	return t.ForEachView(bucket, func(k string, v []byte) error { return fn(k, append([]byte{}, v...)) })
 }
 
 // Len counts the keys of bucket.
