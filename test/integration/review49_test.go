@@ -5,8 +5,11 @@ package integration
 // as the workspace.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -164,6 +167,59 @@ func TestReview49LinkedHostRunFiles(t *testing.T) {
 			if got[tg[l]] {
 				t.Errorf("~/%s -> %s: stayed writable through the dotfiles checkout; a program on the host runs it as the user", l, tg[l])
 			}
+		}
+	})
+}
+
+// TestReview49SessionsDirOfAnotherTMPDIR
+//
+// Finding (LOW, the review 47 fix narrowed, not closed): SandboxedDirs
+// hides the sessions' directory of $TMPDIR as the *running* nsbox sees
+// it. A session started from an environment without XDG_RUNTIME_DIR and
+// with another TMPDIR (an MCP client's or a service's TMPDIR=/var/tmp or
+// ~/tmp) keeps its socket in that TMPDIR's nsbox-sessions-UID, which no
+// later sandbox from the user's shell hides; with that directory
+// writable (--rw /var/tmp), the unix gate lets the connect through (a
+// socket in a writable place), and the sandbox drives the session, whose
+// policy may be wider than its own. The sandbox could even make the
+// directory first (0700, its files land as the user), so a session
+// started later uses it.
+//
+// Attack: (TMPDIR=D, no XDG_RUNTIME_DIR) nsbox tools call --session s ...;
+// then from the shell (XDG_RUNTIME_DIR set, TMPDIR=/tmp)
+// nsbox run --profile strict --rw D -- <raw client> D/nsbox-sessions-UID/s.sock.
+//
+// Fix: refuse a session directory in a TMPDIR other than /tmp (use /tmp's,
+// which every sandbox hides), or refuse every connect to a socket named
+// nsbox-sessions-*/ *.sock whatever its directory, or authenticate
+// session clients (SO_PEERCRED pid outside every sandbox).
+func TestReview49SessionsDirOfAnotherTMPDIR(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		ws := filepath.Join(u.visibleDir(t), "proj")
+		u.mkdirs(t, ws)
+		tmpdir := u.tempDir(t)
+		name := fmt.Sprintf("rv49-tmpdir-%d-%d", os.Getpid(), u.uid)
+		t.Cleanup(func() { u.run(t, &runOpts{env: []string{"TMPDIR=" + tmpdir}}, "session", "stop", name) })
+		r := u.run(t, &runOpts{dir: ws, env: []string{"TMPDIR=" + tmpdir}}, "tools", "call", "run_command", `{"command":"echo up"}`, "--workspace", ws, "--session", name)
+		if !strings.Contains(r.stdout, "up") {
+			t.Fatalf("session start: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+		sock := filepath.Join(tmpdir, "nsbox-sessions-"+strconv.Itoa(u.uid), name+".sock")
+		if _, err := os.Stat(sock); err != nil {
+			t.Fatalf("the session's socket is not at %s: %v", sock, err)
+		}
+		xdg := u.tempDir(t)
+		pwned := filepath.Join(ws, "pwned")
+		req := jsonArgs(t, map[string]any{"op": "call", "tool": "run_command",
+			"args": map[string]any{"command": "echo from-another-sandbox > " + pwned}})
+		script := "perl -e '" + sessionRawClient + "' " + sock + " '" + req + "'; echo client-exit=$?"
+		r = u.sh(t, &runOpts{env: []string{"XDG_RUNTIME_DIR=" + xdg, "TMPDIR=/tmp"}}, []string{"--profile", "strict", "--rw", tmpdir}, script)
+		t.Logf("run: code %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		if _, err := os.Stat(pwned); err == nil {
+			t.Errorf("a sandbox (--rw %s, TMPDIR=/tmp) drove the user's session %s, started with TMPDIR=%s, through %s, and wrote %s", tmpdir, name, tmpdir, sock, pwned)
+		}
+		if strings.Contains(r.stdout, `"result"`) {
+			t.Errorf("the session answered a call made from inside another sandbox: %s", r.stdout)
 		}
 	})
 }
