@@ -69,16 +69,22 @@ type Dir struct {
 // have made it first (to read our sockets' names or plant a socket of
 // theirs). Mkdir with 0700 under umask, then Lstat-and-check, closes the
 // race: if someone else made it, the check fails.
+//
+// Only two places, whatever the environment: $XDG_RUNTIME_DIR when it is
+// the standard /run/user/UID, else /tmp (not $TMPDIR). Every sandbox
+// hides both (SandboxedDirs); a place that followed the environment (a
+// session started with another TMPDIR or XDG_RUNTIME_DIR) was one a later
+// sandbox did not know to hide, and reached (reviews 47, 49).
 func RuntimeDir(getenv func(string) string) (*Dir, error) {
 	uid := os.Geteuid()
 	var dir string
-	if x := getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
+	if x := getenv("XDG_RUNTIME_DIR"); x != "" && filepath.Clean(x) == runUserDir(uid) {
 		if st, err := os.Stat(x); err == nil && st.IsDir() && owner(st) == uid {
 			dir = filepath.Join(x, "nsbox-sessions")
 		}
 	}
 	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "nsbox-sessions-"+strconv.Itoa(uid))
+		dir = tmpSessionsDir(uid)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("session directory %s: %w", dir, err)
@@ -93,37 +99,27 @@ func RuntimeDir(getenv func(string) string) (*Dir, error) {
 	return &Dir{Path: dir}, nil
 }
 
+// runUserRoot and tmpRoot are /run/user and /tmp; tests move them.
+var runUserRoot, tmpRoot = "/run/user", "/tmp"
+
+func runUserDir(uid int) string { return filepath.Join(runUserRoot, strconv.Itoa(uid)) }
+func tmpSessionsDir(uid int) string {
+	return filepath.Join(tmpRoot, "nsbox-sessions-"+strconv.Itoa(uid))
+}
+
 // SandboxedDirs makes the session directory of this environment
-// (RuntimeDir) and of one without $XDG_RUNTIME_DIR (/tmp/nsbox-sessions-UID,
-// 0700), and returns every directory where a session of this user may
-// keep its socket, whichever environment started it, that exists: the
-// environment's, $XDG_RUNTIME_DIR's and /run/user/UID's nsbox-sessions,
-// and $TMPDIR's and /tmp's nsbox-sessions-UID. Every sandbox hides them
-// all: a session started from a shell without XDG_RUNTIME_DIR (cron, an
-// MCP client, env -i) kept its socket in /tmp, which a sandbox run from a
-// shell with it reached (review 47). Made first, so that no sandbox with
-// a writable /tmp can make one and own it.
+// (RuntimeDir) and /tmp's (0700), and returns the two places a session of
+// this user may keep its socket, /run/user/UID/nsbox-sessions and
+// /tmp/nsbox-sessions-UID, that exist: every sandbox hides them both,
+// whichever environment started the session (a shell without
+// XDG_RUNTIME_DIR: cron, an MCP client, env -i; review 47). Made first, so
+// that no sandbox with a writable /tmp can make one and own it.
 func SandboxedDirs(getenv func(string) string) []string {
 	uid := os.Geteuid()
 	RuntimeDir(getenv)
-	tmp := filepath.Join("/tmp", "nsbox-sessions-"+strconv.Itoa(uid))
-	os.Mkdir(tmp, 0o700)
-	cands := []string{
-		filepath.Join("/run/user", strconv.Itoa(uid), "nsbox-sessions"),
-		filepath.Join(os.TempDir(), "nsbox-sessions-"+strconv.Itoa(uid)),
-		tmp,
-	}
-	if x := getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
-		cands = append([]string{filepath.Join(x, "nsbox-sessions")}, cands...)
-	}
+	os.Mkdir(tmpSessionsDir(uid), 0o700)
 	var out []string
-	seen := map[string]bool{}
-	for _, d := range cands {
-		d = filepath.Clean(d)
-		if seen[d] {
-			continue
-		}
-		seen[d] = true
+	for _, d := range []string{filepath.Join(runUserDir(uid), "nsbox-sessions"), tmpSessionsDir(uid)} {
 		if st, err := os.Lstat(d); err == nil && st.IsDir() {
 			out = append(out, d)
 		}

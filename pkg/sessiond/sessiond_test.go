@@ -22,8 +22,22 @@ func TestValidName(t *testing.T) {
 	}
 }
 
+// testRoots moves /run/user and /tmp into the test's own directories and
+// returns the test's standard $XDG_RUNTIME_DIR (its /run/user/UID).
+func testRoots(t *testing.T) string {
+	t.Helper()
+	oldRun, oldTmp := runUserRoot, tmpRoot
+	runUserRoot, tmpRoot = t.TempDir(), t.TempDir()
+	t.Cleanup(func() { runUserRoot, tmpRoot = oldRun, oldTmp })
+	xdg := runUserDir(os.Geteuid())
+	if err := os.Mkdir(xdg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return xdg
+}
+
 func TestRuntimeDirMustBePrivate(t *testing.T) {
-	xdg := t.TempDir()
+	xdg := testRoots(t)
 	env := func(k string) string {
 		if k == "XDG_RUNTIME_DIR" {
 			return xdg
@@ -54,7 +68,7 @@ func TestRuntimeDirMustBePrivate(t *testing.T) {
 }
 
 func TestListenCallRoundTrip(t *testing.T) {
-	xdg := t.TempDir()
+	xdg := testRoots(t)
 	d, err := RuntimeDir(func(k string) string { return map[string]string{"XDG_RUNTIME_DIR": xdg}[k] })
 	if err != nil {
 		t.Fatal(err)
