@@ -46,6 +46,14 @@ func gitConfigPointers(file, workTree, home string, roots, trees []string) []git
 // those of the file at file (none when file is ""). A relative include of
 // vars has no file to be relative to: git refuses it.
 func gitVarsPointers(vars []gitConfigVar, file, workTree, home string, roots, trees []string) []gitPointer {
+	return gitVarsPointersAt(vars, file, file, workTree, home, roots, trees)
+}
+
+// gitVarsPointersAt is gitVarsPointers reading the file at file as if it
+// were at base: git resolves a relative include against the directory of
+// the path it opened (a symlinked ~/.gitconfig: the home directory), not
+// of where the link leads.
+func gitVarsPointersAt(vars []gitConfigVar, file, base, workTree, home string, roots, trees []string) []gitPointer {
 	var out []gitPointer
 	seen := map[string]bool{}
 	var read func(file string, vars []gitConfigVar, depth int)
@@ -91,7 +99,7 @@ func gitVarsPointers(vars []gitConfigVar, file, workTree, home string, roots, tr
 	read("", vars, 0)
 	if file != "" {
 		seen[file] = true
-		read(file, parseGitConfig(readConfigFile(file, roots)), 0)
+		read(base, parseGitConfig(readConfigFile(file, roots)), 0)
 	}
 	return out
 }

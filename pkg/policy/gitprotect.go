@@ -61,6 +61,9 @@ func (r *resolver) protectGit(pp *protectPass, done []protectedPath) error {
 	if err := r.gitUserConfigs(gs, pp); err != nil {
 		return err
 	}
+	if err := r.protectHostRunFiles(pp); err != nil {
+		return err
+	}
 	if err := r.gitEnclosing(pp); err != nil {
 		return err
 	}
@@ -252,7 +255,23 @@ func (r *resolver) gitUserConfigs(gs *gitScan, pp *protectPass) error {
 		// each writable root, and each repository found in them.
 		trees := dedupStrings(append(append([]string(nil), r.rwRoots...), gs.repoTrees...))
 		for _, f := range dedupStrings(files) {
-			if err := r.protectPointers(x.entry, f, gitConfigPointers(f, "", r.home, r.rwRoots, trees), pp); err != nil {
+			// Read where its link leads: a dotfiles manager's
+			// ~/.gitconfig is a symlink into a checkout, and read with
+			// O_NOFOLLOW (gitConfigPointers) it was never read, what it
+			// includes or names as hooks left writable (review 49). The
+			// user's own file, outside the sandbox's reach or protected
+			// itself (the base profile).
+			real := f
+			if p, err := filepath.EvalSymlinks(f); err == nil {
+				real = p
+			}
+			// Relative includes against both directories: git's (the
+			// link's) and the target's; at worst more is protected.
+			ptrs := gitVarsPointersAt(nil, real, f, "", r.home, r.rwRoots, trees)
+			if real != f {
+				ptrs = append(ptrs, gitConfigPointers(real, "", r.home, r.rwRoots, trees)...)
+			}
+			if err := r.protectPointers(x.entry, f, ptrs, pp); err != nil {
 				return err
 			}
 		}
@@ -347,10 +366,23 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 // path of the sandbox's choosing outside (an automounter's /net/HOST).
 func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp *protectPass) error {
 	for _, ptr := range ptrs {
-		root := ""
-		for _, rw := range r.rwRoots {
-			if within(ptr.path, rw) && len(rw) > len(root) {
-				root = rw
+		rootOf := func(p string) string {
+			root := ""
+			for _, rw := range r.rwRoots {
+				if within(p, rw) && len(rw) > len(root) {
+					root = rw
+				}
+			}
+			return root
+		}
+		root := rootOf(ptr.path)
+		if root == "" {
+			// A path outside the writable directories may still lead
+			// into one through a link of the user's
+			// (include.path = ~/.gitconfig.local, a dotfiles link):
+			// what it leads to is what git reads (review 49).
+			if real, err := filepath.EvalSymlinks(ptr.path); err == nil && rootOf(real) != "" {
+				ptr.path, root = real, rootOf(real)
 			}
 		}
 		if root == "" || ptr.path == root {
