@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"strconv"
 	"strings"
+
+	"github.com/nsbox/nsbox/pkg/internal/rolling"
 )
 
 // Unified diffs for edit_file. A model writes them by hand, so the parser
@@ -121,10 +122,9 @@ func parseHunkHeader(l string) (hunk, error) {
 // of it for the result, in the worker, outside the sandbox's memory
 // limit (review 46).
 type fileLines struct {
-	b      []byte
-	start  []int32
-	seeded bool // seed is made (the first search)
-	seed   maphash.Seed
+	b     []byte
+	start []int32
+	hash  *rolling.Hash // made on the first search
 }
 
 func splitLines(b []byte) *fileLines {
@@ -258,7 +258,7 @@ var errHunkSearch = errors.New("its lines are not where its header says, and the
 // one distance), else -1.
 //
 // In time linear in the file: a window is compared line by line only
-// where its rolling hash (of per-call seeded line hashes) is old's,
+// where its rolling hash (package rolling) is old's,
 // nearest first. Comparing old at every distance from want cost the
 // length of both: a file of 4M lines and a hunk of 30,000 searched for
 // minutes in the worker after the call had timed out (review 46).
@@ -302,18 +302,15 @@ func (f *fileLines) findHunk(old []string, want, min int, budget *int) (int, err
 	if *budget -= n - min; *budget < 0 {
 		return -1, errHunkSearch
 	}
-	if !f.seeded {
-		f.seed, f.seeded = maphash.MakeSeed(), true
+	if f.hash == nil {
+		f.hash = rolling.New()
 	}
-	lineHash := func(i int) uint64 { return maphash.Bytes(f.seed, f.text(i)) }
-	const base = 0x100000001b3 // odd: no zero divisor mod 2^64
-	var target, pow uint64 = 0, 1
-	for i, s := range old {
-		target = target*base + maphash.String(f.seed, s)
-		if i > 0 {
-			pow *= base
-		}
+	rh := f.hash
+	var target uint64
+	for _, s := range old {
+		target = rh.Push(target, rh.LineString(s))
 	}
+	pow := rh.Pow(k)
 	dist := func(at int) int {
 		if at >= want {
 			return 2 * (at - want) // after want first at one distance
@@ -328,9 +325,9 @@ func (f *fileLines) findHunk(old []string, want, min int, budget *int) (int, err
 	var h uint64
 	for i := min; i < n; i++ {
 		if i-min >= k {
-			h -= lineHash(i-k) * pow
+			h = rh.Pop(h, rh.Line(f.text(i-k)), pow)
 		}
-		h = h*base + lineHash(i)
+		h = rh.Push(h, rh.Line(f.text(i)))
 		if at := i - k + 1; i-min >= k-1 && h == target && near(at) && (best < 0 || dist(at) < dist(best)) {
 			best = at
 		}
@@ -341,14 +338,20 @@ func (f *fileLines) findHunk(old []string, want, min int, budget *int) (int, err
 	if best < 0 {
 		return -1, nil
 	}
-	// A hash collision (a 64-bit seeded hash: not to be expected): the
-	// slow scan decides.
+	// A collision (at most k/2^61 a window: package rolling): the slow
+	// scan decides, within the same budget (review 49: unbounded, it was
+	// the quadratic search again).
 	for d := 0; d <= n; d++ {
-		if near(want+d) && matches(want+d) {
-			return want + d, nil
-		}
-		if d > 0 && near(want-d) && matches(want-d) {
-			return want - d, nil
+		for j, at := range [2]int{want + d, want - d} {
+			if j == 1 && d == 0 || !near(at) {
+				continue
+			}
+			if *budget -= k; *budget < 0 {
+				return -1, errHunkSearch
+			}
+			if matches(at) {
+				return at, nil
+			}
 		}
 	}
 	return -1, nil

@@ -3,12 +3,12 @@ package notepad
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/nsbox/nsbox/pkg/hostapi/store"
+	"github.com/nsbox/nsbox/pkg/internal/rolling"
 )
 
 // MaxEdits bounds the search/replace edits of one patch. Each edit scans
@@ -389,41 +389,43 @@ func nearest(doc, old []string, want, from int) int {
 	if m == 0 {
 		return min(max(want, from), len(doc))
 	}
-	// Each line's hash with a seed of this call's (maphash): a document
-	// cannot be made to collide without knowing it.
-	seed := maphash.MakeSeed()
-	lineHash := func(l string) uint64 { return maphash.String(seed, l) }
-	const base = 0x100000001b3 // odd: a multiplier with no zero divisor mod 2^64
-	var target, pow uint64 = 0, 1
-	for i, l := range old {
-		target = target*base + lineHash(l)
-		if i > 0 {
-			pow *= base
-		}
+	// Line hashes and the windows' rolling hash: package rolling (a
+	// polynomial modulo 2^64 let a document make windows collide: a
+	// Thue-Morse block and its complement, review 49).
+	rh := rolling.New()
+	var target uint64
+	for _, l := range old {
+		target = rh.Push(target, rh.LineString(l))
 	}
-	hs := make([]uint64, len(doc)-from)
-	for i := range hs {
-		hs[i] = lineHash(doc[from+i])
-	}
+	pow := rh.Pow(m)
 	var cands []int
 	var h uint64
-	for i := range hs {
-		if i >= m {
-			h -= hs[i-m] * pow
+	for i := from; i < len(doc); i++ {
+		if i-from >= m {
+			h = rh.Pop(h, rh.LineString(doc[i-m]), pow)
 		}
-		h = h*base + hs[i]
-		if i >= m-1 && h == target {
-			cands = append(cands, from+i-m+1)
+		h = rh.Push(h, rh.LineString(doc[i]))
+		if i-from >= m-1 && h == target {
+			cands = append(cands, i-m+1)
 		}
 	}
 	slices.SortStableFunc(cands, func(a, b int) int { return absInt(a-want) - absInt(b-want) })
+	// A window that does not match despite its hash is a collision (at
+	// most m/2^61 a window); their comparisons are bounded all the same.
+	budget := maxPatchCompare
 	for _, at := range cands {
+		if budget -= m; budget < 0 {
+			return -1
+		}
 		if matchAt(doc, old, at) {
 			return at
 		}
 	}
 	return -1
 }
+
+// maxPatchCompare bounds the lines one hunk's search compares.
+const maxPatchCompare = 1 << 26
 
 func absInt(x int) int {
 	if x < 0 {
