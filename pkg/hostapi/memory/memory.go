@@ -211,32 +211,79 @@ func (m *Memory) List(ctx context.Context, tag string, limit int) ([]Record, int
 			return nil, 0, err
 		}
 	}
-	recs, err := m.all(ctx, tags)
-	if err != nil {
-		return nil, 0, err
-	}
-	sortRecent(recs)
-	total := len(recs)
-	if len(recs) > limit {
-		recs = recs[:limit]
-	}
-	return recs, total, nil
+	// The order is decided without the texts; only the memories returned
+	// are decoded whole. Decoding every text to return one copied and
+	// decoded the whole store a call, reads side by side (review 50).
+	var recs []Record
+	total := 0
+	err = m.st.View(ctx, func(tx *store.Tx) error {
+		var err error
+		if recs, err = m.each(tx, tags, false); err != nil {
+			return err
+		}
+		sortRecent(recs)
+		total = len(recs)
+		if len(recs) > limit {
+			recs = recs[:limit]
+		}
+		for i := range recs {
+			data := tx.Get(bucket, recs[i].Key)
+			if data == nil {
+				return &store.CorruptError{Path: m.st.Path(), Reason: fmt.Sprintf("memory %q vanished within one read", recs[i].Key)}
+			}
+			if err := m.decode(recs[i].Key, data, &recs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return recs, total, err
 }
 
 // all loads every memory that carries all of tags.
 func (m *Memory) all(ctx context.Context, tags []string) ([]Record, error) {
-	recs := []Record{}
+	var recs []Record
 	err := m.st.View(ctx, func(tx *store.Tx) error {
-		return tx.ForEach(bucket, func(key string, data []byte) error {
-			var r Record
+		var err error
+		recs, err = m.each(tx, tags, true)
+		return err
+	})
+	return recs, err
+}
+
+// recordMeta is a stored memory read without its text: encoding/json
+// skips a field the struct lacks without keeping it.
+type recordMeta struct {
+	Key     string    `json:"key"`
+	Tags    []string  `json:"tags"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+}
+
+// each reads every memory that carries all of tags, in place (no copy of
+// the stored bytes), with its text only when text is set.
+func (m *Memory) each(tx *store.Tx, tags []string, text bool) ([]Record, error) {
+	recs := []Record{}
+	err := tx.ForEachView(bucket, func(key string, data []byte) error {
+		var r Record
+		if text {
 			if err := m.decode(key, data, &r); err != nil {
 				return err
 			}
-			if hasTags(r.Tags, tags) {
-				recs = append(recs, r)
+		} else {
+			var meta recordMeta
+			if err := json.Unmarshal(data, &meta); err != nil {
+				return &store.CorruptError{Path: m.st.Path(), Reason: fmt.Sprintf("memory %q is not valid JSON (%v)", key, err)}
 			}
-			return nil
-		})
+			r = Record{Key: meta.Key, Tags: meta.Tags, Created: meta.Created, Updated: meta.Updated}
+			if r.Tags == nil {
+				r.Tags = []string{}
+			}
+		}
+		if hasTags(r.Tags, tags) {
+			recs = append(recs, r)
+		}
+		return nil
 	})
 	return recs, err
 }

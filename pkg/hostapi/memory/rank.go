@@ -73,34 +73,44 @@ func rank(recs []Record, query string) []scored {
 	if len(q) == 0 && normQuery == "" {
 		return nil
 	}
+	// Only the query's terms are counted: a count of every word of every
+	// memory, and a shared one of all of them, took about 0.9 MiB a
+	// memory of words found nowhere else, 4 GB a recall of a full store,
+	// outside every sandbox limit (review 50). qi maps a term to its
+	// place in q.
+	qi := make(map[string]int, len(q))
+	for k, t := range q {
+		qi[t] = k
+	}
 	type doc struct {
-		tf   map[string]int
+		tf   []int // the query terms' counts in the text and key
 		len  int
-		tags map[string]bool
+		tags []bool // the query terms among the tags' words
 	}
 	docs := make([]doc, len(recs))
-	df := map[string]int{}
+	df := make([]int, len(q))
 	total := 0
 	for i, r := range recs {
-		body := append(tokens(r.Text), tokens(r.Key)...)
-		d := doc{tf: map[string]int{}, len: len(body), tags: map[string]bool{}}
-		for _, t := range body {
-			d.tf[t]++
+		d := doc{tf: make([]int, len(q)), tags: make([]bool, len(q))}
+		for _, part := range []string{r.Text, r.Key} {
+			for _, t := range tokens(part) {
+				d.len++
+				if k, ok := qi[t]; ok {
+					d.tf[k]++
+				}
+			}
 		}
 		for _, tag := range r.Tags {
 			for _, t := range tokens(tag) {
-				d.tags[t] = true
+				if k, ok := qi[t]; ok {
+					d.tags[k] = true
+				}
 			}
 		}
-		seen := map[string]bool{}
-		for t := range d.tf {
-			seen[t] = true
-		}
-		for t := range d.tags {
-			seen[t] = true
-		}
-		for t := range seen {
-			df[t]++
+		for k := range q {
+			if d.tf[k] > 0 || d.tags[k] {
+				df[k]++
+			}
 		}
 		total += d.len
 		docs[i] = d
@@ -113,15 +123,15 @@ func rank(recs []Record, query string) []scored {
 	var out []scored
 	for i, d := range docs {
 		s := 0.0
-		for _, t := range q {
-			if df[t] == 0 {
+		for k := range q {
+			if df[k] == 0 {
 				continue
 			}
-			idf := math.Log(1 + (n-float64(df[t])+0.5)/(float64(df[t])+0.5))
-			if tf := float64(d.tf[t]); tf > 0 {
+			idf := math.Log(1 + (n-float64(df[k])+0.5)/(float64(df[k])+0.5))
+			if tf := float64(d.tf[k]); tf > 0 {
 				s += idf * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*float64(d.len)/avg))
 			}
-			if d.tags[t] {
+			if d.tags[k] {
 				s += tagBoost * idf
 			}
 		}
