@@ -32,7 +32,13 @@ type CorruptError struct {
 	// that move failed.
 	MovedTo string
 	MoveErr error
+	// file is the identity of the file found corrupt (seen), which
+	// afterCorrupt moves only while it is still the one at Path.
+	file fileID
 }
+
+// fileID is a file's device and inode; the zero value names none.
+type fileID struct{ dev, ino uint64 }
 
 func (e *CorruptError) Error() string {
 	switch {

@@ -86,3 +86,23 @@ func (l *fileLock) unlock() {
 		l.f.Close() // closing the last fd releases the flock
 	}
 }
+
+// lockStore takes the store's lock (lockFile at path) through a turnstile
+// (path+".turn"): a writer holds the turnstile exclusively while it waits
+// for the lock, and a reader passes through it, exclusively too, only for
+// as long as it takes its shared lock. flock(2) grants a shared lock
+// whenever no exclusive one is held, a writer waiting or not: readers of
+// other processes overlapping without pause (two loops of nsbox call
+// memory list from a sandbox) kept every writer out until its timeout,
+// the user's own nsbox memory delete among them (review 50). With the
+// turnstile no reader starts while a writer waits, and the writer gets
+// the lock once the readers already in are done.
+func lockStore(path string, exclusive bool, timeout time.Duration) (*fileLock, error) {
+	deadline := time.Now().Add(timeout)
+	turn, err := lockFile(path+".turn", true, timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer turn.unlock() // nil (a directory it cannot write): no turnstile
+	return lockFile(path, exclusive, max(time.Until(deadline), time.Millisecond))
+}

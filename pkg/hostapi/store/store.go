@@ -110,7 +110,7 @@ func (s *Store) View(ctx context.Context, fn func(*Tx) error) error {
 	return s.afterCorrupt(s.view(ctx, fn))
 }
 
-func (s *Store) view(ctx context.Context, fn func(*Tx) error) error {
+func (s *Store) view(ctx context.Context, fn func(*Tx) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -122,11 +122,12 @@ func (s *Store) view(ctx context.Context, fn func(*Tx) error) error {
 		return fn(&Tx{})
 	}
 	timeout := s.lockTimeout(ctx)
-	l, err := lockFile(s.path+".lock", false, timeout)
+	l, err := lockStore(s.path+".lock", false, timeout)
 	if err != nil {
 		return s.lockErr(err, timeout)
 	}
 	defer l.unlock()
+	defer s.seen(&err)
 	db, err := s.open(timeout, true)
 	if err != nil {
 		return err
@@ -149,7 +150,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 	return s.afterCorrupt(s.update(ctx, fn))
 }
 
-func (s *Store) update(ctx context.Context, fn func(*Tx) error) error {
+func (s *Store) update(ctx context.Context, fn func(*Tx) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -159,11 +160,12 @@ func (s *Store) update(ctx context.Context, fn func(*Tx) error) error {
 		return err
 	}
 	timeout := s.lockTimeout(ctx)
-	l, err := lockFile(s.path+".lock", true, timeout)
+	l, err := lockStore(s.path+".lock", true, timeout)
 	if err != nil {
 		return s.lockErr(err, timeout)
 	}
 	defer l.unlock()
+	defer s.seen(&err)
 	db, err := s.open(timeout, false)
 	if err != nil {
 		return err
@@ -178,6 +180,26 @@ func (s *Store) update(ctx context.Context, fn func(*Tx) error) error {
 			return fn(tx)
 		})
 	})
+}
+
+// seen gives a *CorruptError about the store's file in *err the identity
+// of the file there now, while the operation's lock is still held: the
+// file it found corrupt.
+func (s *Store) seen(err *error) {
+	var ce *CorruptError
+	if errors.As(*err, &ce) && ce.Path == s.path && ce.file == (fileID{}) {
+		ce.file = idOf(s.path)
+	}
+}
+
+// idOf is the identity of the file at path (no link followed); zero when
+// there is none.
+func idOf(path string) fileID {
+	var st syscall.Stat_t
+	if syscall.Lstat(path, &st) != nil {
+		return fileID{}
+	}
+	return fileID{uint64(st.Dev), st.Ino}
 }
 
 // corrupt is a *CorruptError about the store's file.
@@ -195,11 +217,17 @@ func (s *Store) afterCorrupt(err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Under the writers' lock: no other nsbox process is inside the file.
-	l, lerr := lockFile(s.path+".lock", true, s.timeout)
+	l, lerr := lockStore(s.path+".lock", true, s.timeout)
 	if lerr != nil {
 		return err
 	}
 	defer l.unlock()
+	// Only the file found corrupt: another process may have moved it
+	// away since, and a new, healthy store been written in its place,
+	// which this rename then hid as corrupt (review 50).
+	if ce.file == (fileID{}) || idOf(s.path) != ce.file {
+		return err
+	}
 	to := s.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
 	// rename(2) moves the name, never the data: a symbolic link or FIFO at
 	// the store's name is moved as it is, nothing it points to is touched.
