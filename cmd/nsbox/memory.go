@@ -147,7 +147,7 @@ DATA-DIR is $XDG_DATA_HOME/nsbox (default ~/.local/share/nsbox).`,
 			if asJSON {
 				return writeJSON(out, r)
 			}
-			fmt.Fprintf(out, "key:     %s\ntags:    %s\ncreated: %s\nupdated: %s\n\n%s\n", r.Key, strings.Join(r.Tags, ", "),
+			fmt.Fprintf(out, "key:     %s\ntags:    %s\ncreated: %s\nupdated: %s\n\n%s\n", terminalSafe(out, r.Key), terminalSafe(out, strings.Join(r.Tags, ", ")),
 				localTime(r.Created), localTime(r.Updated), terminalSafe(out, strings.TrimRight(r.Text, "\n")))
 			return nil
 		},
@@ -195,7 +195,10 @@ func printMemories(out io.Writer, ms []memory.Match, score bool) {
 // and cannot drive the terminal.
 func oneLine(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		// The bidirectional overrides and isolates too (unsafeRune):
+		// a key or text from a sandbox must not reorder what the table
+		// shows (review 50).
+		if r == '\n' || r == '\t' || unsafeRune(r) {
 			return ' '
 		}
 		return r
@@ -219,10 +222,7 @@ func terminalSafe(out io.Writer, s string) string {
 		return s
 	}
 	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		if unsafeRune(r) { // control characters, bidirectional overrides
 			return -1
 		}
 		return r
