@@ -91,7 +91,16 @@ func gitVarsPointersAt(vars []gitConfigVar, file, base, workTree, home string, r
 				out = append(out, gitPointer{p, false})
 				if depth < maxGitIncludeDepth && !seen[p] {
 					seen[p] = true
-					read(p, parseGitConfig(readConfigFile(p, roots)), depth+1)
+					// Read where its link leads (a dotfiles manager's
+					// ~/.gitconfig.local), relative includes against p
+					// as git takes them: read with O_NOFOLLOW, a linked
+					// include was never read, what it names left
+					// writable (review 51).
+					rp := p
+					if real, err := filepath.EvalSymlinks(p); err == nil {
+						rp = real
+					}
+					read(p, parseGitConfig(readConfigFile(rp, roots)), depth+1)
 				}
 			}
 		}

@@ -89,8 +89,12 @@ func (r *resolver) protectPresent(e entry, p string, depth int, budget *int, pp 
 	*budget--
 	if depth == 0 || st.Mode()&os.ModeSymlink != 0 {
 		e.Dir = st.IsDir()
+		// Best effort: a link that does not resolve (a stale loop in a
+		// plugin directory) is one no sandbox writes through, and
+		// failing on it stopped every run (review 51). A dangling link
+		// still resolves, to a placeholder for what it names.
 		if err := r.protectOne(e, p, pp); err != nil {
-			return err
+			return nil
 		}
 	}
 	if !st.IsDir() || depth >= 3 {

@@ -163,20 +163,25 @@ func (m *Memory) Recall(ctx context.Context, query string, tags []string, limit 
 	if strings.TrimSpace(query) == "" && len(tags) == 0 {
 		return nil, &store.ArgError{Field: "query", Msg: "give a key, a query or tags"}
 	}
+	out := []Match{}
+	if strings.TrimSpace(query) == "" {
+		// Tags only: the most recent, ordered without the texts, as
+		// list does (review 51).
+		recs, _, err := m.recent(ctx, tags, limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			out = append(out, Match{Record: r})
+		}
+		return out, nil
+	}
 	recs, err := m.all(ctx, tags)
 	if err != nil {
 		return nil, err
 	}
-	out := []Match{}
-	if strings.TrimSpace(query) == "" {
-		sortRecent(recs)
-		for _, r := range recs {
-			out = append(out, Match{Record: r})
-		}
-	} else {
-		for _, s := range rank(recs, query) {
-			out = append(out, Match{Record: s.rec, Score: roundScore(s.score)})
-		}
+	for _, s := range rank(recs, query) {
+		out = append(out, Match{Record: s.rec, Score: roundScore(s.score)})
 	}
 	if len(out) > limit {
 		out = out[:limit]
@@ -211,12 +216,18 @@ func (m *Memory) List(ctx context.Context, tag string, limit int) ([]Record, int
 			return nil, 0, err
 		}
 	}
-	// The order is decided without the texts; only the memories returned
-	// are decoded whole. Decoding every text to return one copied and
-	// decoded the whole store a call, reads side by side (review 50).
+	return m.recent(ctx, tags, limit)
+}
+
+// recent returns the limit most recently updated memories that carry all
+// of tags, and how many carry them. The order is decided without the
+// texts; only the memories returned are decoded whole. Decoding every
+// text to return one copied and decoded the whole store a call, reads
+// side by side (review 50).
+func (m *Memory) recent(ctx context.Context, tags []string, limit int) ([]Record, int, error) {
 	var recs []Record
 	total := 0
-	err = m.st.View(ctx, func(tx *store.Tx) error {
+	err := m.st.View(ctx, func(tx *store.Tx) error {
 		var err error
 		if recs, err = m.each(tx, tags, false); err != nil {
 			return err
