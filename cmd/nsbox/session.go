@@ -90,8 +90,9 @@ running). A session ends on nsbox session stop, after --idle without a call
 started it), or when its sandbox dies; it never outlives a reboot.
 
 Sessions are per user: their sockets live in a private 0700 directory
-($XDG_RUNTIME_DIR/nsbox-sessions, else /tmp/nsbox-sessions-UID) and
-accept connections of the same uid only.`,
+($XDG_RUNTIME_DIR/nsbox-sessions when it is /run/user/UID, else
+/tmp/nsbox-sessions-UID; never $TMPDIR), hidden in every sandbox, and
+accept connections of the same uid, outside the sandboxes, only.`,
 	}
 	cmd.AddCommand(newSessionStartCmd(), newSessionStopCmd(), newSessionListCmd(), newSessionServeCmd())
 	return cmd

@@ -398,7 +398,7 @@ func (r *resolver) binds() error {
 	r.rwRoots = dedupStrings(r.rwRoots)
 	for _, it := range r.mounts {
 		if it.m.Kind == sandbox.MountBind && !it.m.ReadOnly && r.home != "" && within(r.home, it.m.Source) {
-			r.warn(it.at.warn(false, "makes %s writable, which holds your home directory: shell startup files and nsbox's config stay read-only, other startup files (editor, git, systemd user units) do not", it.m.Source))
+			r.warn(it.at.warn(false, "makes %s writable, which holds your home directory: shell startup files, the git and ssh configs, the editor and tmux configs that exist and nsbox's config stay read-only, other startup files (systemd user units, autostart) do not", it.m.Source))
 		}
 	}
 	return nil

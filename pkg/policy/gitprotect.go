@@ -388,18 +388,12 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp
 		if root == "" || ptr.path == root {
 			continue // read-only inside, or the whole writable directory
 		}
-		rel, _ := filepath.Rel(root, ptr.path)
-		cur := root
-		for _, c := range splitPath(rel) {
-			cur = filepath.Join(cur, c)
-			st, err := os.Lstat(cur)
-			if err != nil {
-				break // missing from here: a placeholder keeps it so
-			}
-			if st.Mode()&os.ModeSymlink != 0 {
-				return e.at.err(nil, "%s points git to %s through the symlink %s, which a sandbox could point elsewhere: point it to the real path, or remove the symlink if a sandbox made it", config, ptr.path, cur)
-			}
-		}
+		// A symlink on the way inside the writable directory (stow's
+		// ~/.gitconfig.local, with --rw ~) is kept in place by
+		// protectOne (protectLinks: the link pinned, what it leads to
+		// read-only), as for every protected path: refusing the run for
+		// it made every run with a stow-linked git config fail (review
+		// 52).
 		pe := e
 		pe.Dir = ptr.dir
 		if err := r.protectOne(pe, ptr.path, pp); err != nil {

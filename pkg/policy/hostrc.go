@@ -88,7 +88,7 @@ func (r *resolver) protectPresent(e entry, p string, depth int, budget *int, pp 
 	}
 	*budget--
 	if depth == 0 || st.Mode()&os.ModeSymlink != 0 {
-		e.Dir = st.IsDir()
+		e.Dir, e.quiet = st.IsDir(), true
 		// Best effort: a link that does not resolve (a stale loop in a
 		// plugin directory) is one no sandbox writes through, and
 		// failing on it stopped every run (review 51). A dangling link

@@ -50,6 +50,10 @@ type bval struct {
 type entry struct {
 	PathEntry
 	at origin
+	// quiet: a best-effort protection (hostrc.go), whose directory's
+	// links past protectLinksInside's bounds are not worth a warning in
+	// every run (review 52: a vim plugin six levels deep).
+	quiet bool
 }
 
 type sentry struct {

@@ -1312,11 +1312,21 @@ func TestProtectGitConfigPointers(t *testing.T) {
 			t.Errorf("%s not protected: %+v", d, res.Policy.Mounts)
 		}
 	}
+	// A symlink on the way is kept in place and what it leads to is
+	// protected, as for any protected path (protectLinks); refusing the
+	// run made every run with a stow-linked git config fail (review 52).
 	os.RemoveAll(filepath.Join(h.Cwd, ".husky"))
 	os.MkdirAll(filepath.Join(h.Cwd, "real-hooks"), 0o755)
 	os.Symlink("real-hooks", filepath.Join(h.Cwd, ".husky"))
-	if _, err := Load(h, Request{ConfigFile: "-"}); err == nil || !strings.Contains(err.Error(), "through the symlink "+filepath.Join(h.Cwd, ".husky")) {
+	res, err := Load(h, Request{ConfigFile: "-"})
+	if err != nil {
 		t.Fatalf("a hooksPath through a symlink: %v", err)
+	}
+	if !hasMount(res.Policy, "protect", filepath.Join(h.Cwd, "real-hooks", "_")) && !hasMount(res.Policy, "protect", filepath.Join(h.Cwd, "real-hooks")) {
+		t.Errorf("the hooks directory a link leads to is not protected: %+v", res.Policy.Mounts)
+	}
+	if !hasMount(res.Policy, "protect", filepath.Join(h.Cwd, ".husky")) {
+		t.Errorf("the link on the way is not kept in place: %+v", res.Policy.Mounts)
 	}
 }
 

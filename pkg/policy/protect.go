@@ -318,7 +318,7 @@ func (r *resolver) protectLinksInside(e entry, dir string, pp *protectPass) {
 		}
 		return true
 	}
-	if !walk(dir, 0) {
+	if !walk(dir, 0) && !e.quiet {
 		r.warn(e.at.warn(false, "%s holds more than %d entries or %d levels: what symlinks beyond those lead to is not protected", dir, linksInsideMaxEntries, linksInsideMaxDepth))
 	}
 }
