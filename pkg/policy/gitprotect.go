@@ -375,18 +375,21 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp
 			}
 			return root
 		}
-		root := rootOf(ptr.path)
-		if root == "" {
+		if root := rootOf(ptr.path); root == "" {
 			// A path outside the writable directories may still lead
 			// into one through a link of the user's
 			// (include.path = ~/.gitconfig.local, a dotfiles link):
-			// what it leads to is what git reads (review 49).
-			if real, err := filepath.EvalSymlinks(ptr.path); err == nil && rootOf(real) != "" {
-				ptr.path, root = real, rootOf(real)
+			// what it leads to is what git reads (review 49). It goes
+			// to protectOne as written, so that every link of the
+			// chain inside a writable directory is pinned and a
+			// missing target gets its placeholder (review 53: given
+			// the resolved path, it pinned none, and a dangling link
+			// was skipped); it does nothing where the path stays out.
+			if real, err := filepath.EvalSymlinks(ptr.path); err == nil && (rootOf(real) == "" || real == rootOf(real)) {
+				continue // read-only inside, or the whole directory
 			}
-		}
-		if root == "" || ptr.path == root {
-			continue // read-only inside, or the whole writable directory
+		} else if ptr.path == root {
+			continue // the whole writable directory
 		}
 		// A symlink on the way inside the writable directory (stow's
 		// ~/.gitconfig.local, with --rw ~) is kept in place by

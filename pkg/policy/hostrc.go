@@ -61,8 +61,11 @@ func (r *resolver) protectHostRunFiles(pp *protectPass) error {
 			}
 		}
 	}
-	budget := maxHostRunEntries
 	for _, p := range paths {
+		// A budget of its own for each: a shared one, spent by a big
+		// ~/.vim (an undo directory), left every later file of the
+		// list unprotected, ~/.tmux.conf among them (review 53).
+		budget := maxHostRunEntries
 		if err := r.protectPresent(*e, p, 0, &budget, pp); err != nil {
 			return err
 		}
@@ -70,8 +73,9 @@ func (r *resolver) protectHostRunFiles(pp *protectPass) error {
 	return nil
 }
 
-// maxHostRunEntries bounds the entries protectPresent looks at in the
-// directories of hostRunFiles (an nvim config of plugins can be large).
+// maxHostRunEntries bounds the entries protectPresent looks at below each
+// of hostRunFiles' directories (an nvim config of plugins can be large);
+// the file or directory itself is always protected.
 const maxHostRunEntries = 512
 
 // protectPresent protects p where it exists, and, for a real directory
@@ -83,7 +87,7 @@ const maxHostRunEntries = 512
 // get a protection (a bind) of their own.
 func (r *resolver) protectPresent(e entry, p string, depth int, budget *int, pp *protectPass) error {
 	st, err := os.Lstat(p)
-	if err != nil || *budget <= 0 {
+	if err != nil || depth > 0 && *budget <= 0 {
 		return nil // missing: no placeholder (see hostRunFiles)
 	}
 	*budget--
@@ -94,6 +98,10 @@ func (r *resolver) protectPresent(e entry, p string, depth int, budget *int, pp 
 		// failing on it stopped every run (review 51). A dangling link
 		// still resolves, to a placeholder for what it names.
 		if err := r.protectOne(e, p, pp); err != nil {
+			// Its links are pinned all the same: a loop broken by a
+			// sandbox that replaced one of its links with a file
+			// would otherwise be read by the host (review 53).
+			r.protectLinks(e, p, pp)
 			return nil
 		}
 	}
