@@ -385,6 +385,9 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp
 			// missing target gets its placeholder (review 53: given
 			// the resolved path, it pinned none, and a dangling link
 			// was skipped); it does nothing where the path stays out.
+			if !linkOnPath(ptr.path) {
+				continue // no link: it stays outside, read-only inside
+			}
 			if real, err := filepath.EvalSymlinks(ptr.path); err == nil && (rootOf(real) == "" || real == rootOf(real)) {
 				continue // read-only inside, or the whole directory
 			}
@@ -756,4 +759,24 @@ func configWorktrees(path string) []string {
 		}
 	}
 	return out
+}
+
+// linkOnPath reports whether a component of the absolute path p, up to
+// the first that does not exist, is a symbolic link: only then can a path
+// outside the writable directories lead into one. Checked first, so that
+// the pointers of an ordinary configuration (most name nothing that
+// exists) cost a few lstat calls, not a resolution each.
+func linkOnPath(p string) bool {
+	cur := "/"
+	for _, c := range splitPath(strings.TrimPrefix(filepath.Clean(p), "/")) {
+		cur = filepath.Join(cur, c)
+		st, err := os.Lstat(cur)
+		if err != nil {
+			return false
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			return true
+		}
+	}
+	return false
 }
