@@ -3,10 +3,6 @@ package store
 import (
 	"bytes"
 	"hash/fnv"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -23,14 +19,7 @@ func selfLoopMeta1(t testing.TB, img []byte) []byte {
 	img = bytes.Clone(img[:len(img)/ps*ps])
 	id := uint64(len(img) / ps)
 	pg := make([]byte, ps)
-	ne.PutUint64(pg[0:], id)
-	ne.PutUint16(pg[8:], flagBranch)
-	ne.PutUint16(pg[10:], 1)
-	e := pg[pageHeaderSize:]
-	ne.PutUint32(e[0:], elementSize) // the key right after the element
-	ne.PutUint32(e[4:], 1)
-	ne.PutUint64(e[8:], id) // its child: itself
-	pg[pageHeaderSize+elementSize] = 'a'
+	putLoopBranch(pg, id, 'a')
 	img = append(img, pg...)
 
 	m0 := img[pageHeaderSize : pageHeaderSize+metaSize]
@@ -86,24 +75,8 @@ func TestReview43CheckerSkipsMetaWithOtherPageSize(t *testing.T) {
 // fatal), it passes when the read ends with an error or data and fails
 // when the child dies.
 func TestReview43CheckerSkipsMetaWithOtherPageSizeCrash(t *testing.T) {
-	if p := os.Getenv("NSBOX_REVIEW43_STORE"); p != "" {
-		_, err := readAll(newStore(t, p))
-		t.Logf("read: %v", err)
-		return
-	}
-	img, _, _ := faultStore(t)
-	path := filepath.Join(t.TempDir(), "d.db")
-	if err := os.WriteFile(path, selfLoopMeta1(t, img), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReview43CheckerSkipsMetaWithOtherPageSizeCrash$", "-test.v")
-	cmd.Env = append(os.Environ(), "NSBOX_REVIEW43_STORE="+path, "GOMAXPROCS=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		first := string(out)
-		if i := strings.Index(first, "\n\n"); i > 0 {
-			first = first[:i]
-		}
-		t.Errorf("reading the store killed the process (%v): %s", err, first)
-	}
+	readInChild(t, "NSBOX_REVIEW43_STORE", func() []byte {
+		img, _, _ := faultStore(t)
+		return selfLoopMeta1(t, img)
+	})
 }

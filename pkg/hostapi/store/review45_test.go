@@ -3,10 +3,6 @@ package store
 import (
 	"bytes"
 	"hash/fnv"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -24,14 +20,7 @@ func unmarkedMeta0(t testing.TB, img []byte) []byte {
 	img = bytes.Clone(img[:len(img)/ps*ps])
 	id := uint64(len(img) / ps)
 	pg := make([]byte, ps)
-	ne.PutUint64(pg[0:], id)
-	ne.PutUint16(pg[8:], flagBranch)
-	ne.PutUint16(pg[10:], 1)
-	e := pg[pageHeaderSize:]
-	ne.PutUint32(e[0:], elementSize)
-	ne.PutUint32(e[4:], 1)
-	ne.PutUint64(e[8:], id) // its child: itself
-	pg[pageHeaderSize+elementSize] = 'a'
+	putLoopBranch(pg, id, 'a')
 	img = append(img, pg...)
 
 	m0 := img[pageHeaderSize : pageHeaderSize+metaSize]
@@ -99,26 +88,10 @@ func TestReview45CheckerRefusesMetaBboltAccepts(t *testing.T) {
 // to a process that reads it through the store, in a child process (the
 // crash is fatal): it fails when the child dies.
 func TestReview45CheckerRefusesMetaBboltAcceptsCrash(t *testing.T) {
-	if p := os.Getenv("NSBOX_REVIEW45_STORE"); p != "" {
-		_, err := readAll(newStore(t, p))
-		t.Logf("read: %v", err)
-		return
-	}
-	img, _, _ := faultStore(t)
-	path := filepath.Join(t.TempDir(), "d.db")
-	if err := os.WriteFile(path, unmarkedMeta0(t, img), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReview45CheckerRefusesMetaBboltAcceptsCrash$", "-test.v")
-	cmd.Env = append(os.Environ(), "NSBOX_REVIEW45_STORE="+path, "GOMAXPROCS=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		first := string(out)
-		if i := strings.Index(first, "\n\n"); i > 0 {
-			first = first[:i]
-		}
-		t.Errorf("reading the store killed the process (%v): %s", err, first)
-	}
+	readInChild(t, "NSBOX_REVIEW45_STORE", func() []byte {
+		img, _, _ := faultStore(t)
+		return unmarkedMeta0(t, img)
+	})
 }
 
 // putMeta writes a valid meta page (bbolt's layout, with its checksum) at
@@ -166,14 +139,7 @@ func probedPageSize() []byte {
 	ne.PutUint64(img[3*small:], 3)
 	ne.PutUint16(img[3*small+8:], flagLeaf)
 	// page 2 of 8 KiB (16 KiB in): a branch page whose child is itself
-	p := img[2*big:]
-	ne.PutUint64(p[0:], 2)
-	ne.PutUint16(p[8:], flagBranch)
-	ne.PutUint16(p[10:], 1)
-	ne.PutUint32(p[pageHeaderSize:], elementSize)
-	ne.PutUint32(p[pageHeaderSize+4:], 1)
-	ne.PutUint64(p[pageHeaderSize+8:], 2)
-	p[pageHeaderSize+elementSize] = 'b'
+	putLoopBranch(img[2*big:], 2, 'b')
 	return img
 }
 
@@ -194,28 +160,7 @@ func TestReview45CheckerProbesPageSizeUnlikeBbolt(t *testing.T) {
 // TestReview45CheckerProbesPageSizeUnlikeBboltCrash: that file, read
 // through the store in a child process.
 func TestReview45CheckerProbesPageSizeUnlikeBboltCrash(t *testing.T) {
-	if p := os.Getenv("NSBOX_REVIEW45_PROBE"); p != "" {
-		s, err := New(p, "test", Options{})
-		if err != nil {
-			t.Logf("open: %v", err)
-			return
-		}
-		_, err = readAll(s)
-		t.Logf("read: %v", err)
-		return
-	}
-	path := filepath.Join(t.TempDir(), "d.db")
-	if err := os.WriteFile(path, probedPageSize(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReview45CheckerProbesPageSizeUnlikeBboltCrash$", "-test.v")
-	cmd.Env = append(os.Environ(), "NSBOX_REVIEW45_PROBE="+path, "GOMAXPROCS=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		first := string(out)
-		if i := strings.Index(first, "\n\n"); i > 0 {
-			first = first[:i]
-		}
-		t.Errorf("reading the store killed the process (%v): %s", err, first)
-	}
+	readInChild(t, "NSBOX_REVIEW45_PROBE", func() []byte {
+		return probedPageSize()
+	})
 }

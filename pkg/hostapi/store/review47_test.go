@@ -2,10 +2,6 @@ package store
 
 import (
 	"bytes"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -35,14 +31,7 @@ func smallFileMetas() []byte {
 	ne.PutUint16(img[2*ps+8:], flagLeaf)
 	// page 5 of 512 bytes, the second half of that leaf: a branch page
 	// whose child is itself
-	p := img[5*512:]
-	ne.PutUint64(p[0:], 5)
-	ne.PutUint16(p[8:], flagBranch)
-	ne.PutUint16(p[10:], 1)
-	ne.PutUint32(p[pageHeaderSize:], elementSize)
-	ne.PutUint32(p[pageHeaderSize+4:], 1)
-	ne.PutUint64(p[pageHeaderSize+8:], 5)
-	p[pageHeaderSize+elementSize] = 'b'
+	putLoopBranch(img[5*512:], 5, 'b')
 	return img
 }
 
@@ -72,30 +61,7 @@ func TestReview47CheckerSmallFileFirstMeta(t *testing.T) {
 // through the store in a child process (the crash is fatal): it fails
 // when the child dies.
 func TestReview47CheckerSmallFileFirstMetaCrash(t *testing.T) {
-	if p := os.Getenv("NSBOX_REVIEW47_SMALL"); p != "" {
-		s, err := New(p, "test", Options{})
-		if err != nil {
-			t.Logf("open: %v", err)
-			return
-		}
-		_, err = readAll(s)
-		t.Logf("read: %v", err)
-		return
-	}
-	path := filepath.Join(t.TempDir(), "d.db")
-	if err := os.WriteFile(path, smallFileMetas(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReview47CheckerSmallFileFirstMetaCrash$", "-test.v")
-	cmd.Env = append(os.Environ(), "NSBOX_REVIEW47_SMALL="+path, "GOMAXPROCS=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		first := string(out)
-		if i := strings.Index(first, "\n\n"); i > 0 {
-			first = first[:i]
-		}
-		t.Errorf("reading the store killed the process (%v): %s", err, first)
-	} else {
-		t.Logf("child: %s", out)
-	}
+	readInChild(t, "NSBOX_REVIEW47_SMALL", func() []byte {
+		return smallFileMetas()
+	})
 }
