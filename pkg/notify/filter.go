@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/pkg/internal/cbpf"
 )
 
 // ErrUnsupported is returned where the kernel or the architecture has no
@@ -27,40 +29,18 @@ type archCalls struct {
 	nrs  []uint32
 }
 
-// asm assembles a classic BPF program with symbolic jump targets.
-type asm struct {
-	ins    []unix.SockFilter
-	labels map[string]int
-	fix    []fixup
-}
-
-type fixup struct {
-	at     int
-	jt, jf string
-}
-
-func (a *asm) label(name string) { a.labels[name] = len(a.ins) }
-func (a *asm) stmt(code uint16, k uint32) {
-	a.ins = append(a.ins, unix.SockFilter{Code: code, K: k})
-}
+// asm is the notification filter's assembler: the project's (cbpf), with
+// the jumps it writes most spelled short.
+type asm struct{ cbpf.Asm }
 
 // jset jumps to jt when A & k != 0, else to jf.
-func (a *asm) jset(k uint32, jt, jf string) {
-	a.fix = append(a.fix, fixup{at: len(a.ins), jt: jt, jf: jf})
-	a.ins = append(a.ins, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: k})
-}
+func (a *asm) jset(k uint32, jt, jf string) { a.Jump(cbpf.JSet, k, jt, jf) }
 
 // jge jumps to jt when A >= k, else to jf.
-func (a *asm) jge(k uint32, jt, jf string) {
-	a.fix = append(a.fix, fixup{at: len(a.ins), jt: jt, jf: jf})
-	a.ins = append(a.ins, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K, K: k})
-}
+func (a *asm) jge(k uint32, jt, jf string) { a.Jump(cbpf.JGe, k, jt, jf) }
 
 // jeq jumps to jt when A == k, else to jf ("" is the next instruction).
-func (a *asm) jeq(k uint32, jt, jf string) {
-	a.fix = append(a.fix, fixup{at: len(a.ins), jt: jt, jf: jf})
-	a.ins = append(a.ins, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: k})
-}
+func (a *asm) jeq(k uint32, jt, jf string) { a.Jump(cbpf.JEq, k, jt, jf) }
 
 // refuse makes each of names a jump to "eperm", falling through to the
 // next instruction otherwise: a list of refused option names.
@@ -71,20 +51,11 @@ func (a *asm) refuse(names ...uint32) {
 }
 
 func (a *asm) done() []unix.SockFilter {
-	off := func(at int, l string) uint8 {
-		if l == "" {
-			return 0
-		}
-		d := a.labels[l] - at - 1
-		if d < 0 || d > 255 {
-			panic("notify: bad BPF jump to " + l) // a bug in Program, caught by its test
-		}
-		return uint8(d)
+	prog, err := a.Assemble()
+	if err != nil {
+		panic("notify: " + err.Error()) // a bug in Program, caught by its test
 	}
-	for _, f := range a.fix {
-		a.ins[f.at].Jt, a.ins[f.at].Jf = off(f.at, f.jt), off(f.at, f.jf)
-	}
-	return a.ins
+	return prog
 }
 
 // Program returns the notification filter: connect, sendmsg and sendmmsg
@@ -107,17 +78,17 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 		ret = unix.BPF_RET | unix.BPF_K
 	)
-	a := &asm{labels: map[string]int{}}
-	a.stmt(ld, offArch)
+	a := &asm{}
+	a.Stmt(ld, offArch)
 	a.jeq(auditArch, "native", "")
 	for i, fc := range foreignSocketCalls {
 		a.jeq(fc.arch, "foreign"+string(rune('0'+i)), "")
 	}
-	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.Stmt(ret, unix.SECCOMP_RET_ALLOW)
 	// BPF jumps only forward: the blocks come first, the shared returns
 	// last.
-	a.label("native")
-	a.stmt(ld, offNr)
+	a.Label("native")
+	a.Stmt(ld, offNr)
 	a.jeq(uint32(unix.SYS_CONNECT), "notify", "")
 	a.jeq(uint32(unix.SYS_SENDMSG), "notify", "")
 	a.jeq(uint32(unix.SYS_SENDMMSG), "notify", "")
@@ -175,7 +146,7 @@ func Program(o ProgramOptions) []unix.SockFilter {
 	for _, nr := range ioUringSetupOf(auditArch) {
 		a.jeq(nr, "nosys", "")
 	}
-	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.Stmt(ret, unix.SECCOMP_RET_ALLOW)
 	// sendto with MSG_FASTOPEN (its 4th argument, flags, an int) goes
 	// to the handler even without an address: on a socket whose connect
 	// failed, the kernel's fast-open path (tcp_sendmsg_fastopen, then
@@ -184,16 +155,16 @@ func Program(o ProgramOptions) []unix.SockFilter {
 	// could then listen there (found by review). Otherwise sendto's 5th
 	// argument (dest_addr), as two 32-bit words (little endian: the low
 	// word first): NULL is allowed.
-	a.label("sendto")
-	a.stmt(ld, offArgs+3*8)
+	a.Label("sendto")
+	a.Stmt(ld, offArgs+3*8)
 	a.jset(unix.MSG_FASTOPEN, "notify", "")
-	a.stmt(ld, offArgs+4*8)
+	a.Stmt(ld, offArgs+4*8)
 	a.jeq(0, "", "notify")
-	a.stmt(ld, offArgs+4*8+4)
+	a.Stmt(ld, offArgs+4*8+4)
 	a.jeq(0, "allow", "notify")
 	for i, fc := range foreignSocketCalls {
-		a.label("foreign" + string(rune('0'+i)))
-		a.stmt(ld, offNr)
+		a.Label("foreign" + string(rune('0'+i)))
+		a.Stmt(ld, offNr)
 		for _, nr := range setgroupsOf(fc.arch) {
 			a.jeq(nr, "notify", "")
 		}
@@ -213,7 +184,7 @@ func Program(o ProgramOptions) []unix.SockFilter {
 				a.jeq(nr, "ioctl-foreign", "")
 			}
 		}
-		a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+		a.Stmt(ret, unix.SECCOMP_RET_ALLOW)
 	}
 	// socket(2)'s domain (an int: the low word): AF_VSOCK talks to the
 	// hypervisor and the host's other VMs whatever the network namespace,
@@ -221,23 +192,23 @@ func Program(o ProgramOptions) []unix.SockFilter {
 	// the shipped profiles deny it too, but --seccomp unconfined does
 	// not). i386's socketcall hides its arguments in memory: that ABI is
 	// the main filter's to kill.
-	a.label("socket")
-	a.stmt(ld, offArgs)
+	a.Label("socket")
+	a.Stmt(ld, offArgs)
 	a.jeq(unix.AF_VSOCK, "noafsupport", "allow")
 	if o.Filtered {
 		// setsockopt(fd, level, optname, ...): level and optname are
 		// ints (the low words).
-		a.label("setsockopt")
-		a.stmt(ld, offArgs+1*8)
+		a.Label("setsockopt")
+		a.Stmt(ld, offArgs+1*8)
 		a.jeq(unix.SOL_SOCKET, "sockopt-socket", "")
 		a.jeq(unix.IPPROTO_IPV6, "sockopt-ipv6", "")
 		a.jeq(unix.IPPROTO_IP, "sockopt-ip", "allow")
-		a.label("sockopt-socket")
-		a.stmt(ld, offArgs+2*8)
+		a.Label("sockopt-socket")
+		a.Stmt(ld, offArgs+2*8)
 		a.jeq(unix.SO_BINDTODEVICE, "eperm", "")
 		a.jeq(unix.SO_BINDTOIFINDEX, "eperm", "allow")
-		a.label("sockopt-ipv6")
-		a.stmt(ld, offArgs+2*8)
+		a.Label("sockopt-ipv6")
+		a.Stmt(ld, offArgs+2*8)
 		a.refuse(unix.IPV6_RTHDR, unix.IPV6_2292RTHDR)
 		// Every other name that installs sticky IPv6 extension headers
 		// (np->opt, sent on each segment of a TCP socket; ipv6(7),
@@ -273,8 +244,8 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		a.refuse(unix.IPV6_UNICAST_IF)
 		a.jge(unix.MCAST_JOIN_GROUP, "", "allow")
 		a.jge(unix.MCAST_MSFILTER+1, "allow", "eperm")
-		a.label("sockopt-ip")
-		a.stmt(ld, offArgs+2*8)
+		a.Label("sockopt-ip")
+		a.Stmt(ld, offArgs+2*8)
 		a.jeq(unix.IP_OPTIONS, "eperm", "")
 		a.jeq(unix.IP_UNICAST_IF, "eperm", "")
 		// The same joins at IPPROTO_IP (ip(7), RFC 3678), names 35-48:
@@ -291,13 +262,13 @@ func Program(o ProgramOptions) []unix.SockFilter {
 		// test. A foreign ABI's are refused: the supervisor reads
 		// native structures only.
 		for _, lb := range []struct{ label, to string }{{"ioctl", "notify"}, {"ioctl-foreign", "deny"}} {
-			a.label(lb.label)
-			a.stmt(ld, offArgs+1*8)
+			a.Label(lb.label)
+			a.Stmt(ld, offArgs+1*8)
 			a.jge(siocFirst, "", "allow")
 			a.jge(siocEnd, "", lb.label+"-dev")
 			a.jge(siocWireless, "", "allow")
 			a.jge(siocWirelessE, "allow", lb.to)
-			a.label(lb.label + "-dev")
+			a.Label(lb.label + "-dev")
 			passed := append([]uint32{siocOutqNSD, siocGSKNS}, siocSets...)
 			for i, k := range passed {
 				next := ""
@@ -308,18 +279,18 @@ func Program(o ProgramOptions) []unix.SockFilter {
 			}
 		}
 	}
-	a.label("allow")
-	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
-	a.label("eperm")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
-	a.label("noafsupport")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EAFNOSUPPORT))
-	a.label("deny")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
-	a.label("nosys")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
-	a.label("notify")
-	a.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
+	a.Label("allow")
+	a.Stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.Label("eperm")
+	a.Stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
+	a.Label("noafsupport")
+	a.Stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EAFNOSUPPORT))
+	a.Label("deny")
+	a.Stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	a.Label("nosys")
+	a.Stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
+	a.Label("notify")
+	a.Stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
 	return a.done()
 }
 

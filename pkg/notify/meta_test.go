@@ -26,17 +26,17 @@ func installMetaFilter() (int, error) {
 		ret = unix.BPF_RET | unix.BPF_K
 	)
 	chmod, chown, utimes := MetaCalls()
-	a := &asm{labels: map[string]int{}}
-	a.stmt(ld, offArch)
+	a := &asm{}
+	a.Stmt(ld, offArch)
 	a.jeq(auditArch, "", "allow")
-	a.stmt(ld, offNr)
+	a.Stmt(ld, offNr)
 	for _, nr := range append(append(chmod, chown...), utimes...) {
 		a.jeq(nr, "notify", "")
 	}
-	a.label("allow")
-	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
-	a.label("notify")
-	a.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
+	a.Label("allow")
+	a.Stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.Label("notify")
+	a.Stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
 	prog := a.done()
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/nsbox/nsbox/pkg/internal/cbpf"
 	"github.com/nsbox/nsbox/pkg/notify"
 	"golang.org/x/sys/unix"
 )
@@ -75,16 +76,14 @@ func auditArch() (uint32, error) {
 	return 0, fmt.Errorf("no socket filter for %s", runtime.GOARCH)
 }
 
-// bpfAsm assembles classic BPF with symbolic jump targets.
 // Classic BPF on struct seccomp_data, for the filters below.
 const (
-	ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-	jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-	jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-	// jset jumps when the accumulator has any bit of k set.
-	jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-	and  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
-	ret  = unix.BPF_RET | unix.BPF_K
+	ld   = cbpf.LdAbs
+	jeq  = cbpf.JEq
+	jge  = cbpf.JGe
+	jset = cbpf.JSet // jumps when the accumulator has any bit of k set
+	and  = cbpf.And
+	ret  = cbpf.Ret
 )
 
 // arg is the offset of the low word of seccomp_data.args[i].
@@ -99,84 +98,30 @@ func newBPFFilter() (*bpfAsm, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &bpfAsm{labels: map[string]int{}}
-	a.stmt(ld, 4)
-	a.jump(jeq, arch, "", "deny")
-	a.stmt(ld, 0)
-	a.jump(jge, 0x40000000, "deny", "") // x32
+	a := &bpfAsm{}
+	a.Stmt(ld, 4)
+	a.Jump(jeq, arch, "", "deny")
+	a.Stmt(ld, 0)
+	a.Jump(jge, 0x40000000, "deny", "") // x32
 	return a, nil
 }
 
-type bpfAsm struct {
-	prog   []unix.SockFilter
-	labels map[string]int
-	fixups []bpfFixup
-}
-
-type bpfFixup struct {
-	at         int
-	jt, jf, ja string
-}
-
-func (a *bpfAsm) label(name string) { a.labels[name] = len(a.prog) }
-func (a *bpfAsm) stmt(code uint16, k uint32) {
-	a.prog = append(a.prog, unix.SockFilter{Code: code, K: k})
-}
-
-// jump jumps to jt when the comparison holds, else to jf ("" is the next
-// instruction).
-func (a *bpfAsm) jump(code uint16, k uint32, jt, jf string) {
-	a.fixups = append(a.fixups, bpfFixup{at: len(a.prog), jt: jt, jf: jf})
-	a.prog = append(a.prog, unix.SockFilter{Code: code, K: k})
-}
-
-// ja jumps to a label unconditionally.
-func (a *bpfAsm) ja(to string) {
-	a.fixups = append(a.fixups, bpfFixup{at: len(a.prog), ja: to})
-	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JA})
-}
+// bpfAsm is the Landlock filters' assembler: the project's (cbpf), with
+// the answers both filters share.
+type bpfAsm struct{ cbpf.Asm }
 
 // returns emits the answers both Landlock filters jump to: "allow",
 // "deny" (EACCES), "eperm" and "notsup" (EOPNOTSUPP).
 func (a *bpfAsm) returns() {
 	const ret = unix.BPF_RET | unix.BPF_K
-	a.label("allow")
-	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
-	a.label("deny")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
-	a.label("eperm")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
-	a.label("notsup")
-	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
-}
-
-func (a *bpfAsm) done() ([]unix.SockFilter, error) {
-	for _, f := range a.fixups {
-		if f.ja != "" {
-			to, ok := a.labels[f.ja]
-			if !ok || to <= f.at {
-				return nil, fmt.Errorf("bpf: bad jump to %q", f.ja)
-			}
-			a.prog[f.at].K = uint32(to - f.at - 1)
-			continue
-		}
-		for i, l := range []string{f.jt, f.jf} {
-			if l == "" {
-				continue
-			}
-			to, ok := a.labels[l]
-			off := to - f.at - 1
-			if !ok || off < 0 || off > 255 {
-				return nil, fmt.Errorf("bpf: bad jump to %q", l)
-			}
-			if i == 0 {
-				a.prog[f.at].Jt = uint8(off)
-			} else {
-				a.prog[f.at].Jf = uint8(off)
-			}
-		}
-	}
-	return a.prog, nil
+	a.Label("allow")
+	a.Stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.Label("deny")
+	a.Stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EACCES))
+	a.Label("eperm")
+	a.Stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
+	a.Label("notsup")
+	a.Stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP))
 }
 
 // socketFilter assembles the filter (classic BPF on struct seccomp_data:
@@ -194,44 +139,44 @@ func socketFilter(allSockets bool, worker int, scoped bool) ([]unix.SockFilter, 
 		return nil, err
 	}
 	self, group := uint32(worker), uint32(-worker)
-	a.jump(jeq, unix.SYS_IO_URING_SETUP, "deny", "")
-	a.jump(jeq, unix.SYS_TKILL, "deny", "")
+	a.Jump(jeq, unix.SYS_IO_URING_SETUP, "deny", "")
+	a.Jump(jeq, unix.SYS_TKILL, "deny", "")
 	// A /proc/PID directory fd is a pidfd too: its target cannot be told.
-	a.jump(jeq, unix.SYS_PIDFD_SEND_SIGNAL, "deny", "")
-	a.jump(jeq, unix.SYS_SOCKET, "socket", "")
-	a.jump(jeq, unix.SYS_KILL, "sig1", "")
-	a.jump(jeq, unix.SYS_RT_SIGQUEUEINFO, "sig1", "")
-	a.jump(jeq, unix.SYS_TGKILL, "sig2", "")
-	a.jump(jeq, unix.SYS_RT_TGSIGQUEUEINFO, "sig2", "")
-	a.jump(jeq, unix.SYS_PIDFD_OPEN, "target", "")
-	a.jump(jeq, unix.SYS_PRLIMIT64, "target", "allow")
+	a.Jump(jeq, unix.SYS_PIDFD_SEND_SIGNAL, "deny", "")
+	a.Jump(jeq, unix.SYS_SOCKET, "socket", "")
+	a.Jump(jeq, unix.SYS_KILL, "sig1", "")
+	a.Jump(jeq, unix.SYS_RT_SIGQUEUEINFO, "sig1", "")
+	a.Jump(jeq, unix.SYS_TGKILL, "sig2", "")
+	a.Jump(jeq, unix.SYS_RT_TGSIGQUEUEINFO, "sig2", "")
+	a.Jump(jeq, unix.SYS_PIDFD_OPEN, "target", "")
+	a.Jump(jeq, unix.SYS_PRLIMIT64, "target", "allow")
 	// Signal in args[1] (kill, rt_sigqueueinfo) or args[2] (tgkill,
 	// rt_tgsigqueueinfo): 0 and SIGURG are harmless to the worker.
-	a.label("sig1")
-	a.stmt(ld, arg(1))
-	a.ja("sigcheck")
-	a.label("sig2")
-	a.stmt(ld, arg(2))
-	a.label("sigcheck")
-	a.jump(jeq, 0, "allow", "")
-	a.jump(jeq, uint32(unix.SIGURG), "allow", "target")
-	a.label("target")
-	a.stmt(ld, arg(0))
-	a.jump(jeq, self, "deny", "")
-	a.jump(jeq, group, "deny", "")
+	a.Label("sig1")
+	a.Stmt(ld, arg(1))
+	a.JA("sigcheck")
+	a.Label("sig2")
+	a.Stmt(ld, arg(2))
+	a.Label("sigcheck")
+	a.Jump(jeq, 0, "allow", "")
+	a.Jump(jeq, uint32(unix.SIGURG), "allow", "target")
+	a.Label("target")
+	a.Stmt(ld, arg(0))
+	a.Jump(jeq, self, "deny", "")
+	a.Jump(jeq, group, "deny", "")
 	if scoped {
-		a.ja("allow")
+		a.JA("allow")
 	} else {
-		a.jump(jeq, 0xffffffff, "deny", "allow") // kill(-1): every process the uid may signal
+		a.Jump(jeq, 0xffffffff, "deny", "allow") // kill(-1): every process the uid may signal
 	}
-	a.label("socket")
+	a.Label("socket")
 	if allSockets {
-		a.ja("deny")
+		a.JA("deny")
 	}
-	a.stmt(ld, arg(0)) // the family
-	a.jump(jeq, unix.AF_UNIX, "deny", "allow")
+	a.Stmt(ld, arg(0)) // the family
+	a.Jump(jeq, unix.AF_UNIX, "deny", "allow")
 	a.returns()
-	return a.done()
+	return a.Assemble()
 }
 
 // installLandlockCommandFilter installs commandFilterLandlock on the
@@ -371,20 +316,20 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 	if err != nil {
 		return nil, err
 	}
-	a.jump(jeq, unix.SYS_PRLIMIT64, "self", "")
+	a.Jump(jeq, unix.SYS_PRLIMIT64, "self", "")
 	for _, nr := range []uint32{unix.SYS_SCHED_SETSCHEDULER, unix.SYS_SCHED_SETPARAM, unix.SYS_SCHED_SETATTR,
 		unix.SYS_SCHED_SETAFFINITY, unix.SYS_MIGRATE_PAGES, unix.SYS_MOVE_PAGES} {
-		a.jump(jeq, nr, "self", "")
+		a.Jump(jeq, nr, "self", "")
 	}
-	a.jump(jeq, unix.SYS_SETPRIORITY, "setpriority", "")
-	a.jump(jeq, unix.SYS_IOPRIO_SET, "ioprio", "")
-	a.jump(jeq, unix.SYS_KILL, "killall", "")
-	a.jump(jeq, unix.SYS_RT_SIGQUEUEINFO, "killall", "")
-	a.jump(jeq, unix.SYS_FCNTL, "fcntl", "")
-	a.jump(jeq, unix.SYS_IOCTL, "ioctl", "")
+	a.Jump(jeq, unix.SYS_SETPRIORITY, "setpriority", "")
+	a.Jump(jeq, unix.SYS_IOPRIO_SET, "ioprio", "")
+	a.Jump(jeq, unix.SYS_KILL, "killall", "")
+	a.Jump(jeq, unix.SYS_RT_SIGQUEUEINFO, "killall", "")
+	a.Jump(jeq, unix.SYS_FCNTL, "fcntl", "")
+	a.Jump(jeq, unix.SYS_IOCTL, "ioctl", "")
 	if networkNone {
-		a.jump(jeq, unix.SYS_BIND, "deny", "")
-		a.jump(jeq, unix.SYS_CONNECT, "deny", "")
+		a.Jump(jeq, unix.SYS_BIND, "deny", "")
+		a.Jump(jeq, unix.SYS_CONNECT, "deny", "")
 	}
 	// System V IPC and POSIX message queues: without an IPC namespace
 	// of its own, a command would attach to the shared memory, queues
@@ -394,7 +339,7 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 	// call, as review 24 found. Refused (EACCES), as the namespace
 	// sandbox's private IPC namespace would leave nothing to reach.
 	for _, nr := range landlockIPCCalls {
-		a.jump(jeq, nr, "deny", "")
+		a.Jump(jeq, nr, "deny", "")
 	}
 	// setxattr(2) and its kin: a POSIX ACL (system.posix_acl_access) is
 	// chmod by another name (others rw- on a 0600 file, review 29's
@@ -403,7 +348,7 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 	// is refused, with EOPNOTSUPP: what cp -a, rsync -X and tar --xattrs
 	// take for a file system without them, and go on.
 	for _, nr := range landlockXattrWrites {
-		a.jump(jeq, nr, "notsup", "")
+		a.Jump(jeq, nr, "notsup", "")
 	}
 	// chown(2) and its kin with a group: the owner cannot change without
 	// CAP_CHOWN, which no command has, but the group can, to any group of
@@ -412,19 +357,19 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 	// (unchanged) passes, and so does the caller's own group (root's tar
 	// restoring 0:0, cp -p): the caller's files are in it already.
 	egid := uint32(os.Getegid())
-	a.jump(jeq, unix.SYS_FCHOWN, "chown2", "")
-	a.jump(jeq, unix.SYS_FCHOWNAT, "chown3", "")
+	a.Jump(jeq, unix.SYS_FCHOWN, "chown2", "")
+	a.Jump(jeq, unix.SYS_FCHOWNAT, "chown3", "")
 	for _, nr := range sysChownPath() {
-		a.jump(jeq, nr, "chown2", "")
+		a.Jump(jeq, nr, "chown2", "")
 	}
 	// file_setattr(2) (Linux 6.17): the same flags by path, without an
 	// open Landlock could refuse.
-	a.jump(jeq, unix.SYS_FILE_SETATTR, "eperm", "")
-	a.jump(jeq, unix.SYS_FCHMOD, "chmod1", "")
-	a.jump(jeq, unix.SYS_FCHMODAT, "chmod2", "")
-	a.jump(jeq, unix.SYS_FCHMODAT2, "chmod2", "")
+	a.Jump(jeq, unix.SYS_FILE_SETATTR, "eperm", "")
+	a.Jump(jeq, unix.SYS_FCHMOD, "chmod1", "")
+	a.Jump(jeq, unix.SYS_FCHMODAT, "chmod2", "")
+	a.Jump(jeq, unix.SYS_FCHMODAT2, "chmod2", "")
 	if nr, ok := sysChmod(); ok {
-		a.jump(jeq, nr, "chmod1", "")
+		a.Jump(jeq, nr, "chmod1", "")
 	}
 	// With the metadata gate, a mode change that passes the rule below
 	// and every time change go to the supervisor (notify.MetaGate),
@@ -434,7 +379,7 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 		chmodOK = "notify"
 		_, _, utimes := notify.MetaCalls()
 		for _, nr := range utimes {
-			a.jump(jeq, nr, "notify", "")
+			a.Jump(jeq, nr, "notify", "")
 		}
 	}
 	if meta == metaRootless {
@@ -444,56 +389,56 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 		// away: its every chmod and touch would fail, in the workspace
 		// too (found by review). prctl(PR_SET_DUMPABLE, 0) fails with
 		// EPERM instead; ssh-agent and its kin go on without it.
-		a.jump(jeq, unix.SYS_PRCTL, "prctl", "")
+		a.Jump(jeq, unix.SYS_PRCTL, "prctl", "")
 	}
-	a.jump(jeq, unix.SYS_SOCKETPAIR, "socketpair", "allow")
+	a.Jump(jeq, unix.SYS_SOCKETPAIR, "socketpair", "allow")
 	// prlimit64(pid, ...) and the calls that change another process's
 	// scheduling or memory placement: only pid 0, the caller itself
 	// (what getrlimit, setrlimit, ulimit, nice, chrt and taskset on
 	// themselves use).
-	a.label("self")
-	a.stmt(ld, arg(0))
-	a.jump(jeq, 0, "allow", "deny")
+	a.Label("self")
+	a.Stmt(ld, arg(0))
+	a.Jump(jeq, 0, "allow", "deny")
 	// setpriority(which, who, ...) and ioprio_set(which, who, ...): only
 	// the caller itself (PRIO_PROCESS / IOPRIO_WHO_PROCESS, who 0); never
 	// a process group or every process of a uid.
-	a.label("setpriority")
-	a.stmt(ld, arg(0))
-	a.jump(jeq, 0 /* PRIO_PROCESS */, "", "deny")
-	a.stmt(ld, arg(1))
-	a.jump(jeq, 0, "allow", "deny")
-	a.label("ioprio")
-	a.stmt(ld, arg(0))
-	a.jump(jeq, 1 /* IOPRIO_WHO_PROCESS */, "", "deny")
-	a.stmt(ld, arg(1))
-	a.jump(jeq, 0, "allow", "deny")
+	a.Label("setpriority")
+	a.Stmt(ld, arg(0))
+	a.Jump(jeq, 0 /* PRIO_PROCESS */, "", "deny")
+	a.Stmt(ld, arg(1))
+	a.Jump(jeq, 0, "allow", "deny")
+	a.Label("ioprio")
+	a.Stmt(ld, arg(0))
+	a.Jump(jeq, 1 /* IOPRIO_WHO_PROCESS */, "", "deny")
+	a.Stmt(ld, arg(1))
+	a.Jump(jeq, 0, "allow", "deny")
 	// kill(-1) reaches the worker through its leader, which is in the
 	// commands' domain (the socket filter leaves it to the scope).
-	a.label("killall")
-	a.stmt(ld, arg(0))
+	a.Label("killall")
+	a.Stmt(ld, arg(0))
 	for _, tid := range tids {
-		a.jump(jeq, uint32(tid), "deny", "")
+		a.Jump(jeq, uint32(tid), "deny", "")
 	}
-	a.jump(jeq, 0xffffffff, "deny", "allow")
-	a.label("fcntl")
-	a.stmt(ld, arg(1))
-	a.jump(jeq, unix.F_SETOWN_EX, "deny", "")
-	a.jump(jeq, unix.F_SETOWN, "", "allow")
-	a.stmt(ld, arg(2))
-	a.jump(jeq, uint32(worker), "deny", "")
-	a.jump(jeq, uint32(-worker), "deny", "allow")
-	a.label("ioctl")
-	a.stmt(ld, arg(1))
+	a.Jump(jeq, 0xffffffff, "deny", "allow")
+	a.Label("fcntl")
+	a.Stmt(ld, arg(1))
+	a.Jump(jeq, unix.F_SETOWN_EX, "deny", "")
+	a.Jump(jeq, unix.F_SETOWN, "", "allow")
+	a.Stmt(ld, arg(2))
+	a.Jump(jeq, uint32(worker), "deny", "")
+	a.Jump(jeq, uint32(-worker), "deny", "allow")
+	a.Label("ioctl")
+	a.Stmt(ld, arg(1))
 	// Inode flags and project ids (chattr): Landlock's ioctl right
 	// covers device files only, and the owner may set append-only-free
 	// flags (+S, +A, +d) and, outside a user namespace, the project id
 	// that project quotas count by, on a read-only or hidden file of the
 	// host (review 30). The request is an unsigned int: its low word.
 	for _, req := range inodeIoctls {
-		a.jump(jeq, req, "eperm", "")
+		a.Jump(jeq, req, "eperm", "")
 	}
-	a.jump(jeq, ioctlFIOSETOWN, "deny", "")
-	a.jump(jeq, ioctlSIOCSPGRP, "deny", "allow")
+	a.Jump(jeq, ioctlFIOSETOWN, "deny", "")
+	a.Jump(jeq, ioctlSIOCSPGRP, "deny", "allow")
 	// chmod(path, mode), fchmod(fd, mode): mode is argument 1;
 	// fchmodat(dirfd, path, mode[, flags]): argument 2. Landlock has no
 	// right for chmod, and the caller owns what the command can name
@@ -507,54 +452,54 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 	// workspace file may be made group-writable as natively (tar and
 	// cp -a of a umask-002 tree failed and left files 0600, found by
 	// review 36).
-	a.label("chmod1")
+	a.Label("chmod1")
 	if meta != metaOff {
-		a.ja("notify")
+		a.JA("notify")
 	} else {
-		a.stmt(ld, arg(1))
-		a.jump(jset, 0o022, "deny", chmodOK)
+		a.Stmt(ld, arg(1))
+		a.Jump(jset, 0o022, "deny", chmodOK)
 	}
-	a.label("chmod2")
+	a.Label("chmod2")
 	if meta != metaOff {
-		a.ja("notify")
+		a.JA("notify")
 	} else {
-		a.stmt(ld, arg(2))
-		a.jump(jset, 0o022, "deny", chmodOK)
+		a.Stmt(ld, arg(2))
+		a.Jump(jset, 0o022, "deny", chmodOK)
 	}
 	// With the metadata gate, a chown that passes goes to the supervisor
 	// too: every chown of a file clears its set-id bits and file
 	// capabilities, even to the same owner (found by review: `chown 0:0
 	// /usr/bin/sudo` from a root caller's command).
-	a.label("chown2")
-	a.stmt(ld, arg(2))
-	a.jump(jeq, 0xffffffff, chmodOK, "")
-	a.jump(jeq, egid, chmodOK, "eperm")
-	a.label("chown3")
-	a.stmt(ld, arg(3))
-	a.jump(jeq, 0xffffffff, chmodOK, "")
-	a.jump(jeq, egid, chmodOK, "eperm")
-	a.label("socketpair")
-	a.stmt(ld, arg(1))
-	a.stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK
-	a.jump(jeq, unix.SOCK_STREAM, "allow", "")
-	a.jump(jeq, unix.SOCK_SEQPACKET, "allow", "deny")
+	a.Label("chown2")
+	a.Stmt(ld, arg(2))
+	a.Jump(jeq, 0xffffffff, chmodOK, "")
+	a.Jump(jeq, egid, chmodOK, "eperm")
+	a.Label("chown3")
+	a.Stmt(ld, arg(3))
+	a.Jump(jeq, 0xffffffff, chmodOK, "")
+	a.Jump(jeq, egid, chmodOK, "eperm")
+	a.Label("socketpair")
+	a.Stmt(ld, arg(1))
+	a.Stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK
+	a.Jump(jeq, unix.SOCK_STREAM, "allow", "")
+	a.Jump(jeq, unix.SOCK_SEQPACKET, "allow", "deny")
 	a.returns()
 	if meta != metaOff {
-		a.label("notify")
-		a.stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
+		a.Label("notify")
+		a.Stmt(ret, unix.SECCOMP_RET_USER_NOTIF)
 	}
 	if meta == metaRootless {
-		a.label("prctl")
-		a.stmt(ld, arg(0))
-		a.jump(jeq, unix.PR_SET_DUMPABLE, "", "allow2")
-		a.stmt(ld, arg(1))
-		a.jump(jeq, 0, "eperm2", "allow2")
-		a.label("allow2")
-		a.stmt(ret, unix.SECCOMP_RET_ALLOW)
-		a.label("eperm2")
-		a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
+		a.Label("prctl")
+		a.Stmt(ld, arg(0))
+		a.Jump(jeq, unix.PR_SET_DUMPABLE, "", "allow2")
+		a.Stmt(ld, arg(1))
+		a.Jump(jeq, 0, "eperm2", "allow2")
+		a.Label("allow2")
+		a.Stmt(ret, unix.SECCOMP_RET_ALLOW)
+		a.Label("eperm2")
+		a.Stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
 	}
-	return a.done()
+	return a.Assemble()
 }
 
 // landlockIPCCalls are the System V IPC and POSIX message queue calls a

@@ -46,6 +46,8 @@ import (
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/pkg/internal/cbpf"
 )
 
 // Offsets in struct seccomp_data (linux/seccomp.h).
@@ -135,14 +137,6 @@ func buildStub(p *Profile, rules []indexedRule, def effect, targets []libseccomp
 	return assembleStub(ceiling)
 }
 
-// asmInsn is a stub instruction with symbolic jump targets ("" = next).
-type asmInsn struct {
-	label  string
-	code   uint16
-	k      uint32
-	jt, jf string
-}
-
 const (
 	lblFilter = "filter" // first instruction of libseccomp's program
 	lblENOSYS = "enosys"
@@ -184,84 +178,41 @@ func assembleStub(ceiling map[libseccomp.ScmpArch]uint32) ([]unix.SockFilter, er
 		return nil, nil
 	}
 
-	const (
-		ldAbs = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jgt   = unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K
-		jset  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-		ja    = unix.BPF_JMP | unix.BPF_JA
-		ret   = unix.BPF_RET | unix.BPF_K
-	)
-	prog := []asmInsn{{code: ldAbs, k: offArch}}
+	var a cbpf.Asm
+	a.Stmt(cbpf.LdAbs, offArch)
 	for i, s := range sections {
-		prog = append(prog, asmInsn{code: jeq, k: s.audit, jt: fmt.Sprint("arch", i)})
+		a.Jump(cbpf.JEq, s.audit, fmt.Sprint("arch", i), "")
 	}
-	prog = append(prog, asmInsn{code: ja, jt: lblFilter})
+	a.JA(lblFilter)
 	for i, s := range sections {
 		lbl := fmt.Sprint("arch", i)
-		prog = append(prog, asmInsn{label: lbl, code: ldAbs, k: offNr})
+		a.Label(lbl)
+		a.Stmt(cbpf.LdAbs, offNr)
 		if s.isX86 {
 			x32Target := lblFilter // x32 not filtered: libseccomp kills (bad arch)
 			if s.hasX32 {
 				x32Target = lbl + "x32"
 			}
-			prog = append(prog, asmInsn{code: jset, k: x32SyscallBit, jt: x32Target})
+			a.Jump(cbpf.JSet, x32SyscallBit, x32Target, "")
 		}
 		if s.hasNative {
-			prog = append(prog, asmInsn{code: jgt, k: s.ceil, jt: lblENOSYS, jf: lblFilter})
+			a.Jump(cbpf.JGt, s.ceil, lblENOSYS, lblFilter)
 		} else {
-			prog = append(prog, asmInsn{code: ja, jt: lblFilter})
+			a.JA(lblFilter)
 		}
 		if s.isX86 && s.hasX32 {
-			prog = append(prog,
-				asmInsn{label: lbl + "x32", code: jeq, k: 0xffffffff, jt: lblFilter},
-				asmInsn{code: jgt, k: s.x32Ceil, jt: lblENOSYS, jf: lblFilter})
+			a.Label(lbl + "x32")
+			a.Jump(cbpf.JEq, 0xffffffff, lblFilter, "")
+			a.Jump(cbpf.JGt, s.x32Ceil, lblENOSYS, lblFilter)
 		}
 	}
-	prog = append(prog, asmInsn{label: lblENOSYS, code: ret, k: retENOSYS})
-	return assemble(prog)
-}
-
-// assemble resolves labels; lblFilter is the instruction after the stub.
-func assemble(prog []asmInsn) ([]unix.SockFilter, error) {
-	at := map[string]int{lblFilter: len(prog)}
-	for i, in := range prog {
-		if in.label != "" {
-			at[in.label] = i
-		}
+	a.Label(lblENOSYS)
+	a.Stmt(cbpf.Ret, retENOSYS)
+	// lblFilter is the instruction after the stub: libseccomp's program.
+	a.Label(lblFilter)
+	prog, err := a.Assemble()
+	if err != nil {
+		return nil, fmt.Errorf("stub: %w", err)
 	}
-	off := func(i int, lbl string) (uint32, error) {
-		if lbl == "" {
-			return 0, nil
-		}
-		t, ok := at[lbl]
-		if !ok || t <= i {
-			return 0, fmt.Errorf("stub: bad jump to %q", lbl)
-		}
-		return uint32(t - i - 1), nil
-	}
-	out := make([]unix.SockFilter, len(prog))
-	for i, in := range prog {
-		out[i] = unix.SockFilter{Code: in.code, K: in.k}
-		if in.code&0x07 != unix.BPF_JMP {
-			continue
-		}
-		jt, err := off(i, in.jt)
-		if err != nil {
-			return nil, err
-		}
-		if in.code == unix.BPF_JMP|unix.BPF_JA {
-			out[i].K = jt
-			continue
-		}
-		jf, err := off(i, in.jf)
-		if err != nil {
-			return nil, err
-		}
-		if jt > 255 || jf > 255 {
-			return nil, fmt.Errorf("stub: jump too long")
-		}
-		out[i].Jt, out[i].Jf = uint8(jt), uint8(jf)
-	}
-	return out, nil
+	return prog, nil
 }
