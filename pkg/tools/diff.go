@@ -24,6 +24,22 @@ type hunk struct {
 	lines  []hunkLine
 }
 
+// expect returns the lines the hunk expects in the file (context and
+// removed lines, in order) and the 0-based line where its header says
+// they start: for a pure insertion "@@ -a,0", the line after a.
+func (h hunk) expect() (old []string, want int) {
+	for _, l := range h.lines {
+		if l.op != '+' {
+			old = append(old, l.text)
+		}
+	}
+	want = h.oldAt - 1
+	if len(old) == 0 {
+		want = h.oldAt
+	}
+	return old, max(want, 0)
+}
+
 type hunkLine struct {
 	op   byte // ' ', '-' or '+'
 	text string
@@ -191,26 +207,22 @@ func applyUnifiedDiff(content []byte, diff string) ([]byte, int, int, error) {
 		openLast = e == ""
 		written++
 	}
+	// Lines of the file are copied as they are, ends included, a range at
+	// a time: only the file's last line can lack an end.
 	copyLines := func(from, to int) {
-		for i := from; i < to; i++ {
-			write(file.text(i), file.eol(i))
+		if from >= to {
+			return
 		}
+		if openLast {
+			out.WriteString(eol)
+		}
+		s, e := file.start[from], file.start[to]
+		out.Write(file.b[s:e])
+		openLast = file.b[e-1] != '\n'
+		written += to - from
 	}
 	for hi, h := range hunks {
-		var old []string
-		for _, l := range h.lines {
-			if l.op != '+' {
-				old = append(old, l.text)
-			}
-		}
-		want := h.oldAt - 1
-		if len(old) == 0 {
-			// A pure insertion "@@ -a,0": after line a.
-			want = h.oldAt
-		}
-		if want < 0 {
-			want = 0
-		}
+		old, want := h.expect()
 		at, err := file.findHunk(old, want, next, &budget)
 		if err != nil {
 			return nil, 0, 0, fmt.Errorf("hunk %d (%s): %w", hi+1, h.header, err)

@@ -11,8 +11,9 @@ import (
 
 // The implementation of applyUnifiedDiff before review 46, the reference
 // the compact one must agree with.
-// fileLine is a line of the file and its end ("\n", "\r\n" or "" for a
-// last line without one).
+
+// refFileLine is a line of the file and its end ("\n", "\r\n" or "" for
+// a last line without one).
 type refFileLine struct{ text, eol string }
 
 func refSplitLines(b []byte) []refFileLine {
@@ -33,7 +34,7 @@ func refSplitLines(b []byte) []refFileLine {
 	return out
 }
 
-// applyUnifiedDiff applies diff to content. It returns the new content, the
+// refApplyUnifiedDiff applies diff to content. It returns the new content, the
 // number of hunks and the first changed line of the new file.
 func refApplyUnifiedDiff(content []byte, diff string) ([]byte, int, int, error) {
 	hunks, err := parseUnifiedDiff(diff)
@@ -51,20 +52,7 @@ func refApplyUnifiedDiff(content []byte, diff string) ([]byte, int, int, error) 
 		first = -1
 	)
 	for _, h := range hunks {
-		var old []string
-		for _, l := range h.lines {
-			if l.op != '+' {
-				old = append(old, l.text)
-			}
-		}
-		want := h.oldAt - 1
-		if len(old) == 0 {
-			// A pure insertion "@@ -a,0": after line a.
-			want = h.oldAt
-		}
-		if want < 0 {
-			want = 0
-		}
+		old, want := h.expect()
 		at := refFindHunk(file, old, want, next)
 		if at < 0 {
 			return nil, 0, 0, errors.New("no match")
