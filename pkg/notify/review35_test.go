@@ -35,6 +35,17 @@ func review35Fallback(t *testing.T) {
 	t.Cleanup(func() { pidfdGetfd, processVMReadv = saved, savedRead })
 }
 
+// review35EachReader runs fn twice: with the gate's first way of reading
+// the command's fds and memory (named first), and with the /proc
+// fallback a container runtime's seccomp profile leaves it.
+func review35EachReader(t *testing.T, first string, fn func(t *testing.T)) {
+	t.Run(first, fn)
+	t.Run("proc-fallback", func(t *testing.T) {
+		review35Fallback(t)
+		fn(t)
+	})
+}
+
 // review35Run runs child mode under a metadata gate that lets rw be
 // written, and returns the child's "key value" lines.
 func review35Run(t *testing.T, mode, rw string, args ...string) map[string]string {
@@ -145,32 +156,23 @@ func init() {
 // the same "ino:" and "mnt_id:" lines as the opened descriptor's statx
 // (STATX_INO, STATX_MNT_ID), else retry or answer EBADF.
 func TestReview35FdinfoFlagsRaceFailsOpen(t *testing.T) {
-	for _, fallback := range []bool{false, true} {
-		name := "pidfd_getfd"
-		if fallback {
-			name = "proc-fallback"
+	review35EachReader(t, "pidfd_getfd", func(t *testing.T) {
+		rw, _ := metaTree(t)
+		p := filepath.Join(rw, "p")
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		t.Run(name, func(t *testing.T) {
-			if fallback {
-				review35Fallback(t)
-			}
-			rw, _ := metaTree(t)
-			p := filepath.Join(rw, "p")
-			if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			res := review35Run(t, "review35-opath-race", rw)
-			if res["fchmod-ok"] == "" {
-				t.Fatalf("the child did not run: %v", res)
-			}
-			if res["fchmod-ok"] != "0" {
-				t.Errorf("%s fchmod calls on an fd that was an O_PATH descriptor or none succeeded (the kernel answers EBADF to each)", res["fchmod-ok"])
-			}
-			if m := modeOf(t, p); m != 0o600 {
-				t.Errorf("rw/p mode %o, want 600: a fchmod through its O_PATH descriptor was made", m)
-			}
-		})
-	}
+		res := review35Run(t, "review35-opath-race", rw)
+		if res["fchmod-ok"] == "" {
+			t.Fatalf("the child did not run: %v", res)
+		}
+		if res["fchmod-ok"] != "0" {
+			t.Errorf("%s fchmod calls on an fd that was an O_PATH descriptor or none succeeded (the kernel answers EBADF to each)", res["fchmod-ok"])
+		}
+		if m := modeOf(t, p); m != 0o600 {
+			t.Errorf("rw/p mode %o, want 600: a fchmod through its O_PATH descriptor was made", m)
+		}
+	})
 }
 
 // TestReview35ProcMemReadsProtNone
@@ -196,23 +198,14 @@ func TestReview35FdinfoFlagsRaceFailsOpen(t *testing.T) {
 // covering it, read through c.proc.dir), else EFAULT; or read with a
 // method without FOLL_FORCE.
 func TestReview35ProcMemReadsProtNone(t *testing.T) {
-	for _, fallback := range []bool{false, true} {
-		name := "process_vm_readv"
-		if fallback {
-			name = "proc-fallback"
+	review35EachReader(t, "process_vm_readv", func(t *testing.T) {
+		rw, _ := metaTree(t)
+		res := review35Run(t, "review35-protnone", rw)
+		if res["chmod"] != "EFAULT" {
+			t.Errorf("chmod with its path in a PROT_NONE page: %q, want EFAULT (the kernel cannot read the path)", res["chmod"])
 		}
-		t.Run(name, func(t *testing.T) {
-			if fallback {
-				review35Fallback(t)
-			}
-			rw, _ := metaTree(t)
-			res := review35Run(t, "review35-protnone", rw)
-			if res["chmod"] != "EFAULT" {
-				t.Errorf("chmod with its path in a PROT_NONE page: %q, want EFAULT (the kernel cannot read the path)", res["chmod"])
-			}
-			if m := modeOf(t, filepath.Join(rw, "f")); m != 0o600 {
-				t.Errorf("rw/f mode %o, want 600 (unchanged)", m)
-			}
-		})
-	}
+		if m := modeOf(t, filepath.Join(rw, "f")); m != 0o600 {
+			t.Errorf("rw/f mode %o, want 600 (unchanged)", m)
+		}
+	})
 }

@@ -21,12 +21,29 @@ import (
 
 // review36Backends are the two backends compared: the native (namespace)
 // backend, the control, and the Landlock backend under review.
-var review36Backends = []struct {
+type review36Backend struct {
 	name  string
 	flags []string
-}{
+}
+
+var review36Backends = []review36Backend{
 	{"native", nil},
 	{"landlock", []string{"--backend", "landlock"}},
+}
+
+// review36Each runs fn for each user whose sandboxes have Landlock and
+// each backend compared.
+func review36Each(t *testing.T, fn func(t *testing.T, u user, b review36Backend)) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			for _, b := range review36Backends {
+				b := b
+				t.Run(b.name, func(t *testing.T) { fn(t, u, b) })
+			}
+		})
+	}
 }
 
 // review36Run runs script in ws/sub under the given backend as u.
@@ -103,46 +120,37 @@ func review36Tar(t *testing.T, u user, path string) {
 // 0755. Keep the EACCES where the gate is unavailable. Update the
 // metadataGap text and docs/security.md accordingly.
 func TestReview36GroupWritableModesInWorkspace(t *testing.T) {
-	for _, u := range users() {
-		u := u
-		t.Run(u.name, func(t *testing.T) {
-			requireLandlock(t, u)
-			for _, b := range review36Backends {
-				b := b
-				t.Run(b.name, func(t *testing.T) {
-					ws := u.tempDir(t)
-					sub := filepath.Join(ws, "sub")
-					u.mkdirs(t, sub)
-					review36Tar(t, u, filepath.Join(sub, "gw.tar"))
-					script := strings.Join([]string{
-						`mkdir x && tar xpf gw.tar -C x; echo "TAR=$?"`,
-						`cp -a x/pkg copy; echo "CP=$?"`,
-						`python3 -c 'import shutil; shutil.copytree("x/pkg", "py")'; echo "COPYTREE=$?"`,
-					}, "\n")
-					r := review36Run(t, u, ws, b.flags, script)
-					t.Logf("%s:\n%s%s", b.name, r.stdout, r.stderr)
-					for _, want := range []string{"TAR=0", "CP=0", "COPYTREE=0"} {
-						if !strings.Contains(r.stdout, want) {
-							t.Errorf("%s: %s missing: the tool failed on a group-writable mode in the workspace", b.name, want)
-						}
-					}
-					for _, p := range []string{"x/pkg/README", "copy/README", "py/README"} {
-						st, err := os.Stat(filepath.Join(sub, p))
-						if err != nil {
-							t.Errorf("%s: %v", b.name, err)
-							continue
-						}
-						// The archive's 0664, or 0644 with the write
-						// bits masked: readable by all either way, never
-						// the 0600 a failed chmod leaves behind.
-						if m := st.Mode().Perm(); m&0o444 != 0o444 {
-							t.Errorf("%s: %s left mode %#o (the archive says 0664): the final chmod was refused", b.name, p, m)
-						}
-					}
-				})
+	review36Each(t, func(t *testing.T, u user, b review36Backend) {
+		ws := u.tempDir(t)
+		sub := filepath.Join(ws, "sub")
+		u.mkdirs(t, sub)
+		review36Tar(t, u, filepath.Join(sub, "gw.tar"))
+		script := strings.Join([]string{
+			`mkdir x && tar xpf gw.tar -C x; echo "TAR=$?"`,
+			`cp -a x/pkg copy; echo "CP=$?"`,
+			`python3 -c 'import shutil; shutil.copytree("x/pkg", "py")'; echo "COPYTREE=$?"`,
+		}, "\n")
+		r := review36Run(t, u, ws, b.flags, script)
+		t.Logf("%s:\n%s%s", b.name, r.stdout, r.stderr)
+		for _, want := range []string{"TAR=0", "CP=0", "COPYTREE=0"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%s: %s missing: the tool failed on a group-writable mode in the workspace", b.name, want)
 			}
-		})
-	}
+		}
+		for _, p := range []string{"x/pkg/README", "copy/README", "py/README"} {
+			st, err := os.Stat(filepath.Join(sub, p))
+			if err != nil {
+				t.Errorf("%s: %v", b.name, err)
+				continue
+			}
+			// The archive's 0664, or 0644 with the write
+			// bits masked: readable by all either way, never
+			// the 0600 a failed chmod leaves behind.
+			if m := st.Mode().Perm(); m&0o444 != 0o444 {
+				t.Errorf("%s: %s left mode %#o (the archive says 0664): the final chmod was refused", b.name, p, m)
+			}
+		}
+	})
 }
 
 // TestReview36MetadataCallsInterrupted
@@ -196,34 +204,25 @@ for i in range(15000):
 signal.setitimer(signal.ITIMER_REAL, 0)
 print("PROBE_DONE signals", hits[0], "errors", errs)
 `
-	for _, u := range users() {
-		u := u
-		t.Run(u.name, func(t *testing.T) {
-			requireLandlock(t, u)
-			for _, b := range review36Backends {
-				b := b
-				t.Run(b.name, func(t *testing.T) {
-					ws := u.tempDir(t)
-					u.mkdirs(t, filepath.Join(ws, "sub"))
-					u.writeFile(t, filepath.Join(ws, "sub", "probe.py"), probe, 0o644)
-					status := filepath.Join(u.tempDir(t), "status.json")
-					flags := append(append([]string{}, b.flags...), "--workspace", ws, "--json-status", status)
-					r := u.sh(t, &runOpts{dir: ws}, flags, "cd sub && python3 probe.py")
-					t.Logf("%s: %s%s", b.name, r.stdout, r.stderr)
-					if !strings.Contains(r.stdout, "PROBE_DONE") {
-						t.Fatalf("%s: the probe did not finish (exit %d)", b.name, r.code)
-					}
-					if !strings.Contains(r.stdout, "InterruptedError") {
-						return
-					}
-					if b.name == "landlock" && strings.Contains(notIsolated(startedEvent(t, status)), "EINTR") {
-						return // documented
-					}
-					t.Errorf("%s: os.chmod/os.utime of a workspace file raised InterruptedError (EINTR) under a signal handler, which chmod(2) and utimensat(2) never do natively, and the run's not_isolated does not say so: %s", b.name, strings.TrimSpace(r.stdout))
-				})
-			}
-		})
-	}
+	review36Each(t, func(t *testing.T, u user, b review36Backend) {
+		ws := u.tempDir(t)
+		u.mkdirs(t, filepath.Join(ws, "sub"))
+		u.writeFile(t, filepath.Join(ws, "sub", "probe.py"), probe, 0o644)
+		status := filepath.Join(u.tempDir(t), "status.json")
+		flags := append(append([]string{}, b.flags...), "--workspace", ws, "--json-status", status)
+		r := u.sh(t, &runOpts{dir: ws}, flags, "cd sub && python3 probe.py")
+		t.Logf("%s: %s%s", b.name, r.stdout, r.stderr)
+		if !strings.Contains(r.stdout, "PROBE_DONE") {
+			t.Fatalf("%s: the probe did not finish (exit %d)", b.name, r.code)
+		}
+		if !strings.Contains(r.stdout, "InterruptedError") {
+			return
+		}
+		if b.name == "landlock" && strings.Contains(notIsolated(startedEvent(t, status)), "EINTR") {
+			return // documented
+		}
+		t.Errorf("%s: os.chmod/os.utime of a workspace file raised InterruptedError (EINTR) under a signal handler, which chmod(2) and utimensat(2) never do natively, and the run's not_isolated does not say so: %s", b.name, strings.TrimSpace(r.stdout))
+	})
 }
 
 // TestReview36CrossDirectoryRenameLink
@@ -283,28 +282,19 @@ probe(".", "WS")
 probe(os.environ.get("TMPDIR", "/tmp"), "TMP")
 print("PROBE_DONE")
 `
-	for _, u := range users() {
-		u := u
-		t.Run(u.name, func(t *testing.T) {
-			requireLandlock(t, u)
-			for _, b := range review36Backends {
-				b := b
-				t.Run(b.name, func(t *testing.T) {
-					ws := u.tempDir(t)
-					u.mkdirs(t, filepath.Join(ws, "sub"))
-					u.writeFile(t, filepath.Join(ws, "sub", "probe.py"), probe, 0o644)
-					r := review36Run(t, u, ws, b.flags, "python3 probe.py")
-					t.Logf("%s:\n%s%s", b.name, r.stdout, r.stderr)
-					if !strings.Contains(r.stdout, "PROBE_DONE") {
-						t.Fatalf("%s: the probe did not finish (exit %d)", b.name, r.code)
-					}
-					for _, ok := range []string{"WS_RENAME_OK", "WS_LINK_OK", "WS_RENAMEDIR_OK", "TMP_RENAME_OK", "TMP_LINK_OK", "TMP_RENAMEDIR_OK"} {
-						if !strings.Contains(r.stdout, ok) {
-							t.Errorf("%s: %s missing: a rename or link from one directory to another of a writable place failed", b.name, ok)
-						}
-					}
-				})
+	review36Each(t, func(t *testing.T, u user, b review36Backend) {
+		ws := u.tempDir(t)
+		u.mkdirs(t, filepath.Join(ws, "sub"))
+		u.writeFile(t, filepath.Join(ws, "sub", "probe.py"), probe, 0o644)
+		r := review36Run(t, u, ws, b.flags, "python3 probe.py")
+		t.Logf("%s:\n%s%s", b.name, r.stdout, r.stderr)
+		if !strings.Contains(r.stdout, "PROBE_DONE") {
+			t.Fatalf("%s: the probe did not finish (exit %d)", b.name, r.code)
+		}
+		for _, ok := range []string{"WS_RENAME_OK", "WS_LINK_OK", "WS_RENAMEDIR_OK", "TMP_RENAME_OK", "TMP_LINK_OK", "TMP_RENAMEDIR_OK"} {
+			if !strings.Contains(r.stdout, ok) {
+				t.Errorf("%s: %s missing: a rename or link from one directory to another of a writable place failed", b.name, ok)
 			}
-		})
-	}
+		}
+	})
 }

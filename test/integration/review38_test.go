@@ -306,15 +306,9 @@ func TestReview38IoUringI386PastUnixGate(t *testing.T) {
 	})
 }
 
-// ifconfPy prints the interfaces SIOCGIFCONF lists on a socket of the
-// sandbox's own (socket()) and lo's index (SIOCGIFINDEX) there, and on a
-// socket the filtered network installed (a connect to good.test:argv[1]):
-// "own NAME,NAME", "ownindex N" and "installed NAME=ADDR,..." (or
-// "installed errno=N" once refused); then asks SIOCGARP, on the installed socket, for the
-// host's neighbour table entry of each address in argv[2:] on each listed
-// interface ("arp ADDR MAC" when one answers).
-// ifconfPyLib is the Python both ioctl probes share: ifconf(s) lists
-// (name, IPv4 address) of each interface SIOCGIFCONF gives on socket s.
+// ifconfPyLib is the Python the ioctl probes share: ifconf(s) lists
+// (name, IPv4 address) of each interface SIOCGIFCONF gives on socket (or
+// fd) s.
 const ifconfPyLib = `
 import array, fcntl, os, socket, stat, struct, sys
 SIOCGIFCONF, SIOCGARP = 0x8912, 0x8954
@@ -325,6 +319,13 @@ def ifconf(s):
     return [(b[i:i+16].split(b"\0")[0].decode(), socket.inet_ntoa(b[i+20:i+24])) for i in range(0, n, 40)]
 `
 
+// ifconfPy prints the interfaces SIOCGIFCONF lists on a socket of the
+// sandbox's own (socket()) and lo's index (SIOCGIFINDEX) there, and on a
+// socket the filtered network installed (a connect to good.test:argv[1]):
+// "own NAME,NAME", "ownindex N" and "installed NAME=ADDR,..." (or
+// "installed errno=N" once refused); then asks SIOCGARP, on the installed
+// socket, for the host's neighbour table entry of each address in argv[2:] on each listed
+// interface ("arp ADDR MAC" when one answers).
 const ifconfPy = ifconfPyLib + `
 print("own", ",".join(n for n, _ in ifconf(socket.socket())), flush=True)
 SIOCGIFINDEX = 0x8933
@@ -383,22 +384,7 @@ func hostNeighbours() []string {
 // under a filtered network.
 func TestReview38InstalledSocketAnswersHostIoctls(t *testing.T) {
 	requirePython(t)
-	ifs, err := net.Interfaces()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostIf := ""
-	for _, i := range ifs {
-		if i.Flags&net.FlagLoopback != 0 || i.Flags&net.FlagUp == 0 {
-			continue
-		}
-		addrs, _ := i.Addrs()
-		for _, a := range addrs {
-			if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil {
-				hostIf = i.Name
-			}
-		}
-	}
+	hostIf, _, _ := hostIPv4Interface()
 	if hostIf == "" {
 		t.Skip("the host has no interface with an IPv4 address besides lo: nothing to disclose")
 	}

@@ -49,18 +49,14 @@ func hostNonLoopbackInterface() string {
 // stdinIfconfPy prints "own NAMES" (SIOCGIFCONF on a socket the sandbox
 // made), then "fd0 NAMES" or "fd0 errno=N" for SIOCGIFCONF on fd 0, and
 // "hw0 MAC" or "hw0 errno=N" for SIOCGIFHWADDR of argv[1] on fd 0.
-const stdinIfconfPy = `
-import array, fcntl, socket, struct, sys
-SIOCGIFCONF, SIOCGIFHWADDR = 0x8912, 0x8927
-def ifconf(fd):
-    buf = array.array("B", b"\0" * 8192)
-    n = struct.unpack("iL", fcntl.ioctl(fd, SIOCGIFCONF, struct.pack("iL", len(buf), buf.buffer_info()[0])))[0]
-    b = buf.tobytes()[:n]
-    return ",".join(b[i:i+16].split(b"\0")[0].decode() for i in range(0, n, 40))
+const stdinIfconfPy = ifconfPyLib + `
+SIOCGIFHWADDR = 0x8927
+def names(fd):
+    return ",".join(n for n, _ in ifconf(fd))
 own = socket.socket()
-print("own", ifconf(own.fileno()), flush=True)
+print("own", names(own.fileno()), flush=True)
 try:
-    print("fd0", ifconf(0), flush=True)
+    print("fd0", names(0), flush=True)
 except OSError as e:
     print("fd0", "errno=" + str(e.errno), flush=True)
 try:

@@ -89,8 +89,7 @@ func TestReview49LinkedGitConfigPointers(t *testing.T) {
 // exist and lead into a writable place, so an ordinary run pays nothing.
 func TestReview49LinkedShellStartupFiles(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
-		ws := u.tempDir(t)
-		home, tg := review48DotfilesHome(t, u, ws, map[string]string{
+		tg, got := review49Linked(t, u, map[string]string{
 			".bashrc":                        "bashrc",
 			".zlogin":                        "zlogin",
 			".zlogout":                       "zlogout",
@@ -99,22 +98,40 @@ func TestReview49LinkedShellStartupFiles(t *testing.T) {
 			".config/fish/conf.d/x.fish":     "fish/conf.d/x.fish",
 			".config/fish/functions/ls.fish": "fish/functions/ls.fish",
 			".config/zsh/.zshrc":             "zsh/zshrc",
+		}, func(home string, _ map[string]string) []string {
+			return []string{"ZDOTDIR=" + filepath.Join(home, ".config/zsh")}
 		})
-		order := []string{".zlogin", ".zlogout", ".bash_logout", ".config/fish/config.fish", ".config/fish/conf.d/x.fish", ".config/fish/functions/ls.fish", ".config/zsh/.zshrc"}
-		files := []string{tg[".bashrc"]}
-		for _, l := range order {
-			files = append(files, tg[l])
-		}
-		got := review48Appends(t, u, ws, []string{"HOME=" + home, "ZDOTDIR=" + filepath.Join(home, ".config/zsh")}, files)
-		if got[tg[".bashrc"]] {
+		if got[".bashrc"] {
 			t.Fatalf("~/.bashrc's target was writable: the premise does not hold")
 		}
-		for _, l := range order {
-			if got[tg[l]] {
+		for _, l := range []string{".zlogin", ".zlogout", ".bash_logout", ".config/fish/config.fish", ".config/fish/conf.d/x.fish", ".config/fish/functions/ls.fish", ".config/zsh/.zshrc"} {
+			if got[l] {
 				t.Errorf("~/%s -> %s: a shell startup file stayed writable through the dotfiles checkout (~/.bashrc beside it is protected); the user's next shell runs what the sandbox appended", l, tg[l])
 			}
 		}
 	})
+}
+
+// review49Linked makes a dotfiles home whose links (name below home →
+// file in the checkout) lead into the workspace, lets prepare write what
+// it needs and name the run's environment beyond HOME, appends a line to
+// every link's target from a sandbox of the checkout, and returns the
+// targets and, by link name, whether the line reached the host's file.
+func review49Linked(t *testing.T, u user, links map[string]string, prepare func(home string, tg map[string]string) []string) (map[string]string, map[string]bool) {
+	t.Helper()
+	ws := u.tempDir(t)
+	home, tg := review48DotfilesHome(t, u, ws, links)
+	env := append([]string{"HOME=" + home}, prepare(home, tg)...)
+	var files []string
+	for _, f := range tg {
+		files = append(files, f)
+	}
+	appended := review48Appends(t, u, ws, env, files)
+	got := map[string]bool{}
+	for l, f := range tg {
+		got[l] = appended[f]
+	}
+	return tg, got
 }
 
 // TestReview49LinkedHostRunFiles
@@ -141,8 +158,7 @@ func TestReview49LinkedShellStartupFiles(t *testing.T) {
 // placeholder), and ~/.ssh/config's Include targets as git's includes are.
 func TestReview49LinkedHostRunFiles(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
-		ws := u.tempDir(t)
-		home, tg := review48DotfilesHome(t, u, ws, map[string]string{
+		tg, got := review49Linked(t, u, map[string]string{
 			".bashrc":               "bashrc",
 			".vimrc":                "vimrc",
 			".config/nvim/init.lua": "nvim/init.lua",
@@ -152,19 +168,15 @@ func TestReview49LinkedHostRunFiles(t *testing.T) {
 			".ssh/authorized_keys":  "ssh/authorized_keys",
 			".ssh/config":           "ssh/config",
 			".ssh/config.d/work":    "ssh/config.d/work",
+		}, func(_ string, tg map[string]string) []string {
+			u.writeFile(t, tg[".ssh/config"], "Include config.d/*\n", 0o644)
+			return nil
 		})
-		u.writeFile(t, tg[".ssh/config"], "Include config.d/*\n", 0o644)
-		order := []string{".vimrc", ".config/nvim/init.lua", ".tmux.conf", ".emacs", ".ssh/rc", ".ssh/authorized_keys", ".ssh/config.d/work"}
-		files := []string{tg[".bashrc"], tg[".ssh/config"]}
-		for _, l := range order {
-			files = append(files, tg[l])
-		}
-		got := review48Appends(t, u, ws, []string{"HOME=" + home}, files)
-		if got[tg[".bashrc"]] || got[tg[".ssh/config"]] {
+		if got[".bashrc"] || got[".ssh/config"] {
 			t.Fatalf("~/.bashrc's or ~/.ssh/config's target was writable: the premise does not hold")
 		}
-		for _, l := range order {
-			if got[tg[l]] {
+		for _, l := range []string{".vimrc", ".config/nvim/init.lua", ".tmux.conf", ".emacs", ".ssh/rc", ".ssh/authorized_keys", ".ssh/config.d/work"} {
+			if got[l] {
 				t.Errorf("~/%s -> %s: stayed writable through the dotfiles checkout; a program on the host runs it as the user", l, tg[l])
 			}
 		}

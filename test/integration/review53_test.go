@@ -43,16 +43,23 @@ func TestReview53RwHomeVimUndoUnprotectsTmuxConf(t *testing.T) {
 		}
 		tmux := filepath.Join(home, ".tmux.conf")
 		u.writeFile(t, tmux, "set -g mouse on\n", 0o644)
-		env := []string{"HOME=" + home, "XDG_DATA_HOME=" + u.tempDir(t)}
-		script := `echo 'run-shell "touch /tmp/pwned"' >> '` + tmux + `' 2>/dev/null; echo done`
-		r := u.sh(t, &runOpts{dir: ws, env: env}, []string{"--workspace", ws, "--rw", home}, script)
-		if r.code != 0 || !strings.Contains(r.stdout, "done") {
-			t.Fatalf("the run failed: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
-		}
+		review53Run(t, u, ws, home, []string{"--rw", home}, `echo 'run-shell "touch /tmp/pwned"' >> '`+tmux+`' 2>/dev/null; echo done`)
 		if b, _ := os.ReadFile(tmux); strings.Contains(string(b), "run-shell") {
 			t.Fatalf("~/.tmux.conf was writable with --rw ~ once ~/.vim/undo held 600 files (the shared budget of hostrc.go ran out):\n%s", b)
 		}
 	})
+}
+
+// review53Run runs script in a sandbox of the workspace ws (flags after
+// --workspace) with HOME=home, and fails the test unless the script ran to
+// its end (it echoes "done").
+func review53Run(t *testing.T, u user, ws, home string, flags []string, script string) {
+	t.Helper()
+	env := []string{"HOME=" + home, "XDG_DATA_HOME=" + u.tempDir(t)}
+	r := u.sh(t, &runOpts{dir: ws, env: env}, append([]string{"--workspace", ws}, flags...), script)
+	if r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("the run failed: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // TestReview53IncludeLinkChainRepointed
@@ -85,12 +92,7 @@ func TestReview53IncludeLinkChainRepointed(t *testing.T) {
 		link := filepath.Join(ws, "local")
 		review52Link(t, u, "git/gitconfig.local", link)
 		review52Link(t, u, link, filepath.Join(home, ".gitconfig.local"))
-		env := []string{"HOME=" + home, "XDG_DATA_HOME=" + u.tempDir(t)}
-		script := `rm -f '` + link + `' 2>/dev/null && printf '[core]\n\tfsmonitor = "touch /tmp/pwned #"\n' > '` + link + `' 2>/dev/null; echo done`
-		r := u.sh(t, &runOpts{dir: ws, env: env}, []string{"--workspace", ws}, script)
-		if r.code != 0 || !strings.Contains(r.stdout, "done") {
-			t.Fatalf("the run failed: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
-		}
+		review53Run(t, u, ws, home, nil, `rm -f '`+link+`' 2>/dev/null && printf '[core]\n\tfsmonitor = "touch /tmp/pwned #"\n' > '`+link+`' 2>/dev/null; echo done`)
 		if b, _ := os.ReadFile(filepath.Join(home, ".gitconfig.local")); strings.Contains(string(b), "fsmonitor") {
 			t.Fatalf("the link %s on the way to the include ~/.gitconfig.local was re-pointed by the sandbox: git on the host now reads\n%s", link, b)
 		}
@@ -120,12 +122,7 @@ func TestReview53IncludeDanglingLinkIntoWorkspace(t *testing.T) {
 		u.writeFile(t, filepath.Join(home, ".gitconfig"), "[user]\n\tname = QA\n[include]\n\tpath = ~/.gitconfig.local\n", 0o644)
 		target := filepath.Join(ws, "git", "gitconfig.local")
 		review52Link(t, u, target, filepath.Join(home, ".gitconfig.local"))
-		env := []string{"HOME=" + home, "XDG_DATA_HOME=" + u.tempDir(t)}
-		script := `printf '[core]\n\tfsmonitor = "touch /tmp/pwned #"\n' > '` + target + `' 2>/dev/null; echo done`
-		r := u.sh(t, &runOpts{dir: ws, env: env}, []string{"--workspace", ws}, script)
-		if r.code != 0 || !strings.Contains(r.stdout, "done") {
-			t.Fatalf("the run failed: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
-		}
+		review53Run(t, u, ws, home, nil, `printf '[core]\n\tfsmonitor = "touch /tmp/pwned #"\n' > '`+target+`' 2>/dev/null; echo done`)
 		if b, _ := os.ReadFile(filepath.Join(home, ".gitconfig.local")); strings.Contains(string(b), "fsmonitor") {
 			t.Fatalf("the sandbox created %s, where the dangling include ~/.gitconfig.local leads: git on the host now reads\n%s", target, b)
 		}

@@ -77,9 +77,7 @@ func validMeta(b []byte) (boltMeta, error) {
 	if ne.Uint32(m[4:]) != boltVersion {
 		return boltMeta{}, fmt.Errorf("bbolt format version %d, not %d", ne.Uint32(m[4:]), boltVersion)
 	}
-	h := fnv.New64a()
-	h.Write(m[:metaChecksumOff])
-	if h.Sum64() != ne.Uint64(m[metaChecksumOff:]) {
+	if metaChecksum(m) != ne.Uint64(m[metaChecksumOff:]) {
 		return boltMeta{}, errors.New("meta page checksum mismatch")
 	}
 	return boltMeta{
@@ -89,6 +87,14 @@ func validMeta(b []byte) (boltMeta, error) {
 		hwm:      ne.Uint64(m[40:]),
 		txid:     ne.Uint64(m[48:]),
 	}, nil
+}
+
+// metaChecksum is bbolt's checksum of the meta body m: FNV-64a of the
+// fields before the checksum field.
+func metaChecksum(m []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(m[:metaChecksumOff])
+	return h.Sum64()
 }
 
 // storeChecker holds one walk over one file.

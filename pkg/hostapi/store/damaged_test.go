@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,21 @@ func putLoopBranch(p []byte, id uint64, k byte) {
 	ne.PutUint64(e[8:], id) // its child: itself
 	p[pageHeaderSize+elementSize] = k
 }
+
+// appendLoopPage returns a copy of img cut to whole pages (the page size
+// of its meta 0) with a self-looping branch page appended, that page's
+// id, and the page size.
+func appendLoopPage(img []byte) ([]byte, uint64, int) {
+	ps := int(ne.Uint32(img[pageHeaderSize+8:]))
+	img = bytes.Clone(img[:len(img)/ps*ps])
+	id := uint64(len(img) / ps)
+	pg := make([]byte, ps)
+	putLoopBranch(pg, id, 'a')
+	return append(img, pg...), id, ps
+}
+
+// sealMeta writes the checksum of the meta body m as bbolt computes it.
+func sealMeta(m []byte) { ne.PutUint64(m[metaChecksumOff:], metaChecksum(m)) }
 
 // readInChild writes the file img() makes as a store and reads it through
 // the store in a child process (this test again, with env naming the

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"hash/fnv"
 	"testing"
 )
 
@@ -15,12 +14,7 @@ import (
 // checks magic, version and checksum, never the page size).
 func selfLoopMeta1(t testing.TB, img []byte) []byte {
 	t.Helper()
-	ps := int(ne.Uint32(img[pageHeaderSize+8:]))
-	img = bytes.Clone(img[:len(img)/ps*ps])
-	id := uint64(len(img) / ps)
-	pg := make([]byte, ps)
-	putLoopBranch(pg, id, 'a')
-	img = append(img, pg...)
+	img, id, ps := appendLoopPage(img)
 
 	m0 := img[pageHeaderSize : pageHeaderSize+metaSize]
 	m1 := img[ps+pageHeaderSize : ps+pageHeaderSize+metaSize]
@@ -30,9 +24,7 @@ func selfLoopMeta1(t testing.TB, img []byte) []byte {
 	ne.PutUint64(m1[32:], noFreelist)           // no free list
 	ne.PutUint64(m1[40:], id+1)                 // pages in use
 	ne.PutUint64(m1[48:], ne.Uint64(m0[48:])+1) // newer than meta 0
-	h := fnv.New64a()
-	h.Write(m1[:metaChecksumOff])
-	ne.PutUint64(m1[metaChecksumOff:], h.Sum64())
+	sealMeta(m1)
 	return img
 }
 

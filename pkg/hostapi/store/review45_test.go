@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"hash/fnv"
 	"testing"
 )
 
@@ -16,12 +15,7 @@ import (
 // and getPageSizeFromFirstMeta and DB.meta take such a meta as valid.
 func unmarkedMeta0(t testing.TB, img []byte) []byte {
 	t.Helper()
-	ps := int(ne.Uint32(img[pageHeaderSize+8:]))
-	img = bytes.Clone(img[:len(img)/ps*ps])
-	id := uint64(len(img) / ps)
-	pg := make([]byte, ps)
-	putLoopBranch(pg, id, 'a')
-	img = append(img, pg...)
+	img, id, ps := appendLoopPage(img)
 
 	m0 := img[pageHeaderSize : pageHeaderSize+metaSize]
 	m1 := img[ps+pageHeaderSize : ps+pageHeaderSize+metaSize]
@@ -33,9 +27,7 @@ func unmarkedMeta0(t testing.TB, img []byte) []byte {
 	ne.PutUint64(m0[32:], noFreelist) // no free list
 	ne.PutUint64(m0[40:], id+1)       // pages in use
 	ne.PutUint64(m0[48:], txid+1)     // newer than meta 1
-	h := fnv.New64a()
-	h.Write(m0[:metaChecksumOff])
-	ne.PutUint64(m0[metaChecksumOff:], h.Sum64())
+	sealMeta(m0)
 	ne.PutUint16(img[8:], 0) // page 0's header: no longer "meta"
 	return img
 }
@@ -75,9 +67,7 @@ func TestReview45CheckerRefusesMetaBboltAccepts(t *testing.T) {
 	ps := int(ne.Uint32(one[pageHeaderSize+8:]))
 	m1 := one[ps+pageHeaderSize : ps+pageHeaderSize+metaSize]
 	ne.PutUint32(m1[8:], uint32(ps))
-	h := fnv.New64a()
-	h.Write(m1[:metaChecksumOff])
-	ne.PutUint64(m1[metaChecksumOff:], h.Sum64())
+	sealMeta(m1)
 	ne.PutUint16(one[ps+8:], 0)
 	if err := checkStore(bytes.NewReader(one), int64(len(one))); err == nil {
 		t.Errorf("checkStore passed a file whose second meta page has a cleared page-header flag word: bbolt uses that newer meta, whose root is a self-referencing branch page")
@@ -107,9 +97,7 @@ func putMeta(img []byte, off int, id uint64, pageSize uint32, root, hwm, txid ui
 	ne.PutUint64(m[32:], noFreelist)
 	ne.PutUint64(m[40:], hwm)
 	ne.PutUint64(m[48:], txid)
-	h := fnv.New64a()
-	h.Write(m[:metaChecksumOff])
-	ne.PutUint64(m[metaChecksumOff:], h.Sum64())
+	sealMeta(m)
 }
 
 // probedPageSize builds a 24 KiB file that the checker reads with 4 KiB
@@ -160,7 +148,5 @@ func TestReview45CheckerProbesPageSizeUnlikeBbolt(t *testing.T) {
 // TestReview45CheckerProbesPageSizeUnlikeBboltCrash: that file, read
 // through the store in a child process.
 func TestReview45CheckerProbesPageSizeUnlikeBboltCrash(t *testing.T) {
-	readInChild(t, "NSBOX_REVIEW45_PROBE", func() []byte {
-		return probedPageSize()
-	})
+	readInChild(t, "NSBOX_REVIEW45_PROBE", probedPageSize)
 }

@@ -61,7 +61,5 @@ func TestReview47CheckerSmallFileFirstMeta(t *testing.T) {
 // through the store in a child process (the crash is fatal): it fails
 // when the child dies.
 func TestReview47CheckerSmallFileFirstMetaCrash(t *testing.T) {
-	readInChild(t, "NSBOX_REVIEW47_SMALL", func() []byte {
-		return smallFileMetas()
-	})
+	readInChild(t, "NSBOX_REVIEW47_SMALL", smallFileMetas)
 }

@@ -112,16 +112,27 @@ func review41Call(t *testing.T, cs *mcp.ClientSession, command string) string {
 // root's 0400 files (its user is not the host's root). The Deployment runs
 // nsbox as uid 65532: the rootless run is the one that matters, and fails.
 func TestReview41HTTPRotatedSecretTokenReadableInside(t *testing.T) {
+	// The kubelet's atomic writer: token → ..data/token, ..data → ..TS.
+	checkSecretRotation(t, "token", "rv41-old-token-0123456789abcdef", "rv41-NEW-token-after-rotation-fedcba9876543210")
+}
+
+// checkSecretRotation lays out a Secret volume as the kubelet's atomic
+// writer does, with the key projected to item (its first element links to
+// ..data/ITEM-TOP, ..data links to the timestamped directory), serves
+// nsbox mcp --http with --token-file VOL/item, rotates the Secret as the
+// kubelet does (a new timestamped directory, ..data swapped by rename, the
+// old one removed), and fails when a session started before or after the
+// rotation reads the new token at VOL/item.
+func checkSecretRotation(t *testing.T, item, oldToken, newToken string) {
+	const oldTS, newTS = "..2024_01_01_00_00_00.000000001", "..2024_02_02_00_00_00.000000002"
+	top := strings.SplitN(item, "/", 2)[0]
 	eachUser(t, func(t *testing.T, u user) {
 		h := newHome(t, u)
 		sec := review41Dir(t, u)
-		const oldToken = "rv41-old-token-0123456789abcdef"
-		const newToken = "rv41-NEW-token-after-rotation-fedcba9876543210"
-		// The kubelet's atomic writer: token → ..data/token, ..data → ..TS.
-		review41Write(t, u, sec, "..2024_01_01_00_00_00.000000001/token", oldToken, 0o400)
-		review41Symlink(t, u, "..2024_01_01_00_00_00.000000001", filepath.Join(sec, "..data"))
-		review41Symlink(t, u, "..data/token", filepath.Join(sec, "token"))
-		tokenPath := filepath.Join(sec, "token")
+		review41Write(t, u, sec, oldTS+"/"+item, oldToken, 0o400)
+		review41Symlink(t, u, oldTS, filepath.Join(sec, "..data"))
+		review41Symlink(t, u, "..data/"+top, filepath.Join(sec, top))
+		tokenPath := filepath.Join(sec, item)
 
 		s := startHTTPServer(t, h, "--token-file", tokenPath, "--idle-timeout", "1h")
 		before, err := connectHTTP(t, s.url, oldToken)
@@ -130,17 +141,15 @@ func TestReview41HTTPRotatedSecretTokenReadableInside(t *testing.T) {
 		}
 		defer before.Close()
 		if out := review41Call(t, before, "cat "+tokenPath+" 2>&1; echo END"); strings.Contains(out, oldToken) {
-			t.Fatalf("the token at start is readable inside already (TestReviewHostHTTPTokenFileReadableInside):\n%s", out)
+			t.Fatalf("control: the token at start is readable inside (TestReviewHostHTTPTokenFileReadableInside):\n%s", out)
 		}
 
-		// The rotation, as the kubelet does it: a new timestamped
-		// directory, ..data swapped to it by rename, the old one removed.
-		review41Write(t, u, sec, "..2024_02_02_00_00_00.000000002/token", newToken, 0o400)
-		review41Symlink(t, u, "..2024_02_02_00_00_00.000000002", filepath.Join(sec, "..data_tmp"))
+		review41Write(t, u, sec, newTS+"/"+item, newToken, 0o400)
+		review41Symlink(t, u, newTS, filepath.Join(sec, "..data_tmp"))
 		if err := os.Rename(filepath.Join(sec, "..data_tmp"), filepath.Join(sec, "..data")); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.RemoveAll(filepath.Join(sec, "..2024_01_01_00_00_00.000000001")); err != nil {
+		if err := os.RemoveAll(filepath.Join(sec, oldTS)); err != nil {
 			t.Fatal(err)
 		}
 
@@ -154,8 +163,7 @@ func TestReview41HTTPRotatedSecretTokenReadableInside(t *testing.T) {
 			t.Fatalf("a new session after the rotation: %v", err)
 		}
 		defer after.Close()
-		out := review41Call(t, after, "cat "+tokenPath+" 2>&1; echo END")
-		if strings.Contains(out, newToken) {
+		if out := review41Call(t, after, "cat "+tokenPath+" 2>&1; echo END"); strings.Contains(out, newToken) {
 			t.Errorf("a session started after the Secret's rotation reads the new bearer token at %s:\n%s", tokenPath, out)
 		}
 	})
