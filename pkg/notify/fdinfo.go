@@ -101,16 +101,30 @@ func (fc *fdinfoCache) close() {
 // parseFdinfoCloexec reads the "flags:" line of an fdinfo file: octal
 // open flags, O_CLOEXEC among them when the fd table entry has it.
 func parseFdinfoCloexec(b []byte) (bool, error) {
+	fl, _, err := parseFdinfo(b)
+	return fl&unix.O_CLOEXEC != 0, err
+}
+
+// parseFdinfo reads an fdinfo file (proc(5)): the open flags of its
+// "flags:" line (octal) and the inode number of its "ino:" line (since
+// Linux 5.14; 0 where the kernel does not say). An fdinfo without a
+// flags line is ENOENT.
+func parseFdinfo(b []byte) (flags, ino uint64, err error) {
+	found := false
 	for len(b) > 0 {
 		var line []byte
 		line, b, _ = bytes.Cut(b, []byte("\n"))
 		if v, ok := bytes.CutPrefix(line, []byte("flags:")); ok {
-			fl, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 64)
-			if err != nil {
-				return false, err
+			if flags, err = strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 64); err != nil {
+				return 0, 0, err
 			}
-			return fl&unix.O_CLOEXEC != 0, nil
+			found = true
+		} else if v, ok := bytes.CutPrefix(line, []byte("ino:")); ok {
+			ino, _ = strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
 		}
 	}
-	return false, unix.ENOENT
+	if !found {
+		return 0, 0, unix.ENOENT
+	}
+	return flags, ino, nil
 }

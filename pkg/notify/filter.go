@@ -74,10 +74,7 @@ func (a *asm) done() []unix.SockFilter {
 // profiles compile SCMP_ACT_TRACE to ENOSYS for that reason
 // (pkg/seccomp).
 func Program(o ProgramOptions) []unix.SockFilter {
-	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		ret = unix.BPF_RET | unix.BPF_K
-	)
+	const ld, ret = cbpf.LdAbs, cbpf.Ret
 	a := &asm{}
 	a.Stmt(ld, offArch)
 	a.jeq(auditArch, "native", "")

@@ -92,7 +92,7 @@ func (s *Server) ioctl(c *SockCall, req uint32, arg uint64) (int64, unix.Errno) 
 	// namespace of its own (ip netns exec, PrivateNetwork=yes with
 	// socket activation: review 42). Without a cookie to compare (a
 	// kernel before 5.14) every one is refused.
-	ns, err := unix.GetsockoptUint64(c.Sock, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	ns, err := netnsCookie(c.Sock)
 	if err != nil || s.o.SandboxNetns == 0 || ns != s.o.SandboxNetns {
 		return 0, unix.EPERM
 	}

@@ -443,9 +443,7 @@ func (s *Server) metaFD(c *SockCall, n int, leader bool, tgid int) (fd int, opat
 }
 
 // fdinfoOf reads the open flags and the inode number of fd n from dir's
-// fdinfo/N (proc(5): "flags:" in octal, "ino:" since Linux 5.14; ino 0
-// where the kernel does not say). ok is false when it cannot read the
-// flags. The first lines are "pos:", "flags:", "mnt_id:" and "ino:",
+// fdinfo/N (parseFdinfo). ok is false when it cannot read the flags. The first lines are "pos:", "flags:", "mnt_id:" and "ino:",
 // within the first 256 bytes whatever the file.
 func fdinfoOf(dir, n int) (flags int, ino uint64, ok bool) {
 	fd, err := unix.Openat(dir, "fdinfo/"+strconv.Itoa(n), unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -458,19 +456,11 @@ func fdinfoOf(dir, n int) (flags int, ino uint64, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	for _, line := range strings.Split(string(buf[:k]), "\n") {
-		if v, found := strings.CutPrefix(line, "flags:"); found {
-			f, err := strconv.ParseInt(strings.TrimSpace(v), 8, 64)
-			if err != nil {
-				return 0, 0, false
-			}
-			flags, ok = int(f), true
-		}
-		if v, found := strings.CutPrefix(line, "ino:"); found {
-			ino, _ = strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		}
+	f, ino, err := parseFdinfo(buf[:k])
+	if err != nil {
+		return 0, 0, false
 	}
-	return flags, ino, ok
+	return int(f), ino, true
 }
 
 // openPath opens p from base as the kernel would for the target, except

@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nsbox/nsbox/pkg/internal/cbpf"
 )
 
 // metaEnv makes the test child install installMetaFilter instead of the
@@ -21,10 +23,7 @@ const metaEnv = "NSBOX_NOTIFY_TEST_META"
 // installMetaFilter hands the native metadata calls (MetaCalls) to a
 // listener, on every thread, and returns the listener.
 func installMetaFilter() (int, error) {
-	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		ret = unix.BPF_RET | unix.BPF_K
-	)
+	const ld, ret = cbpf.LdAbs, cbpf.Ret
 	chmod, chown, utimes := MetaCalls()
 	a := &asm{}
 	a.Stmt(ld, offArch)

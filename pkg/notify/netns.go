@@ -1,32 +1,30 @@
 package notify
 
 import (
-	"encoding/binary"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// supervisorNetnsCookie is the cookie of this process's network namespace
-// (SO_NETNS_COOKIE, Linux 5.14; never reused while the namespace lives).
-var supervisorNetnsCookie = sync.OnceValues(func() (uint64, error) {
+// OwnNetnsCookie is the cookie of the calling process's network
+// namespace (SO_NETNS_COOKIE, Linux 5.14; never reused while the
+// namespace lives), asked anew: a worker asks it once it is in the
+// sandbox's namespace.
+func OwnNetnsCookie() (uint64, error) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer unix.Close(fd)
 	return netnsCookie(fd)
-})
+}
+
+// supervisorNetnsCookie is the cookie of this process's (the
+// supervisor's) network namespace, asked once.
+var supervisorNetnsCookie = sync.OnceValues(OwnNetnsCookie)
 
 func netnsCookie(fd int) (uint64, error) {
-	var b [8]byte
-	n := uint32(len(b))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_NETNS_COOKIE, uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&n)), 0)
-	if e != 0 {
-		return 0, e
-	}
-	return binary.NativeEndian.Uint64(b[:]), nil
+	return unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
 }
 
 // NetnsCookieSupported says whether sockets name their network namespace

@@ -113,7 +113,6 @@ type bpfAsm struct{ cbpf.Asm }
 // returns emits the answers both Landlock filters jump to: "allow",
 // "deny" (EACCES), "eperm" and "notsup" (EOPNOTSUPP).
 func (a *bpfAsm) returns() {
-	const ret = unix.BPF_RET | unix.BPF_K
 	a.Label("allow")
 	a.Stmt(ret, unix.SECCOMP_RET_ALLOW)
 	a.Label("deny")

@@ -117,13 +117,13 @@ func reapAll() {
 // /proc/self/task/*/children (CONFIG_PROC_CHILDREN), zombies included. An
 // error means they could not be listed, never that there are none.
 func children() ([]int, error) {
-	tasks, err := os.ReadDir("/proc/self/task")
+	tids, err := workerTids()
 	if err != nil {
 		return nil, err
 	}
 	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+	for _, tid := range tids {
+		b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/children")
 		if errors.Is(err, os.ErrNotExist) {
 			continue // the thread ended meanwhile
 		}

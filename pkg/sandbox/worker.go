@@ -17,6 +17,7 @@ import (
 	"github.com/nsbox/nsbox/pkg/ipc"
 	"github.com/nsbox/nsbox/pkg/mounts"
 	"github.com/nsbox/nsbox/pkg/namespaces"
+	"github.com/nsbox/nsbox/pkg/notify"
 	"golang.org/x/sys/unix"
 )
 
@@ -196,7 +197,9 @@ func runWorker() int {
 	}
 	hr := handshakeReply{Protocol: ipc.ProtocolVersion, OuterProc: w.setup.Plan.OuterProc, Resolver: w.resolver}
 	if w.setup.NewNet {
-		hr.NetnsCookie = netnsCookie()
+		if c, err := notify.OwnNetnsCookie(); err == nil {
+			hr.NetnsCookie = c // 0 (unknown) when the kernel has none
+		}
 	}
 	var replyFDs []int
 	switch {
@@ -623,19 +626,4 @@ func shimFDFor(shimFD int, files []uintptr) (int, error) {
 		top = max(top, int(f))
 	}
 	return unix.FcntlInt(uintptr(shimFD), unix.F_DUPFD_CLOEXEC, top+len(files)+2)
-}
-
-// netnsCookie is the cookie of this process's network namespace
-// (SO_NETNS_COOKIE, Linux 5.14), 0 when the kernel has none.
-func netnsCookie() uint64 {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0
-	}
-	defer unix.Close(fd)
-	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
-	if err != nil {
-		return 0
-	}
-	return c
 }
