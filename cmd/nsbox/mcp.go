@@ -173,8 +173,7 @@ func mcpMain(f *mcpFlags) error {
 		// commands), and over HTTP the sessions are different agents,
 		// whose stores are kept apart (review 41).
 		for _, p := range []string{auditPath, auditPath + ".1"} {
-			f.hide = append(f.hide, policy.LiteralPath(p))
-			f.protect = append(f.protect, policy.LiteralPath(p))
+			f.hideAndProtect(policy.LiteralPath(p))
 		}
 	}
 	dataDir := f.dataDir
@@ -186,8 +185,7 @@ func mcpMain(f *mcpFlags) error {
 		if dataDir, err = host.ExpandPath(dataDir); err != nil {
 			return fail(fmt.Errorf("--data-dir %q: %w", f.dataDir, err))
 		}
-		f.hide = append(f.hide, policy.LiteralPath(dataDir)+"/")
-		f.protect = append(f.protect, policy.LiteralPath(dataDir)+"/")
+		f.hideAndProtect(policy.LiteralPath(dataDir) + "/")
 	}
 	// Over HTTP every request carries a bearer token: the --token-file's,
 	// else one made for this run (loopback is no boundary: every local
@@ -204,12 +202,10 @@ func mcpMain(f *mcpFlags) error {
 		}
 		defer token.remove()
 		if token.path != "" {
-			f.hide = append(f.hide, policy.LiteralPath(token.path))
-			f.protect = append(f.protect, policy.LiteralPath(token.path))
+			f.hideAndProtect(policy.LiteralPath(token.path))
 		}
 		if token.volume != "" {
-			f.hide = append(f.hide, policy.LiteralPath(token.volume)+"/")
-			f.protect = append(f.protect, policy.LiteralPath(token.volume)+"/")
+			f.hideAndProtect(policy.LiteralPath(token.volume) + "/")
 		}
 	} else if f.tokenFile != "" {
 		return fail(errors.New("--token-file applies to --http only"))

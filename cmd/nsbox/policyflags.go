@@ -93,6 +93,13 @@ func (f *policyFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.allowToolRegistration, "allow-tool-registration", false, "let programs inside define tools")
 }
 
+// hideAndProtect adds a pattern as --hide and --protect both: what the
+// command itself keeps (a file no sandbox it starts may read or replace).
+func (f *policyFlags) hideAndProtect(pattern string) {
+	f.hide = append(f.hide, pattern)
+	f.protect = append(f.protect, pattern)
+}
+
 func (f *policyFlags) changed(name string) bool { return f.fs != nil && f.fs.Changed(name) }
 
 // layer turns the flags that were given into the command-line layer.
@@ -210,10 +217,7 @@ func hostForCLI() (policy.Host, error) {
 	// (--rw /tmp) could otherwise make it first, or reach the sockets in
 	// it through the unix gate, whose connect and listen the daemon and
 	// its client take for the user's own (review 45).
-	if d, err := sessiond.RuntimeDir(os.Getenv); err == nil {
-		h.SessionsDir = d.Path
-	}
-	h.OtherSessionsDirs = sessiond.SandboxedDirs(os.Getenv)
+	h.SessionsDir, h.OtherSessionsDirs = sessiond.SandboxedDirs(os.Getenv)
 	return h, nil
 }
 

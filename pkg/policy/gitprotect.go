@@ -366,16 +366,7 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 // path of the sandbox's choosing outside (an automounter's /net/HOST).
 func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp *protectPass) error {
 	for _, ptr := range ptrs {
-		rootOf := func(p string) string {
-			root := ""
-			for _, rw := range r.rwRoots {
-				if within(p, rw) && len(rw) > len(root) {
-					root = rw
-				}
-			}
-			return root
-		}
-		if root := rootOf(ptr.path); root == "" {
+		if root := r.writableRootOf(ptr.path); root == "" {
 			// A path outside the writable directories may still lead
 			// into one through a link of the user's
 			// (include.path = ~/.gitconfig.local, a dotfiles link):
@@ -385,11 +376,13 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp
 			// missing target gets its placeholder (review 53: given
 			// the resolved path, it pinned none, and a dangling link
 			// was skipped); it does nothing where the path stays out.
-			if !linkOnPath(ptr.path) {
+			if !r.linkOnPath(ptr.path) {
 				continue // no link: it stays outside, read-only inside
 			}
-			if real, err := filepath.EvalSymlinks(ptr.path); err == nil && (rootOf(real) == "" || real == rootOf(real)) {
-				continue // read-only inside, or the whole directory
+			if real, err := filepath.EvalSymlinks(ptr.path); err == nil {
+				if root := r.writableRootOf(real); root == "" || root == real {
+					continue // read-only inside, or the whole directory
+				}
 			}
 		} else if ptr.path == root {
 			continue // the whole writable directory
@@ -636,12 +629,7 @@ func (r *resolver) openBeneath(file, v string) (fd int, root string, err error) 
 		lexical = filepath.Join(filepath.Dir(file), v)
 	}
 	lexical = filepath.Clean(lexical)
-	for _, rw := range r.rwRoots {
-		if within(lexical, rw) && len(rw) > len(root) {
-			root = rw
-		}
-	}
-	if root == "" {
+	if root = r.writableRootOf(lexical); root == "" {
 		return -1, "", nil
 	}
 	// Relative to the root, as written when it starts inside the
@@ -766,11 +754,11 @@ func configWorktrees(path string) []string {
 // outside the writable directories lead into one. Checked first, so that
 // the pointers of an ordinary configuration (most name nothing that
 // exists) cost a few lstat calls, not a resolution each.
-func linkOnPath(p string) bool {
+func (r *resolver) linkOnPath(p string) bool {
 	cur := "/"
 	for _, c := range splitPath(strings.TrimPrefix(filepath.Clean(p), "/")) {
 		cur = filepath.Join(cur, c)
-		st, err := os.Lstat(cur)
+		st, err := r.lstat.lstat(cur)
 		if err != nil {
 			return false
 		}

@@ -164,11 +164,16 @@ func hidePattern(e expandedEntry) globPattern {
 
 // inWritableRoot reports whether p lies in one of the run's writable
 // directories.
-func (r *resolver) inWritableRoot(p string) bool {
-	for _, root := range r.rwRoots {
-		if within(p, root) {
-			return true
+func (r *resolver) inWritableRoot(p string) bool { return r.writableRootOf(p) != "" }
+
+// writableRootOf is the deepest writable root that holds p (p itself,
+// when it is one), "" when none does.
+func (r *resolver) writableRootOf(p string) string {
+	root := ""
+	for _, rw := range r.rwRoots {
+		if within(p, rw) && len(rw) > len(root) {
+			root = rw
 		}
 	}
-	return false
+	return root
 }

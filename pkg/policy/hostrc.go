@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -65,8 +66,12 @@ func (r *resolver) protectHostRunFiles(pp *protectPass) error {
 		// A budget of its own for each: a shared one, spent by a big
 		// ~/.vim (an undo directory), left every later file of the
 		// list unprotected, ~/.tmux.conf among them (review 53).
+		st, err := r.lstat.lstat(p)
+		if err != nil {
+			continue // missing: no placeholder (see hostRunFiles)
+		}
 		budget := maxHostRunEntries
-		if err := r.protectPresent(*e, p, 0, &budget, pp); err != nil {
+		if err := r.protectPresent(*e, p, st.Mode().Type(), 0, &budget, pp); err != nil {
 			return err
 		}
 	}
@@ -84,15 +89,15 @@ const maxHostRunEntries = 512
 // (~/.config/fish/conf.d/x.fish, ~/.config/nvim/init.lua) into a
 // directory of the user's (review 49). The directory's own files are in
 // its protection already, or out of every sandbox's reach: only links
-// get a protection (a bind) of their own.
-func (r *resolver) protectPresent(e entry, p string, depth int, budget *int, pp *protectPass) error {
-	st, err := os.Lstat(p)
-	if err != nil || depth > 0 && *budget <= 0 {
-		return nil // missing: no placeholder (see hostRunFiles)
+// get a protection (a bind) of their own. typ is p's type (Lstat's, or
+// the directory entry's).
+func (r *resolver) protectPresent(e entry, p string, typ fs.FileMode, depth int, budget *int, pp *protectPass) error {
+	if depth > 0 && *budget <= 0 {
+		return nil
 	}
 	*budget--
-	if depth == 0 || st.Mode()&os.ModeSymlink != 0 {
-		e.Dir, e.quiet = st.IsDir(), true
+	if depth == 0 || typ&fs.ModeSymlink != 0 {
+		e.Dir, e.quiet = typ.IsDir(), true
 		// Best effort: a link that does not resolve (a stale loop in a
 		// plugin directory) is one no sandbox writes through, and
 		// failing on it stopped every run (review 51). A dangling link
@@ -105,7 +110,7 @@ func (r *resolver) protectPresent(e entry, p string, depth int, budget *int, pp 
 			return nil
 		}
 	}
-	if !st.IsDir() || depth >= 3 {
+	if !typ.IsDir() || depth >= 3 {
 		return nil
 	}
 	ents, err := os.ReadDir(p)
@@ -113,7 +118,7 @@ func (r *resolver) protectPresent(e entry, p string, depth int, budget *int, pp 
 		return nil
 	}
 	for _, d := range ents {
-		if err := r.protectPresent(e, filepath.Join(p, d.Name()), depth+1, budget, pp); err != nil {
+		if err := r.protectPresent(e, filepath.Join(p, d.Name()), d.Type(), depth+1, budget, pp); err != nil {
 			return err
 		}
 	}

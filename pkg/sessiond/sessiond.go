@@ -108,23 +108,25 @@ func tmpSessionsDir(uid int) string {
 }
 
 // SandboxedDirs makes the session directory of this environment
-// (RuntimeDir) and /tmp's (0700), and returns the two places a session of
-// this user may keep its socket, /run/user/UID/nsbox-sessions and
-// /tmp/nsbox-sessions-UID, that exist: every sandbox hides them both,
-// whichever environment started the session (a shell without
-// XDG_RUNTIME_DIR: cron, an MCP client, env -i; review 47). Made first, so
-// that no sandbox with a writable /tmp can make one and own it.
-func SandboxedDirs(getenv func(string) string) []string {
+// (RuntimeDir) and /tmp's (0700), and returns the first ("" when it is
+// not safe to use) and the two places a session of this user may keep its
+// socket, /run/user/UID/nsbox-sessions and /tmp/nsbox-sessions-UID, that
+// exist: every sandbox hides them both, whichever environment started the
+// session (a shell without XDG_RUNTIME_DIR: cron, an MCP client, env -i;
+// review 47). Made first, so that no sandbox with a writable /tmp can make
+// one and own it.
+func SandboxedDirs(getenv func(string) string) (own string, all []string) {
 	uid := os.Geteuid()
-	RuntimeDir(getenv)
+	if d, err := RuntimeDir(getenv); err == nil {
+		own = d.Path
+	}
 	os.Mkdir(tmpSessionsDir(uid), 0o700)
-	var out []string
 	for _, d := range []string{filepath.Join(runUserDir(uid), "nsbox-sessions"), tmpSessionsDir(uid)} {
 		if st, err := os.Lstat(d); err == nil && st.IsDir() {
-			out = append(out, d)
+			all = append(all, d)
 		}
 	}
-	return out
+	return own, all
 }
 
 func owner(fi fs.FileInfo) int {
