@@ -265,7 +265,6 @@ func (m *Memory) all(ctx context.Context, tags []string) ([]Record, error) {
 // recordMeta is a stored memory read without its text: encoding/json
 // skips a field the struct lacks without keeping it.
 type recordMeta struct {
-	Key     string    `json:"key"`
 	Tags    []string  `json:"tags"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
@@ -283,10 +282,13 @@ func (m *Memory) each(tx *store.Tx, tags []string, text bool) ([]Record, error) 
 			}
 		} else {
 			var meta recordMeta
-			if err := json.Unmarshal(data, &meta); err != nil {
-				return &store.CorruptError{Path: m.st.Path(), Reason: fmt.Sprintf("memory %q is not valid JSON (%v)", key, err)}
+			if err := m.unmarshal(key, data, &meta); err != nil {
+				return err
 			}
-			r = Record{Key: meta.Key, Tags: meta.Tags, Created: meta.Created, Updated: meta.Updated}
+			// The bucket's key, not the record's own field: recent
+			// reads the text of what it returns by it, and the two
+			// differ in a store written by hand or damaged.
+			r = Record{Key: key, Tags: meta.Tags, Created: meta.Created, Updated: meta.Updated}
 			if r.Tags == nil {
 				r.Tags = []string{}
 			}
@@ -300,11 +302,20 @@ func (m *Memory) each(tx *store.Tx, tags []string, text bool) ([]Record, error) 
 }
 
 func (m *Memory) decode(key string, data []byte, r *Record) error {
-	if err := json.Unmarshal(data, r); err != nil {
-		return &store.CorruptError{Path: m.st.Path(), Reason: fmt.Sprintf("memory %q is not valid JSON (%v)", key, err)}
+	if err := m.unmarshal(key, data, r); err != nil {
+		return err
 	}
 	if r.Tags == nil {
 		r.Tags = []string{}
+	}
+	return nil
+}
+
+// unmarshal decodes the stored memory key into v; a store's bytes that
+// are not its JSON are a CorruptError.
+func (m *Memory) unmarshal(key string, data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return &store.CorruptError{Path: m.st.Path(), Reason: fmt.Sprintf("memory %q is not valid JSON (%v)", key, err)}
 	}
 	return nil
 }
