@@ -168,35 +168,11 @@ func (n *Notepad) List(ctx context.Context) ([]Meta, string, error) {
 	var sel string
 	err := n.st.View(ctx, func(tx *store.Tx) error {
 		sel = string(tx.Get(metaBucket, selectedKey))
-		var order []uint64
-		// The records as stored: decoded at once, none of it kept.
-		err := tx.ForEachView(tabsBucket, func(id string, data []byte) error {
-			var t tabRecord
-			if err := json.Unmarshal(data, &t); err != nil {
-				return &store.CorruptError{Path: n.st.Path(), Reason: fmt.Sprintf("tab %q is not valid JSON (%v)", id, err)}
-			}
+		tabs, err := n.tabs(tx)
+		for _, t := range tabs {
 			out = append(out, Meta{ID: t.ID, Title: t.Title, Created: t.Created, Updated: t.Updated,
 				Size: t.Content.size, Lines: t.Content.lines, Selected: t.ID == sel})
-			order = append(order, t.Order)
-			return nil
-		})
-		// In creation order, as tabs sorts them.
-		idx := make([]int, len(out))
-		for i := range idx {
-			idx[i] = i
 		}
-		sort.SliceStable(idx, func(i, j int) bool {
-			a, b := idx[i], idx[j]
-			if order[a] != order[b] {
-				return order[a] < order[b]
-			}
-			return out[a].ID < out[b].ID
-		})
-		sorted := make([]Meta, len(out))
-		for i, k := range idx {
-			sorted[i] = out[k]
-		}
-		out = sorted
 		return err
 	})
 	return out, sel, err
@@ -494,7 +470,7 @@ func (n *Notepad) Clear(ctx context.Context) (int, error) {
 	count := 0
 	err := n.st.Update(ctx, func(tx *store.Tx) error {
 		var ids []string
-		if err := tx.ForEach(tabsBucket, func(k string, _ []byte) error { ids = append(ids, k); return nil }); err != nil {
+		if err := tx.ForEachView(tabsBucket, func(k string, _ []byte) error { ids = append(ids, k); return nil }); err != nil {
 			return err
 		}
 		for _, id := range ids {
@@ -547,11 +523,13 @@ func (n *Notepad) save(tx *store.Tx, t *Tab) error {
 	return tx.Put(tabsBucket, t.ID, data)
 }
 
-// tabs loads every tab, in creation order.
-func (n *Notepad) tabs(tx *store.Tx) ([]Tab, error) {
-	var out []Tab
-	err := tx.ForEach(tabsBucket, func(id string, data []byte) error {
-		var t Tab
+// tabs loads every tab's metadata (its content measured, not kept), in
+// creation order.
+func (n *Notepad) tabs(tx *store.Tx) ([]tabRecord, error) {
+	var out []tabRecord
+	// The records as stored: decoded at once, no document kept.
+	err := tx.ForEachView(tabsBucket, func(id string, data []byte) error {
+		var t tabRecord
 		if err := json.Unmarshal(data, &t); err != nil {
 			return &store.CorruptError{Path: n.st.Path(), Reason: fmt.Sprintf("tab %q is not valid JSON (%v)", id, err)}
 		}
