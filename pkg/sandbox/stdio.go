@@ -24,19 +24,25 @@ type stdio struct {
 	wg       sync.WaitGroup
 	readers  []*os.File
 	closers  []*os.File
-	capOut   *capBuffer
-	capErr   *capBuffer
+	capOut   *CapBuffer
+	capErr   *CapBuffer
 }
 
-// capBuffer keeps the first max bytes written and counts the rest.
-type capBuffer struct {
+// CapBuffer keeps the first Max bytes written to it and drops the rest,
+// saying so (Truncated): a command's output kept in the supervisor's
+// memory, whatever the command writes.
+//
+// The buffer is a field, not embedded: an embedded bytes.Buffer brings
+// its ReadFrom along, which io.Copy (os/exec) uses instead of Write, and
+// nothing is cut or bounded (review 47).
+type CapBuffer struct {
+	Max       int64
 	buf       bytes.Buffer
-	max       int64
 	truncated bool
 }
 
-func (c *capBuffer) Write(p []byte) (int, error) {
-	room := c.max - int64(c.buf.Len())
+func (c *CapBuffer) Write(p []byte) (int, error) {
+	room := c.Max - int64(c.buf.Len())
 	if room <= 0 {
 		c.truncated = c.truncated || len(p) > 0
 		return len(p), nil
@@ -48,6 +54,15 @@ func (c *capBuffer) Write(p []byte) (int, error) {
 	}
 	return c.buf.Write(p)
 }
+
+// Bytes is what was kept.
+func (c *CapBuffer) Bytes() []byte { return c.buf.Bytes() }
+
+// String is what was kept.
+func (c *CapBuffer) String() string { return c.buf.String() }
+
+// Truncated says some of what was written was dropped.
+func (c *CapBuffer) Truncated() bool { return c.truncated }
 
 func newStdio(c Command) (*stdio, error) {
 	s := &stdio{}
@@ -98,7 +113,7 @@ func newStdio(c Command) (*stdio, error) {
 			continue
 		}
 		if w == nil {
-			cb := &capBuffer{max: max}
+			cb := &CapBuffer{Max: max}
 			if fd == 1 {
 				s.capOut = cb
 			} else {
@@ -167,12 +182,12 @@ func (s *stdio) finish(r *Result) {
 	}
 	s.wg.Wait()
 	if s.capOut != nil {
-		r.Stdout = s.capOut.buf.Bytes()
-		r.Truncated = r.Truncated || s.capOut.truncated
+		r.Stdout = s.capOut.Bytes()
+		r.Truncated = r.Truncated || s.capOut.Truncated()
 	}
 	if s.capErr != nil {
-		r.Stderr = s.capErr.buf.Bytes()
-		r.Truncated = r.Truncated || s.capErr.truncated
+		r.Stderr = s.capErr.Bytes()
+		r.Truncated = r.Truncated || s.capErr.Truncated()
 	}
 }
 

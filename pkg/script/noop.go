@@ -1,7 +1,6 @@
 package script
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -77,7 +76,7 @@ func (NoopSandbox) Execute(ctx context.Context, cfg ExecConfig) (string, string,
 	// Its own process group, so that a timeout kills everything it
 	// started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stdout, stderr capped
+	stdout, stderr := sandbox.CapBuffer{Max: sandbox.DefaultMaxOutput}, sandbox.CapBuffer{Max: sandbox.DefaultMaxOutput}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		return "", "", fmt.Errorf("script: start %s: %w", interp, err)
@@ -112,35 +111,8 @@ func (NoopSandbox) Execute(ctx context.Context, cfg ExecConfig) (string, string,
 	} else if werr != nil {
 		return out, errOut, werr
 	}
-	return out, errOut, cutError(resultError(code, sig, errOut, nil, cfg.MemoryMB), stdout.cut || stderr.cut)
+	return out, errOut, cutError(resultError(code, sig, errOut, nil, cfg.MemoryMB), stdout.Truncated() || stderr.Truncated())
 }
-
-// capped keeps at most sandbox.DefaultMaxOutput bytes; cut says it
-// dropped some.
-//
-// The buffer is a field, not embedded: an embedded bytes.Buffer brought
-// its ReadFrom along, which os/exec's io.Copy used instead of Write, and
-// nothing was cut or bounded (review 47).
-type capped struct {
-	buf bytes.Buffer
-	cut bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	room := sandbox.DefaultMaxOutput - c.buf.Len()
-	switch {
-	case len(p) <= room:
-		c.buf.Write(p)
-	case room > 0:
-		c.buf.Write(p[:room])
-		c.cut = true
-	default:
-		c.cut = c.cut || len(p) > 0
-	}
-	return len(p), nil
-}
-
-func (c *capped) String() string { return c.buf.String() }
 
 func lookPath(name, path string) (string, error) {
 	for _, dir := range filepath.SplitList(path) {

@@ -1,11 +1,9 @@
 package backend
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -69,24 +67,6 @@ func lookPath(argv0, path string) (string, error) {
 	return "", fmt.Errorf("%w: %s", sandbox.ErrCommandNotFound, argv0)
 }
 
-type limited struct {
-	buf       bytes.Buffer
-	max       int64
-	truncated bool
-}
-
-func (l *limited) Write(b []byte) (int, error) {
-	room := l.max - int64(l.buf.Len())
-	if int64(len(b)) > room {
-		l.truncated = true
-		if room > 0 {
-			l.buf.Write(b[:room])
-		}
-		return len(b), nil
-	}
-	return l.buf.Write(b)
-}
-
 func (s *noneSession) Exec(ctx context.Context, c sandbox.Command) (sandbox.Result, error) {
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return sandbox.Result{}, errors.New("exec: empty command")
@@ -125,18 +105,18 @@ func (s *noneSession) Exec(ctx context.Context, c sandbox.Command) (sandbox.Resu
 	if max <= 0 {
 		max = sandbox.DefaultMaxOutput
 	}
-	var outBuf, errBuf *limited
+	var outBuf, errBuf *sandbox.CapBuffer
 	cmd.Stdin = c.Stdin
 	if c.Stdin == nil {
 		cmd.Stdin = nil // /dev/null
 	}
 	cmd.Stdout, cmd.Stderr = c.Stdout, c.Stderr
 	if c.Stdout == nil {
-		outBuf = &limited{max: max}
+		outBuf = &sandbox.CapBuffer{Max: max}
 		cmd.Stdout = outBuf
 	}
 	if c.Stderr == nil {
-		errBuf = &limited{max: max}
+		errBuf = &sandbox.CapBuffer{Max: max}
 		cmd.Stderr = errBuf
 	}
 	start := time.Now()
@@ -147,10 +127,10 @@ func (s *noneSession) Exec(ctx context.Context, c sandbox.Command) (sandbox.Resu
 	werr := cmd.Wait()
 	res := sandbox.Result{Duration: time.Since(start), Reason: sandbox.ReasonExited}
 	if outBuf != nil {
-		res.Stdout, res.Truncated = outBuf.buf.Bytes(), outBuf.truncated
+		res.Stdout, res.Truncated = outBuf.Bytes(), outBuf.Truncated()
 	}
 	if errBuf != nil {
-		res.Stderr, res.Truncated = errBuf.buf.Bytes(), res.Truncated || errBuf.truncated
+		res.Stderr, res.Truncated = errBuf.Bytes(), res.Truncated || errBuf.Truncated()
 	}
 	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		if st.Signaled() {
@@ -191,5 +171,3 @@ func unwrapPath(err error) error {
 	}
 	return err
 }
-
-var _ io.Writer = (*limited)(nil)
