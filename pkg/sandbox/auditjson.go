@@ -91,8 +91,7 @@ func appendRedactedJSON(b, raw []byte, stop int) []byte {
 			if err != nil {
 				return invalid()
 			}
-			n, _ := json.Marshal(f)
-			b = append(b, n...)
+			b, _ = ipc.AppendValue(b, ipc.Number(f)) // finite: ParseFloat refused the rest
 		case bool:
 			b = strconv.AppendBool(b, x)
 		case nil:
