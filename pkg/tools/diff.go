@@ -318,11 +318,6 @@ func (f *fileLines) findHunk(old []string, want, min int, budget *int) (int, err
 		f.hash = rolling.New()
 	}
 	rh := f.hash
-	var target uint64
-	for _, s := range old {
-		target = rh.Push(target, rh.LineString(s))
-	}
-	pow := rh.Pow(k)
 	dist := func(at int) int {
 		if at >= want {
 			return 2 * (at - want) // after want first at one distance
@@ -334,13 +329,9 @@ func (f *fileLines) findHunk(old []string, want, min int, budget *int) (int, err
 	// window is hashed again). Both cost 16 bytes a line of a 16 MiB file
 	// of empty lines, over 1 GiB in the worker (review 47).
 	best := -1
-	var h uint64
-	for i := min; i < n; i++ {
-		if i-min >= k {
-			h = rh.Pop(h, rh.Line(f.text(i-k)), pow)
-		}
-		h = rh.Push(h, rh.Line(f.text(i)))
-		if at := i - k + 1; i-min >= k-1 && h == target && near(at) && (best < 0 || dist(at) < dist(best)) {
+	line := func(i int) uint64 { return rh.Line(f.text(i)) }
+	for at := range rh.Windows(min, n, k, line, rh.Strings(old)) {
+		if near(at) && (best < 0 || dist(at) < dist(best)) {
 			best = at
 		}
 	}

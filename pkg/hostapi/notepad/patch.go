@@ -393,22 +393,8 @@ func nearest(doc, old []string, want, from int) int {
 	// polynomial modulo 2^64 let a document make windows collide: a
 	// Thue-Morse block and its complement, review 49).
 	rh := rolling.New()
-	var target uint64
-	for _, l := range old {
-		target = rh.Push(target, rh.LineString(l))
-	}
-	pow := rh.Pow(m)
-	var cands []int
-	var h uint64
-	for i := from; i < len(doc); i++ {
-		if i-from >= m {
-			h = rh.Pop(h, rh.LineString(doc[i-m]), pow)
-		}
-		h = rh.Push(h, rh.LineString(doc[i]))
-		if i-from >= m-1 && h == target {
-			cands = append(cands, i-m+1)
-		}
-	}
+	line := func(i int) uint64 { return rh.LineString(doc[i]) }
+	cands := slices.Collect(rh.Windows(from, len(doc), m, line, rh.Strings(old)))
 	slices.SortStableFunc(cands, func(a, b int) int { return absInt(a-want) - absInt(b-want) })
 	// A window that does not match despite its hash is a collision (at
 	// most m/2^61 a window); their comparisons are bounded all the same.

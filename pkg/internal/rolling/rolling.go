@@ -15,6 +15,7 @@ package rolling
 
 import (
 	"hash/maphash"
+	"iter"
 	"math/bits"
 	"math/rand/v2"
 )
@@ -53,6 +54,35 @@ func (h *Hash) Pow(k int) uint64 {
 		r = mul(r, h.base)
 	}
 	return r
+}
+
+// Strings is the hash of the window of lines.
+func (h *Hash) Strings(lines []string) uint64 {
+	var w uint64
+	for _, l := range lines {
+		w = h.Push(w, h.LineString(l))
+	}
+	return w
+}
+
+// Windows yields, in order, the first line of each window of k lines
+// (k >= 1) within lines from to n-1 whose hash is target; line(i) is the
+// hash of line i (Line or LineString), asked twice a line (entering and
+// leaving its windows) so that no array of hashes is kept.
+func (h *Hash) Windows(from, n, k int, line func(int) uint64, target uint64) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		pow := h.Pow(k)
+		var w uint64
+		for i := from; i < n; i++ {
+			if i-from >= k {
+				w = h.Pop(w, line(i-k), pow)
+			}
+			w = h.Push(w, line(i))
+			if i-from >= k-1 && w == target && !yield(i-k+1) {
+				return
+			}
+		}
+	}
 }
 
 func reduce(x uint64) uint64 {

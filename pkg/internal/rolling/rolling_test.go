@@ -1,6 +1,7 @@
 package rolling
 
 import (
+	"fmt"
 	"math/big"
 	"math/rand/v2"
 	"testing"
@@ -70,4 +71,41 @@ func bitsSet(i int) int {
 		n++
 	}
 	return n
+}
+
+// TestWindows compares Windows with a window-by-window hash of every
+// place, and checks each window it yields holds the searched lines.
+func TestWindows(t *testing.T) {
+	h := New()
+	alphabet := []string{"a", "b", ""}
+	for trial := 0; trial < 300; trial++ {
+		doc := make([]string, rand.IntN(40))
+		for i := range doc {
+			doc[i] = alphabet[rand.IntN(len(alphabet))]
+		}
+		k := 1 + rand.IntN(4)
+		from := rand.IntN(len(doc) + 1)
+		old := make([]string, k)
+		for i := range old {
+			old[i] = alphabet[rand.IntN(len(alphabet))]
+		}
+		var want []int
+		for at := from; at+k <= len(doc); at++ {
+			if h.Strings(doc[at:at+k]) == h.Strings(old) {
+				want = append(want, at)
+			}
+		}
+		var got []int
+		for at := range h.Windows(from, len(doc), k, func(i int) uint64 { return h.LineString(doc[i]) }, h.Strings(old)) {
+			got = append(got, at)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("doc %q from %d old %q: Windows %v, want %v", doc, from, old, got, want)
+		}
+		for _, at := range got {
+			if fmt.Sprint(doc[at:at+k]) != fmt.Sprint(old) {
+				t.Errorf("doc %q: window at %d is %q, not %q (a collision in 40 lines)", doc, at, doc[at:at+k], old)
+			}
+		}
+	}
 }
