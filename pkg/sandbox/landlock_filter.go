@@ -451,32 +451,25 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 	// workspace file may be made group-writable as natively (tar and
 	// cp -a of a umask-002 tree failed and left files 0600, found by
 	// review 36).
-	a.Label("chmod1")
-	if meta != metaOff {
-		a.JA("notify")
-	} else {
-		a.Stmt(ld, arg(1))
-		a.Jump(jset, 0o022, "deny", chmodOK)
-	}
-	a.Label("chmod2")
-	if meta != metaOff {
-		a.JA("notify")
-	} else {
-		a.Stmt(ld, arg(2))
-		a.Jump(jset, 0o022, "deny", chmodOK)
+	for _, mode := range []int{1, 2} { // "chmod1", "chmod2": the mode's argument
+		a.Label("chmod" + strconv.Itoa(mode))
+		if meta != metaOff {
+			a.JA("notify")
+		} else {
+			a.Stmt(ld, arg(mode))
+			a.Jump(jset, 0o022, "deny", chmodOK)
+		}
 	}
 	// With the metadata gate, a chown that passes goes to the supervisor
 	// too: every chown of a file clears its set-id bits and file
 	// capabilities, even to the same owner (found by review: `chown 0:0
 	// /usr/bin/sudo` from a root caller's command).
-	a.Label("chown2")
-	a.Stmt(ld, arg(2))
-	a.Jump(jeq, 0xffffffff, chmodOK, "")
-	a.Jump(jeq, egid, chmodOK, "eperm")
-	a.Label("chown3")
-	a.Stmt(ld, arg(3))
-	a.Jump(jeq, 0xffffffff, chmodOK, "")
-	a.Jump(jeq, egid, chmodOK, "eperm")
+	for _, group := range []int{2, 3} { // "chown2", "chown3": the group's argument
+		a.Label("chown" + strconv.Itoa(group))
+		a.Stmt(ld, arg(group))
+		a.Jump(jeq, 0xffffffff, chmodOK, "") // -1: the group unchanged
+		a.Jump(jeq, egid, chmodOK, "eperm")
+	}
 	a.Label("socketpair")
 	a.Stmt(ld, arg(1))
 	a.Stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK
