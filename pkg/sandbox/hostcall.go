@@ -560,7 +560,7 @@ func (a *auditLog) record(session string, call *hostCallRequest, args ipc.Value,
 	b = strconv.AppendInt(b, d.Microseconds(), 10)
 	if errMsg != "" {
 		b = append(b, `,"error":`...)
-		b = appendAuditText(b, errMsg)
+		b = appendAuditText(b, redactError(errMsg, args))
 	}
 	b = append(b, `,"kind":"hostCall","method":`...)
 	b = appendAuditText(b, call.Method)
@@ -669,7 +669,7 @@ func (a *auditLog) recordTool(session, name string, args json.RawMessage, rep *i
 		"duration_us": d.Microseconds(),
 	}
 	if err != nil {
-		entry["ok"], entry["error"] = false, err.Error()
+		entry["ok"], entry["error"] = false, redactError(err.Error(), argv)
 	} else if rep != nil {
 		var res struct {
 			Success bool    `json:"success"`
@@ -678,7 +678,7 @@ func (a *auditLog) recordTool(session, name string, args json.RawMessage, rep *i
 		json.Unmarshal(rep.Payload, &res)
 		entry["ok"] = res.Success
 		if res.Error != nil {
-			entry["error"] = *res.Error
+			entry["error"] = redactError(*res.Error, argv)
 		}
 	}
 	a.write(entry)
@@ -692,6 +692,59 @@ func (a *auditLog) write(entry map[string]any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.w.Write(append(line, '\n'))
+}
+
+// redactError returns msg with every string that args hold under a
+// secret-looking key replaced by "[REDACTED]". Security: an error may
+// quote an argument ("memory \"ghp_…\" not found" for a memory.recall by
+// key): the audit line redacts the argument, and its error must not print
+// it beside. Only strings of at least minRedactedQuote bytes are looked for,
+// and at most maxRedactedQuotes of them, so that a call cannot make the
+// audit spend more than a bounded effort on its line.
+func redactError(msg string, args any) string {
+	var secrets []string
+	collectSecrets(args, false, &secrets)
+	for _, sec := range secrets {
+		msg = strings.ReplaceAll(msg, sec, "[REDACTED]")
+	}
+	return msg
+}
+
+const (
+	minRedactedQuote  = 3
+	maxRedactedQuotes = 32
+)
+
+// collectSecrets appends to out the strings of v that Redact hides: those
+// under a secret-looking key, at any depth (under is true below one).
+func collectSecrets(v any, under bool, out *[]string) {
+	if len(*out) >= maxRedactedQuotes {
+		return
+	}
+	switch x := v.(type) {
+	case string:
+		if under && len(x) >= minRedactedQuote {
+			*out = append(*out, x)
+		}
+	case ipc.String:
+		collectSecrets(string(x), under, out)
+	case map[string]any:
+		for k, e := range x {
+			collectSecrets(e, under || isSecretKey(k), out)
+		}
+	case ipc.Map:
+		for k, e := range x {
+			collectSecrets(e, under || isSecretKey(k), out)
+		}
+	case []any:
+		for _, e := range x {
+			collectSecrets(e, under, out)
+		}
+	case ipc.List:
+		for _, e := range x {
+			collectSecrets(e, under, out)
+		}
+	}
 }
 
 // Redact returns v with the values of secret-looking keys (token, password,

@@ -166,3 +166,32 @@ func BenchmarkAuditRecord(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// An error that quotes a redacted argument does not print it: a
+// memory.recall by key that does not exist ("memory \"ghp_…\" not
+// found") wrote the key in clear beside its "[REDACTED]" args.
+func TestAuditErrorRedactsSecretArgs(t *testing.T) {
+	var buf bytes.Buffer
+	a := &auditLog{w: &buf}
+	const secret = "ghp_0123456789abcdef"
+	call := hostCallRequest{API: "memory", Method: "recall", Args: json.RawMessage(`{"key":"` + secret + `","query":"","nested":{"auth":["` + secret + `x"]}}`)}
+	args, err := ipc.ParseValue(call.Args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.record("s", &call, args, `memory "`+secret+`" not found; also "`+secret+`x"`, time.Microsecond)
+	a.recordTool("s", "memory_recall", call.Args, nil, errors.New(`memory "`+secret+`" not found`), time.Microsecond)
+	a.recordTool("s", "memory_recall", call.Args, &ipc.Reply{Payload: json.RawMessage(`{"success":false,"error":"no memory ` + secret + `"}`)}, nil, time.Microsecond)
+	out := buf.String()
+	if strings.Contains(out, "ghp_") || strings.Count(out, "[REDACTED]") < 6 {
+		t.Fatalf("audit lines show a redacted argument in an error:\n%s", out)
+	}
+	// Short values and values under other keys stay.
+	buf.Reset()
+	call = hostCallRequest{API: "t", Method: "m", Args: json.RawMessage(`{"key":"ab","name":"plain-name"}`)}
+	args, _ = ipc.ParseValue(call.Args)
+	a.record("s", &call, args, "no ab named plain-name", time.Microsecond)
+	if !strings.Contains(buf.String(), `"error":"no ab named plain-name"`) {
+		t.Fatalf("error changed without a secret in it: %s", buf.String())
+	}
+}

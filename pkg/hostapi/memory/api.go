@@ -33,6 +33,10 @@ type (
 	}
 )
 
+// resultRoom is what a list's result holds besides its records (the
+// field names, total, truncated).
+const resultRoom = 256
+
 // methods is the complete set of sandbox-reachable methods: whatever is not
 // in this table cannot be called from a sandbox, whatever its policy says.
 func methods(m *Memory) []hostcall.Method {
@@ -67,7 +71,11 @@ func methods(m *Memory) []hostcall.Method {
 			if err != nil {
 				return nil, err
 			}
-			return map[string]any{"results": res}, nil
+			res, cut, err := hostcall.Fit(res, resultRoom)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"results": res, "truncated": cut}, nil
 		}},
 		{Name: "delete", Fn: func(ctx context.Context, raw ipc.Value) (any, error) {
 			var a deleteArgs
@@ -88,7 +96,11 @@ func methods(m *Memory) []hostcall.Method {
 			if err != nil {
 				return nil, err
 			}
-			return map[string]any{"memories": recs, "total": total}, nil
+			recs, cut, err := hostcall.Fit(recs, resultRoom)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"memories": recs, "total": total, "truncated": cut}, nil
 		}},
 	}
 }

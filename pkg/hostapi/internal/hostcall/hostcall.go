@@ -78,6 +78,31 @@ func Result(v any) (ipc.Value, error) {
 	return val, nil
 }
 
+// Fit returns the longest prefix of items whose JSON texts, together with
+// room bytes for the rest of a result, stay within MaxResultBytes, and
+// whether it had to cut. A list of records that are each within their own
+// bound can still exceed the result's (1,000 memories of 16 KiB): the
+// caller gets the ones that fit and says so, rather than an error that a
+// smaller limit would have avoided.
+func Fit[T any](items []T, room int) ([]T, bool, error) {
+	left := MaxResultBytes - room
+	for i, it := range items {
+		val, err := ipc.ToValue(it)
+		if err != nil {
+			return nil, false, err
+		}
+		data, err := ipc.MarshalValue(val)
+		if err != nil {
+			return nil, false, err
+		}
+		left -= len(data) + 1 // and the comma between two
+		if left < 0 {
+			return items[:i], true, nil
+		}
+	}
+	return items, false, nil
+}
+
 // Decode fills out from args, strictly: args must be a JSON object (or
 // null, read as {}), and an unknown or mistyped field is an *ArgError that
 // names it.
