@@ -26,6 +26,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// maxMCPSessions bounds --max-sessions: each session is a sandbox, a
+// worker process and its stores.
+const maxMCPSessions = 1024
+
 type mcpFlags struct {
 	policyFlags
 	audit       string
@@ -37,6 +41,7 @@ type mcpFlags struct {
 	http        string
 	tokenFile   string
 	idleTimeout time.Duration
+	maxSessions int
 	tools       []string
 	isolation   string
 	poolSize    int
@@ -73,8 +78,8 @@ keeps one sandbox for the connection (with --http, one per MCP session).
 
 With --http ADDR it serves MCP's streamable HTTP transport at
 http://ADDR/ instead, for agents on other machines: one sandbox per MCP
-session, ended by the client's DELETE or after --idle-timeout without a
-request. Every request must carry a bearer token (others get 401):
+session (at most --max-sessions at once), ended by the client's DELETE or
+after --idle-timeout without a request. Every request must carry a bearer token (others get 401):
 --token-file names a file holding it; without one nsbox makes a token for
 the run in a new 0600 file in $XDG_DATA_HOME/nsbox/mcp-http, prints that
 file's path on stderr and removes it at exit. An address other than
@@ -114,6 +119,7 @@ Logs go to stderr; stdout carries only MCP messages.`,
 	fl.IntVar(&f.poolSize, "pool-size", 2, "with --isolation per-call: keep `N` sandboxes started and idle")
 	fl.StringVar(&f.http, "http", "", "serve the streamable HTTP transport on `ADDR` (HOST:PORT) instead of stdio")
 	fl.StringVar(&f.tokenFile, "token-file", "", "with --http: require the bearer token in `FILE` (mode 0600) on every request (default: a token made for the run; its file's path is printed)")
+	fl.IntVar(&f.maxSessions, "max-sessions", mcpserver.DefaultMaxSessions, "with --http: serve at most `N` MCP sessions (each a sandbox) at once; more are refused")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session and its sandbox after `DURATION` without a request")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitNsboxFailed, msg: "mcp: " + err.Error()}
@@ -207,8 +213,13 @@ func mcpMain(f *mcpFlags) error {
 		if token.volume != "" {
 			f.hideAndProtect(policy.LiteralPath(token.volume) + "/")
 		}
+		if f.maxSessions < 1 || f.maxSessions > maxMCPSessions {
+			return fail(fmt.Errorf("--max-sessions %d: want 1 to %d", f.maxSessions, maxMCPSessions))
+		}
 	} else if f.tokenFile != "" {
 		return fail(errors.New("--token-file applies to --http only"))
+	} else if f.maxSessions != mcpserver.DefaultMaxSessions {
+		return fail(errors.New("--max-sessions applies to --http only"))
 	}
 	res, err := f.resolve(host)
 	if err != nil {
@@ -362,7 +373,7 @@ func mcpMain(f *mcpFlags) error {
 // mcpHTTP serves the streamable HTTP transport until a signal.
 func mcpHTTP(ctx context.Context, f *mcpFlags, token *mcpToken, sessionConfig func() mcpserver.Config, logger *slog.Logger) error {
 	fail := func(err error) error { return &exitError{code: exitNsboxFailed, msg: "mcp: " + err.Error()} }
-	hs, err := mcpserver.NewHTTP(mcpserver.HTTPConfig{Session: sessionConfig, Token: token.token, IdleTimeout: f.idleTimeout, Logger: logger})
+	hs, err := mcpserver.NewHTTP(mcpserver.HTTPConfig{Session: sessionConfig, Token: token.token, IdleTimeout: f.idleTimeout, MaxSessions: f.maxSessions, Logger: logger})
 	if err != nil {
 		return fail(err)
 	}

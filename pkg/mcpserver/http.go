@@ -204,6 +204,13 @@ func (h *HTTPServer) Handler() http.Handler { return h.handler }
 type newSlot struct {
 	once sync.Once
 	s    *Server
+	// initialize: the request is an initialize, the only one that makes
+	// a session. Any other POST without a session id (a client's
+	// server/discover probe before it falls back to initialize) is
+	// answered 400 and takes no session slot: one that did held it until
+	// settle, after its answer, and the initialize that followed at once
+	// found the server full (--max-sessions 1).
+	initialize bool
 }
 
 type newSlotKey struct{}
@@ -216,6 +223,9 @@ func (h *HTTPServer) newSession(r *http.Request) *mcp.Server {
 	slot, _ := r.Context().Value(newSlotKey{}).(*newSlot)
 	if slot == nil {
 		return h.versions
+	}
+	if !slot.initialize {
+		return nil
 	}
 	slot.once.Do(func() { slot.s = h.makeServer(r) })
 	if slot.s == nil {
@@ -461,7 +471,7 @@ func (f *cancelFilter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
-		slot := &newSlot{}
+		slot := &newSlot{initialize: isInitialize(body)}
 		r = r.WithContext(context.WithValue(r.Context(), newSlotKey{}, slot))
 		f.next.ServeHTTP(w, r)
 		f.h.settle(slot)
@@ -472,6 +482,15 @@ func (f *cancelFilter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // forget drops the notes of a session that ended.
+// isInitialize reports whether body is one JSON-RPC request whose method
+// is initialize.
+func isInitialize(body []byte) bool {
+	var m struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(body, &m) == nil && m.Method == "initialize"
+}
+
 func (f *cancelFilter) forget(sid string) {
 	f.mu.Lock()
 	delete(f.cancelled, sid)

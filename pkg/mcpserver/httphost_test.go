@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -44,7 +45,9 @@ func rawPost(t *testing.T, url, sid, body string) (int, string) {
 // servers the SDK asks for on other requests hold none either.
 func TestHTTPNoSessionFreesSlot(t *testing.T) {
 	defs, _ := json.Marshal(baseDefs)
+	var made atomic.Int32
 	hs, err := NewHTTP(HTTPConfig{Token: testToken, MaxSessions: 1, Session: func() Config {
+		made.Add(1)
 		return Config{Definitions: defs, Eager: true, Start: func(ctx context.Context) (Session, error) {
 			t.Error("a sandbox was started for a request that made no session")
 			return newFake(), nil
@@ -55,9 +58,16 @@ func TestHTTPNoSessionFreesSlot(t *testing.T) {
 	}
 	srv := httptest.NewServer(hs.Handler())
 	defer srv.Close()
-	for _, body := range []string{`{}`, `not json`, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`} {
+	for _, body := range []string{`{}`, `not json`, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}`, `[{"jsonrpc":"2.0","id":1,"method":"initialize"}]`} {
 		rawPost(t, srv.URL, "", body)
 		rawPost(t, srv.URL, "no-such-session", body)
+	}
+	// Only an initialize makes a session's server: a client's
+	// server/discover probe took the only slot until after its answer,
+	// and the initialize it sent next was refused (--max-sessions 1).
+	if n := made.Load(); n != 0 {
+		t.Fatalf("%d session servers made for requests that were no initialize", n)
 	}
 	hs.mu.Lock()
 	n := len(hs.live)

@@ -243,6 +243,44 @@ func TestHTTPSessions(t *testing.T) {
 	})
 }
 
+// TestHTTPMaxSessions: --max-sessions bounds the sandboxes alive at once;
+// an initialize beyond it is refused and starts nothing, and a session's
+// end makes room again.
+func TestHTTPMaxSessions(t *testing.T) {
+	eachUser(t, func(t *testing.T, u user) {
+		s := startHTTPServer(t, newHome(t, u), "--idle-timeout", "1h", "--max-sessions", "1")
+		pid := s.cmd.Process.Pid
+		a, err := connectHTTP(t, s.url, s.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		callEcho(t, a, "a")
+		if b, err := connectHTTP(t, s.url, s.token); err == nil {
+			b.Close()
+			t.Fatal("a second MCP session was served with --max-sessions 1")
+		}
+		waitWorkers(t, pid, 1, "one session, the second refused")
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitWorkers(t, pid, 0, "after the first client's DELETE")
+		// The slot is free once the session's close has finished, a
+		// moment after its worker is gone: a client tries again.
+		var c *mcp.ClientSession
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			if c, err = connectHTTP(t, s.url, s.token); err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("a session after the first ended: %v", err)
+		}
+		defer c.Close()
+		callEcho(t, c, "c")
+	})
+}
+
 // TestHTTPRefusesOpenAddressWithoutToken: 0.0.0.0 without --token-file is
 // refused before anything listens.
 func TestHTTPRefusesOpenAddressWithoutToken(t *testing.T) {
