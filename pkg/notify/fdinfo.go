@@ -109,18 +109,29 @@ func parseFdinfoCloexec(b []byte) (bool, error) {
 // "flags:" line (octal) and the inode number of its "ino:" line (since
 // Linux 5.14; 0 where the kernel does not say). An fdinfo without a
 // flags line is ENOENT.
+//
+// Security: only the kernel's own lines are read. It prints them first
+// (fs/proc/fd.c: pos, flags, mnt_id, ino since 5.14), then lock lines
+// and the lines of the file's type, which can hold text the process
+// chose (a dma-buf's name, set with DMA_BUF_SET_NAME, newlines kept): a
+// forged later "flags:" without O_PATH, or an "ino:" of the file the gate
+// opened, must not count (review 54). The scan stops at the first line
+// that is not one of the four.
 func parseFdinfo(b []byte) (flags, ino uint64, err error) {
 	found := false
 	for len(b) > 0 {
 		var line []byte
 		line, b, _ = bytes.Cut(b, []byte("\n"))
-		if v, ok := bytes.CutPrefix(line, []byte("flags:")); ok {
+		if v, ok := bytes.CutPrefix(line, []byte("flags:")); ok && !found {
 			if flags, err = strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 64); err != nil {
 				return 0, 0, err
 			}
 			found = true
 		} else if v, ok := bytes.CutPrefix(line, []byte("ino:")); ok {
 			ino, _ = strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+			break // the kernel's last line
+		} else if !bytes.HasPrefix(line, []byte("pos:")) && !bytes.HasPrefix(line, []byte("mnt_id:")) {
+			break // past the kernel's lines
 		}
 	}
 	if !found {
