@@ -52,7 +52,22 @@ func refApplyUnifiedDiff(content []byte, diff string) ([]byte, int, int, error) 
 		first = -1
 	)
 	for _, h := range hunks {
-		old, want := h.expect()
+		// Computed here, not with h.expect(): the reference must not
+		// share the code it checks (review 54).
+		var old []string
+		for _, l := range h.lines {
+			if l.op != '+' {
+				old = append(old, l.text)
+			}
+		}
+		want := h.oldAt - 1
+		if len(old) == 0 {
+			// A pure insertion "@@ -a,0": after line a.
+			want = h.oldAt
+		}
+		if want < 0 {
+			want = 0
+		}
 		at := refFindHunk(file, old, want, next)
 		if at < 0 {
 			return nil, 0, 0, errors.New("no match")
