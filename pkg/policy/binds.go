@@ -81,7 +81,7 @@ func inSystemTree(p string) bool {
 }
 
 func (r *resolver) workspace() error {
-	r.vars = r.h.vars("")
+	r.vars, r.varsCache = r.h.vars(""), nil
 	if r.h.Home != "" {
 		if rp, err := r.resolvePath(r.h.Home, "/"); err == nil {
 			r.home = rp.Path
@@ -129,7 +129,7 @@ func (r *resolver) workspace() error {
 		return w.at.err(ErrUnsafeWorkspace, "%s", msg)
 	}
 	r.res.Workspace = ws
-	r.vars["NSBOX_WORKSPACE"] = ws
+	r.vars["NSBOX_WORKSPACE"], r.varsCache = ws, nil
 	return nil
 }
 

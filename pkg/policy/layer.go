@@ -58,8 +58,9 @@ type Layer struct {
 	// KeyNames maps a key to how the user wrote it; the command line maps
 	// "limits.memory" to "--memory" so that errors name the flag.
 	KeyNames map[string]string
-	// lines maps a key ("limits.memory", "filesystem.rw[2]") to its line.
-	lines map[string]int
+	// pos finds a key's line in the file the layer was read from (nil:
+	// none, a layer of flags or defaults).
+	pos *keyPositions
 	// Digest is the SHA-256 of the file's bytes (LoadLayer), compared
 	// with the user's trust record of a project policy file.
 	Digest [32]byte
@@ -80,10 +81,33 @@ func (l *Layer) where(key string) (string, int, string) {
 	return l.Name, l.line(key), key
 }
 
+// keyPositions maps a key ("limits.memory", "filesystem.rw[2]") to its
+// line, worked out from the file's text on the first question: only an
+// error or a warning asks, and reading every position of the built-in
+// profiles was a tenth of a run's policy resolution.
+type keyPositions struct {
+	once  sync.Once
+	data  []byte
+	lines map[string]int
+}
+
+func (p *keyPositions) get() map[string]int {
+	if p == nil {
+		return nil
+	}
+	p.once.Do(func() {
+		// The decoder read the same text with the same parser: it parses.
+		p.lines, _ = keyLines(p.data)
+		p.data = nil
+	})
+	return p.lines
+}
+
 // line finds key's line, falling back to its enclosing key or table.
 func (l *Layer) line(key string) int {
+	lines := l.pos.get()
 	for k := key; k != ""; {
-		if n, ok := l.lines[k]; ok {
+		if n, ok := lines[k]; ok {
 			return n
 		}
 		switch i := strings.LastIndexAny(k, ".["); {
@@ -141,11 +165,7 @@ func ParseLayer(data []byte, name string, kind Kind) (*Layer, error) {
 	if err := dec.Decode(&l.Config); err != nil {
 		return nil, tomlError(name, err)
 	}
-	lines, err := keyLines(data)
-	if err != nil {
-		return nil, tomlError(name, err)
-	}
-	l.lines = lines
+	l.pos = &keyPositions{data: bytes.Clone(data)} // the caller may reuse data
 	return l, nil
 }
 

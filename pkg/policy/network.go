@@ -39,12 +39,15 @@ type NetworkConfig struct {
 	// CheckSNI refuses a TLS connection (port 443) whose ClientHello
 	// names another host than the allowed name it was opened for.
 	CheckSNI *bool `toml:"check_sni" json:"check_sni,omitempty"`
+	// textForm: the mode was written as a string (`network = "none"`),
+	// not under a table.
+	textForm bool
 }
 
 // UnmarshalText reads the string form, `network = "MODE"`.
 func (n *NetworkConfig) UnmarshalText(b []byte) error {
 	s := string(b)
-	*n = NetworkConfig{Mode: &s}
+	*n = NetworkConfig{Mode: &s, textForm: true}
 	return nil
 }
 
@@ -84,7 +87,7 @@ func adds(list []string) bool {
 // the table form, "network" in the string form (and on the command line,
 // where "network" names --net).
 func (l *Layer) networkModeKey() string {
-	if _, ok := l.lines["network.mode"]; ok {
+	if l.pos != nil && l.Config.Network.Mode != nil && !l.Config.Network.textForm {
 		return "network.mode"
 	}
 	return "network"

@@ -370,3 +370,25 @@ func BenchmarkGlobWorkspaceNested(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPeekLoad is what `nsbox run` resolves before it starts a
+// sandbox: Peek (the backend and the writable roots) and Load (the rest),
+// the default profile from "/" (no workspace), with the caller's
+// environment.
+func BenchmarkPeekLoad(b *testing.B) {
+	b.Chdir("/")
+	b.ReportAllocs()
+	for b.Loop() {
+		h, err := HostFromEnv()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pv, err := Peek(h, Request{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pv.Load(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/nsbox/nsbox/pkg/sandbox"
@@ -200,7 +201,13 @@ func loadLayers(h Host, req Request) (layers []*Layer, ref string, err error) {
 // Resolve checks every layer, merges them (lowest precedence first) and
 // resolves the result against h.
 func Resolve(h Host, layers []*Layer) (*Result, error) {
-	r, err := newResolver(h, layers)
+	return resolve(h, layers, false)
+}
+
+// resolve is Resolve; checked says the layers passed CheckLayer already
+// (a Preview's, which Peek checked and nothing else holds).
+func resolve(h Host, layers []*Layer, checked bool) (*Result, error) {
+	r, err := newResolver(h, layers, checked)
 	if err != nil {
 		return nil, err
 	}
@@ -222,12 +229,15 @@ type Preview struct {
 	h      Host
 	layers []*Layer
 	ref    string
+	// checked: the layers passed CheckLayer (Peek checked them); Load
+	// does not check them again.
+	checked bool
 }
 
 // Load resolves in full what Peek previewed, with the layers Peek read:
 // profile and config files are not read twice.
 func (pv *Preview) Load() (*Result, error) {
-	res, err := Resolve(pv.h, pv.layers)
+	res, err := resolve(pv.h, pv.layers, pv.checked)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +256,7 @@ func Peek(h Host, req Request) (*Preview, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := newResolver(h, layers)
+	r, err := newResolver(h, layers, false)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +270,7 @@ func Peek(h Host, req Request) (*Preview, error) {
 	if err := r.run(steps); err != nil {
 		return nil, err
 	}
-	pv := &Preview{Backend: r.res.Backend, BackendFallback: r.res.BackendFallback, h: h, layers: layers, ref: ref}
+	pv := &Preview{Backend: r.res.Backend, BackendFallback: r.res.BackendFallback, h: h, layers: layers, ref: ref, checked: true}
 	for _, it := range r.mounts {
 		if it.m.Kind == sandbox.MountBind && !it.m.ReadOnly {
 			pv.Roots = append(pv.Roots, it.m.Source)
@@ -319,14 +329,16 @@ func (r *resolver) run(steps []step) error {
 	return nil
 }
 
-func newResolver(h Host, layers []*Layer) (*resolver, error) {
+func newResolver(h Host, layers []*Layer, checked bool) (*resolver, error) {
 	h = h.withDefaults()
 	if !filepath.IsAbs(h.Cwd) {
 		return nil, &Error{Msg: fmt.Sprintf("the current directory %q is not absolute", h.Cwd)}
 	}
-	for _, l := range layers {
-		if err := CheckLayer(l); err != nil {
-			return nil, err
+	if !checked {
+		for _, l := range layers {
+			if err := CheckLayer(l); err != nil {
+				return nil, err
+			}
 		}
 	}
 	r := &resolver{h: h, layers: layers, m: merge(layers), res: &Result{}}
@@ -348,7 +360,10 @@ type resolver struct {
 	m      *merged
 	res    *Result
 	vars   vars
-	home   string // $HOME resolved, "" when unknown
+	// varsCache holds the values entries expand with (varsFor), made once
+	// a resolution; cleared whenever vars changes.
+	varsCache map[varsKey]vars
+	home      string // $HOME resolved, "" when unknown
 
 	mounts  []mountItem // binds, tmpfs and pins, sorted by depth
 	rwRoots []string    // writable bind sources that are directories ($NSBOX_RW)
@@ -399,16 +414,25 @@ type expandedEntry struct {
 // writtenPattern reports whether the entry s, as written, is a pattern:
 // a wildcard outside its variables (whose values are escaped into it).
 func writtenPattern(s string) bool {
-	neutral := vars{}
-	for _, k := range Variables {
-		neutral[k] = "v"
+	if !strings.ContainsAny(s, "*?[") {
+		return false // expanding "v" for each variable adds none
 	}
-	v, err := expand(s, neutral)
+	v, err := expand(s, neutralVars())
 	if err != nil {
 		v = s
 	}
 	return strings.ContainsAny(v, "*?[")
 }
+
+// neutralVars gives every variable the value "v": what an entry is as
+// written, whatever the variables hold.
+var neutralVars = sync.OnceValue(func() vars {
+	neutral := vars{}
+	for _, k := range Variables {
+		neutral[k] = "v"
+	}
+	return neutral
+})
 
 type mountItem struct {
 	m     sandbox.Mount

@@ -133,17 +133,10 @@ var rwVarRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`
 // $NSBOX_RW, once per writable bind directory (for a nested entry, each
 // one not shallow).
 func (r *resolver) expandEach(s string, at origin, escape bool) ([]string, error) {
-	if escape {
-		// A pattern: the values go in escaped, to match themselves.
-		saved := r.vars
-		ev := vars{}
-		for k, v := range saved {
-			ev[k] = escapeGlob(v)
-		}
-		r.vars = ev
-		defer func() { r.vars = saved }()
-	}
+	saved := r.vars
+	defer func() { r.vars = saved }()
 	if !rwVarRE().MatchString(s) {
+		r.vars = r.varsFor("", escape)
 		v, ok, err := r.expandAt(s, at)
 		if !ok {
 			return nil, err
@@ -158,18 +151,8 @@ func (r *resolver) expandEach(s string, at origin, escape bool) ([]string, error
 			}
 			continue
 		}
-		vv := vars{}
-		for k, v := range r.vars {
-			vv[k] = v
-		}
-		vv["NSBOX_RW"] = root
-		if escape {
-			vv["NSBOX_RW"] = escapeGlob(root)
-		}
-		saved := r.vars
-		r.vars = vv
+		r.vars = r.varsFor(root, escape)
 		v, ok, err := r.expandAt(s, at)
-		r.vars = saved
 		if err != nil {
 			return nil, err
 		}
@@ -178,6 +161,44 @@ func (r *resolver) expandEach(s string, at origin, escape bool) ([]string, error
 		}
 	}
 	return out, nil
+}
+
+type varsKey struct {
+	rw     string
+	escape bool
+}
+
+// varsFor returns the values an entry expands with: r.vars, with
+// $NSBOX_RW set to rw when rw is not "", each value escaped (escapeGlob)
+// for a pattern, where the values must match themselves. Each is made
+// once a resolution: building one for every entry was a fifth of a run's
+// policy resolution.
+func (r *resolver) varsFor(rw string, escape bool) vars {
+	if rw == "" && !escape {
+		return r.vars
+	}
+	key := varsKey{rw, escape}
+	if v, ok := r.varsCache[key]; ok {
+		return v
+	}
+	v := make(vars, len(r.vars)+1)
+	for k, x := range r.vars {
+		if escape {
+			x = escapeGlob(x)
+		}
+		v[k] = x
+	}
+	if rw != "" {
+		if escape {
+			rw = escapeGlob(rw)
+		}
+		v["NSBOX_RW"] = rw
+	}
+	if r.varsCache == nil {
+		r.varsCache = map[varsKey]vars{}
+	}
+	r.varsCache[key] = v
+	return v
 }
 
 // oldSpellings warns about a removal that names a base-profile entry by
