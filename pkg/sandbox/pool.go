@@ -608,12 +608,22 @@ func (e *PoolStartError) Error() string {
 }
 func (e *PoolStartError) Unwrap() error { return e.Err }
 
-// discard ends a sandbox a call used, in the background: the caller has its
-// result, and the next call runs in another sandbox whatever this one
-// still holds for the few hundred microseconds its teardown takes. Close
-// waits for these. It then starts the refill take left for later. With
-// WithPoolEnded, the end and f come before the call returns.
+// discard ends a sandbox a call used. Its processes are gone before the
+// call returns; the rest of its teardown (the limits' groups, the
+// network, the handlers) runs in the background, and Close waits for it.
+// It then starts the refill take left for later. With WithPoolEnded, the
+// whole end and f come before the call returns.
 func (pl *Pool) discard(s *Session) {
+	if pl.onEnded == nil {
+		// Invariant: when Exec or CallTool returns, nothing the call
+		// started still runs. A background loop of the call kept
+		// writing into the shared workspace for up to 80 ms after Exec
+		// returned, while the next call ran, when the whole teardown
+		// was left to a goroutine that the refill and the next call
+		// delayed (review 56). Before the refill, which would compete
+		// for the CPUs.
+		s.stopProcesses()
+	}
 	pl.mu.Lock()
 	delete(pl.inUse, s)
 	if pl.closed {

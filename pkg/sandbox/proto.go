@@ -254,3 +254,9 @@ const hostCallFDEnv = "NSBOX_HOSTCALL_FD"
 // typeIdle is the notification a Pool sends the worker of a session that
 // has waited unused in it for idleRelease (worker_idle.go). No payload.
 const typeIdle = "idle"
+
+// typeQuiesce is the request a Pool sends the worker of a session a call
+// has used, before it is discarded: the worker kills every other process
+// of the sandbox and replies once they are all reaped (worker_quiesce.go).
+// No payload.
+const typeQuiesce = "quiesce"

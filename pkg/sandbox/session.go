@@ -637,6 +637,30 @@ func (s *Session) kill() {
 	}
 }
 
+// stopProcesses kills every process of the session but the worker and
+// returns once they are gone; Close still has to end the rest. Without the
+// worker's answer, it kills PID 1 and waits for its reap: the kernel kills
+// the namespace's other processes as PID 1 exits and reaps them all before
+// PID 1 can be (pid_namespaces(7)). The Landlock backend has no such
+// namespace, and its worker ends its command's processes when its channel
+// closes: there it is the whole Close.
+func (s *Session) stopProcesses() {
+	if s.ll != nil {
+		s.Close()
+		return
+	}
+	// The worker kills the others and says when they are reaped, without
+	// waiting for its own exit (worker_quiesce.go); where it cannot, PID 1
+	// goes too.
+	ctx, cancel := context.WithTimeout(context.Background(), quiesceTimeout+time.Second)
+	defer cancel()
+	if _, err := s.peer.Call(ctx, typeQuiesce, nil, nil); err == nil {
+		return
+	}
+	s.killWorker()
+	<-s.exited
+}
+
 func (s *Session) killWorker() {
 	if s.proc != nil {
 		// SIGKILL of PID 1 makes the kernel kill every process of the

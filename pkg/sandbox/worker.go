@@ -377,6 +377,8 @@ func (w *worker) serve() int {
 	w.peer.Handle(ipc.TypeUnregisterTool, w.unregisterTool)
 	// A pooled session left idle is told so (worker_idle.go).
 	w.peer.HandleDirect(typeIdle, w.idle)
+	// A pooled session about to be discarded ends its processes first.
+	w.peer.HandleDirect(typeQuiesce, w.quiesce)
 	// Returns when the supervisor is gone or closed the session: PID 1
 	// exits and the kernel kills every process of the namespace.
 	w.peer.Serve()
