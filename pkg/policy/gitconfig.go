@@ -17,6 +17,10 @@ import (
 type gitPointer struct {
 	path string
 	dir  bool
+	// ifExists: protected only where something is there already (a word
+	// of a command that may name a file, or may be an argument that only
+	// looks like a path: sed's s/a/b/).
+	ifExists bool
 }
 
 // Bounds of gitConfigPointers: includes nest at most this deep, and each
@@ -62,7 +66,7 @@ func gitVarsPointersAt(vars []gitConfigVar, file, base, workTree, home string, r
 			// Any subsection counts ([core "x"] hooksPath is not git's
 			// core.hooksPath, and include.x.path includes nothing): at
 			// worst more is protected.
-			hooks := v.section == "core" && v.key == "hookspath"
+			hooks := gitDirPointer(v)
 			include := (v.section == "include" || v.section == "includeif") && v.key == "path"
 			if !hooks && !include {
 				out = append(out, commandPointers(v, workTree, home, trees)...)
@@ -88,7 +92,7 @@ func gitVarsPointersAt(vars []gitConfigVar, file, base, workTree, home string, r
 					p = filepath.Join(filepath.Dir(file), p)
 				}
 				p = filepath.Clean(p)
-				out = append(out, gitPointer{p, false})
+				out = append(out, gitPointer{path: p})
 				if depth < maxGitIncludeDepth && !seen[p] {
 					seen[p] = true
 					// Read where its link leads (a dotfiles manager's
@@ -143,6 +147,44 @@ func gitEnvConfig(lookup func(string) (string, bool)) []gitConfigVar {
 			return nil
 		}
 		out = append(out, v)
+	}
+	return out
+}
+
+// gitEnvPrograms reads the environment variables git takes in place of a
+// config key that names a program or a directory it runs from:
+// GIT_TEMPLATE_DIR, GIT_EXTERNAL_DIFF, GIT_SSH_COMMAND, GIT_SSH,
+// GIT_EDITOR, GIT_SEQUENCE_EDITOR, GIT_PAGER, GIT_ASKPASS, and the
+// fallbacks git (and every other program) takes: VISUAL, EDITOR, PAGER,
+// SSH_ASKPASS. direnv's `export GIT_EXTERNAL_DIFF=$PWD/tools/difft` left
+// the program writable, and the next git diff in that shell ran what the
+// sandbox wrote there (review 55). GIT_SSH and the askpass variables
+// name one program, run without a shell: its path is the whole value.
+func gitEnvPrograms(lookup func(string) (string, bool)) []gitConfigVar {
+	var out []gitConfigVar
+	for _, e := range []struct{ env, section, key string }{
+		{"GIT_TEMPLATE_DIR", "init", "templatedir"},
+		{"GIT_EXTERNAL_DIFF", "diff", "external"},
+		{"GIT_SSH_COMMAND", "core", "sshcommand"},
+		{"GIT_SSH", "core", "sshcommand"},
+		{"GIT_EDITOR", "core", "editor"},
+		{"GIT_SEQUENCE_EDITOR", "sequence", "editor"},
+		{"GIT_PAGER", "core", "pager"},
+		{"GIT_ASKPASS", "core", "askpass"},
+		{"VISUAL", "core", "editor"},
+		{"EDITOR", "core", "editor"},
+		{"PAGER", "core", "pager"},
+		{"SSH_ASKPASS", "core", "askpass"},
+	} {
+		v, ok := lookup(e.env)
+		if !ok || v == "" {
+			continue
+		}
+		switch e.env {
+		case "GIT_SSH", "GIT_ASKPASS", "SSH_ASKPASS":
+			v = "'" + strings.ReplaceAll(v, "'", `'\''`) + "'" // one word
+		}
+		out = append(out, gitConfigVar{base: e.section, section: e.section, key: e.key, values: []string{v}})
 	}
 	return out
 }
@@ -318,6 +360,20 @@ func readConfigFile(file string, roots []string) []byte {
 	return b
 }
 
+// gitDirPointer says whether v names a directory whose files git runs:
+// core.hooksPath (the hooks), init.templateDir (copied into every
+// repository git init, clone and submodule update make, its hooks/ run
+// at once by clone's post-checkout and its config taken as the new
+// repository's: the whole directory counts, review 55) and
+// instaweb.modulePath (the modules git instaweb loads into its httpd).
+func gitDirPointer(v gitConfigVar) bool {
+	switch v.section + "." + v.key {
+	case "core.hookspath", "init.templatedir", "instaweb.modulepath":
+		return true
+	}
+	return false
+}
+
 // gitCommand says whether git runs the value of v as a command or a
 // program of the user's (through the shell, or as a hook): those that
 // name a file, such as "./tools/fsmonitor" or "!scripts/lint.sh", are a
@@ -331,7 +387,15 @@ func gitCommand(v gitConfigVar) bool {
 		"browser.path", "difftool.cmd", "difftool.path", "mergetool.cmd", "mergetool.path",
 		"sendemail.sendmailcmd", "sendemail.smtpserver", "gpg.defaultkeycommand", "core.gitproxy",
 		"remote.uploadpack", "remote.receivepack", "man.cmd", "man.path", "guitool.cmd",
-		"trailer.command", "trailer.cmd", "submodule.update":
+		"trailer.command", "trailer.cmd", "submodule.update",
+		// Review 55: config-based hooks (git 2.54), git imap-send's
+		// tunnel, gc's hook for unreachable objects (2.42), fetch's
+		// command for an alternate's refs, git archive's compressors,
+		// git send-email's address and header commands, git instaweb's
+		// server, git svn's author program, git gui's editor.
+		"hook.command", "imap.tunnel", "gc.recentobjectshook", "core.alternaterefscommand",
+		"tar.command", "sendemail.tocmd", "sendemail.cccmd", "sendemail.headercmd",
+		"instaweb.httpd", "svn.authorsprog", "gui.editor":
 		// (A subsection is not part of the name here: diff.pdf.textconv
 		// is "diff.textconv", gpg.ssh.defaultKeyCommand
 		// "gpg.defaultkeycommand", submodule.NAME.update "!cmd".)
@@ -344,26 +408,28 @@ func gitCommand(v gitConfigVar) bool {
 	return false
 }
 
-// commandPointers returns the file that v, a variable git runs as a
-// command (gitCommand), names as its program: the first word of the
-// command (after a leading "!" and any VAR=value words), when it is a
-// path. A relative one is taken from the work tree's top (where git runs
-// them), or from each of trees for a config of no one repository.
+// commandPointers returns the files that v, a variable git runs as a
+// command (gitCommand), names (commandFiles): its program, when that is
+// a path, a script an interpreter it names runs, and any other word that
+// is a path to something that exists. A relative one is taken from the
+// work tree's top (where git runs them), or from each of trees for a
+// config of no one repository.
 func commandPointers(v gitConfigVar, workTree, home string, trees []string) []gitPointer {
 	if !gitCommand(v) {
 		return nil
 	}
 	var out []gitPointer
 	for _, val := range v.values {
-		prog := commandProgram(val)
-		if !strings.Contains(prog, "/") {
-			continue // none, a word git looks up in PATH, or a boolean
+		for _, f := range commandFiles(val) {
+			p, ok := expandGitUserPath(f.word, home)
+			if !ok {
+				continue
+			}
+			for _, ptr := range workTreePointers(p, false, workTree, trees) {
+				ptr.ifExists = f.ifExists
+				out = append(out, ptr)
+			}
 		}
-		prog, ok := expandGitUserPath(prog, home)
-		if !ok {
-			continue
-		}
-		out = append(out, workTreePointers(prog, false, workTree, trees)...)
 	}
 	return out
 }
@@ -374,7 +440,7 @@ func commandPointers(v gitConfigVar, workTree, home string, trees []string) []gi
 // repository.
 func workTreePointers(p string, dir bool, workTree string, trees []string) []gitPointer {
 	if filepath.IsAbs(p) {
-		return []gitPointer{{filepath.Clean(p), dir}}
+		return []gitPointer{{path: filepath.Clean(p), dir: dir}}
 	}
 	bases := []string{workTree}
 	if workTree == "" {
@@ -383,7 +449,7 @@ func workTreePointers(p string, dir bool, workTree string, trees []string) []git
 	var out []gitPointer
 	for _, b := range bases {
 		if b != "" {
-			out = append(out, gitPointer{filepath.Join(b, p), dir})
+			out = append(out, gitPointer{path: filepath.Join(b, p), dir: dir})
 		}
 	}
 	return out
@@ -408,6 +474,138 @@ func commandProgram(cmd string) string {
 		}
 		return word
 	}
+}
+
+// cmdFile is a word of a command that names a file the command runs or
+// may run.
+type cmdFile struct {
+	word string
+	// ifExists: a word that may be a path or may only look like one.
+	ifExists bool
+}
+
+// commandFiles returns the words of a shell command line (as commandProgram
+// reads them) that name files it runs: the program of each command in it
+// (after ;, |, &&, {, then, ...) when it is a path; the script an
+// interpreter runs (sh tools/x.sh, python3 -u tools/clean.py, node
+// scripts/x.js: the first word after the interpreter's options, path or
+// not, as the interpreter opens it from the current directory); the code
+// of sh -c, read as a command line itself; ssh's -F file and
+// -o ProxyCommand; and, ifExists, every other word with a slash in it.
+// Protecting only the program left `core.fsmonitor = sh tools/x.sh`'s
+// script writable, and a plain git status ran what the sandbox wrote
+// there (review 55). Not a shell: it reads what git configs write, and
+// reads more as files rather than fewer.
+func commandFiles(cmd string) []cmdFile {
+	return appendCommandFiles(nil, strings.TrimPrefix(strings.TrimSpace(cmd), "!"), 0)
+}
+
+// maxCommandDepth bounds the sh -c commands read inside each other.
+const maxCommandDepth = 3
+
+func appendCommandFiles(out []cmdFile, cmd string, depth int) []cmdFile {
+	start := true // the next word is a command's program
+	var prog string
+	next := "" // what the next word is to the program: "script", "code", "file", "option"
+	for {
+		cmd = strings.TrimLeft(cmd, " \t\n")
+		if cmd == "" {
+			return out
+		}
+		if c := cmd[0]; c == ';' || c == '|' || c == '&' {
+			cmd = strings.TrimLeft(cmd, ";|&")
+			start, next = true, ""
+			continue
+		}
+		word, rest := shellWord(cmd)
+		cmd = rest
+		if word == "" {
+			continue
+		}
+		switch {
+		case start:
+			if eq := strings.IndexByte(word, '='); eq > 0 && isShellName(word[:eq]) {
+				continue // VAR=value before the program
+			}
+			if commandPrefixWords[word] || strings.HasSuffix(word, "()") {
+				continue // the program comes next
+			}
+			if strings.Contains(word, "/") {
+				out = append(out, cmdFile{word: word})
+			}
+			start, prog, next = false, filepath.Base(word), ""
+			if isInterpreter(prog) {
+				next = "script"
+			}
+		case next == "code":
+			if depth < maxCommandDepth {
+				out = appendCommandFiles(out, word, depth+1)
+			}
+			next = ""
+		case next == "file":
+			out = append(out, cmdFile{word: word})
+			next = ""
+		case next == "option":
+			// ssh -o ProxyCommand=CMD: a command line ssh runs.
+			if k, v, ok := strings.Cut(word, "="); ok && strings.EqualFold(k, "ProxyCommand") && depth < maxCommandDepth {
+				out = appendCommandFiles(out, v, depth+1)
+			}
+			next = ""
+		case next == "script" && strings.HasPrefix(word, "-"):
+			switch {
+			case word == "-c" && isShell(prog):
+				next = "code"
+			case word == "-c" || word == "-m" || word == "-e" || word == "--eval" || word == "-r":
+				next = "" // code or a module, not a file (python -c, node -e, perl -e)
+			}
+		case next == "script":
+			out = append(out, cmdFile{word: word})
+			next = ""
+		default:
+			if prog == "ssh" && (word == "-F" || word == "-o") {
+				next = map[string]string{"-F": "file", "-o": "option"}[word]
+				continue
+			}
+			if prog == "ssh" && strings.HasPrefix(word, "-oProxyCommand=") && depth < maxCommandDepth {
+				out = appendCommandFiles(out, strings.TrimPrefix(word, "-oProxyCommand="), depth+1)
+				continue
+			}
+			if strings.Contains(word, "/") && !strings.HasPrefix(word, "-") {
+				out = append(out, cmdFile{word: word, ifExists: true})
+			}
+		}
+	}
+}
+
+// commandPrefixWords come before a command's program: the shell's
+// keywords that start a command, and programs that run the next word.
+var commandPrefixWords = map[string]bool{
+	"{": true, "(": true, "!": true, "if": true, "then": true, "else": true, "elif": true,
+	"do": true, "while": true, "until": true, "time": true, "exec": true, "command": true,
+	"nohup": true, "env": true, "builtin": true,
+}
+
+// isShell reports whether prog, a program's base name, is a shell.
+func isShell(prog string) bool {
+	switch prog {
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox":
+		return true
+	}
+	return false
+}
+
+// isInterpreter reports whether prog, a program's base name, runs a script
+// named by its first argument that is no option.
+func isInterpreter(prog string) bool {
+	if isShell(prog) {
+		return true
+	}
+	for _, p := range []string{"python", "perl", "ruby", "node", "nodejs", "php", "lua", "tclsh", "deno", "bun", "pwsh", "Rscript"} {
+		if prog == p || (strings.HasPrefix(prog, p) && strings.Trim(prog[len(p):], "0123456789.") == "") {
+			return true // python3, python3.11, perl5.36, lua5.4
+		}
+	}
+	return false
 }
 
 // shellWord splits the first word off s.

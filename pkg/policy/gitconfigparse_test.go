@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -253,5 +254,49 @@ func TestCommandPointers(t *testing.T) {
 	}
 	if want := []string{"/a/ed", "/b/ed"}; !slices.Equal(got, want) {
 		t.Errorf("user config: %q, want %q", got, want)
+	}
+}
+
+// commandFiles: what a command line runs, as git's configs write it.
+// Review 55: the script of an interpreter, sh -c's code, ssh's -F file
+// and ProxyCommand were left writable when only the program counted.
+func TestCommandFiles(t *testing.T) {
+
+	for in, want := range map[string][]cmdFile{
+		"tools/fsmonitor":                      {{word: "tools/fsmonitor"}},
+		"sh tools/fsmonitor.sh":                {{word: "tools/fsmonitor.sh"}},
+		"python3 -u tools/clean.py --in %f":    {{word: "tools/clean.py"}},
+		"node scripts/x.js":                    {{word: "scripts/x.js"}},
+		"!bash scripts/lint.sh":                {{word: "scripts/lint.sh"}},
+		"bash lint.sh":                         {{word: "lint.sh"}},
+		"!sh -c 'tools/x --all'":               {{word: "tools/x"}},
+		"!sh -c 'sh ./y.sh' arg0":              {{word: "./y.sh"}},
+		"python3 -c 'print(1)' tools/data":     {{word: "tools/data", ifExists: true}},
+		"perl -e 'print' ":                     nil,
+		"ssh -F tools/ssh_config -q":           {{word: "tools/ssh_config"}},
+		"ssh -o ProxyCommand=tools/proxy host": {{word: "tools/proxy"}},
+		"ssh -oProxyCommand='tools/p %h' host": {{word: "tools/p"}},
+		"!git log | sed 's/a/b/'":              {{word: "s/a/b/", ifExists: true}},
+		"!f() { ./x; }; f":                     {{word: "./x"}},
+		"!cd sub && ./build.sh":                {{word: "./build.sh"}},
+		"FOO=1 env BAR=2 tools/run":            {{word: "tools/run"}},
+		"less -R":                              nil,
+		"git-lfs filter-process":               nil,
+		"difft --color=always":                 nil,
+		"tools/zstd-wrap -c":                   {{word: "tools/zstd-wrap"}},
+		"python3.11 tools/t.py":                {{word: "tools/t.py"}},
+	} {
+		if got := commandFiles(in); !slices.Equal(got, want) {
+			t.Errorf("%q: %+v, want %+v", in, got, want)
+		}
+	}
+
+	// sh -c inside sh -c inside ...: bounded.
+	deep := "tools/x"
+	for i := 0; i < 20; i++ {
+		deep = "sh -c " + strconv.Quote(deep)
+	}
+	if got := commandFiles(deep); len(got) != 0 {
+		t.Errorf("past maxCommandDepth: %+v", got)
 	}
 }

@@ -65,7 +65,7 @@ var lefthookFiles = func() []string {
 func hookManagerPointers(dir, workTree string, roots []string) (held, audited []gitPointer) {
 	var out []gitPointer
 	if filepath.Base(dir) == "_" && (readConfigFile(filepath.Join(dir, "h"), roots) != nil || readConfigFile(filepath.Join(dir, "husky.sh"), roots) != nil) {
-		out = append(out, gitPointer{filepath.Dir(dir), true})
+		out = append(out, gitPointer{path: filepath.Dir(dir), dir: true})
 	}
 	preCommit, lefthook, overcommit, rustyHook := map[string]bool{}, false, false, false
 	for _, name := range gitHookNames {
@@ -82,28 +82,28 @@ func hookManagerPointers(dir, workTree string, roots []string) (held, audited []
 		rustyHook = rustyHook || strings.Contains(hook, "rusty-hook")
 	}
 	if overcommit {
-		out = append(out, gitPointer{filepath.Join(workTree, ".overcommit.yml"), false})
+		out = append(out, gitPointer{path: filepath.Join(workTree, ".overcommit.yml")})
 		if p := filepath.Join(workTree, ".git-hooks"); present(p, roots) {
-			out = append(out, gitPointer{p, true})
+			out = append(out, gitPointer{path: p, dir: true})
 		}
 	}
 	if rustyHook {
 		held := false
 		for _, name := range []string{".rusty-hook.toml", "rusty-hook.toml"} {
 			if p := filepath.Join(workTree, name); present(p, roots) {
-				out = append(out, gitPointer{p, false})
+				out = append(out, gitPointer{path: p})
 				held = true
 			}
 		}
 		if !held {
-			out = append(out, gitPointer{filepath.Join(workTree, ".rusty-hook.toml"), false})
+			out = append(out, gitPointer{path: filepath.Join(workTree, ".rusty-hook.toml")})
 		}
 	}
 	for _, cfg := range slices.Sorted(maps.Keys(preCommit)) { // the mounts in a stable order
 		if !filepath.IsAbs(cfg) {
 			cfg = filepath.Join(workTree, cfg)
 		}
-		out = append(out, gitPointer{filepath.Clean(cfg), false})
+		out = append(out, gitPointer{path: filepath.Clean(cfg)})
 	}
 	if lefthook {
 		for _, f := range lefthookFiles {
@@ -111,7 +111,7 @@ func hookManagerPointers(dir, workTree string, roots []string) (held, audited []
 			if !present(p, roots) {
 				continue
 			}
-			out = append(out, gitPointer{p, strings.HasSuffix(f, "/")})
+			out = append(out, gitPointer{path: p, dir: strings.HasSuffix(f, "/")})
 			if strings.HasSuffix(f, "/") {
 				continue
 			}
@@ -123,13 +123,13 @@ func hookManagerPointers(dir, workTree string, roots []string) (held, audited []
 			// (review).
 			dir, base := filepath.Split(p)
 			if name, ext, ok := strings.Cut(base, "."+strings.TrimPrefix(filepath.Ext(base), ".")); ok && !strings.HasSuffix(name, "-local") && ext == "" {
-				out = append(out, gitPointer{filepath.Join(dir, name+"-local"+filepath.Ext(base)), false})
+				out = append(out, gitPointer{path: filepath.Join(dir, name+"-local"+filepath.Ext(base))})
 			}
 			for _, x := range lefthookExtends(readConfigFile(p, roots)) {
 				if !filepath.IsAbs(x) {
 					x = filepath.Join(workTree, x)
 				}
-				out = append(out, gitPointer{filepath.Clean(x), false})
+				out = append(out, gitPointer{path: filepath.Clean(x)})
 			}
 		}
 		// Invariant: a lefthook config the run makes under any of its
@@ -144,7 +144,7 @@ func hookManagerPointers(dir, workTree string, roots []string) (held, audited []
 		for _, f := range lefthookFiles {
 			p := filepath.Join(workTree, strings.TrimSuffix(f, "/"))
 			if !slices.ContainsFunc(out, func(g gitPointer) bool { return g.path == p }) && !present(p, roots) {
-				audited = append(audited, gitPointer{p, strings.HasSuffix(f, "/")})
+				audited = append(audited, gitPointer{path: p, dir: strings.HasSuffix(f, "/")})
 			}
 		}
 	}

@@ -249,7 +249,7 @@ func (r *resolver) gitUserConfigs(gs *gitScan, pp *protectPass) error {
 					}
 				}
 			}
-			envVars = gitEnvConfig(lookup)
+			envVars = append(gitEnvConfig(lookup), gitEnvPrograms(lookup)...)
 		}
 		// A relative core.hooksPath there counts for every repository:
 		// each writable root, and each repository found in them.
@@ -276,7 +276,7 @@ func (r *resolver) gitUserConfigs(gs *gitScan, pp *protectPass) error {
 			}
 		}
 		if envVars != nil {
-			return r.protectPointers(x.entry, "the environment's git configuration (GIT_CONFIG_PARAMETERS, GIT_CONFIG_KEY_n)", gitVarsPointers(envVars, "", "", r.home, r.rwRoots, trees), pp)
+			return r.protectPointers(x.entry, "the environment's git configuration (GIT_CONFIG_PARAMETERS, GIT_CONFIG_KEY_n, GIT_TEMPLATE_DIR, GIT_EXTERNAL_DIFF, GIT_SSH_COMMAND, EDITOR, ...)", gitVarsPointers(envVars, "", "", r.home, r.rwRoots, trees), pp)
 		}
 		return nil
 	}
@@ -366,6 +366,11 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 // path of the sandbox's choosing outside (an automounter's /net/HOST).
 func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp *protectPass) error {
 	for _, ptr := range ptrs {
+		if ptr.ifExists {
+			if _, err := os.Stat(ptr.path); err != nil {
+				continue // a word that names nothing (yet): no placeholder for it
+			}
+		}
 		if root := r.writableRootOf(ptr.path); root == "" {
 			// A path outside the writable directories may still lead
 			// into one through a link of the user's
