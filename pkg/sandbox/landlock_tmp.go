@@ -39,10 +39,11 @@ var (
 	tmpPidNS     uint64
 )
 
-// landlockTmpPattern is the os.MkdirTemp pattern of this process's
-// TMPDIRs: the owner's identity, then the random part. Without the
-// identity (no /proc) the name is the old one, which no later run removes.
-func landlockTmpPattern() string {
+// ownedPattern is the os.MkdirTemp pattern of what this process leaves
+// on the host under prefix: the owner's identity, then the random part.
+// Without the identity (no /proc) it is prefix alone, which no later run
+// removes.
+func ownedPattern(prefix string) string {
 	tmpOwnerOnce.Do(func() {
 		ns, err := pidNSInode()
 		if err != nil {
@@ -56,10 +57,13 @@ func landlockTmpPattern() string {
 		tmpOwner = fmt.Sprintf("%d.%d.%d", ns, os.Getpid(), start)
 	})
 	if tmpOwner == "" {
-		return landlockTmpPrefix
+		return prefix
 	}
-	return landlockTmpPrefix + tmpOwner + "-"
+	return prefix + tmpOwner + "-"
 }
+
+// landlockTmpPattern is the pattern of this process's TMPDIRs.
+func landlockTmpPattern() string { return ownedPattern(landlockTmpPrefix) }
 
 // privateTmpDir is the caller's own directory for TMPDIRs: nsbox-UID in
 // the host's temporary directory.
@@ -184,7 +188,12 @@ func procStartTime(pid int) (uint64, error) {
 // parseTmpOwner reads the owner out of a TMPDIR's name; ok is false for any
 // other name.
 func parseTmpOwner(name string) (ns uint64, pid int, start uint64, ok bool) {
-	rest, found := strings.CutPrefix(name, landlockTmpPrefix)
+	return parseOwner(name, landlockTmpPrefix)
+}
+
+// parseOwner reads the owner out of a name made with ownedPattern(prefix).
+func parseOwner(name, prefix string) (ns uint64, pid int, start uint64, ok bool) {
+	rest, found := strings.CutPrefix(name, prefix)
 	if !found {
 		return 0, 0, 0, false
 	}
@@ -226,7 +235,14 @@ func RemoveDeadLandlockTmpDirs() ([]string, error) {
 	if dir == "" {
 		return nil, nil // no Landlock run made its directory
 	}
-	landlockTmpPattern() // this process's namespace
+	return removeDeadOwned(dir, landlockTmpPrefix)
+}
+
+// removeDeadOwned removes the directories in dir named with
+// ownedPattern(prefix) whose owner is gone, under the rules of
+// RemoveDeadLandlockTmpDirs, and returns what it removed.
+func removeDeadOwned(dir, prefix string) ([]string, error) {
+	ownedPattern(prefix) // this process's namespace
 	if tmpPidNS == 0 {
 		return nil, nil
 	}
@@ -237,7 +253,7 @@ func RemoveDeadLandlockTmpDirs() ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, e := range ents {
-		ns, pid, start, ok := parseTmpOwner(e.Name())
+		ns, pid, start, ok := parseOwner(e.Name(), prefix)
 		if !ok || ns != tmpPidNS || !e.IsDir() {
 			continue
 		}
@@ -247,7 +263,7 @@ func RemoveDeadLandlockTmpDirs() ([]string, error) {
 			continue
 		}
 		if now, err := procStartTime(pid); err == nil && now == start {
-			continue // its supervisor lives
+			continue // its owner lives
 		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 			continue // cannot tell: keep it
 		}

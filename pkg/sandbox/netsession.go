@@ -105,7 +105,7 @@ func (s *Session) prepareNetFilter(setup *setupMsg) error {
 	// The file is the supervisor's, in a directory only its user can
 	// enter, and bound read-only: nothing inside can point the sandbox's
 	// resolver elsewhere.
-	if n.dir, err = os.MkdirTemp(resolvConfBase(), "nsbox-net-"); err != nil {
+	if n.dir, err = makeResolvConfDir(); err != nil {
 		return err
 	}
 	// Search only, for the worker: under a root caller it runs as ids
@@ -120,6 +120,25 @@ func (s *Session) prepareNetFilter(setup *setupMsg) error {
 	setup.Plan.Mounts = append(slices.Clip(setup.Plan.Mounts), Mount{Kind: MountBind, Source: file, Dest: dest, ReadOnly: true})
 	setup.Resolver = true
 	return nil
+}
+
+// resolvConfPrefix begins the name of a filtered start's resolv.conf
+// directory, the owner's identity after it (ownedPattern).
+const resolvConfPrefix = "nsbox-net-"
+
+// deadResolvConfDirs removes, once a process, the resolv.conf
+// directories of filtered starts whose supervisor was killed before the
+// worker had made its mount (the file is removed right after, and by
+// Close): a pool's owner killed while it refilled left about three a
+// kill, for good, in the RAM of /dev/shm (review 56).
+var deadResolvConfDirs sync.Once
+
+// makeResolvConfDir makes the directory of a filtered start's
+// resolv.conf, named for its owner.
+func makeResolvConfDir() (string, error) {
+	base := resolvConfBase()
+	deadResolvConfDirs.Do(func() { removeDeadOwned(base, resolvConfPrefix) })
+	return os.MkdirTemp(base, ownedPattern(resolvConfPrefix))
 }
 
 // resolvConfBase is where the generated resolv.conf is written: /dev/shm
