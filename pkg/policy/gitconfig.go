@@ -597,8 +597,8 @@ func isShell(prog string) bool {
 // isInterpreter reports whether prog, a program's base name, runs a script
 // named by its first argument that is no option.
 func isInterpreter(prog string) bool {
-	if isShell(prog) {
-		return true
+	if isShell(prog) || prog == "." || prog == "source" {
+		return true // . and source: the shell reads the file itself
 	}
 	for _, p := range []string{"python", "perl", "ruby", "node", "nodejs", "php", "lua", "tclsh", "deno", "bun", "pwsh", "Rscript"} {
 		if prog == p || (strings.HasPrefix(prog, p) && strings.Trim(prog[len(p):], "0123456789.") == "") {

@@ -285,6 +285,8 @@ func TestCommandFiles(t *testing.T) {
 		"difft --color=always":                 nil,
 		"tools/zstd-wrap -c":                   {{word: "tools/zstd-wrap"}},
 		"python3.11 tools/t.py":                {{word: "tools/t.py"}},
+		"!. tools/env.sh && make":              {{word: "tools/env.sh"}},
+		"!source env.sh; make":                 {{word: "env.sh"}},
 	} {
 		if got := commandFiles(in); !slices.Equal(got, want) {
 			t.Errorf("%q: %+v, want %+v", in, got, want)
