@@ -488,18 +488,21 @@ func (r *resolver) whereText(at origin) string {
 	if at.layer == nil {
 		return ""
 	}
-	src, line, key := at.layer.where(at.key)
 	if at.key == "" {
 		return "the policy file itself"
 	}
 	switch at.layer.Kind {
 	case KindFlags:
+		_, _, key := at.layer.where(at.key)
 		return key
 	case KindProfile:
 		return fmt.Sprintf("profile %s, %s", at.layer.Profile, stripIndex(at.key))
 	case KindDefaults:
 		return "built-in default"
 	}
+	// Only here the line: finding it reads the file's text again
+	// (keyPositions), which a run of the built-in profiles never needs.
+	src, line, _ := at.layer.where(at.key)
 	if line > 0 {
 		return fmt.Sprintf("%s:%d", src, line)
 	}
