@@ -242,10 +242,6 @@ func RemoveDeadLandlockTmpDirs() ([]string, error) {
 // ownedPattern(prefix) whose owner is gone, under the rules of
 // RemoveDeadLandlockTmpDirs, and returns what it removed.
 func removeDeadOwned(dir, prefix string) ([]string, error) {
-	ownedPattern(prefix) // this process's namespace
-	if tmpPidNS == 0 {
-		return nil, nil
-	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -254,7 +250,15 @@ func removeDeadOwned(dir, prefix string) ([]string, error) {
 	var errs []error
 	for _, e := range ents {
 		ns, pid, start, ok := parseOwner(e.Name(), prefix)
-		if !ok || ns != tmpPidNS || !e.IsDir() {
+		if !ok {
+			continue
+		}
+		// This process's namespace, read from /proc only now: most runs
+		// find nothing to judge (~0.15 ms a run).
+		if ownedPattern(prefix); tmpPidNS == 0 {
+			return nil, nil
+		}
+		if ns != tmpPidNS || !e.IsDir() {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
