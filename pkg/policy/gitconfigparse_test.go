@@ -278,7 +278,7 @@ func TestCommandFiles(t *testing.T) {
 		"ssh -oProxyCommand='tools/p %h' host": {{word: "tools/p"}},
 		"!git log | sed 's/a/b/'":              {{word: "s/a/b/", ifExists: true}},
 		"!f() { ./x; }; f":                     {{word: "./x"}},
-		"!cd sub && ./build.sh":                {{word: "./build.sh"}},
+		"!cd sub && ./build.sh":                {{word: "sub/build.sh"}},
 		"FOO=1 env BAR=2 tools/run":            {{word: "tools/run"}},
 		"less -R":                              nil,
 		"git-lfs filter-process":               nil,
@@ -287,6 +287,15 @@ func TestCommandFiles(t *testing.T) {
 		"python3.11 tools/t.py":                {{word: "tools/t.py"}},
 		"!. tools/env.sh && make":              {{word: "tools/env.sh"}},
 		"!source env.sh; make":                 {{word: "env.sh"}},
+		"timeout 5 tools/check":                {{word: "tools/check"}},
+		"/usr/bin/env python3 tools/x.py":      {{word: "tools/x.py"}},
+		"node -r ./tools/hook.js app.js":       {{word: "./tools/hook.js", ifExists: true}, {word: "app.js"}},
+		"uv run --with rich tools/x.py":        {{word: "tools/x.py"}},
+		"bash -lc 'cd web && ./lint'; ./top":   {{word: "web/lint"}, {word: "./top"}},
+		"$HOME/bin/x":                          {{word: "~/bin/x"}},
+		"${SCRIPTS}/x":                         nil,
+		"bun test":                             nil,
+		"python3 lint":                         {{word: "lint", ifExists: true}},
 	} {
 		if got := commandFiles(in); !slices.Equal(got, want) {
 			t.Errorf("%q: %+v, want %+v", in, got, want)

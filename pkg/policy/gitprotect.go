@@ -367,8 +367,12 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp *protectPass) error {
 	for _, ptr := range ptrs {
 		if ptr.ifExists {
-			if _, err := os.Stat(ptr.path); err != nil {
-				continue // a word that names nothing (yet): no placeholder for it
+			// A word that may only look like a path: protected where it
+			// names a regular file, which it may run. Not a directory
+			// (`!ruff check src/` must not make src/ read-only,
+			// review 57), and no placeholder where nothing is.
+			if st, err := os.Stat(ptr.path); err != nil || !st.Mode().IsRegular() {
+				continue
 			}
 		}
 		if root := r.writableRootOf(ptr.path); root == "" {

@@ -151,6 +151,9 @@ func (r *resolver) expandEach(s string, at origin, escape bool) ([]string, error
 			}
 			continue
 		}
+		// From the caller's values, not the last root's (review 57:
+		// each further root escaped them again).
+		r.vars = saved
 		r.vars = r.varsFor(root, escape)
 		v, ok, err := r.expandAt(s, at)
 		if err != nil {

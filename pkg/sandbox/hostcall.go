@@ -694,18 +694,34 @@ func (a *auditLog) write(entry map[string]any) {
 	a.w.Write(append(line, '\n'))
 }
 
-// redactError returns msg with every string that args hold under a
+// redactError returns msg with every value that args hold under a
 // secret-looking key replaced by "[REDACTED]". Security: an error may
 // quote an argument ("memory \"ghp_…\" not found" for a memory.recall by
 // key): the audit line redacts the argument, and its error must not print
-// it beside. Only strings of at least minRedactedQuote bytes are looked for,
-// and at most maxRedactedQuotes of them, so that a call cannot make the
-// audit spend more than a bounded effort on its line.
+// it beside. Each value is looked for as it is and as %q or JSON would
+// quote it, numbers included, the longest first (a secret that is part
+// of another must not leave the other's tail). Only values of at least
+// minRedactedQuote bytes are looked for; past maxRedactedQuotes of them
+// the whole error is redacted, so that a call cannot make the audit spend
+// more than a bounded effort on its line (review 57).
 func redactError(msg string, args any) string {
 	var secrets []string
-	collectSecrets(args, false, &secrets)
+	if !collectSecrets(args, false, &secrets) {
+		return "[REDACTED]"
+	}
+	forms := make([]string, 0, 3*len(secrets))
 	for _, sec := range secrets {
-		msg = strings.ReplaceAll(msg, sec, "[REDACTED]")
+		forms = append(forms, sec)
+		if q := strconv.Quote(sec); q[1:len(q)-1] != sec {
+			forms = append(forms, q[1:len(q)-1])
+		}
+		if j, err := json.Marshal(sec); err == nil && string(j[1:len(j)-1]) != sec {
+			forms = append(forms, string(j[1:len(j)-1]))
+		}
+	}
+	sort.Slice(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
+	for _, f := range forms {
+		msg = strings.ReplaceAll(msg, f, "[REDACTED]")
 	}
 	return msg
 }
@@ -715,36 +731,58 @@ const (
 	maxRedactedQuotes = 32
 )
 
-// collectSecrets appends to out the strings of v that Redact hides: those
-// under a secret-looking key, at any depth (under is true below one).
-func collectSecrets(v any, under bool, out *[]string) {
-	if len(*out) >= maxRedactedQuotes {
-		return
+// collectSecrets appends to out the values of v that Redact hides: those
+// under a secret-looking key, at any depth (under is true below one),
+// strings and numbers as text. It reports false once there are more than
+// maxRedactedQuotes.
+func collectSecrets(v any, under bool, out *[]string) bool {
+	add := func(s string) bool {
+		if !under || len(s) < minRedactedQuote {
+			return true
+		}
+		if len(*out) == maxRedactedQuotes {
+			return false
+		}
+		*out = append(*out, s)
+		return true
 	}
 	switch x := v.(type) {
 	case string:
-		if under && len(x) >= minRedactedQuote {
-			*out = append(*out, x)
-		}
+		return add(x)
 	case ipc.String:
-		collectSecrets(string(x), under, out)
+		return add(string(x))
+	case float64:
+		return add(strconv.FormatFloat(x, 'f', -1, 64)) && add(strconv.FormatFloat(x, 'g', -1, 64))
+	case ipc.Number:
+		return collectSecrets(float64(x), under, out)
+	case json.Number:
+		return add(string(x))
 	case map[string]any:
 		for k, e := range x {
-			collectSecrets(e, under || isSecretKey(k), out)
+			if !collectSecrets(e, under || isSecretKey(k), out) {
+				return false
+			}
 		}
 	case ipc.Map:
 		for k, e := range x {
-			collectSecrets(e, under || isSecretKey(k), out)
+			if !collectSecrets(e, under || isSecretKey(k), out) {
+				return false
+			}
 		}
 	case []any:
 		for _, e := range x {
-			collectSecrets(e, under, out)
+			if !collectSecrets(e, under, out) {
+				return false
+			}
 		}
 	case ipc.List:
 		for _, e := range x {
-			collectSecrets(e, under, out)
+			if !collectSecrets(e, under, out) {
+				return false
+			}
 		}
 	}
+	return true
 }
 
 // Redact returns v with the values of secret-looking keys (token, password,

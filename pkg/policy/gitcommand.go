@@ -1,0 +1,452 @@
+package policy
+
+import (
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// What a command line in a git config runs. git hands these values to the
+// shell (or runs them as a program); the sandbox may write into the work
+// tree, and the host's git runs them later as the user. So the files they
+// name are protected: this reader finds them. It is not a shell: it reads
+// what git configs are written like, and where it cannot tell, it says so
+// (ifExists) or names nothing, rather than guess a path that would become
+// a placeholder in the user's repository.
+
+// commandProgram is the first word of a shell command line as git's
+// configs write them: a leading "!" dropped, VAR=value words skipped, and
+// simple quoting ('...', "...", backslash) undone. Not a shell: what it
+// cannot read (a subshell, a variable) gives a word with no path in it,
+// or a path that does not exist.
+func commandProgram(cmd string) string {
+	cmd = strings.TrimPrefix(strings.TrimSpace(cmd), "!")
+	for {
+		cmd = strings.TrimLeft(cmd, " \t")
+		word, rest := shellWord(cmd)
+		if word == "" {
+			return ""
+		}
+		if eq := strings.IndexByte(word, '='); eq > 0 && isShellName(word[:eq]) {
+			cmd = rest
+			continue
+		}
+		return word
+	}
+}
+
+// cmdFile is a word of a command that names a file the command runs or
+// may run, relative to the work tree's top unless absolute or under ~.
+type cmdFile struct {
+	word string
+	// ifExists: a word that may name a file that runs, or may be an
+	// argument that only looks like a path (sed's s/a/b/, a directory
+	// to lint): protected only where a regular file is there already.
+	ifExists bool
+}
+
+// commandFiles returns the files a shell command line (as git's configs
+// write them) runs:
+//   - the program of each command in it (after ;, |, &&, {, then, ...,
+//     and after prefixes such as env, exec, timeout 5, nice), when it is
+//     a path;
+//   - the script an interpreter runs (sh tools/x.sh, python3 -u
+//     tools/clean.py, node scripts/x.js, deno run x.ts: the first word
+//     after its options and their arguments and its subcommand), path or
+//     not, as the interpreter opens it from the current directory;
+//     ifExists unless it looks like a script (a slash or a script's
+//     extension); python's -m module as its file; node's and ruby's
+//     preloaded files (-r);
+//   - the code of sh -c (and -lc, -ec, ...), read as a command line;
+//   - ssh's -F file and ProxyCommand;
+//   - ifExists, every other word with a slash in it.
+//
+// A relative path after `cd DIR` is taken in DIR. A word that starts
+// with $(git rev-parse --show-toplevel) (or its backquoted form) is taken
+// from the work tree's top, one that starts with $HOME or ${HOME} from
+// the home directory; any other word with a $ or a backquote names
+// nothing. Protecting only the program left `core.fsmonitor = sh
+// tools/x.sh`'s script writable, and a plain git status ran what the
+// sandbox wrote there (review 55); bash -lc's code, cd, the toplevel
+// idiom and interpreters' options were misread (review 57).
+func commandFiles(cmd string) []cmdFile {
+	r := cmdReader{}
+	r.read(strings.TrimPrefix(strings.TrimSpace(cmd), "!"), 0)
+	return r.out
+}
+
+// maxCommandDepth bounds the command lines read inside each other (sh -c,
+// ProxyCommand).
+const maxCommandDepth = 3
+
+type cmdReader struct {
+	out []cmdFile
+	// dir is where `cd` went, relative to the top ("" there); dirLost
+	// says a cd went where this reader cannot follow.
+	dir     string
+	dirLost bool
+}
+
+// add records word, a path relative to the command's current directory.
+func (r *cmdReader) add(word string, ifExists bool) {
+	word, ok := r.place(word)
+	if !ok {
+		return
+	}
+	if r.dirLost && !filepath.IsAbs(word) && !strings.HasPrefix(word, "~") {
+		ifExists = true // where it is relative to is not known
+	}
+	r.out = append(r.out, cmdFile{word: word, ifExists: ifExists})
+}
+
+// place turns word into a path from the top (or absolute, or under ~),
+// or reports that it names nothing this reader can place.
+func (r *cmdReader) place(word string) (string, bool) {
+	for _, top := range []string{"$(git rev-parse --show-toplevel)", "`git rev-parse --show-toplevel`"} {
+		if rest, ok := strings.CutPrefix(word, top); ok {
+			rest = strings.TrimLeft(rest, "/")
+			if rest == "" || strings.ContainsAny(rest, "$`") {
+				return "", false
+			}
+			return rest, true
+		}
+	}
+	for _, home := range []string{"${HOME}", "$HOME"} {
+		if rest, ok := strings.CutPrefix(word, home); ok && (rest == "" || rest[0] == '/') {
+			word = "~" + rest
+			break
+		}
+	}
+	if word == "" || strings.ContainsAny(word, "$`") {
+		return "", false
+	}
+	if r.dir != "" && !filepath.IsAbs(word) && !strings.HasPrefix(word, "~") {
+		word = filepath.Join(r.dir, word)
+	}
+	return word, true
+}
+
+// cd follows `cd DIR` for the words after it.
+func (r *cmdReader) cd(dir string) {
+	switch {
+	case dir == "" || dir == "-" || strings.HasPrefix(dir, "~") || strings.ContainsAny(dir, "$`"):
+		r.dirLost = true
+	case filepath.IsAbs(dir):
+		r.dir = filepath.Clean(dir)
+	default:
+		r.dir = filepath.Join(r.dir, dir)
+		if r.dir == "." {
+			r.dir = ""
+		}
+	}
+}
+
+func (r *cmdReader) read(cmd string, depth int) {
+	start := true // the next word is a command's program
+	var prog string
+	// What the next word is to the program: "script" (an interpreter's,
+	// still to come), "code" (a command line), "arg" (an option's
+	// argument, skipped), "file" (a file it reads and runs), "maybe" (an
+	// option's argument that may be a file that runs), "module"
+	// (python -m), "option" (ssh -o), "dir" (cd), "skip" (one word that
+	// is no program: timeout's duration).
+	next := ""
+	for {
+		cmd = strings.TrimLeft(cmd, " \t\n")
+		if cmd == "" {
+			return
+		}
+		if c := cmd[0]; c == ';' || c == '|' || c == '&' {
+			cmd = strings.TrimLeft(cmd, ";|&")
+			start, next = true, ""
+			continue
+		}
+		word, rest := shellWord(cmd)
+		cmd = rest
+		if word == "" {
+			continue
+		}
+		switch next {
+		case "code":
+			if depth < maxCommandDepth {
+				saved := *r
+				r.read(word, depth+1)
+				// The code's cd stays in its shell.
+				r.dir, r.dirLost = saved.dir, saved.dirLost
+			}
+			next = ""
+			continue
+		case "arg":
+			next = "script"
+			continue
+		case "skip":
+			next = ""
+			continue
+		case "file":
+			r.add(word, false)
+			next = ""
+			continue
+		case "maybe":
+			r.add(word, true)
+			next = "script"
+			continue
+		case "module":
+			if m := strings.ReplaceAll(word, ".", "/"); !strings.ContainsAny(word, "/$`") {
+				r.add(m+".py", true)
+				r.add(m+"/__main__.py", true)
+			}
+			next = ""
+			continue
+		case "option":
+			// ssh -o ProxyCommand=CMD: a command line ssh runs.
+			if k, v, ok := strings.Cut(word, "="); ok && strings.EqualFold(k, "ProxyCommand") && depth < maxCommandDepth {
+				r.read(v, depth+1)
+			}
+			next = ""
+			continue
+		case "dir":
+			r.cd(word)
+			next = ""
+			continue
+		}
+		if start {
+			if eq := strings.IndexByte(word, '='); eq > 0 && isShellName(word[:eq]) {
+				continue // VAR=value before the program
+			}
+			base := path.Base(word)
+			if commandKeywords[word] || strings.HasSuffix(word, "()") {
+				continue // the program comes next
+			}
+			if commandPrefixes[base] {
+				if base == "timeout" {
+					next = "skip" // its duration, then the program
+				}
+				continue
+			}
+			if strings.HasPrefix(word, "-") {
+				continue // a prefix's option (nice -n 5, env -i)
+			}
+			if strings.Contains(word, "/") {
+				r.add(word, false)
+			}
+			start, prog, next = false, base, ""
+			switch {
+			case prog == "cd" || prog == "pushd":
+				next = "dir"
+			case isInterpreter(prog):
+				next = "script"
+			}
+			continue
+		}
+		if next == "script" {
+			r.scriptWord(prog, word, &next)
+			continue
+		}
+		if prog == "ssh" {
+			switch {
+			case word == "-F":
+				next = "file"
+				continue
+			case word == "-o":
+				next = "option"
+				continue
+			case strings.HasPrefix(word, "-oProxyCommand=") && depth < maxCommandDepth:
+				r.read(strings.TrimPrefix(word, "-oProxyCommand="), depth+1)
+				continue
+			}
+		}
+		if strings.Contains(word, "/") && !strings.HasPrefix(word, "-") {
+			r.add(word, true)
+		}
+	}
+}
+
+// scriptWord reads word, which follows interpreter prog before its
+// script: an option (and whether an argument follows), a subcommand, or
+// the script.
+func (r *cmdReader) scriptWord(prog, word string, next *string) {
+	family := interpreterFamily(prog)
+	if strings.HasPrefix(word, "-") && word != "-" {
+		flag, _, attached := strings.Cut(word, "=")
+		switch {
+		case family == "sh" && shellFlags(word, 'c'):
+			*next = "code"
+		case family == "sh" && (shellFlags(word, 'o') || shellFlags(word, 'O')) && strings.IndexAny(word, "oO") == len(word)-1:
+			*next = "arg" // -o pipefail, -euo pipefail
+		case codeFlags[family][flag]:
+			*next = "" // code given inline (python -c, node -e): no script
+		case family == "python" && word == "-m":
+			*next = "module"
+		case fileFlags[family][flag] && !attached:
+			*next = "maybe" // node -r FILE, ruby -r FILE
+		case argFlags[family][flag] && !attached:
+			*next = "arg"
+		}
+		return
+	}
+	if subcommands[family][word] {
+		return // deno run, bun test: the script comes next
+	}
+	if family == "deno" && word == "eval" {
+		*next = "" // code, not a script
+		return
+	}
+	*next = ""
+	r.add(word, !looksLikeScript(word))
+}
+
+// shellFlags reports whether word is a group of a shell's one-letter
+// options (-c, -lc, -euc) holding f.
+func shellFlags(word string, f byte) bool {
+	if len(word) < 2 || word[0] != '-' || word[1] == '-' {
+		return false
+	}
+	for i := 1; i < len(word); i++ {
+		if !isASCIIAlpha(word[i]) {
+			return false
+		}
+	}
+	return strings.IndexByte(word[1:], f) >= 0
+}
+
+// looksLikeScript: a word that is a script's path for sure (a slash in it,
+// or a script's extension); another one (bun test) may be a subcommand or
+// a file.
+func looksLikeScript(word string) bool {
+	if strings.Contains(word, "/") {
+		return true
+	}
+	switch filepath.Ext(word) {
+	case ".sh", ".bash", ".zsh", ".py", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".rb", ".pl", ".pm", ".php", ".lua", ".tcl", ".ps1", ".R", ".r":
+		return true
+	}
+	return false
+}
+
+// commandKeywords start a command: the program comes after them.
+var commandKeywords = map[string]bool{
+	"{": true, "(": true, "!": true, "if": true, "then": true, "else": true, "elif": true,
+	"do": true, "while": true, "until": true, "time": true,
+}
+
+// commandPrefixes run the command that follows them (after their options,
+// which start with "-"; timeout's duration is skipped).
+var commandPrefixes = map[string]bool{
+	"exec": true, "command": true, "builtin": true, "nohup": true, "env": true,
+	"nice": true, "ionice": true, "timeout": true, "sudo": true, "doas": true, "xargs": true,
+	"stdbuf": true, "setsid": true, "chronic": true,
+}
+
+// isShell reports whether prog, a program's base name, is a shell.
+func isShell(prog string) bool { return interpreterFamily(prog) == "sh" }
+
+// isInterpreter reports whether prog, a program's base name, runs a script
+// named by an argument.
+func isInterpreter(prog string) bool { return interpreterFamily(prog) != "" }
+
+// interpreterFamily names the kind of interpreter prog is ("" for none):
+// its options and subcommands are read from the tables below.
+func interpreterFamily(prog string) string {
+	switch prog {
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", ".", "source":
+		return "sh" // . and source: the shell reads the file itself
+	case "deno", "bun", "pwsh", "tclsh", "Rscript", "uv":
+		return prog
+	}
+	for _, p := range []string{"python", "perl", "ruby", "node", "nodejs", "php", "lua"} {
+		if prog == p || (strings.HasPrefix(prog, p) && strings.Trim(prog[len(p):], "0123456789.") == "") {
+			if p == "nodejs" {
+				return "node"
+			}
+			return p // python3, python3.11, perl5.36, lua5.4
+		}
+	}
+	return ""
+}
+
+// codeFlags give code inline: no script follows.
+var codeFlags = map[string]map[string]bool{
+	"python":  {"-c": true},
+	"node":    {"-e": true, "--eval": true, "-p": true, "--print": true},
+	"perl":    {"-e": true, "-E": true},
+	"ruby":    {"-e": true},
+	"php":     {"-r": true},
+	"lua":     {"-e": true},
+	"Rscript": {"-e": true},
+	"pwsh":    {"-c": true, "-Command": true},
+}
+
+// fileFlags take a file that is loaded and run before the script.
+var fileFlags = map[string]map[string]bool{
+	"node": {"-r": true, "--require": true, "--import": true, "--loader": true},
+	"ruby": {"-r": true},
+	"php":  {"-f": true},
+	"pwsh": {"-File": true, "-f": true},
+}
+
+// argFlags take an argument that is not the script.
+var argFlags = map[string]map[string]bool{
+	"python": {"-W": true, "-X": true, "-Q": true},
+	"node":   {"--env-file": true, "--conditions": true, "-C": true, "--input-type": true, "--title": true},
+	"perl":   {"-I": true, "-M": true, "-m": true, "-x": true},
+	"ruby":   {"-I": true, "-C": true, "-E": true},
+	"php":    {"-c": true, "-d": true, "-z": true},
+	"lua":    {"-l": true},
+	"deno":   {"--config": true, "-c": true, "--import-map": true, "--lock": true, "--env-file": true},
+	"bun":    {"--config": true, "-c": true, "--cwd": true, "--env-file": true, "-r": true, "--preload": true},
+	"uv":     {"--python": true, "-p": true, "--with": true, "--directory": true, "--project": true, "--env-file": true},
+}
+
+// subcommands come before the script.
+var subcommands = map[string]map[string]bool{
+	"deno": {"run": true, "test": true, "bench": true, "serve": true},
+	"bun":  {"run": true, "test": true, "x": true, "exec": true},
+	"uv":   {"run": true},
+}
+
+// shellWord splits the first word off s. A $(...) or `...` stays inside
+// the word, spaces and all, as the shell keeps it.
+func shellWord(s string) (word, rest string) {
+	var b strings.Builder
+	quote := byte(0)
+	depth, backquote := 0, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote == '\'' && c == '\'':
+			quote = 0
+		case quote == '"' && c == '"' && depth == 0 && !backquote:
+			quote = 0
+		case quote == 0 && depth == 0 && !backquote && (c == '\'' || c == '"'):
+			quote = c
+		case quote != '\'' && c == '\\' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+		case quote != '\'' && c == '$' && i+1 < len(s) && s[i+1] == '(':
+			depth++
+			i++
+			b.WriteString("$(")
+		case quote != '\'' && c == ')' && depth > 0:
+			depth--
+			b.WriteByte(c)
+		case quote != '\'' && c == '`':
+			backquote = !backquote
+			b.WriteByte(c)
+		case quote == 0 && depth == 0 && !backquote && (c == ' ' || c == '\t' || c == '\n' || c == ';' || c == '|' || c == '&'):
+			return b.String(), s[i:]
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), ""
+}
+
+func isShellName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || isASCIIAlpha(c) || (i > 0 && c >= '0' && c <= '9')) {
+			return false
+		}
+	}
+	return s != ""
+}
