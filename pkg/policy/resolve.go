@@ -515,7 +515,23 @@ func (r *resolver) plan() error {
 	for _, it := range r.mounts {
 		r.res.Plan = append(r.res.Plan, PlanEntry{Mount: it.m, Why: it.why})
 	}
-	r.res.Plan = append(r.res.Plan, r.protects...)
+	hidden := make(map[string]bool, len(r.hides))
+	for _, h := range r.hides {
+		hidden[h.Mount.Dest] = true
+	}
+	for _, p := range r.protects {
+		// Invariant: a hidden path is not protected as well. Its cover
+		// is a read-only mount point already, which the sandbox can
+		// neither write nor replace; protected too, a hidden file
+		// renamed away during the build got a placeholder at its old
+		// name, the hide covered that, and the file ran visible at its
+		// new name instead of failing the build (a .env both hidden and
+		// matched by a protect pattern, review 58).
+		if hidden[p.Mount.Dest] && !p.Mount.NoFollow {
+			continue
+		}
+		r.res.Plan = append(r.res.Plan, p)
+	}
 	r.res.Plan = append(r.res.Plan, r.hides...)
 	for _, pe := range r.res.Plan {
 		// Invariant: every path of the plan reaches the worker as it is.
