@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -143,7 +144,7 @@ func addEntries(dst []entry, src []PathEntry, l *Layer, key string, rank int) []
 			dst = out
 			continue
 		}
-		dst = append(dst, entry{PathEntry: e, at: origin{l, fmt.Sprintf("%s[%d]", key, i), rank}})
+		dst = append(dst, entry{PathEntry: e, at: origin{l, indexKey(key, i), rank}})
 	}
 	return dst
 }
@@ -160,10 +161,13 @@ func addStrings(dst []sentry, src []string, l *Layer, key string, rank int) []se
 			dst = out
 			continue
 		}
-		dst = append(dst, sentry{v: s, at: origin{l, fmt.Sprintf("%s[%d]", key, i), rank}})
+		dst = append(dst, sentry{v: s, at: origin{l, indexKey(key, i), rank}})
 	}
 	return dst
 }
+
+// indexKey is key's i-th element, "filesystem.protect[3]".
+func indexKey(key string, i int) string { return key + "[" + strconv.Itoa(i) + "]" }
 
 // removeEntries applies only the "!PATH" entries of src to dst.
 func removeEntries(dst []entry, src []PathEntry) []entry {
