@@ -52,8 +52,8 @@ type builder struct {
 	// notCreatable are the missing destinations it could not make.
 	placeholders map[string]int
 	notCreatable map[string]bool
-	// emptyProtected: protected paths that were there, empty files
-	// (gitExclude names them as it names placeholders).
+	// emptyProtected: protected or hidden paths that were there, empty
+	// files (gitExclude names them as it names placeholders).
 	emptyProtected []string
 }
 

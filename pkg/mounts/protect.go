@@ -76,6 +76,14 @@ func (b *builder) hide(m Mount) error {
 		return &Error{Step: "hide", Dest: m.Dest, Err: err}
 	}
 	defer unix.Close(t)
+	// An empty file hidden here may be another session's placeholder
+	// too (a .envrc placeholder matches the .env* hide, and a hidden
+	// path is not protected as well): git inside is not to list it
+	// (gitExclude), as for an empty protected path.
+	var st unix.Stat_t
+	if unix.Fstat(t, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0 {
+		b.emptyProtected = append(b.emptyProtected, m.Dest)
+	}
 	return b.cover(t, m.Dest)
 }
 

@@ -1432,13 +1432,18 @@ echo "files=$i"`)
 // finds the hide in place, and the hide moves with the file.
 func TestHardeningHideRaceFailsClosed(t *testing.T) {
 	eachUser(t, func(t *testing.T, u user) {
-		for _, c := range []struct{ from, to, read string }{
-			{"a/.env", "a/.env.moved", "a/.env.moved"},
-			{"a", "moved", "moved/.env"},
+		for _, c := range []struct{ file, from, to, read string }{
+			{".env", "a/.env", "a/.env.moved", "a/.env.moved"},
+			{".env", "a", "moved", "moved/.env"},
+			// Hidden (.env*) and protected (a nested .envrc) both: the
+			// protect made a placeholder where the file had been, the
+			// hide covered that, and the file ran visible at its new
+			// name, until a hidden path was no longer protected too.
+			{".envrc", "a/.envrc", "a/.envrc.moved", "a/.envrc.moved"},
 		} {
 			raced := false
 			for try := 0; try < 10 && !raced; try++ {
-				raced = hdHideRace(t, u, c.from, c.to, c.read)
+				raced = hdHideRace(t, u, c.file, c.from, c.to, c.read)
 			}
 			if !raced {
 				t.Errorf("rename %s %s: the race was never hit", c.from, c.to)
@@ -1449,11 +1454,11 @@ func TestHardeningHideRaceFailsClosed(t *testing.T) {
 
 // hdHideRace runs one race of TestHardeningHideRaceFailsClosed and reports
 // whether the rename hit the build.
-func hdHideRace(t *testing.T, u user, from, to, read string) bool {
+func hdHideRace(t *testing.T, u user, file, from, to, read string) bool {
 	t.Helper()
 	ws := u.tempDir(t)
 	u.mkdirs(t, filepath.Join(ws, "a"))
-	u.writeFile(t, filepath.Join(ws, "a", ".env"), "API_KEY=nsbox-it-raced\n", 0o600)
+	u.writeFile(t, filepath.Join(ws, "a", file), "API_KEY=nsbox-it-raced\n", 0o600)
 	in, err := unix.InotifyInit1(unix.IN_CLOEXEC)
 	if err != nil {
 		t.Skipf("inotify: %v", err)
@@ -1491,7 +1496,7 @@ func hdHideRace(t *testing.T, u user, from, to, read string) bool {
 		t.Fatal(err)
 	}
 	if strings.Contains(r.stdout, "nsbox-it-raced") {
-		t.Fatalf("rename %s %s: the .env was visible unhidden: stdout %q stderr %q", from, to, r.stdout, r.stderr)
+		t.Fatalf("rename %s %s: the %s was visible unhidden: stdout %q stderr %q", from, to, file, r.stdout, r.stderr)
 	}
 	expectCode(t, r, 0)
 	if !strings.Contains(r.stderr, "resolving the policy again") {
