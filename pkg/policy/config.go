@@ -125,6 +125,10 @@ type PathEntry struct {
 	// Dir says that a protected path that does not exist yet is a
 	// directory.
 	Dir bool `toml:"dir" json:"dir,omitempty"`
+	// File makes a protect pattern match files (and links) only, not
+	// directories: a .env is a dotenv file to protect, and a virtualenv
+	// made with `python -m venv .env` the project's own (review 59).
+	File bool `toml:"file" json:"file,omitempty"`
 	// Size bounds a tmpfs ("64M").
 	Size string `toml:"size" json:"size,omitempty"`
 	// Remove ("!PATH") drops entries for PATH added by lower layers.

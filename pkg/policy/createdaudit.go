@@ -45,8 +45,9 @@ import (
 // "$NSBOX_RW/.yarn/release[s]", may exist by its end).
 type createdPattern struct {
 	Path    string `json:"path"`
-	Written string `json:"written"`       // the entry as written: what a "!" removal names
-	Dir     bool   `json:"dir,omitempty"` // "PATTERN/": directories only
+	Written string `json:"written"`        // the entry as written: what a "!" removal names
+	Dir     bool   `json:"dir,omitempty"`  // "PATTERN/": directories only
+	File    bool   `json:"file,omitempty"` // {file = true}: no directory
 }
 
 // createdGlob is how the audit matches a created pattern after the run:
@@ -70,7 +71,7 @@ func (r *resolver) createdPatternOf(x expandedEntry) (createdPattern, bool) {
 	if !slices.ContainsFunc(r.rwRoots, func(root string) bool { return within(fixed, root) || within(root, fixed) }) {
 		return createdPattern{}, false
 	}
-	return createdPattern{Path: p, Written: x.written, Dir: x.Dir}, true
+	return createdPattern{Path: p, Written: x.written, Dir: x.Dir, File: x.File}, true
 }
 
 // literalPattern is a pattern that matches the path p alone: its last
@@ -240,6 +241,11 @@ func (a *GitAudit) quarantineCreated(cp createdPattern, pattern string, matches 
 		}
 		if cp.Dir {
 			if st, err := os.Lstat(m); err != nil || !st.IsDir() {
+				continue
+			}
+		}
+		if cp.File {
+			if st, err := os.Lstat(m); err == nil && st.IsDir() {
 				continue
 			}
 		}

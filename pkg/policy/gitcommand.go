@@ -85,6 +85,12 @@ type cmdReader struct {
 	// says a cd went where this reader cannot follow.
 	dir     string
 	dirLost bool
+	dirs    []cdState // the directories before each open subshell
+}
+
+type cdState struct {
+	dir  string
+	lost bool
 }
 
 // add records word, a path relative to the command's current directory.
@@ -126,18 +132,47 @@ func (r *cmdReader) place(word string) (string, bool) {
 	return word, true
 }
 
+// module records what `python -m MOD` runs from the current directory,
+// which -m puts first on the import path: MOD's own file and every
+// package on the way (tools/__init__.py runs before tools/lint.py), each
+// protected where it is and kept from being made where it is not: a
+// json.py made at the top ran as `python3 -m json.tool` (review 59).
+// What that module imports in turn is not followed.
+func (r *cmdReader) module(mod string) {
+	if mod == "" || strings.ContainsAny(mod, "/$`") || strings.Count(mod, ".") > 8 {
+		return
+	}
+	parts := strings.Split(mod, ".")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		r.add(p+".py", false)
+		r.add(p+"/__init__.py", false)
+	}
+	r.add(strings.Join(parts, "/")+"/__main__.py", false)
+}
+
+// maxCdDepth bounds the directory a chain of cd reaches: past it the
+// reader stops following (a hostile config of `cd a/a/...;` repeated
+// made every later word a longer path).
+const maxCdDepth = 64
+
 // cd follows `cd DIR` for the words after it.
 func (r *cmdReader) cd(dir string) {
+	dir, ok := r.place(dir)
 	switch {
-	case dir == "" || dir == "-" || strings.HasPrefix(dir, "~") || strings.ContainsAny(dir, "$`"):
+	case !ok || dir == "-" || strings.HasPrefix(dir, "~"):
 		r.dirLost = true
 	case filepath.IsAbs(dir):
 		r.dir = filepath.Clean(dir)
 	default:
-		r.dir = filepath.Join(r.dir, dir)
+		// place() joined it to the current directory already.
+		r.dir = filepath.Clean(dir)
 		if r.dir == "." {
 			r.dir = ""
 		}
+	}
+	if strings.Count(r.dir, "/") >= maxCdDepth {
+		r.dir, r.dirLost = "", true
 	}
 }
 
@@ -156,9 +191,31 @@ func (r *cmdReader) read(cmd string, depth int) {
 		if cmd == "" {
 			return
 		}
-		if c := cmd[0]; c == ';' || c == '|' || c == '&' {
+		switch c := cmd[0]; c {
+		case ';', '|', '&':
 			cmd = strings.TrimLeft(cmd, ";|&")
 			start, next = true, ""
+			continue
+		case '(':
+			// A subshell: its cd ends with it.
+			cmd = cmd[1:]
+			r.dirs = append(r.dirs, cdState{r.dir, r.dirLost})
+			start, next = true, ""
+			continue
+		case ')':
+			cmd = cmd[1:]
+			if n := len(r.dirs); n > 0 {
+				r.dir, r.dirLost = r.dirs[n-1].dir, r.dirs[n-1].lost
+				r.dirs = r.dirs[:n-1]
+			}
+			start, next = false, ""
+			continue
+		case '<', '>':
+			// A redirection: its target is a file read or written,
+			// not run.
+			cmd = strings.TrimLeft(cmd, "<>&")
+			cmd = strings.TrimLeft(cmd, " \t")
+			_, cmd = shellWord(cmd)
 			continue
 		}
 		word, rest := shellWord(cmd)
@@ -172,7 +229,7 @@ func (r *cmdReader) read(cmd string, depth int) {
 				saved := *r
 				r.read(word, depth+1)
 				// The code's cd stays in its shell.
-				r.dir, r.dirLost = saved.dir, saved.dirLost
+				r.dir, r.dirLost, r.dirs = saved.dir, saved.dirLost, saved.dirs
 			}
 			next = ""
 			continue
@@ -187,21 +244,16 @@ func (r *cmdReader) read(cmd string, depth int) {
 			next = ""
 			continue
 		case "maybe":
-			r.add(word, true)
+			// A file, or a package's module (-r ts-node/register).
+			r.add(word, !isPathWord(word))
 			next = "script"
 			continue
 		case "module":
-			if m := strings.ReplaceAll(word, ".", "/"); !strings.ContainsAny(word, "/$`") {
-				r.add(m+".py", true)
-				r.add(m+"/__main__.py", true)
-			}
+			r.module(word)
 			next = ""
 			continue
 		case "option":
-			// ssh -o ProxyCommand=CMD: a command line ssh runs.
-			if k, v, ok := strings.Cut(word, "="); ok && strings.EqualFold(k, "ProxyCommand") && depth < maxCommandDepth {
-				r.read(v, depth+1)
-			}
+			r.sshOption(word, depth)
 			next = ""
 			continue
 		case "dir":
@@ -247,11 +299,14 @@ func (r *cmdReader) read(cmd string, depth int) {
 			case word == "-F":
 				next = "file"
 				continue
+			case strings.HasPrefix(word, "-F"):
+				r.add(word[2:], false)
+				continue
 			case word == "-o":
 				next = "option"
 				continue
-			case strings.HasPrefix(word, "-oProxyCommand=") && depth < maxCommandDepth:
-				r.read(strings.TrimPrefix(word, "-oProxyCommand="), depth+1)
+			case strings.HasPrefix(word, "-o"):
+				r.sshOption(word[2:], depth)
 				continue
 			}
 		}
@@ -261,13 +316,31 @@ func (r *cmdReader) read(cmd string, depth int) {
 	}
 }
 
+// sshOption reads an ssh -o option (KEY=VALUE, or KEY VALUE as
+// ssh_config writes it): the ones whose value is a command line ssh runs.
+func (r *cmdReader) sshOption(opt string, depth int) {
+	k, v, ok := strings.Cut(opt, "=")
+	if !ok {
+		k, v, ok = strings.Cut(strings.TrimSpace(opt), " ")
+	}
+	if !ok || depth >= maxCommandDepth {
+		return
+	}
+	switch strings.ToLower(strings.TrimSpace(k)) {
+	case "proxycommand", "knownhostscommand", "localcommand", "remotecommand":
+		saved := *r
+		r.read(v, depth+1)
+		r.dir, r.dirLost, r.dirs = saved.dir, saved.dirLost, saved.dirs
+	}
+}
+
 // scriptWord reads word, which follows interpreter prog before its
 // script: an option (and whether an argument follows), a subcommand, or
 // the script.
 func (r *cmdReader) scriptWord(prog, word string, next *string) {
 	family := interpreterFamily(prog)
 	if strings.HasPrefix(word, "-") && word != "-" {
-		flag, _, attached := strings.Cut(word, "=")
+		flag, attached, _ := strings.Cut(word, "=")
 		switch {
 		case family == "sh" && shellFlags(word, 'c'):
 			*next = "code"
@@ -277,9 +350,11 @@ func (r *cmdReader) scriptWord(prog, word string, next *string) {
 			*next = "" // code given inline (python -c, node -e): no script
 		case family == "python" && word == "-m":
 			*next = "module"
-		case fileFlags[family][flag] && !attached:
+		case fileFlags[family][flag] && attached != "":
+			r.add(attached, !isPathWord(attached)) // node --import=FILE
+		case fileFlags[family][flag]:
 			*next = "maybe" // node -r FILE, ruby -r FILE
-		case argFlags[family][flag] && !attached:
+		case argFlags[family][flag] && attached == "":
 			*next = "arg"
 		}
 		return
@@ -293,6 +368,12 @@ func (r *cmdReader) scriptWord(prog, word string, next *string) {
 	}
 	*next = ""
 	r.add(word, !looksLikeScript(word))
+}
+
+// isPathWord: a word that names a path for sure, not a module: "./x",
+// "../x", "/x".
+func isPathWord(w string) bool {
+	return strings.HasPrefix(w, "./") || strings.HasPrefix(w, "../") || strings.HasPrefix(w, "/")
 }
 
 // shellFlags reports whether word is a group of a shell's one-letter
@@ -388,7 +469,7 @@ var fileFlags = map[string]map[string]bool{
 var argFlags = map[string]map[string]bool{
 	"python": {"-W": true, "-X": true, "-Q": true},
 	"node":   {"--env-file": true, "--conditions": true, "-C": true, "--input-type": true, "--title": true},
-	"perl":   {"-I": true, "-M": true, "-m": true, "-x": true},
+	"perl":   {"-I": true},
 	"ruby":   {"-I": true, "-C": true, "-E": true},
 	"php":    {"-c": true, "-d": true, "-z": true},
 	"lua":    {"-l": true},
@@ -432,7 +513,10 @@ func shellWord(s string) (word, rest string) {
 		case quote != '\'' && c == '`':
 			backquote = !backquote
 			b.WriteByte(c)
-		case quote == 0 && depth == 0 && !backquote && (c == ' ' || c == '\t' || c == '\n' || c == ';' || c == '|' || c == '&'):
+		case quote == 0 && depth == 0 && !backquote && c == '(' && i+1 < len(s) && s[i+1] == ')' && b.Len() > 0:
+			b.WriteString("()") // a function's name: f() { ...; }
+			i++
+		case quote == 0 && depth == 0 && !backquote && strings.IndexByte(" \t\n;|&()<>", c) >= 0:
 			return b.String(), s[i:]
 		default:
 			b.WriteByte(c)

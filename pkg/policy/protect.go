@@ -166,6 +166,11 @@ func (r *resolver) protectMatch(x expandedEntry, p string, pp *protectPass) (ok 
 			return false, nil // "PATTERN/" matches directories only
 		}
 	}
+	if e.File && x.pattern {
+		if st, err := os.Lstat(p); err == nil && st.IsDir() {
+			return false, nil // {file = true}: no directory
+		}
+	}
 	if x.pattern && r.linkOnly(p) {
 		r.protectLink(e, p, pp)
 		return true, r.protectBound(e, pp)

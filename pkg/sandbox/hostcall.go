@@ -719,11 +719,41 @@ func redactError(msg string, args any) string {
 			forms = append(forms, string(j[1:len(j)-1]))
 		}
 	}
-	sort.Slice(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
+	// Every occurrence of every form first, then one pass over the
+	// message: replacing one form after another broke a secret that
+	// overlapped another ("ghp_AAAA1111" and "1111zzzz" quoted joined)
+	// and left its tail in clear (review 59).
+	covered := make([]bool, len(msg))
+	found := false
 	for _, f := range forms {
-		msg = strings.ReplaceAll(msg, f, "[REDACTED]")
+		for i := 0; i+len(f) <= len(msg); {
+			j := strings.Index(msg[i:], f)
+			if j < 0 {
+				break
+			}
+			for k := i + j; k < i+j+len(f); k++ {
+				covered[k] = true
+			}
+			found = true
+			i += j + 1
+		}
 	}
-	return msg
+	if !found {
+		return msg
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		if !covered[i] {
+			b.WriteByte(msg[i])
+			i++
+			continue
+		}
+		b.WriteString("[REDACTED]")
+		for i < len(msg) && covered[i] {
+			i++
+		}
+	}
+	return b.String()
 }
 
 const (
@@ -759,13 +789,15 @@ func collectSecrets(v any, under bool, out *[]string) bool {
 		return add(string(x))
 	case map[string]any:
 		for k, e := range x {
-			if !collectSecrets(e, under || isSecretKey(k), out) {
+			// Below a secret-looking key the keys are hidden too, as
+			// Redact hides the whole value.
+			if !add(k) || !collectSecrets(e, under || isSecretKey(k), out) {
 				return false
 			}
 		}
 	case ipc.Map:
 		for k, e := range x {
-			if !collectSecrets(e, under || isSecretKey(k), out) {
+			if !add(k) || !collectSecrets(e, under || isSecretKey(k), out) {
 				return false
 			}
 		}
