@@ -164,15 +164,27 @@ func TestReview57CommandFilesPythonModule(t *testing.T) {
 // agent cannot edit the project's sources. An argument directory is not
 // a file that runs.
 func TestReview57ExistingDirectoryArgumentStaysWritable(t *testing.T) {
-	h := testHost(t)
-	ws := h.Cwd
-	write(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
-	write(t, filepath.Join(ws, "src", "main.py"), "print(1)\n")
-	write(t, filepath.Join(h.Home, ".gitconfig"), "[alias]\n\tlint = !ruff check src/\n")
-	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	ws, res := repoWithGitConfig(t, "[alias]\n\tlint = !ruff check src/\n", map[string]string{"src/main.py": "print(1)\n"})
 	for _, m := range res.Policy.Mounts {
 		if within(filepath.Join(ws, "src", "main.py"), m.Dest) && m.Kind == "protect" {
 			t.Errorf("alias `!ruff check src/` protects %s: src/ is read-only in the sandbox", m.Dest)
 		}
 	}
+}
+
+// repoWithGitConfig resolves the default policy in a repository holding
+// files (relative path: content) whose user's git config is gitconfig
+// ("" for none), and returns the workspace and the result.
+func repoWithGitConfig(t *testing.T, gitconfig string, files map[string]string) (string, *Result) {
+	t.Helper()
+	h := testHost(t)
+	ws := h.Cwd
+	write(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
+	for rel, content := range files {
+		write(t, filepath.Join(ws, rel), content)
+	}
+	if gitconfig != "" {
+		write(t, filepath.Join(h.Home, ".gitconfig"), gitconfig)
+	}
+	return ws, mustLoad(t, h, Request{ConfigFile: "-"})
 }

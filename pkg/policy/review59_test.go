@@ -45,11 +45,7 @@ func writableOrUnaudited(res *Result, p string) bool {
 // Checked by hand: a json.py in the current directory makes
 // `python3 -m json.tool` print what it says (Python 3.11).
 func TestReview59PythonModuleFromWorkTreeTop(t *testing.T) {
-	h := testHost(t)
-	ws := h.Cwd
-	write(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
-	write(t, filepath.Join(h.Home, ".gitconfig"), "[diff \"json\"]\n\ttextconv = python3 -m json.tool\n[filter \"nbstripout\"]\n\tclean = \"/usr/bin/python3\" -m nbstripout\n")
-	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	ws, res := repoWithGitConfig(t, "[diff \"json\"]\n\ttextconv = python3 -m json.tool\n[filter \"nbstripout\"]\n\tclean = \"/usr/bin/python3\" -m nbstripout\n", nil)
 	// The module git names and its packages. What that module imports in
 	// turn (argparse.py, nbformat.py made at the top) is not followed:
 	// docs/profiles.md says so and how to close it (-P, PYTHONSAFEPATH).
@@ -80,12 +76,7 @@ func TestReview59PythonModuleParentPackage(t *testing.T) {
 // "./run.sh)": tools/run.sh, which runs, stays writable, and a
 // placeholder named "run.sh)" is made at the work tree's top for the run.
 func TestReview59SubshellCd(t *testing.T) {
-	h := testHost(t)
-	ws := h.Cwd
-	write(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
-	write(t, filepath.Join(ws, "tools", "run.sh"), "#!/bin/sh\necho ok\n")
-	write(t, filepath.Join(h.Home, ".gitconfig"), "[alias]\n\trel = \"!(cd tools && ./run.sh)\"\n")
-	res := mustLoad(t, h, Request{ConfigFile: "-"})
+	ws, res := repoWithGitConfig(t, "[alias]\n\trel = \"!(cd tools && ./run.sh)\"\n", map[string]string{"tools/run.sh": "#!/bin/sh\necho ok\n"})
 	if acc, _, _ := res.CheckPath(filepath.Join(ws, "tools", "run.sh")); acc == AccessReadWrite {
 		t.Errorf("tools/run.sh, which `git rel` runs, is writable")
 	}
@@ -166,13 +157,8 @@ func TestReview59DotEnvVirtualenvStaysWritable(t *testing.T) {
 // project or solution. An agent editing a translation file gets "is
 // protected".
 func TestReview59NestedGlobalJSON(t *testing.T) {
-	h := testHost(t)
-	ws := h.Cwd
-	write(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
-	write(t, filepath.Join(ws, "package.json"), "{}\n")
+	ws, res := repoWithGitConfig(t, "", map[string]string{"package.json": "{}\n", "public/locales/en/global.json": `{"save":"Save"}` + "\n"})
 	p := filepath.Join(ws, "public", "locales", "en", "global.json")
-	write(t, p, `{"save":"Save"}`+"\n")
-	res := mustLoad(t, h, Request{ConfigFile: "-"})
 	if acc, rule, _ := res.CheckPath(p); acc != AccessReadWrite {
 		t.Errorf("a translation file public/locales/en/global.json is %s (%s)", acc, rule.Why)
 	}
