@@ -699,46 +699,57 @@ func (a *auditLog) write(entry map[string]any) {
 // quote an argument ("memory \"ghp_…\" not found" for a memory.recall by
 // key): the audit line redacts the argument, and its error must not print
 // it beside. Each value is looked for as it is and as %q or JSON would
-// quote it, numbers included, the longest first (a secret that is part
-// of another must not leave the other's tail). Only values of at least
-// minRedactedQuote bytes are looked for; past maxRedactedQuotes of them
-// the whole error is redacted, so that a call cannot make the audit spend
-// more than a bounded effort on its line (review 57).
+// quote it, numbers and map keys included (reviews 57, 59). Only values
+// of at least minRedactedQuote bytes are looked for; past
+// maxRedactedQuotes of them the whole error is redacted. A message
+// longer than the audit shows is cut to what can reach the line, with
+// its length.
 func redactError(msg string, args any) string {
 	var secrets []string
 	if !collectSecrets(args, false, &secrets) {
 		return "[REDACTED]"
 	}
-	forms := make([]string, 0, 3*len(secrets))
+	if len(secrets) == 0 {
+		return msg
+	}
+	// Security: bounded work. The audit line shows the error's first
+	// maxAuditText bytes. A secret that starts there is covered up to
+	// that end by its first maxAuditText bytes, which lie within the
+	// message's first 2×maxAuditText: only those are searched, for forms
+	// cut to maxAuditText, each with a linear search. Matching whole
+	// forms over a whole message cost seconds for a 96 KiB error with a
+	// periodic 32 KiB secret (review 61).
+	full := len(msg)
+	if full > 2*maxAuditText {
+		msg = cutUTF8(msg, 2*maxAuditText)
+	}
+	covered := make([]bool, len(msg))
+	found := false
 	for _, sec := range secrets {
-		forms = append(forms, sec)
+		forms := []string{sec}
 		if q := strconv.Quote(sec); q[1:len(q)-1] != sec {
 			forms = append(forms, q[1:len(q)-1])
 		}
 		if j, err := json.Marshal(sec); err == nil && string(j[1:len(j)-1]) != sec {
 			forms = append(forms, string(j[1:len(j)-1]))
 		}
-	}
-	// Every occurrence of every form first, then one pass over the
-	// message: replacing one form after another broke a secret that
-	// overlapped another ("ghp_AAAA1111" and "1111zzzz" quoted joined)
-	// and left its tail in clear (review 59).
-	covered := make([]bool, len(msg))
-	found := false
-	for _, f := range forms {
-		for i := 0; i+len(f) <= len(msg); {
-			j := strings.Index(msg[i:], f)
-			if j < 0 {
-				break
+		for _, f := range forms {
+			if len(f) > maxAuditText {
+				f = f[:maxAuditText]
 			}
-			for k := i + j; k < i+j+len(f); k++ {
-				covered[k] = true
+			// Every occurrence, overlapping ones too, and marked all
+			// before one pass replaces them: replacing one form after
+			// another broke a secret that overlapped another and left
+			// its tail in clear (review 59).
+			if markAll(covered, msg, f) {
+				found = true
 			}
-			found = true
-			i += j + 1
 		}
 	}
 	if !found {
+		if full > len(msg) {
+			return msg + "…[truncated, " + strconv.Itoa(full) + " bytes]"
+		}
 		return msg
 	}
 	var b strings.Builder
@@ -753,7 +764,47 @@ func redactError(msg string, args any) string {
 			i++
 		}
 	}
+	if full > len(msg) {
+		b.WriteString("…[truncated, " + strconv.Itoa(full) + " bytes]")
+	}
 	return b.String()
+}
+
+// markAll marks in covered every byte of every occurrence of f in s,
+// overlapping occurrences included, in time linear in len(s)+len(f)
+// (Knuth–Morris–Pratt), and reports whether there was one.
+func markAll(covered []bool, s, f string) bool {
+	if f == "" || len(f) > len(s) {
+		return false
+	}
+	fail := make([]int, len(f))
+	for i, k := 1, 0; i < len(f); i++ {
+		for k > 0 && f[i] != f[k] {
+			k = fail[k-1]
+		}
+		if f[i] == f[k] {
+			k++
+		}
+		fail[i] = k
+	}
+	found, until := false, 0 // bytes before until are marked
+	for i, k := 0, 0; i < len(s); i++ {
+		for k > 0 && s[i] != f[k] {
+			k = fail[k-1]
+		}
+		if s[i] == f[k] {
+			k++
+		}
+		if k == len(f) {
+			found = true
+			for j := max(i+1-len(f), until); j <= i; j++ {
+				covered[j] = true
+			}
+			until = i + 1
+			k = fail[k-1]
+		}
+	}
+	return found
 }
 
 const (
