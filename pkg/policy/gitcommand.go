@@ -43,6 +43,12 @@ type cmdFile struct {
 	// argument that only looks like a path (sed's s/a/b/, a directory
 	// to lint): protected only where a regular file is there already.
 	ifExists bool
+	// glob: word holds * ? or [: each regular file it matches.
+	glob bool
+	// pythonCwd: no file, but a note that the command runs Python with
+	// the current directory first on its import path (-m, -c, without
+	// -P or -I), which no list of names can close.
+	pythonCwd bool
 }
 
 // commandFiles returns the files a shell command line (as git's configs
@@ -86,6 +92,8 @@ type cmdReader struct {
 	dir     string
 	dirLost bool
 	dirs    []cdState // the directories before each open subshell
+	// safePath: the current python was given -P or -I.
+	safePath bool
 }
 
 type cdState struct {
@@ -95,14 +103,46 @@ type cdState struct {
 
 // add records word, a path relative to the command's current directory.
 func (r *cmdReader) add(word string, ifExists bool) {
-	word, ok := r.place(word)
-	if !ok {
-		return
+	for _, w := range braceExpand(word) {
+		w, ok := r.place(w)
+		if !ok {
+			continue
+		}
+		f := cmdFile{word: w, ifExists: ifExists}
+		if r.dirLost && !filepath.IsAbs(w) && !strings.HasPrefix(w, "~") {
+			f.ifExists = true // where it is relative to is not known
+		}
+		if strings.ContainsAny(w, "*?[") {
+			// sh hooks/*.sh: the files it matches, never a
+			// placeholder named "*.sh".
+			f.glob, f.ifExists = true, true
+		}
+		r.out = append(r.out, f)
 	}
-	if r.dirLost && !filepath.IsAbs(word) && !strings.HasPrefix(word, "~") {
-		ifExists = true // where it is relative to is not known
+}
+
+// maxBraceWords bounds what one word's braces expand to.
+const maxBraceWords = 16
+
+// braceExpand expands the first {a,b,...} of word, as bash does, and
+// what follows it in turn, up to maxBraceWords words; a word without one
+// is itself.
+func braceExpand(word string) []string {
+	i := strings.IndexByte(word, '{')
+	j := strings.IndexByte(word[i+1:], '}')
+	if i < 0 || j < 0 || !strings.Contains(word[i:i+1+j], ",") {
+		return []string{word}
 	}
-	r.out = append(r.out, cmdFile{word: word, ifExists: ifExists})
+	var out []string
+	for _, alt := range strings.Split(word[i+1:i+1+j], ",") {
+		for _, w := range braceExpand(word[:i] + alt + word[i+2+j:]) {
+			if len(out) == maxBraceWords {
+				return out
+			}
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // place turns word into a path from the top (or absolute, or under ~),
@@ -132,12 +172,14 @@ func (r *cmdReader) place(word string) (string, bool) {
 	return word, true
 }
 
-// module records what `python -m MOD` runs from the current directory,
-// which -m puts first on the import path: MOD's own file and every
-// package on the way (tools/__init__.py runs before tools/lint.py), each
-// protected where it is and kept from being made where it is not: a
-// json.py made at the top ran as `python3 -m json.tool` (review 59).
-// What that module imports in turn is not followed.
+// module records what `python -m MOD` runs from the current directory:
+// MOD's own file and every package on the way (tools/__init__.py runs
+// before tools/lint.py), protected where they are. Where they are not,
+// no placeholder: an empty json.py at the top shadowed the standard
+// library's json inside the sandbox, and Python takes a module from
+// MOD.pyc or MOD.abi3.so as well, and from whatever MOD imports (review
+// 61). What closes it is on the user's side (-P, PYTHONSAFEPATH): the
+// reader notes the command (pythonCwd) and the resolver says so.
 func (r *cmdReader) module(mod string) {
 	if mod == "" || strings.ContainsAny(mod, "/$`") || strings.Count(mod, ".") > 8 {
 		return
@@ -145,10 +187,19 @@ func (r *cmdReader) module(mod string) {
 	parts := strings.Split(mod, ".")
 	for i := range parts {
 		p := strings.Join(parts[:i+1], "/")
-		r.add(p+".py", false)
-		r.add(p+"/__init__.py", false)
+		r.add(p+".py", true)
+		r.add(p+"/__init__.py", true)
 	}
-	r.add(strings.Join(parts, "/")+"/__main__.py", false)
+	r.add(strings.Join(parts, "/")+"/__main__.py", true)
+	r.pythonCwd()
+}
+
+// pythonCwd notes a Python that imports from the current directory,
+// unless -P or -I was given.
+func (r *cmdReader) pythonCwd() {
+	if !r.safePath {
+		r.out = append(r.out, cmdFile{pythonCwd: true})
+	}
 }
 
 // maxCdDepth bounds the directory a chain of cd reaches: past it the
@@ -178,7 +229,8 @@ func (r *cmdReader) cd(dir string) {
 
 func (r *cmdReader) read(cmd string, depth int) {
 	start := true // the next word is a command's program
-	var prog string
+	var prog, prefix string
+	needDuration := false
 	// What the next word is to the program: "script" (an interpreter's,
 	// still to come), "code" (a command line), "arg" (an option's
 	// argument, skipped), "file" (a file it reads and runs), "maybe" (an
@@ -187,13 +239,13 @@ func (r *cmdReader) read(cmd string, depth int) {
 	// is no program: timeout's duration).
 	next := ""
 	for {
-		cmd = strings.TrimLeft(cmd, " \t\n")
+		cmd = strings.TrimLeft(cmd, " \t")
 		if cmd == "" {
 			return
 		}
 		switch c := cmd[0]; c {
-		case ';', '|', '&':
-			cmd = strings.TrimLeft(cmd, ";|&")
+		case ';', '|', '&', '\n':
+			cmd = strings.TrimLeft(cmd, ";|&\n \t")
 			start, next = true, ""
 			continue
 		case '(':
@@ -260,6 +312,10 @@ func (r *cmdReader) read(cmd string, depth int) {
 			r.cd(word)
 			next = ""
 			continue
+		case "scriptdir":
+			r.cd(word) // uv run --directory DIR, bun --cwd DIR
+			next = "script"
+			continue
 		}
 		if start {
 			if eq := strings.IndexByte(word, '='); eq > 0 && isShellName(word[:eq]) {
@@ -270,18 +326,35 @@ func (r *cmdReader) read(cmd string, depth int) {
 				continue // the program comes next
 			}
 			if commandPrefixes[base] {
-				if base == "timeout" {
-					next = "skip" // its duration, then the program
-				}
+				prefix, needDuration = base, base == "timeout"
+				continue
+			}
+			if needDuration && !strings.HasPrefix(word, "-") {
+				needDuration = false // timeout's duration, then the program
 				continue
 			}
 			if strings.HasPrefix(word, "-") {
-				continue // a prefix's option (nice -n 5, env -i)
+				// A prefix's option (nice -n 5, env -i), and its
+				// argument where it takes one; env -C DIR changes
+				// the directory.
+				flag, val, attached := strings.Cut(word, "=")
+				switch {
+				case prefix == "env" && (flag == "-C" || flag == "--chdir"):
+					if attached {
+						r.cd(val)
+					} else {
+						next = "dir"
+					}
+				case prefixArgFlags[prefix][flag] && !attached:
+					next = "skip"
+				}
+				continue
 			}
 			if strings.Contains(word, "/") {
 				r.add(word, false)
 			}
-			start, prog, next = false, base, ""
+			start, prog, next, prefix = false, base, "", ""
+			r.safePath = false
 			switch {
 			case prog == "cd" || prog == "pushd":
 				next = "dir"
@@ -346,10 +419,25 @@ func (r *cmdReader) scriptWord(prog, word string, next *string) {
 			*next = "code"
 		case family == "sh" && (shellFlags(word, 'o') || shellFlags(word, 'O')) && strings.IndexAny(word, "oO") == len(word)-1:
 			*next = "arg" // -o pipefail, -euo pipefail
+		case family == "python" && shellFlags(word, 'P') || family == "python" && shellFlags(word, 'I'):
+			r.safePath = true
+			if strings.HasSuffix(word, "m") {
+				*next = "module" // -Pm MOD
+			}
+		case family == "python" && strings.HasPrefix(word, "-m") && len(word) > 2:
+			r.module(word[2:]) // -mMOD
+			*next = ""
+		case family == "python" && shellFlags(word, 'm') && strings.HasSuffix(word, "m"):
+			*next = "module" // -m MOD, -um MOD
+		case family == "python" && shellFlags(word, 'c') && strings.HasSuffix(word, "c"):
+			r.pythonCwd() // -c CODE: imports from the current directory too
+			*next = ""
 		case codeFlags[family][flag]:
-			*next = "" // code given inline (python -c, node -e): no script
-		case family == "python" && word == "-m":
-			*next = "module"
+			*next = "" // code given inline (node -e): no script
+		case dirFlags[family][flag] && attached != "":
+			r.cd(attached)
+		case dirFlags[family][flag]:
+			*next = "scriptdir"
 		case fileFlags[family][flag] && attached != "":
 			r.add(attached, !isPathWord(attached)) // node --import=FILE
 		case fileFlags[family][flag]:
@@ -402,6 +490,19 @@ func looksLikeScript(word string) bool {
 		return true
 	}
 	return false
+}
+
+// prefixArgFlags are command prefixes' options that take an argument,
+// which is not the program.
+var prefixArgFlags = map[string]map[string]bool{
+	"nice":    {"-n": true, "--adjustment": true},
+	"ionice":  {"-c": true, "-n": true, "-p": true},
+	"timeout": {"-s": true, "--signal": true, "-k": true, "--kill-after": true},
+	"sudo":    {"-u": true, "-g": true, "-C": true, "-D": true, "-h": true, "-p": true, "-r": true, "-t": true, "-U": true},
+	"doas":    {"-u": true, "-C": true},
+	"env":     {"-u": true, "--unset": true, "-S": true, "--split-string": true},
+	"xargs":   {"-a": true, "-d": true, "-E": true, "-I": true, "-L": true, "-n": true, "-P": true, "-s": true},
+	"stdbuf":  {"-i": true, "-o": true, "-e": true},
 }
 
 // commandKeywords start a command: the program comes after them.
@@ -465,6 +566,12 @@ var fileFlags = map[string]map[string]bool{
 	"pwsh": {"-File": true, "-f": true},
 }
 
+// dirFlags take the directory the script is run from.
+var dirFlags = map[string]map[string]bool{
+	"uv":  {"--directory": true},
+	"bun": {"--cwd": true},
+}
+
 // argFlags take an argument that is not the script.
 var argFlags = map[string]map[string]bool{
 	"python": {"-W": true, "-X": true, "-Q": true},
@@ -474,8 +581,8 @@ var argFlags = map[string]map[string]bool{
 	"php":    {"-c": true, "-d": true, "-z": true},
 	"lua":    {"-l": true},
 	"deno":   {"--config": true, "-c": true, "--import-map": true, "--lock": true, "--env-file": true},
-	"bun":    {"--config": true, "-c": true, "--cwd": true, "--env-file": true, "-r": true, "--preload": true},
-	"uv":     {"--python": true, "-p": true, "--with": true, "--directory": true, "--project": true, "--env-file": true},
+	"bun":    {"--config": true, "-c": true, "--env-file": true, "-r": true, "--preload": true},
+	"uv":     {"--python": true, "-p": true, "--with": true, "--project": true, "--env-file": true},
 }
 
 // subcommands come before the script.
@@ -507,6 +614,9 @@ func shellWord(s string) (word, rest string) {
 			depth++
 			i++
 			b.WriteString("$(")
+		case quote != '\'' && c == '(' && depth > 0:
+			depth++ // $((1+1)), a subshell inside $(...)
+			b.WriteByte(c)
 		case quote != '\'' && c == ')' && depth > 0:
 			depth--
 			b.WriteByte(c)

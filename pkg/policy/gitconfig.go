@@ -21,6 +21,12 @@ type gitPointer struct {
 	// of a command that may name a file, or may be an argument that only
 	// looks like a path: sed's s/a/b/).
 	ifExists bool
+	// glob: path is a pattern: each regular file it matches.
+	glob bool
+	// pythonCwd names a command (key and value) that runs Python with
+	// the current directory first on its import path: no path, a
+	// warning.
+	pythonCwd string
 }
 
 // Bounds of gitConfigPointers: includes nest at most this deep, and each
@@ -421,12 +427,16 @@ func commandPointers(v gitConfigVar, workTree, home string, trees []string) []gi
 	var out []gitPointer
 	for _, val := range v.values {
 		for _, f := range commandFiles(val) {
+			if f.pythonCwd {
+				out = append(out, gitPointer{pythonCwd: v.base + "." + v.key + " = " + val})
+				continue
+			}
 			p, ok := expandGitUserPath(f.word, home)
 			if !ok {
 				continue
 			}
 			for _, ptr := range workTreePointers(p, false, workTree, trees) {
-				ptr.ifExists = f.ifExists
+				ptr.ifExists, ptr.glob = f.ifExists, f.glob
 				out = append(out, ptr)
 			}
 		}

@@ -366,6 +366,25 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 // path of the sandbox's choosing outside (an automounter's /net/HOST).
 func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp *protectPass) error {
 	for _, ptr := range ptrs {
+		if ptr.pythonCwd != "" {
+			r.warnPythonCwd(e, config, ptr.pythonCwd)
+			continue
+		}
+		if ptr.glob {
+			// sh hooks/*.sh: each regular file it matches now.
+			matches, _ := filepath.Glob(ptr.path)
+			if len(matches) > maxGlobPointers {
+				matches = matches[:maxGlobPointers]
+			}
+			var each []gitPointer
+			for _, m := range matches {
+				each = append(each, gitPointer{path: m, ifExists: true})
+			}
+			if err := r.protectPointers(e, config, each, pp); err != nil {
+				return err
+			}
+			continue
+		}
 		if ptr.ifExists {
 			// A word that may only look like a path: protected where it
 			// names a regular file, which it may run. Not a directory
@@ -409,6 +428,33 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp
 		}
 	}
 	return nil
+}
+
+// maxGlobPointers bounds the files one pattern word of a git command
+// protects.
+const maxGlobPointers = 64
+
+// warnPythonCwd says, once per command, that a git command runs Python
+// with the current directory first on its import path: what a sandbox
+// makes at a work tree's top (json.py for -m json.tool, json.pyc,
+// json.abi3.so, or a module that one imports) runs as the user on the
+// next git command there, and no list of names closes it (review 61).
+// PYTHONSAFEPATH in nsbox's environment (and so, usually, git's) does.
+func (r *resolver) warnPythonCwd(e entry, config, cmd string) {
+	if r.h.LookupEnv != nil {
+		if v, ok := r.h.LookupEnv("PYTHONSAFEPATH"); ok && v != "" {
+			return
+		}
+	}
+	key := config + "\x00" + cmd
+	if r.warnedPython[key] {
+		return
+	}
+	if r.warnedPython == nil {
+		r.warnedPython = map[string]bool{}
+	}
+	r.warnedPython[key] = true
+	r.warn(e.at.warn(false, "%s: %q runs Python with the current directory first on its import path: a module a sandbox makes at the top of a work tree (json.py for -m json.tool, or one the module imports) runs as you on your next git command there; add -P (Python 3.11+) to that command, or set PYTHONSAFEPATH=1", config, cmd))
 }
 
 // submoduleCheckouts returns the checkouts of the gitlinks (submodules)

@@ -363,7 +363,9 @@ type resolver struct {
 	// varsCache holds the values entries expand with (varsFor), made once
 	// a resolution; cleared whenever vars changes.
 	varsCache map[varsKey]vars
-	home      string // $HOME resolved, "" when unknown
+	// warnedPython: the git commands warnPythonCwd named already.
+	warnedPython map[string]bool
+	home         string // $HOME resolved, "" when unknown
 
 	mounts  []mountItem // binds, tmpfs and pins, sorted by depth
 	rwRoots []string    // writable bind sources that are directories ($NSBOX_RW)

@@ -37,6 +37,20 @@ nsbox mcp --http :8080 --token-file /var/run/secrets/nsbox/token > /tmp/mcp.log 
 sleep 1
 if wget -S -O /dev/null http://127.0.0.1:8080/ 2>&1 | grep -q 401; then echo MCP_LISTENING; else echo MCP_NOT_LISTENING; cat /tmp/mcp.log; fi
 kill %2 2>/dev/null
+# review 61: more of nsbox in the pod's shape.
+nsbox run --workspace /work --net filtered --allow-host example.invalid --json-status /tmp/f.json -- /bin/sh -c 'echo FILTERED_RAN; wget -q -T 2 -O - http://example.invalid/ >/dev/null 2>&1 && echo FILTERED_LEAK; true' > /tmp/f.out 2>&1; echo "FILTERED_EXIT=$?"; sed 's/^/  filtered: /' /tmp/f.out | head -5
+nsbox run --workspace /work --memory 64M --pids 64 -- /bin/sh -c 'echo LIMITS_RAN' > /tmp/m.out 2>&1; echo "LIMITS_EXIT=$?"; sed 's/^/  limits: /' /tmp/m.out | head -5
+nsbox run --workspace /work -- /bin/sh -c 'echo a > /work/sub/m && chmod 600 /work/sub/m && ls -l /work/sub/m | grep -q -- -rw------- && echo CHMOD_OK; ls /proc/self/fd/ >/dev/null && echo PROCFD_OK; cat /dev/stdin </dev/null && echo DEVSTDIN_OK' > /tmp/c.out 2>&1; echo "NOTIFY_EXIT=$?"; sed 's/^/  notify: /' /tmp/c.out | head -5
+nsbox tools call --workspace /work run_command '{"command":"echo TOOLS_OK"}' > /tmp/t.out 2>&1; echo "TOOLS_EXIT=$?"; sed 's/^/  tools: /' /tmp/t.out | head -5
+nsbox tools call --workspace /work write_file '{"path":"sub/tw","content":"x"}' > /tmp/t2.out 2>&1; echo "TOOLSWRITE_EXIT=$?"; sed 's/^/  toolswrite: /' /tmp/t2.out | head -3
+nsbox session start s1 --workspace /work --owner 0 > /tmp/s.out 2>&1; echo "SESSSTART_EXIT=$?"; sed 's/^/  sess: /' /tmp/s.out | head -5
+nsbox tools call --session s1 --workspace /work run_command '{"command":"echo SESS_OK > ${TMPDIR:-/tmp}/keep; cat ${TMPDIR:-/tmp}/keep"}' > /tmp/s2.out 2>&1; echo "SESSCALL_EXIT=$?"; sed 's/^/  sesscall: /' /tmp/s2.out | head -5
+nsbox tools call --session s1 --workspace /work run_command '{"command":"cat ${TMPDIR:-/tmp}/keep"}' > /tmp/s3.out 2>&1; echo "SESSCALL2_EXIT=$?"; sed 's/^/  sesscall2: /' /tmp/s3.out | head -5
+nsbox session list 2>&1 | sed 's/^/  list: /' | head -3
+nsbox session stop s1 > /tmp/s4.out 2>&1; echo "SESSSTOP_EXIT=$?"; sed 's/^/  sessstop: /' /tmp/s4.out | head -3
+nsbox run --workspace /work --host-api memory.save --host-api memory.recall -- /bin/sh -c '/run/nsbox/bin/nsbox call memory save "{\"key\":\"k1\",\"text\":\"hello\"}" 2>&1 || nsbox call memory save "{\"key\":\"k1\",\"text\":\"hello\"}"' > /tmp/sc.out 2>&1; echo "HOSTCALL_EXIT=$?"; sed 's/^/  hostcall: /' /tmp/sc.out | head -3
+grep -o '"not_isolated[^]]*' /tmp/f.json 2>/dev/null | head -c 600; echo
+echo PODSCRIPT_END
 `
 
 // TestPodShape runs nsbox the way contrib/kubernetes's Deployments do
@@ -107,7 +121,9 @@ func TestPodShape(t *testing.T) {
 			spec["root"] = map[string]any{"path": root, "readonly": true}
 			proc := spec["process"].(map[string]any)
 			proc["args"] = []string{"/bin/sh", "-c", podScript}
-			proc["env"] = []string{"PATH=/bin", "HOME=/", "KUBERNETES_SERVICE_HOST=10.0.0.1"}
+			// XDG_DATA_HOME as the Deployments set it: the stores of the
+			// memory and notepad APIs on a writable volume.
+			proc["env"] = []string{"PATH=/bin", "HOME=/", "KUBERNETES_SERVICE_HOST=10.0.0.1", "XDG_DATA_HOME=/tmp/nsbox-data"}
 			proc["cwd"] = "/"
 			proc["user"] = map[string]any{"uid": 65532, "gid": 65532}
 			proc["noNewPrivileges"] = true
@@ -127,6 +143,15 @@ func TestPodShape(t *testing.T) {
 				map[string]any{"destination": "/work", "type": "bind", "source": filepath.Join(root, "work"), "options": []string{"rbind", "rw"}},
 				map[string]any{"destination": "/status", "type": "bind", "source": filepath.Join(root, "status"), "options": []string{"rbind", "rw"}},
 			)
+			{ // the kubelet always mounts /etc/resolv.conf and /etc/hosts (review 61)
+				etc := filepath.Join(d.dir, "kubelet-etc")
+				os.MkdirAll(etc, 0o755)
+				os.WriteFile(filepath.Join(etc, "resolv.conf"), []byte("nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"), 0o644)
+				os.WriteFile(filepath.Join(etc, "hosts"), []byte("127.0.0.1 localhost\n"), 0o644)
+				mounts = append(mounts,
+					map[string]any{"destination": "/etc/resolv.conf", "type": "bind", "source": filepath.Join(etc, "resolv.conf"), "options": []string{"rbind", "ro"}},
+					map[string]any{"destination": "/etc/hosts", "type": "bind", "source": filepath.Join(etc, "hosts"), "options": []string{"rbind", "ro"}})
+			}
 			spec["mounts"] = mounts
 			b, _ := json.MarshalIndent(spec, "", "  ")
 			p := filepath.Join(d.dir, "spec-"+c.name+".json")
@@ -144,6 +169,19 @@ func TestPodShape(t *testing.T) {
 				if strings.Contains(r.out, bad) {
 					t.Errorf("%s", bad)
 				}
+			}
+			// Review 61: more of nsbox in the pod's shape.
+			want := []string{"PODSCRIPT_END", "LIMITS_RAN", "CHMOD_OK", "PROCFD_OK", "DEVSTDIN_OK", "TOOLS_EXIT=0", "TOOLSWRITE_EXIT=0", "SESSSTART_EXIT=0", "SESSCALL_EXIT=0", "SESSCALL2_EXIT=0", "SESSSTOP_EXIT=0", "HOSTCALL_EXIT=0"}
+			if c.backend == "native" {
+				want = append(want, "FILTERED_RAN")
+			}
+			for _, w := range want {
+				if !strings.Contains(r.out, w) {
+					t.Errorf("review 61: %s missing from the pod script's output", w)
+				}
+			}
+			if strings.Contains(r.out, "FILTERED_LEAK") {
+				t.Errorf("review 61: a filtered network reached example.invalid")
 			}
 			if !strings.Contains(r.out, "MCP_LISTENING") {
 				t.Errorf("nsbox mcp --http does not start in the Deployment's container shape")
