@@ -132,6 +132,10 @@ type Options struct {
 	// of a sandbox session, for example) and bounds what they hold
 	// together: see Budget. nil bounds nothing beyond the limits above.
 	Budget *Budget
+	// OnHangup, when set, runs once the connection is gone, before the
+	// handlers still running are waited for: what must not wait for
+	// them (a sandbox worker's kill of the session's processes).
+	OnHangup func()
 }
 
 // job is one admitted request waiting for a handler goroutine.
@@ -170,6 +174,7 @@ type Peer struct {
 	handlers    map[string]handler
 	maxInFlight int32
 	budget      *Budget
+	onHangup    func() // Options.OnHangup
 	ctx         context.Context
 	cancel      context.CancelFunc
 
@@ -240,6 +245,7 @@ func NewPeer(conn *Conn, o Options) *Peer {
 		cancel:       cancel,
 		pending:      map[uint64]chan incoming{},
 		done:         make(chan struct{}),
+		onHangup:     o.OnHangup,
 	}
 }
 
@@ -385,6 +391,9 @@ func (p *Peer) readLoop() error {
 func (p *Peer) stop(err error) error {
 	p.conn.Close()
 	p.shutdown(err)
+	if p.onHangup != nil {
+		p.onHangup()
+	}
 	p.wg.Wait()
 	for drained := false; !drained; {
 		select {

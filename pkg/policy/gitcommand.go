@@ -46,8 +46,9 @@ type cmdFile struct {
 	// glob: word holds * ? or [: each regular file it matches.
 	glob bool
 	// pythonCwd: no file, but a note that the command runs Python with
-	// the current directory first on its import path (-m, -c, without
-	// -P or -I), which no list of names can close.
+	// a directory of the work tree first on its import path (the
+	// current one for -m and -c, the script's for a script; without -P,
+	// -I or PYTHONSAFEPATH), which no list of names can close.
 	pythonCwd bool
 }
 
@@ -124,22 +125,37 @@ func (r *cmdReader) add(word string, ifExists bool) {
 // maxBraceWords bounds what one word's braces expand to.
 const maxBraceWords = 16
 
-// braceExpand expands the first {a,b,...} of word, as bash does, and
-// what follows it in turn, up to maxBraceWords words; a word without one
-// is itself.
+// braceExpand expands the {a,b,...} groups of word, as bash does, into
+// at most maxBraceWords words (the first ones), in time linear in that
+// bound: the groups are expanded one round at a time, the words of a
+// round capped before the next (a recursion over 40 groups of {a,b}
+// took seconds, review 62). A word without a group is itself.
 func braceExpand(word string) []string {
-	i := strings.IndexByte(word, '{')
-	j := strings.IndexByte(word[i+1:], '}')
-	if i < 0 || j < 0 || !strings.Contains(word[i:i+1+j], ",") {
-		return []string{word}
-	}
-	var out []string
-	for _, alt := range strings.Split(word[i+1:i+1+j], ",") {
-		for _, w := range braceExpand(word[:i] + alt + word[i+2+j:]) {
-			if len(out) == maxBraceWords {
-				return out
+	out := []string{word}
+	for round := 0; round < maxBraceWords; round++ {
+		var next []string
+		changed := false
+		for _, w := range out {
+			i := strings.IndexByte(w, '{')
+			j := -1
+			if i >= 0 {
+				j = strings.IndexByte(w[i+1:], '}')
 			}
-			out = append(out, w)
+			if j < 0 || !strings.Contains(w[i:i+1+j], ",") {
+				next = append(next, w)
+				continue
+			}
+			changed = true
+			for _, alt := range strings.Split(w[i+1:i+1+j], ",") {
+				if len(next) == maxBraceWords {
+					break
+				}
+				next = append(next, w[:i]+alt+w[i+2+j:])
+			}
+		}
+		out = next
+		if !changed {
+			break
 		}
 	}
 	return out
@@ -229,8 +245,8 @@ func (r *cmdReader) cd(dir string) {
 
 func (r *cmdReader) read(cmd string, depth int) {
 	start := true // the next word is a command's program
-	var prog, prefix string
-	needDuration := false
+	var prog, prefix, needSub string
+	needDuration, safeEnv := false, false
 	// What the next word is to the program: "script" (an interpreter's,
 	// still to come), "code" (a command line), "arg" (an option's
 	// argument, skipped), "file" (a file it reads and runs), "maybe" (an
@@ -246,7 +262,7 @@ func (r *cmdReader) read(cmd string, depth int) {
 		switch c := cmd[0]; c {
 		case ';', '|', '&', '\n':
 			cmd = strings.TrimLeft(cmd, ";|&\n \t")
-			start, next = true, ""
+			start, next, prefix, needSub, safeEnv = true, "", "", "", false
 			continue
 		case '(':
 			// A subshell: its cd ends with it.
@@ -309,7 +325,14 @@ func (r *cmdReader) read(cmd string, depth int) {
 			next = ""
 			continue
 		case "dir":
+			if strings.HasPrefix(word, "-") && word != "-" {
+				continue // cd -P DIR, cd -- DIR
+			}
 			r.cd(word)
+			next = ""
+			continue
+		case "split":
+			cmd = word + " " + cmd // env -S: read in its place
 			next = ""
 			continue
 		case "scriptdir":
@@ -319,11 +342,35 @@ func (r *cmdReader) read(cmd string, depth int) {
 		}
 		if start {
 			if eq := strings.IndexByte(word, '='); eq > 0 && isShellName(word[:eq]) {
-				continue // VAR=value before the program
+				// VAR=value before the program (or after env).
+				// PYTHONSAFEPATH keeps the working directory off
+				// Python's import path, as -P does.
+				if word[:eq] == "PYTHONSAFEPATH" && word[eq+1:] != "" {
+					safeEnv = true
+				}
+				continue
 			}
 			base := path.Base(word)
 			if commandKeywords[word] || strings.HasSuffix(word, "()") {
 				continue // the program comes next
+			}
+			if needSub != "" {
+				// A runner's subcommand (uv run, bundle exec): the
+				// command comes next.
+				if word == needSub {
+					needSub = ""
+					if prefix == "direnv" {
+						next = "skip" // direnv exec DIR COMMAND
+					}
+				} else if !strings.HasPrefix(word, "-") {
+					needSub, prefix = "", ""
+					start = false // another subcommand: nothing is run
+				}
+				continue
+			}
+			if sub, ok := commandRunners[base]; ok && prefix == "" {
+				prefix, needSub = base, sub
+				continue
 			}
 			if commandPrefixes[base] {
 				prefix, needDuration = base, base == "timeout"
@@ -339,22 +386,39 @@ func (r *cmdReader) read(cmd string, depth int) {
 				// the directory.
 				flag, val, attached := strings.Cut(word, "=")
 				switch {
-				case prefix == "env" && (flag == "-C" || flag == "--chdir"):
+				case (prefix == "env" && (flag == "-C" || flag == "--chdir")) || dirFlags[prefix][flag]:
 					if attached {
 						r.cd(val)
 					} else {
 						next = "dir"
+					}
+				case prefix == "env" && (flag == "-S" || flag == "--split-string"):
+					// env -S 'python3 -u' x.py: the string is the
+					// start of the command, read in its place.
+					if attached {
+						cmd = val + " " + cmd
+					} else {
+						next = "split"
 					}
 				case prefixArgFlags[prefix][flag] && !attached:
 					next = "skip"
 				}
 				continue
 			}
+			if commandRunners[prefix] != "" || prefix == "npx" {
+				// uv run x.py: a script by name, run as Python is.
+				if looksLikeScript(word) && !strings.Contains(word, "/") {
+					r.add(word, false)
+					if strings.HasSuffix(word, ".py") && !safeEnv {
+						r.pythonCwd()
+					}
+				}
+			}
 			if strings.Contains(word, "/") {
 				r.add(word, false)
 			}
 			start, prog, next, prefix = false, base, "", ""
-			r.safePath = false
+			r.safePath = safeEnv
 			switch {
 			case prog == "cd" || prog == "pushd":
 				next = "dir"
@@ -421,8 +485,11 @@ func (r *cmdReader) scriptWord(prog, word string, next *string) {
 			*next = "arg" // -o pipefail, -euo pipefail
 		case family == "python" && shellFlags(word, 'P') || family == "python" && shellFlags(word, 'I'):
 			r.safePath = true
-			if strings.HasSuffix(word, "m") {
+			switch {
+			case strings.HasSuffix(word, "m"):
 				*next = "module" // -Pm MOD
+			case strings.HasSuffix(word, "c"):
+				*next = "skip" // -Pc CODE: code, no script
 			}
 		case family == "python" && strings.HasPrefix(word, "-m") && len(word) > 2:
 			r.module(word[2:]) // -mMOD
@@ -431,9 +498,9 @@ func (r *cmdReader) scriptWord(prog, word string, next *string) {
 			*next = "module" // -m MOD, -um MOD
 		case family == "python" && shellFlags(word, 'c') && strings.HasSuffix(word, "c"):
 			r.pythonCwd() // -c CODE: imports from the current directory too
-			*next = ""
+			*next = "skip"
 		case codeFlags[family][flag]:
-			*next = "" // code given inline (node -e): no script
+			*next = "skip" // code given inline (node -e): no script
 		case dirFlags[family][flag] && attached != "":
 			r.cd(attached)
 		case dirFlags[family][flag]:
@@ -456,6 +523,11 @@ func (r *cmdReader) scriptWord(prog, word string, next *string) {
 	}
 	*next = ""
 	r.add(word, !looksLikeScript(word))
+	if family == "python" {
+		// The script's directory comes first on its import path: a
+		// json.py a sandbox makes beside tools/x.py runs too.
+		r.pythonCwd()
+	}
 }
 
 // isPathWord: a word that names a path for sure, not a module: "./x",
@@ -492,6 +564,13 @@ func looksLikeScript(word string) bool {
 	return false
 }
 
+// commandRunners run the command after their subcommand (uv run CMD,
+// bundle exec CMD); npx runs a package's program or a script.
+var commandRunners = map[string]string{
+	"uv": "run", "poetry": "run", "pipenv": "run", "conda": "run", "pixi": "run",
+	"bundle": "exec", "direnv": "exec", "mise": "exec", "pnpm": "exec",
+}
+
 // prefixArgFlags are command prefixes' options that take an argument,
 // which is not the program.
 var prefixArgFlags = map[string]map[string]bool{
@@ -503,6 +582,11 @@ var prefixArgFlags = map[string]map[string]bool{
 	"env":     {"-u": true, "--unset": true, "-S": true, "--split-string": true},
 	"xargs":   {"-a": true, "-d": true, "-E": true, "-I": true, "-L": true, "-n": true, "-P": true, "-s": true},
 	"stdbuf":  {"-i": true, "-o": true, "-e": true},
+	"uv":      {"--python": true, "-p": true, "--with": true, "--with-requirements": true, "--project": true, "--env-file": true, "--package": true},
+	"poetry":  {"-C": true, "--directory": true, "-P": true, "--project": true},
+	"conda":   {"-n": true, "--name": true, "-p": true, "--prefix": true, "--cwd": true},
+	"pixi":    {"-e": true, "--environment": true, "--manifest-path": true},
+	"npx":     {"-p": true, "--package": true, "-c": true, "--call": true},
 }
 
 // commandKeywords start a command: the program comes after them.
@@ -532,7 +616,7 @@ func interpreterFamily(prog string) string {
 	switch prog {
 	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", ".", "source":
 		return "sh" // . and source: the shell reads the file itself
-	case "deno", "bun", "pwsh", "tclsh", "Rscript", "uv":
+	case "deno", "bun", "pwsh", "tclsh", "Rscript":
 		return prog
 	}
 	for _, p := range []string{"python", "perl", "ruby", "node", "nodejs", "php", "lua"} {
@@ -568,8 +652,9 @@ var fileFlags = map[string]map[string]bool{
 
 // dirFlags take the directory the script is run from.
 var dirFlags = map[string]map[string]bool{
-	"uv":  {"--directory": true},
-	"bun": {"--cwd": true},
+	"uv":     {"--directory": true},
+	"bun":    {"--cwd": true},
+	"poetry": {"-C": true, "--directory": true},
 }
 
 // argFlags take an argument that is not the script.
@@ -582,14 +667,12 @@ var argFlags = map[string]map[string]bool{
 	"lua":    {"-l": true},
 	"deno":   {"--config": true, "-c": true, "--import-map": true, "--lock": true, "--env-file": true},
 	"bun":    {"--config": true, "-c": true, "--env-file": true, "-r": true, "--preload": true},
-	"uv":     {"--python": true, "-p": true, "--with": true, "--project": true, "--env-file": true},
 }
 
 // subcommands come before the script.
 var subcommands = map[string]map[string]bool{
 	"deno": {"run": true, "test": true, "bench": true, "serve": true},
 	"bun":  {"run": true, "test": true, "x": true, "exec": true},
-	"uv":   {"run": true},
 }
 
 // shellWord splits the first word off s. A $(...) or `...` stays inside

@@ -265,7 +265,7 @@ func TestCommandFiles(t *testing.T) {
 	for in, want := range map[string][]cmdFile{
 		"tools/fsmonitor":                      {{word: "tools/fsmonitor"}},
 		"sh tools/fsmonitor.sh":                {{word: "tools/fsmonitor.sh"}},
-		"python3 -u tools/clean.py --in %f":    {{word: "tools/clean.py"}},
+		"python3 -u tools/clean.py --in %f":    {{word: "tools/clean.py"}, {pythonCwd: true}},
 		"node scripts/x.js":                    {{word: "scripts/x.js"}},
 		"!bash scripts/lint.sh":                {{word: "scripts/lint.sh"}},
 		"bash lint.sh":                         {{word: "lint.sh"}},
@@ -285,11 +285,12 @@ func TestCommandFiles(t *testing.T) {
 		"git-lfs filter-process":               nil,
 		"difft --color=always":                 nil,
 		"tools/zstd-wrap -c":                   {{word: "tools/zstd-wrap"}},
-		"python3.11 tools/t.py":                {{word: "tools/t.py"}},
+		"python3.11 tools/t.py":                {{word: "tools/t.py"}, {pythonCwd: true}},
+		"python3 -P tools/t.py":                {{word: "tools/t.py"}},
 		"!. tools/env.sh && make":              {{word: "tools/env.sh"}},
 		"!source env.sh; make":                 {{word: "env.sh"}},
 		"timeout 5 tools/check":                {{word: "tools/check"}},
-		"/usr/bin/env python3 tools/x.py":      {{word: "tools/x.py"}},
+		"/usr/bin/env python3 tools/x.py":      {{word: "tools/x.py"}, {pythonCwd: true}},
 		"node -r ./tools/hook.js app.js":       {{word: "./tools/hook.js"}, {word: "app.js"}},
 		"node -r ts-node/register app.ts":      {{word: "ts-node/register", ifExists: true}, {word: "app.ts"}},
 		"uv run --with rich tools/x.py":        {{word: "tools/x.py"}},
@@ -297,7 +298,7 @@ func TestCommandFiles(t *testing.T) {
 		"$HOME/bin/x":                          {{word: "~/bin/x"}},
 		"${SCRIPTS}/x":                         nil,
 		"bun test":                             nil,
-		"python3 lint":                         {{word: "lint", ifExists: true}},
+		"python3 lint":                         {{word: "lint", ifExists: true}, {pythonCwd: true}},
 	} {
 		if got := commandFiles(in); !slices.Equal(got, want) {
 			t.Errorf("%q: %+v, want %+v", in, got, want)

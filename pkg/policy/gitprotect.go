@@ -371,17 +371,20 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp
 			continue
 		}
 		if ptr.glob {
-			// sh hooks/*.sh: each regular file it matches now.
-			matches, _ := filepath.Glob(ptr.path)
-			if len(matches) > maxGlobPointers {
-				matches = matches[:maxGlobPointers]
-			}
-			var each []gitPointer
-			for _, m := range matches {
-				each = append(each, gitPointer{path: m, ifExists: true})
-			}
-			if err := r.protectPointers(e, config, each, pp); err != nil {
-				return err
+			// sh hooks/*.sh: the shell matches again each time git runs
+			// it, so a file the sandbox adds (hooks/0.sh, taken first)
+			// would run: the directory is kept read-only whole when
+			// the pattern is in its last name only (review 62).
+			// Beyond that, or when that directory is a writable root
+			// itself, a warning says so. Nothing is listed on the host
+			// for it (a pattern of a config could reach anywhere).
+			dir := filepath.Dir(ptr.path)
+			if !strings.ContainsAny(dir, "*?[") && r.writableRootOf(dir) != dir {
+				if err := r.protectPointers(e, config, []gitPointer{{path: dir, dir: true}}, pp); err != nil {
+					return err
+				}
+			} else if r.writableRootOf(dir) != "" || strings.ContainsAny(dir, "*?[") {
+				r.warn(e.at.warn(false, "%s: a git command runs what the pattern %s matches when it runs, in a directory sandboxes can write: a file a sandbox adds there runs as you; name the files instead", config, ptr.path))
 			}
 			continue
 		}
@@ -430,10 +433,6 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp
 	return nil
 }
 
-// maxGlobPointers bounds the files one pattern word of a git command
-// protects.
-const maxGlobPointers = 64
-
 // warnPythonCwd says, once per command, that a git command runs Python
 // with the current directory first on its import path: what a sandbox
 // makes at a work tree's top (json.py for -m json.tool, json.pyc,
@@ -454,7 +453,7 @@ func (r *resolver) warnPythonCwd(e entry, config, cmd string) {
 		r.warnedPython = map[string]bool{}
 	}
 	r.warnedPython[key] = true
-	r.warn(e.at.warn(false, "%s: %q runs Python with the current directory first on its import path: a module a sandbox makes at the top of a work tree (json.py for -m json.tool, or one the module imports) runs as you on your next git command there; add -P (Python 3.11+) to that command, or set PYTHONSAFEPATH=1", config, cmd))
+	r.warn(e.at.warn(false, "%s: %q runs Python with a directory of the work tree first on its import path (the current one for -m and -c, the script's own for a script): a module a sandbox makes there (json.py, json.pyc, or one the program imports) runs as you on your next git command; add -P to the command (Python 3.11+) or set PYTHONSAFEPATH=1", config, cmd))
 }
 
 // submoduleCheckouts returns the checkouts of the gitlinks (submodules)

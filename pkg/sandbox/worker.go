@@ -368,7 +368,18 @@ func (w *worker) serve() int {
 		}
 	}()
 	w.conn.SetWait(w.waitMain)
-	w.peer = ipc.NewPeer(w.conn, ipc.Options{})
+	opts := ipc.Options{}
+	if w.setup.Landlock && w.llScoped {
+		// No PID namespace: the session's processes die when the
+		// worker kills them. Once the channel is gone, at once: after
+		// Serve it waits for the handlers, and a tool call's handler
+		// waits up to its grace for a command only this thread can
+		// finish, 2 s in which a detached process of the call ran on
+		// with the workspace writable (review 63). One scoped kill(-1)
+		// here; killDescendants after Serve makes sure.
+		opts.OnHangup = killScoped
+	}
+	w.peer = ipc.NewPeer(w.conn, opts)
 	w.peer.HandleDirect(ipc.TypeExecute, w.execute)
 	w.peer.Handle(ipc.TypeCancel, w.cancel)
 	w.peer.Handle(ipc.TypeCallTool, w.callTool)
