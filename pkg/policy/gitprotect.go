@@ -453,7 +453,7 @@ func (r *resolver) warnPythonCwd(e entry, config, cmd string) {
 		r.warnedPython = map[string]bool{}
 	}
 	r.warnedPython[key] = true
-	r.warn(e.at.warn(false, "%s: %q runs Python with a directory of the work tree first on its import path (the current one for -m and -c, the script's own for a script): a module a sandbox makes there (json.py, json.pyc, or one the program imports) runs as you on your next git command; add -P to the command (Python 3.11+) or set PYTHONSAFEPATH=1", config, cmd))
+	r.warn(e.at.warn(false, "%s: %q puts the work tree on Python's import path: a module a sandbox makes there runs as you on your next git command; add -P to it (Python 3.11+) or set PYTHONSAFEPATH=1", config, cmd))
 }
 
 // submoduleCheckouts returns the checkouts of the gitlinks (submodules)
