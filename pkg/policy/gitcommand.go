@@ -405,7 +405,7 @@ func (r *cmdReader) read(cmd string, depth int) {
 				}
 				continue
 			}
-			if commandRunners[prefix] != "" || prefix == "npx" {
+			if _, runner := commandRunners[prefix]; runner {
 				// uv run x.py: a script by name, run as Python is.
 				if looksLikeScript(word) && !strings.Contains(word, "/") {
 					r.add(word, false)
@@ -569,6 +569,7 @@ func looksLikeScript(word string) bool {
 var commandRunners = map[string]string{
 	"uv": "run", "poetry": "run", "pipenv": "run", "conda": "run", "pixi": "run",
 	"bundle": "exec", "direnv": "exec", "mise": "exec", "pnpm": "exec",
+	"npx": "", // npx PROGRAM: no subcommand
 }
 
 // prefixArgFlags are command prefixes' options that take an argument,

@@ -298,6 +298,8 @@ func TestCommandFiles(t *testing.T) {
 		"$HOME/bin/x":                          {{word: "~/bin/x"}},
 		"${SCRIPTS}/x":                         nil,
 		"bun test":                             nil,
+		"npx sh tb/b.sh":                       {{word: "tb/b.sh"}},
+		"uv run sh ta/a.sh":                    {{word: "ta/a.sh"}},
 		"python3 lint":                         {{word: "lint", ifExists: true}, {pythonCwd: true}},
 	} {
 		if got := commandFiles(in); !slices.Equal(got, want) {

@@ -560,7 +560,13 @@ func (a *auditLog) record(session string, call *hostCallRequest, args ipc.Value,
 	b = strconv.AppendInt(b, d.Microseconds(), 10)
 	if errMsg != "" {
 		b = append(b, `,"error":`...)
-		b = appendAuditText(b, redactError(errMsg, args))
+		// One cut, naming the error's own length (redacting cut it
+		// to what can reach the line already).
+		text, cut := redactErrorCut(errMsg, args)
+		if cut || len(text) > maxAuditText {
+			text = cutUTF8(text, maxAuditText) + "…[truncated, " + strconv.Itoa(len(errMsg)) + " bytes]"
+		}
+		b = ipc.AppendString(b, text)
 	}
 	b = append(b, `,"kind":"hostCall","method":`...)
 	b = appendAuditText(b, call.Method)
@@ -705,12 +711,23 @@ func (a *auditLog) write(entry map[string]any) {
 // longer than the audit shows is cut to what can reach the line, with
 // its length.
 func redactError(msg string, args any) string {
+	text, cut := redactErrorCut(msg, args)
+	if cut {
+		return text + "…[truncated, " + strconv.Itoa(len(msg)) + " bytes]"
+	}
+	return text
+}
+
+// redactErrorCut is redactError without the cut's marker: the redacted
+// part of msg that can reach an audit line, and whether msg was cut to
+// it, for a caller that cuts again and names msg's length itself.
+func redactErrorCut(msg string, args any) (string, bool) {
 	var secrets []string
 	if !collectSecrets(args, false, &secrets) {
-		return "[REDACTED]"
+		return "[REDACTED]", false
 	}
 	if len(secrets) == 0 {
-		return msg
+		return msg, false
 	}
 	// Security: bounded work. The audit line shows the error's first
 	// maxAuditText bytes. A secret that starts there is covered up to
@@ -747,10 +764,7 @@ func redactError(msg string, args any) string {
 		}
 	}
 	if !found {
-		if full > len(msg) {
-			return msg + "…[truncated, " + strconv.Itoa(full) + " bytes]"
-		}
-		return msg
+		return msg, full > len(msg)
 	}
 	var b strings.Builder
 	for i := 0; i < len(msg); {
@@ -764,10 +778,7 @@ func redactError(msg string, args any) string {
 			i++
 		}
 	}
-	if full > len(msg) {
-		b.WriteString("…[truncated, " + strconv.Itoa(full) + " bytes]")
-	}
-	return b.String()
+	return b.String(), full > len(msg)
 }
 
 // markAll marks in covered every byte of every occurrence of f in s,

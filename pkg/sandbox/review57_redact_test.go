@@ -96,3 +96,14 @@ func TestReview57RedactErrorNumericSecret(t *testing.T) {
 		t.Fatalf("error shows a numeric secret: %q", got)
 	}
 }
+
+// A long hostCall error is cut once, and its marker names the error's own
+// length (review 65: redaction's cut and the line's cut each added one,
+// the second naming the first's length).
+func TestAuditLongErrorNamesItsLength(t *testing.T) {
+	msg := "bad " + strings.Repeat("x", 10000)
+	got := review57AuditError(t, `{"token":"abc123"}`, msg)
+	if strings.Count(got, "[truncated") != 1 || !strings.Contains(got, "[truncated, 10004 bytes]") {
+		t.Fatalf("error %q", got[max(0, len(got)-80):])
+	}
+}
