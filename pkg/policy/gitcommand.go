@@ -50,6 +50,8 @@ type cmdFile struct {
 	// current one for -m and -c, the script's for a script; without -P,
 	// -I or PYTHONSAFEPATH), which no list of names can close.
 	pythonCwd bool
+	// envIgnored: that Python ignores PYTHONSAFEPATH (-E).
+	envIgnored bool
 }
 
 // commandFiles returns the files a shell command line (as git's configs
@@ -93,8 +95,11 @@ type cmdReader struct {
 	dir     string
 	dirLost bool
 	dirs    []cdState // the directories before each open subshell
-	// safePath: the current python was given -P or -I.
-	safePath bool
+	// safePath: the current python keeps the work tree off its import
+	// path (-P, -I, or PYTHONSAFEPATH in the command); safeFlag: by a
+	// flag; envIgnored: it was given -E, which ignores PYTHONSAFEPATH,
+	// nsbox's own included.
+	safePath, safeFlag, envIgnored bool
 }
 
 type cdState struct {
@@ -114,9 +119,12 @@ func (r *cmdReader) add(word string, ifExists bool) {
 			f.ifExists = true // where it is relative to is not known
 		}
 		if strings.ContainsAny(w, "*?[") {
-			// sh hooks/*.sh: the files it matches, never a
+			if ifExists {
+				continue // an argument's pattern (eslint src/*.js, sed's s/^.*//)
+			}
+			// sh hooks/*.sh: a program's or a script's pattern, never a
 			// placeholder named "*.sh".
-			f.glob, f.ifExists = true, true
+			f.glob = true
 		}
 		r.out = append(r.out, f)
 	}
@@ -214,7 +222,7 @@ func (r *cmdReader) module(mod string) {
 // unless -P or -I was given.
 func (r *cmdReader) pythonCwd() {
 	if !r.safePath {
-		r.out = append(r.out, cmdFile{pythonCwd: true})
+		r.out = append(r.out, cmdFile{pythonCwd: true, envIgnored: r.envIgnored})
 	}
 }
 
@@ -246,7 +254,8 @@ func (r *cmdReader) cd(dir string) {
 func (r *cmdReader) read(cmd string, depth int) {
 	start := true // the next word is a command's program
 	var prog, prefix, needSub string
-	needDuration, safeEnv := false, false
+	needDuration, safeEnv, forList := false, false, false
+	splices := 0
 	// What the next word is to the program: "script" (an interpreter's,
 	// still to come), "code" (a command line), "arg" (an option's
 	// argument, skipped), "file" (a file it reads and runs), "maybe" (an
@@ -262,7 +271,7 @@ func (r *cmdReader) read(cmd string, depth int) {
 		switch c := cmd[0]; c {
 		case ';', '|', '&', '\n':
 			cmd = strings.TrimLeft(cmd, ";|&\n \t")
-			start, next, prefix, needSub, safeEnv = true, "", "", "", false
+			start, next, prefix, needSub, safeEnv, forList = true, "", "", "", false, false
 			continue
 		case '(':
 			// A subshell: its cd ends with it.
@@ -332,7 +341,10 @@ func (r *cmdReader) read(cmd string, depth int) {
 			next = ""
 			continue
 		case "split":
-			cmd = word + " " + cmd // env -S: read in its place
+			if splices < maxCommandDepth {
+				splices++
+				cmd = word + " " + cmd // env -S: read in its place
+			}
 			next = ""
 			continue
 		case "scriptdir":
@@ -354,7 +366,7 @@ func (r *cmdReader) read(cmd string, depth int) {
 			if commandKeywords[word] || strings.HasSuffix(word, "()") {
 				continue // the program comes next
 			}
-			if needSub != "" {
+			if needSub != "" && !strings.HasPrefix(word, "-") {
 				// A runner's subcommand (uv run, bundle exec): the
 				// command comes next.
 				if word == needSub {
@@ -362,15 +374,20 @@ func (r *cmdReader) read(cmd string, depth int) {
 					if prefix == "direnv" {
 						next = "skip" // direnv exec DIR COMMAND
 					}
-				} else if !strings.HasPrefix(word, "-") {
+				} else {
 					needSub, prefix = "", ""
 					start = false // another subcommand: nothing is run
 				}
 				continue
 			}
-			if sub, ok := commandRunners[base]; ok && prefix == "" {
-				prefix, needSub = base, sub
-				continue
+			if word == "--" || (prefix == "mise" && strings.Contains(word, "@")) {
+				continue // the end of options; mise exec's tool@version
+			}
+			if sub, ok := commandRunners[base]; ok {
+				if _, runner := commandRunners[prefix]; !runner {
+					prefix, needSub = base, sub // also after env, exec, timeout
+					continue
+				}
 			}
 			if commandPrefixes[base] {
 				prefix, needDuration = base, base == "timeout"
@@ -392,12 +409,24 @@ func (r *cmdReader) read(cmd string, depth int) {
 					} else {
 						next = "dir"
 					}
+				case prefix == "npx" && (flag == "-c" || flag == "--call"):
+					if attached {
+						r.read(val, depth+1)
+					} else {
+						next = "code"
+					}
 				case prefix == "env" && (flag == "-S" || flag == "--split-string"):
 					// env -S 'python3 -u' x.py: the string is the
-					// start of the command, read in its place.
-					if attached {
+					// start of the command, read in its place; a few
+					// times a command at most (env -S=-S=... spliced
+					// the rest of the line again each time, review 66).
+					switch {
+					case splices >= maxCommandDepth:
+						next = "skip"
+					case attached:
+						splices++
 						cmd = val + " " + cmd
-					} else {
+					default:
 						next = "split"
 					}
 				case prefixArgFlags[prefix][flag] && !attached:
@@ -418,7 +447,7 @@ func (r *cmdReader) read(cmd string, depth int) {
 				r.add(word, false)
 			}
 			start, prog, next, prefix = false, base, "", ""
-			r.safePath = safeEnv
+			r.safePath, r.safeFlag, r.envIgnored = safeEnv, false, false
 			switch {
 			case prog == "cd" || prog == "pushd":
 				next = "dir"
@@ -447,8 +476,14 @@ func (r *cmdReader) read(cmd string, depth int) {
 				continue
 			}
 		}
+		if prog == "for" && word == "in" {
+			forList = true
+			continue
+		}
 		if strings.Contains(word, "/") && !strings.HasPrefix(word, "-") {
-			r.add(word, true)
+			// The words a for loop goes over are what its body runs,
+			// as a rule (for f in tools/*.sh; do sh "$f"; done).
+			r.add(word, !forList)
 		}
 	}
 }
@@ -483,8 +518,18 @@ func (r *cmdReader) scriptWord(prog, word string, next *string) {
 			*next = "code"
 		case family == "sh" && (shellFlags(word, 'o') || shellFlags(word, 'O')) && strings.IndexAny(word, "oO") == len(word)-1:
 			*next = "arg" // -o pipefail, -euo pipefail
+		case family == "python" && shellFlags(word, 'E') && !shellFlags(word, 'P') && !shellFlags(word, 'I'):
+			// -E ignores PYTHONSAFEPATH (every PYTHON* variable).
+			r.safePath, r.envIgnored = r.safeFlag, true
+			switch {
+			case strings.HasSuffix(word, "m"):
+				*next = "module"
+			case strings.HasSuffix(word, "c"):
+				r.pythonCwd()
+				*next = "skip"
+			}
 		case family == "python" && shellFlags(word, 'P') || family == "python" && shellFlags(word, 'I'):
-			r.safePath = true
+			r.safePath, r.safeFlag = true, true
 			switch {
 			case strings.HasSuffix(word, "m"):
 				*next = "module" // -Pm MOD
@@ -585,9 +630,9 @@ var prefixArgFlags = map[string]map[string]bool{
 	"stdbuf":  {"-i": true, "-o": true, "-e": true},
 	"uv":      {"--python": true, "-p": true, "--with": true, "--with-requirements": true, "--project": true, "--env-file": true, "--package": true},
 	"poetry":  {"-C": true, "--directory": true, "-P": true, "--project": true},
-	"conda":   {"-n": true, "--name": true, "-p": true, "--prefix": true, "--cwd": true},
+	"conda":   {"-n": true, "--name": true, "-p": true, "--prefix": true},
 	"pixi":    {"-e": true, "--environment": true, "--manifest-path": true},
-	"npx":     {"-p": true, "--package": true, "-c": true, "--call": true},
+	"npx":     {"-p": true, "--package": true},
 }
 
 // commandKeywords start a command: the program comes after them.
@@ -656,6 +701,7 @@ var dirFlags = map[string]map[string]bool{
 	"uv":     {"--directory": true},
 	"bun":    {"--cwd": true},
 	"poetry": {"-C": true, "--directory": true},
+	"conda":  {"--cwd": true},
 }
 
 // argFlags take an argument that is not the script.

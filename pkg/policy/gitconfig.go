@@ -27,6 +27,8 @@ type gitPointer struct {
 	// the current directory first on its import path: no path, a
 	// warning.
 	pythonCwd string
+	// envIgnored: that Python ignores PYTHONSAFEPATH (-E).
+	envIgnored bool
 }
 
 // Bounds of gitConfigPointers: includes nest at most this deep, and each
@@ -428,7 +430,7 @@ func commandPointers(v gitConfigVar, workTree, home string, trees []string) []gi
 	for _, val := range v.values {
 		for _, f := range commandFiles(val) {
 			if f.pythonCwd {
-				out = append(out, gitPointer{pythonCwd: v.base + "." + v.key + " = " + val})
+				out = append(out, gitPointer{pythonCwd: v.base + "." + v.key + " = " + val, envIgnored: f.envIgnored})
 				continue
 			}
 			p, ok := expandGitUserPath(f.word, home)

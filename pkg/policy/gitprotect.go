@@ -367,7 +367,7 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp *protectPass) error {
 	for _, ptr := range ptrs {
 		if ptr.pythonCwd != "" {
-			r.warnPythonCwd(e, config, ptr.pythonCwd)
+			r.warnPythonCwd(e, config, ptr.pythonCwd, ptr.envIgnored)
 			continue
 		}
 		if ptr.glob {
@@ -380,8 +380,12 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp
 			// for it (a pattern of a config could reach anywhere).
 			dir := filepath.Dir(ptr.path)
 			if !strings.ContainsAny(dir, "*?[") && r.writableRootOf(dir) != dir {
-				if err := r.protectPointers(e, config, []gitPointer{{path: dir, dir: true}}, pp); err != nil {
-					return err
+				// Only a directory that is there (no placeholder) and
+				// holds no writable root of the run.
+				if st, err := os.Stat(dir); err == nil && st.IsDir() && !r.holdsRoot(dir) {
+					if err := r.protectPointers(e, config, []gitPointer{{path: dir, dir: true}}, pp); err != nil {
+						return err
+					}
 				}
 			} else if r.writableRootOf(dir) != "" || strings.ContainsAny(dir, "*?[") {
 				r.warn(e.at.warn(false, "%s: a git command runs what the pattern %s matches when it runs, in a directory sandboxes can write: a file a sandbox adds there runs as you; name the files instead", config, ptr.path))
@@ -439,13 +443,15 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp
 // json.abi3.so, or a module that one imports) runs as the user on the
 // next git command there, and no list of names closes it (review 61).
 // PYTHONSAFEPATH in nsbox's environment (and so, usually, git's) does.
-func (r *resolver) warnPythonCwd(e entry, config, cmd string) {
-	if r.h.LookupEnv != nil {
+func (r *resolver) warnPythonCwd(e entry, config, cmd string, envIgnored bool) {
+	if r.h.LookupEnv != nil && !envIgnored {
 		if v, ok := r.h.LookupEnv("PYTHONSAFEPATH"); ok && v != "" {
 			return
 		}
 	}
-	key := config + "\x00" + cmd
+	// Once per command, however its value was read (with its tabs, or
+	// spaced).
+	key := config + "\x00" + strings.Join(strings.Fields(cmd), " ")
 	if r.warnedPython[key] {
 		return
 	}

@@ -22,36 +22,38 @@ import (
 // longer than the audit shows is cut to what can reach the line, with
 // its length.
 func redactError(msg string, args any) string {
-	text, cut := redactErrorCut(msg, args)
+	text, cut := redactErrorCut(msg, args, 2*maxAuditText)
 	if cut {
 		return text + "…[truncated, " + strconv.Itoa(len(msg)) + " bytes]"
 	}
 	return text
 }
 
-// redactErrorCut is redactError without the cut's marker: the redacted
-// part of msg that can reach an audit line, and whether msg was cut to
-// it, for a caller that cuts again and names msg's length itself.
-func redactErrorCut(msg string, args any) (string, bool) {
+// redactErrorCut is redactError for the first keep bytes of msg (cut at
+// a character boundary) without the cut's marker: the redacted text, and
+// whether msg was longer.
+//
+// Security: what is shown is chosen by position in msg, before any
+// replacement, and redaction only marks: a secret's bytes below keep
+// are marked whatever comes after them. Cutting the shortened text
+// instead pulled later bytes forward, a long secret's tail or a copy of
+// it past the searched part, into the line (review 66). Bounded work: a
+// secret shown at all starts below keep, so only msg's first 2×keep
+// bytes are searched, for each form's first keep bytes, with a linear
+// search; a match marks the form's whole length (a match of a cut form
+// that is not the whole secret over-redacts: the safe side). Matching
+// whole forms over a whole message cost seconds (review 61).
+func redactErrorCut(msg string, args any, keep int) (string, bool) {
+	shown := cutUTF8(msg, keep)
 	var secrets []string
 	if !collectSecrets(args, false, &secrets) {
 		return "[REDACTED]", false
 	}
 	if len(secrets) == 0 {
-		return msg, false
+		return shown, len(shown) < len(msg)
 	}
-	// Security: bounded work. The audit line shows the error's first
-	// maxAuditText bytes. A secret that starts there is covered up to
-	// that end by its first maxAuditText bytes, which lie within the
-	// message's first 2×maxAuditText: only those are searched, for forms
-	// cut to maxAuditText, each with a linear search. Matching whole
-	// forms over a whole message cost seconds for a 96 KiB error with a
-	// periodic 32 KiB secret (review 61).
-	full := len(msg)
-	if full > 2*maxAuditText {
-		msg = cutUTF8(msg, 2*maxAuditText)
-	}
-	covered := make([]bool, len(msg))
+	window := cutUTF8(msg, 2*keep)
+	covered := make([]bool, len(shown))
 	found := false
 	for _, sec := range secrets {
 		forms := []string{sec}
@@ -62,40 +64,38 @@ func redactErrorCut(msg string, args any) (string, bool) {
 			forms = append(forms, string(j[1:len(j)-1]))
 		}
 		for _, f := range forms {
-			if len(f) > maxAuditText {
-				f = f[:maxAuditText]
-			}
-			// Every occurrence, overlapping ones too, and marked all
-			// before one pass replaces them: replacing one form after
-			// another broke a secret that overlapped another and left
-			// its tail in clear (review 59).
-			if markAll(covered, msg, f) {
+			// Every occurrence, overlapping ones too, marked before one
+			// pass replaces them: replacing one form after another
+			// broke a secret that overlapped another and left its tail
+			// in clear (review 59).
+			if markAll(covered, window, f[:min(len(f), keep)], len(f)) {
 				found = true
 			}
 		}
 	}
 	if !found {
-		return msg, full > len(msg)
+		return shown, len(shown) < len(msg)
 	}
 	var b strings.Builder
-	for i := 0; i < len(msg); {
+	for i := 0; i < len(shown); {
 		if !covered[i] {
-			b.WriteByte(msg[i])
+			b.WriteByte(shown[i])
 			i++
 			continue
 		}
 		b.WriteString("[REDACTED]")
-		for i < len(msg) && covered[i] {
+		for i < len(shown) && covered[i] {
 			i++
 		}
 	}
-	return b.String(), full > len(msg)
+	return b.String(), len(shown) < len(msg)
 }
 
-// markAll marks in covered every byte of every occurrence of f in s,
+// markAll marks in covered (the first len(covered) bytes of s) every byte
+// of every occurrence of f in s, each markLen bytes long from its start,
 // overlapping occurrences included, in time linear in len(s)+len(f)
-// (Knuth–Morris–Pratt), and reports whether there was one.
-func markAll(covered []bool, s, f string) bool {
+// (Knuth–Morris–Pratt), and reports whether one reached covered.
+func markAll(covered []bool, s, f string, markLen int) bool {
 	if f == "" || len(f) > len(s) {
 		return false
 	}
@@ -118,11 +118,13 @@ func markAll(covered []bool, s, f string) bool {
 			k++
 		}
 		if k == len(f) {
-			found = true
-			for j := max(i+1-len(f), until); j <= i; j++ {
+			start := i + 1 - len(f)
+			end := min(start+markLen, len(covered))
+			for j := max(start, until); j < end; j++ {
 				covered[j] = true
+				found = true
 			}
-			until = i + 1
+			until = max(until, end)
 			k = fail[k-1]
 		}
 	}

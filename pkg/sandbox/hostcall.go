@@ -562,9 +562,9 @@ func (a *auditLog) record(session string, call *hostCallRequest, args ipc.Value,
 		b = append(b, `,"error":`...)
 		// One cut, naming the error's own length (redacting cut it
 		// to what can reach the line already).
-		text, cut := redactErrorCut(errMsg, args)
-		if cut || len(text) > maxAuditText {
-			text = cutUTF8(text, maxAuditText) + "…[truncated, " + strconv.Itoa(len(errMsg)) + " bytes]"
+		text, cut := redactErrorCut(errMsg, args, maxAuditText)
+		if cut {
+			text += "…[truncated, " + strconv.Itoa(len(errMsg)) + " bytes]"
 		}
 		b = ipc.AppendString(b, text)
 	}
