@@ -367,7 +367,7 @@ func (r *resolver) bareRepos(head string) ([]string, error) {
 func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp *protectPass) error {
 	for _, ptr := range ptrs {
 		if ptr.pythonCwd != "" {
-			r.warnPythonCwd(e, config, ptr.pythonCwd, ptr.envIgnored)
+			r.warnPythonCwd(config, ptr.pythonCwd, ptr.envIgnored)
 			continue
 		}
 		if ptr.glob {
@@ -443,7 +443,7 @@ func (r *resolver) protectPointers(e entry, config string, ptrs []gitPointer, pp
 // json.abi3.so, or a module that one imports) runs as the user on the
 // next git command there, and no list of names closes it (review 61).
 // PYTHONSAFEPATH in nsbox's environment (and so, usually, git's) does.
-func (r *resolver) warnPythonCwd(e entry, config, cmd string, envIgnored bool) {
+func (r *resolver) warnPythonCwd(config, cmd string, envIgnored bool) {
 	if r.h.LookupEnv != nil && !envIgnored {
 		if v, ok := r.h.LookupEnv("PYTHONSAFEPATH"); ok && v != "" {
 			return
@@ -459,7 +459,9 @@ func (r *resolver) warnPythonCwd(e entry, config, cmd string, envIgnored bool) {
 		r.warnedPython = map[string]bool{}
 	}
 	r.warnedPython[key] = true
-	r.warn(e.at.warn(false, "%s: %q puts the work tree on Python's import path: a module a sandbox makes there runs as you on your next git command; add -P to it (Python 3.11+) or set PYTHONSAFEPATH=1", config, cmd))
+	// Not at the protect entry that led here (the base profile's .git):
+	// the config file is the place to change.
+	r.warn(Warning{Msg: fmt.Sprintf("%s: %q puts the work tree on Python's import path: a module a sandbox makes there runs as you on your next git command; add -P to it (Python 3.11+) or set PYTHONSAFEPATH=1", config, cmd)})
 }
 
 // submoduleCheckouts returns the checkouts of the gitlinks (submodules)
