@@ -16,19 +16,7 @@ import (
 // into the shared workspace (review 56).
 func TestReview56PoolExecEndsTheCallsProcesses(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
-		ws, err := os.MkdirTemp("/var/tmp", "review56-ws-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(ws)
-		os.Chmod(ws, 0o777)
-		pol := sandbox.Policy{Mounts: []sandbox.Mount{{Kind: sandbox.MountBind, Source: ws, Dest: ws}}}
-		p, err := sandbox.NewPool(pol, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		waitReady(t, p, 2)
+		ws, p := pooledWorkspace(t, 2)
 		log := filepath.Join(ws, "log")
 		worst := time.Duration(0)
 		for round := 0; round < 5; round++ {
@@ -69,4 +57,25 @@ func TestReview56PoolExecEndsTheCallsProcesses(t *testing.T) {
 		}
 		t.Logf("worst time for the log to settle after Exec returned: %v", worst)
 	})
+}
+
+// pooledWorkspace makes a workspace every user may write, in /var/tmp,
+// and a ready pool of size sandboxes with it bound read-write; both go
+// when the test ends.
+func pooledWorkspace(t *testing.T, size int) (string, *sandbox.Pool) {
+	t.Helper()
+	ws, err := os.MkdirTemp("/var/tmp", "pooled-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	os.Chmod(ws, 0o777)
+	pol := sandbox.Policy{Mounts: []sandbox.Mount{{Kind: sandbox.MountBind, Source: ws, Dest: ws}}}
+	p, err := sandbox.NewPool(pol, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	waitReady(t, p, size)
+	return ws, p
 }

@@ -17,19 +17,7 @@ import (
 // Pool.Exec returns.
 func TestReview63QuiesceStoppedAndVforked(t *testing.T) {
 	eachUser(t, func(t *testing.T) {
-		ws, err := os.MkdirTemp("/var/tmp", "review63-ws-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(ws)
-		os.Chmod(ws, 0o777)
-		pol := sandbox.Policy{Mounts: []sandbox.Mount{{Kind: sandbox.MountBind, Source: ws, Dest: ws}}}
-		p, err := sandbox.NewPool(pol, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		waitReady(t, p, 1)
+		ws, p := pooledWorkspace(t, 1)
 		log := filepath.Join(ws, "log")
 		script := "cd " + ws + `
 sh -c 'kill -STOP $$; while :; do echo s >> log; done' </dev/null >/dev/null 2>&1 &
