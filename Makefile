@@ -79,6 +79,7 @@ fuzz:
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzGitlinks -fuzztime 20000x ./pkg/policy
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzTrustStore -fuzztime 5000x ./pkg/policy
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzParseLayer -fuzztime 20000x ./pkg/policy
+	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzReview59CommandFiles -fuzztime 20000x ./pkg/policy
 	$(GO) test $(GOFLAGS) -run '^$$' -fuzz FuzzAppendRedactedJSON -fuzztime 20000x ./pkg/sandbox
 
 # cgroup v2 tests of pkg/cgroups, as root, in a throw-away qemu VM (TCG).
