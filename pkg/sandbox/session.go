@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -722,41 +721,6 @@ func (s *Session) Close() error {
 		}
 	})
 	return s.closeErr
-}
-
-// Command is one program to run in a session.
-type Command struct {
-	Argv []string
-	// Env is added to the policy's environment (a key set here wins).
-	Env []string
-	// Dir is the working directory inside; "" uses the policy's.
-	Dir string
-	// Stdin defaults to /dev/null.
-	Stdin io.Reader
-	// Stdout and Stderr receive the output; nil captures it into the
-	// Result, up to MaxOutput bytes each. An *os.File is handed to the
-	// command directly.
-	Stdout, Stderr io.Writer
-	// Timeout kills the command's process group; 0 uses the policy's.
-	// A negative Timeout is an error.
-	Timeout time.Duration
-	// MaxOutput bounds captured output per stream (0: DefaultMaxOutput).
-	MaxOutput int64
-}
-
-// DefaultMaxOutput bounds captured stdout and stderr (each).
-const DefaultMaxOutput = 16 << 20
-
-// Result is how a command ended.
-type Result struct {
-	ExitCode int
-	Signal   syscall.Signal
-	Reason   Reason
-	Stdout   []byte
-	Stderr   []byte
-	// Truncated is set when captured output went past MaxOutput.
-	Truncated bool
-	Duration  time.Duration
 }
 
 // holdWorker takes a pidfd of the worker, s.pid, which must still be the
