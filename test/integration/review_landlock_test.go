@@ -288,41 +288,56 @@ func TestReviewLandlockDryRunDescribesLandlock(t *testing.T) {
 	}
 }
 
-// TestReviewLandlockWorkerKilledByThreadID: the socket filter refuses
-// kill(2) of the worker's pid, but kill(2) of any other thread id of the
-// worker (listed in /proc/WORKER/task, readable although the worker is not
-// dumpable) signals the worker's whole thread group: a command SIGKILLs
-// the worker, and what it detached outlives the session.
-func TestReviewLandlockWorkerKilledByThreadID(t *testing.T) {
-	for _, u := range users() {
-		u := u
-		t.Run(u.name, func(t *testing.T) {
-			requireLandlock(t, u)
-			ws := u.tempDir(t)
-			// A fractional sleep makes a unique command line to look for.
-			marker := fmt.Sprintf("299.%09d", time.Now().UnixNano()%1000000000)
-			t.Cleanup(func() { killMarker(marker) })
-			script := strings.Join([]string{
-				`setsid sleep ` + marker + ` </dev/null >/dev/null 2>&1 &`,
-				`W=$PPID`,
-				`grep -q '^nsbox-landlock-init' /proc/$W/cmdline || { echo NOT_THE_WORKER; exit 0; }`,
-				`for t in $(ls /proc/$W/task); do`,
-				`  if [ "$t" != "$W" ]; then kill -KILL "$t" && echo KILLED_WORKER_VIA_TID; break; fi`,
-				`done`,
-				`echo done`,
-			}, "\n")
-			r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--workspace", ws}, script)
-			t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
-			if strings.Contains(r.stdout, "NOT_THE_WORKER") {
-				t.Fatalf("the shell's parent is not the landlock worker; cannot judge\nstdout: %s", r.stdout)
-			}
-			if strings.Contains(r.stdout, "KILLED_WORKER_VIA_TID") {
-				t.Errorf("kill(2) of a worker thread id was allowed: the socket filter compares only the worker's pid")
-			}
-			if left := pidsOfMarker(marker); len(left) > 0 {
-				t.Errorf("processes of the session outlived it (now children of the host's init): %v", left)
-			}
-		})
+// TestReviewLandlockWorkerByThreadID: the socket filter refused kill(2)
+// and prlimit64(2) of the worker's pid but not of its other thread ids
+// (listed in /proc/WORKER/task, readable although the worker is not
+// dumpable), which name the same process. With kill, a command SIGKILLed
+// the worker; with prlimit, it set the worker's RLIMIT_NOFILE to 0, so
+// the worker could no longer open /proc/self/task to find what to kill.
+// Either way what the command detached outlived the session.
+func TestReviewLandlockWorkerByThreadID(t *testing.T) {
+	probes := []struct {
+		name, need, action, found, what string
+	}{
+		{"kill", "", `kill -KILL "$t"`, "KILLED_WORKER_VIA_TID", "kill(2)"},
+		{"prlimit", "/usr/bin/prlimit", `/usr/bin/prlimit --pid "$t" --nofile=0:0`, "LIMITED_WORKER_VIA_TID", "prlimit64"},
+	}
+	for _, pr := range probes {
+		for _, u := range users() {
+			pr, u := pr, u
+			t.Run(pr.name+"/"+u.name, func(t *testing.T) {
+				if pr.need != "" {
+					if _, err := os.Stat(pr.need); err != nil {
+						t.Skipf("needs %s for the probe", pr.need)
+					}
+				}
+				requireLandlock(t, u)
+				ws := u.tempDir(t)
+				// A fractional sleep makes a unique command line to look for.
+				marker := fmt.Sprintf("299.%09d", time.Now().UnixNano()%1000000000)
+				t.Cleanup(func() { killMarker(marker) })
+				script := strings.Join([]string{
+					`setsid sleep ` + marker + ` </dev/null >/dev/null 2>&1 &`,
+					`W=$PPID`,
+					`grep -q '^nsbox-landlock-init' /proc/$W/cmdline || { echo NOT_THE_WORKER; exit 0; }`,
+					`for t in $(ls /proc/$W/task); do`,
+					`  if [ "$t" != "$W" ]; then ` + pr.action + ` && echo ` + pr.found + `; break; fi`,
+					`done`,
+					`echo done`,
+				}, "\n")
+				r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--workspace", ws}, script)
+				t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+				if strings.Contains(r.stdout, "NOT_THE_WORKER") {
+					t.Fatalf("the shell's parent is not the landlock worker; cannot judge\nstdout: %s", r.stdout)
+				}
+				if strings.Contains(r.stdout, pr.found) {
+					t.Errorf("%s of a worker thread id was allowed: the socket filter compares only the worker's pid", pr.what)
+				}
+				if left := pidsOfMarker(marker); len(left) > 0 {
+					t.Errorf("processes of the session outlived it (the run exited %d): %v", r.code, left)
+				}
+			})
+		}
 	}
 }
 
@@ -362,46 +377,6 @@ func TestReviewLandlockSetuidCreateViaOpenat2(t *testing.T) {
 			t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 			if st, err := os.Lstat(target); err == nil && st.Mode()&os.ModeSetuid != 0 {
 				t.Errorf("a command under the landlock backend created a set-user-ID file with openat2: %s %v (uid %d)", target, st.Mode(), st.Sys().(*syscall.Stat_t).Uid)
-			}
-		})
-	}
-}
-
-// TestReviewLandlockWorkerLimitedByThreadID: the socket filter refuses
-// prlimit64 of the worker's pid, but not of its other thread ids, which
-// name the same process: a command sets the worker's RLIMIT_NOFILE to 0,
-// the worker can no longer open /proc/self/task to find what to kill when
-// the session ends, and a detached process outlives a run that exits 0.
-func TestReviewLandlockWorkerLimitedByThreadID(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/prlimit"); err != nil {
-		t.Skip("needs prlimit(1) for the probe")
-	}
-	for _, u := range users() {
-		u := u
-		t.Run(u.name, func(t *testing.T) {
-			requireLandlock(t, u)
-			ws := u.tempDir(t)
-			marker := fmt.Sprintf("298.%09d", time.Now().UnixNano()%1000000000)
-			t.Cleanup(func() { killMarker(marker) })
-			script := strings.Join([]string{
-				`setsid sleep ` + marker + ` </dev/null >/dev/null 2>&1 &`,
-				`W=$PPID`,
-				`grep -q '^nsbox-landlock-init' /proc/$W/cmdline || { echo NOT_THE_WORKER; exit 0; }`,
-				`for t in $(ls /proc/$W/task); do`,
-				`  if [ "$t" != "$W" ]; then /usr/bin/prlimit --pid "$t" --nofile=0:0 && echo LIMITED_WORKER_VIA_TID; break; fi`,
-				`done`,
-				`echo done`,
-			}, "\n")
-			r := u.sh(t, &runOpts{dir: ws}, []string{"--backend", "landlock", "--workspace", ws}, script)
-			t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
-			if strings.Contains(r.stdout, "NOT_THE_WORKER") {
-				t.Fatalf("the shell's parent is not the landlock worker; cannot judge\nstdout: %s", r.stdout)
-			}
-			if strings.Contains(r.stdout, "LIMITED_WORKER_VIA_TID") {
-				t.Errorf("prlimit64 of a worker thread id was allowed: the socket filter compares only the worker's pid")
-			}
-			if left := pidsOfMarker(marker); len(left) > 0 {
-				t.Errorf("processes of the session outlived it (the run exited %d): %v", r.code, left)
 			}
 		})
 	}
