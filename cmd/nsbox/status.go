@@ -54,7 +54,7 @@ Exit status: 0 when a sandbox can be built here, 1 when not.`,
 				fmt.Fprintln(msgs)
 			}
 			r := backend.Inspect(context.Background(), m, fallback)
-			r.Checks = append(r.Checks, identityChecks()...)
+			r.Checks = append(r.Checks, identityChecks(r.Backend)...)
 			ns, err := netStatus(h, profile)
 			if err != nil {
 				return &exitError{code: exitNsboxFailed, msg: err.Error()}

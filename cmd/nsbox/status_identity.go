@@ -10,10 +10,28 @@ import (
 	"github.com/nsbox/nsbox/pkg/sandbox"
 )
 
+// landlockIdentity is the identity row of the Landlock backend, which
+// has no user namespace: commands run with the caller's own host ids, and
+// a root caller's as host root without capabilities (review 67: the row
+// said "never host root" whatever the backend).
+func landlockIdentity() backend.Check {
+	uid, gid := os.Geteuid(), os.Getegid()
+	if uid == 0 {
+		return backend.Check{Name: "identity", Value: "host root (landlock)",
+			Detail: "no user namespace: commands run as host uid 0 with every capability dropped, and read every file root owns by its owner bits, but for the system secrets nsbox denies (/etc/shadow, SSH host keys, TLS private keys)",
+			Fix:    "run nsbox as a non-root user (a container's USER, or runAsNonRoot in a pod), or allow user namespaces for the native backend (its root owns nothing on the host)"}
+	}
+	return backend.Check{Name: "identity", OK: true, Value: "your own ids (landlock)",
+		Detail: fmt.Sprintf("no user namespace: commands run as uid %d, gid %d, as you do; chown to another id and setgroups fail inside", uid, gid)}
+}
+
 // identityChecks are the status rows of the sandbox's identity: which id
 // map a run here gets, and (for root) whether the current directory's
 // filesystem takes the idmapped mount a bind needs.
-func identityChecks() []backend.Check {
+func identityChecks(backendName string) []backend.Check {
+	if backendName == "landlock" {
+		return []backend.Check{landlockIdentity()}
+	}
 	id, err := sandbox.CurrentIdentity(sandbox.Policy{})
 	if err != nil {
 		return []backend.Check{{Name: "identity", Value: "error", Detail: err.Error(),

@@ -82,7 +82,7 @@ func metadataGap() string {
 func LandlockGaps(abi int, network Network) []string {
 	gaps := []string{
 		"PID visibility: processes of the host (and their command lines in /proc) are visible; there is no PID namespace",
-		"no mount namespace: /proc, /sys and file metadata (names, sizes, times reachable by stat) of the host stay visible; hidden directories can be listed by name where a directory above them is readable, but not read",
+		"no mount namespace: /proc, /sys and file metadata (names, sizes, times reachable by stat, extended attributes and symlink targets) of the host stay visible, hidden paths' included; hidden directories can be listed by name where a directory above them is readable, but their files not read",
 		"a hidden or protected path inside a readable or writable directory is expressed by splitting that directory: entries can no longer be created, removed or renamed directly in it (status lists them)",
 		"/tmp, /var/tmp, /run and /dev/shm of the host are not reachable; the session gets a private directory as TMPDIR instead of a /tmp of its own",
 		"no pseudo-terminals: /dev/ptmx and /dev/pts are the host's (its users' terminals) and are not granted, so programs that allocate a terminal (script, expect, tmux) fail",
@@ -105,6 +105,9 @@ func LandlockGaps(abi int, network Network) []string {
 	}
 	if abi < 3 {
 		gaps = append(gaps, fmt.Sprintf("Landlock ABI %d cannot restrict truncate(2) (ABI 3, Linux 6.2)", abi))
+	}
+	if os.Geteuid() == 0 {
+		gaps = append(gaps, "host root: there is no user namespace, so a root caller's commands run as host uid 0 (every capability dropped) and read every file root owns by its owner or group bits; nsbox denies /etc/shadow, the SSH host keys, TLS private keys and Kerberos keytabs, but not a root-only file elsewhere (an application's secret mounted 0600): run nsbox as a non-root user (a container's USER, runAsNonRoot), or where user namespaces work use the native backend, whose root owns nothing on the host")
 	}
 	gaps = append(gaps, "where limits fall back to rlimits (no cgroup), the process limit (RLIMIT_NPROC) counts every process of the user on the host, not only the sandbox's: there is no user namespace of its own")
 	gaps = append(gaps, "processes a command detached (setsid) are killed by the worker when the session ends; if the supervisor is SIGKILLed they are killed when the worker sees its channel close, and with cgroup limits by cgroup.kill")
@@ -181,10 +184,53 @@ func landlockGrants(p *Policy, tmpDir, self string) ([]landlock.Grant, error) {
 			g = append(g, landlock.Grant{Path: m.Dest, Access: landlock.ReadExec})
 		}
 	}
+	// A hidden path missing at resolve time is denied all the same: its
+	// parent is split (frozen), so what the host creates there later is
+	// not readable (review 67). The namespace backend cannot do this
+	// (docs/security.md, "Hidden paths").
+	for _, d := range p.AbsentHidden {
+		g = append(g, landlock.Grant{Path: d, Access: 0})
+	}
+	// A root caller's commands keep host uid 0 here (no user namespace):
+	// with every capability dropped they still read every file root owns
+	// by its owner bits. The secrets every system has are denied (review
+	// 67); the rest is listed in LandlockGaps.
+	if os.Geteuid() == 0 {
+		for _, d := range rootSecrets() {
+			g = append(g, landlock.Grant{Path: d, Access: 0})
+		}
+	}
 	if self != "" {
 		g = append(g, landlock.Grant{Path: self, Access: landlock.ReadExec})
 	}
 	return g, nil
+}
+
+// rootSecretPaths are the root-only secrets a Debian, Ubuntu or Fedora
+// system keeps outside home directories: password hashes, the SSH host
+// keys (a command reading them could impersonate the host), TLS private
+// keys, and the Kubernetes service account token (hidden by the base
+// profile too).
+var rootSecretPaths = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+	"/etc/security/opasswd", "/etc/ssl/private", "/etc/pki/tls/private",
+	"/etc/ssh/ssh_host_*_key",
+	"/var/lib/sss", "/etc/krb5.keytab",
+}
+
+// rootSecrets lists the rootSecretPaths that exist here (a symlink at
+// one is left out: access through it is decided at its target).
+func rootSecrets() []string {
+	var out []string
+	for _, pat := range rootSecretPaths {
+		ms, _ := filepath.Glob(pat) // the pattern is ours: never ErrBadPattern
+		for _, m := range ms {
+			if st, err := os.Lstat(m); err == nil && st.Mode()&os.ModeSymlink == 0 {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }
 
 // landlockNotIsolated is LandlockGaps plus what the expansion of this
@@ -336,6 +382,11 @@ func (s *Session) prepareLandlock(setup *setupMsg) error {
 	}
 	s.ll.ruleset = rs
 	s.llInfo = &LandlockInfo{ABI: abi, Report: rs.Report, TmpDir: tmp, NotIsolated: landlockNotIsolated(abi, s.policy.Network, e)}
+	if os.Geteuid() == 0 {
+		// Said at every run, as the single-id map's host root is: the
+		// namespace backend never runs a command as host root unasked.
+		s.warnings = append(s.warnings, "the landlock backend runs a root caller's commands as host root (no capabilities, no user namespace): root-only files other than the system secrets nsbox denies are readable inside; run nsbox as a non-root user")
+	}
 	setup.Landlock = true
 	// Modes and times: Landlock has no right for them; the metadata
 	// gate decides them where this kernel has seccomp user notification

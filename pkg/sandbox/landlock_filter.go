@@ -31,13 +31,22 @@ func sysChmod() (uint32, bool) {
 // does not name: FS_IOC32_SETFLAGS (_IOW('f', 2, int)),
 // FS_IOC_FSSETXATTR (_IOW('X', 32, struct fsxattr)), FS_IOC_SETVERSION
 // and its 32-bit twin (_IOW('v', 2, long / int)) and
-// BTRFS_IOC_SUBVOL_SETFLAGS (_IOW(0x94, 26, __u64)).
+// BTRFS_IOC_SUBVOL_SETFLAGS (_IOW(0x94, 26, __u64)); and the file
+// systems' own spellings of the same kind, which they take from an owner
+// on a read-only fd too: ext4's EXT4_IOC_SETVERSION (_IOW('f', 4, long);
+// review 67 changed a protected ~/.bashrc's generation with it), and
+// btrfs's BTRFS_IOC_SET_RECEIVED_SUBVOL (_IOWR(0x94, 37, 200 bytes), and
+// the 192-byte packed form the 64-bit kernel serves as well), which
+// rewrites what `btrfs receive` later trusts of a subvolume.
 const (
-	fsIocSetflags32       = 0x40046602
-	fsIocFssetxattr       = 0x401c5820
-	fsIocSetversion       = 0x40087602
-	fsIocSetversion32     = 0x40047602
-	btrfsIocSubvolSetflag = 0x4008941a
+	fsIocSetflags32          = 0x40046602
+	fsIocFssetxattr          = 0x401c5820
+	fsIocSetversion          = 0x40087602
+	fsIocSetversion32        = 0x40047602
+	ext4IocSetversion        = 0x40086604
+	btrfsIocSubvolSetflag    = 0x4008941a
+	btrfsIocSetReceivedSubv  = 0xc0c89425
+	btrfsIocSetReceivedSub32 = 0xc0c09425
 )
 
 // inodeIoctls change a file's or directory's state on the file system
@@ -49,11 +58,11 @@ const (
 // subvolume's read-only flag (review 34). Refused (EPERM) on every file.
 var inodeIoctls = []uint32{
 	unix.FS_IOC_SETFLAGS, fsIocSetflags32, fsIocFssetxattr,
-	fsIocSetversion, fsIocSetversion32,
+	fsIocSetversion, fsIocSetversion32, ext4IocSetversion,
 	unix.FS_IOC_ENABLE_VERITY,
 	unix.FS_IOC_SET_ENCRYPTION_POLICY, unix.FS_IOC_ADD_ENCRYPTION_KEY,
 	unix.FS_IOC_REMOVE_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS,
-	btrfsIocSubvolSetflag,
+	btrfsIocSubvolSetflag, btrfsIocSetReceivedSubv, btrfsIocSetReceivedSub32,
 }
 
 // sysChownPath is chown(2) and lchown(2) where the architecture has them:

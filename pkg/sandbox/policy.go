@@ -101,6 +101,12 @@ type Policy struct {
 	// UnixSockets is the gate on connects and sends to path sockets
 	// (sockets.go).
 	UnixSockets UnixSocketPolicy `json:"unixSockets"`
+	// AbsentHidden are hidden paths that did not exist when the policy
+	// was resolved (the first missing component of each). The namespace
+	// backend has nothing to mount there; the Landlock backend denies
+	// them, so a secret the host creates there during the session (`gh
+	// auth login` in another terminal) stays out of reach.
+	AbsentHidden []string `json:"absentHidden,omitempty"`
 }
 
 // BaseEnv returns the minimal environment commands get: PATH, HOME, TERM and

@@ -269,7 +269,11 @@ verity = bytearray(128)
 # struct fscrypt_policy_v1 with version 0xff: EINVAL wherever it arrives.
 crypt = bytearray(b"\xff" + b"\0" * 11)
 subvol = bytearray((1 << 63).to_bytes(8, "little"))
-for name, fd, req, arg in (("VERITY", f, 0x40806685, verity), ("ENCRYPTION_POLICY", d, 0x800c6613, crypt), ("SUBVOL_SETFLAGS", d, 0x4008941a, subvol)):
+# The generation ioctl of ext4 and the received-subvolume one of btrfs (review
+# 67): a generation of 12345, and 200 zero bytes.
+gen = bytearray((12345).to_bytes(8, "little"))
+received = bytearray(200)
+for name, fd, req, arg in (("VERITY", f, 0x40806685, verity), ("ENCRYPTION_POLICY", d, 0x800c6613, crypt), ("SUBVOL_SETFLAGS", d, 0x4008941a, subvol), ("EXT4_SETVERSION", f, 0x40086604, gen), ("SET_RECEIVED_SUBVOL", d, 0xc0c89425, received)):
     try:
         fcntl.ioctl(fd, req, arg); print(name, "reached the file system: 0")
     except OSError as e:
@@ -282,7 +286,7 @@ for name, fd, req, arg in (("VERITY", f, 0x40806685, verity), ("ENCRYPTION_POLIC
 			if !strings.Contains(out, "OPENED_READ_ONLY") {
 				t.Fatal("the setup failed: the file must be readable, not writable, by commands")
 			}
-			for _, name := range []string{"VERITY", "ENCRYPTION_POLICY", "SUBVOL_SETFLAGS"} {
+			for _, name := range []string{"VERITY", "ENCRYPTION_POLICY", "SUBVOL_SETFLAGS", "EXT4_SETVERSION", "SET_RECEIVED_SUBVOL"} {
 				if !strings.Contains(out, name+"_REFUSED") {
 					t.Errorf("%s: the ioctl on a read-only file/directory outside the writable places was not refused by the commands' filter (EPERM, as chattr's): it reached the file system", name)
 				}
