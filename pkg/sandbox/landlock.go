@@ -315,6 +315,12 @@ func landlockRefuses(p *Policy) error {
 	if p.Network == NetworkFiltered {
 		return fmt.Errorf("%w: it needs the native backend (a network namespace of its own), not landlock", ErrNetFilterUnavailable)
 	}
+	// The socket filter refuses socket(AF_UNIX) whatever the policy
+	// allows: an --allow-socket it accepted would be refused at every
+	// connect, silently (review 67).
+	if len(p.UnixSockets.Allow) > 0 {
+		return &PolicyError{Field: "unixSockets.allow", Msg: fmt.Sprintf("--allow-socket %s needs the native backend: the landlock backend refuses every unix socket (socket(AF_UNIX) is refused by its filter)", p.UnixSockets.Allow[0])}
+	}
 	return nil
 }
 
@@ -330,6 +336,10 @@ type landlockState struct {
 
 // prepareLandlock builds the session's ruleset and private TMPDIR.
 func (s *Session) prepareLandlock(setup *setupMsg) error {
+	// What the dry run refuses (PlanLandlock), the start refuses too.
+	if err := landlockRefuses(&s.policy); err != nil {
+		return err
+	}
 	abi, err := landlock.ABI()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)

@@ -6,6 +6,7 @@ package integration
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,6 +112,32 @@ cat "$HOME/.config/gh/hosts.yml" 2>&1; echo done`
 			}
 			if strings.Contains(r.stdout, "SECRET-67") {
 				t.Errorf("a command read a hidden path (~/.config/gh) the host created after the start")
+			}
+		})
+	}
+}
+
+// TestReview67LandlockAllowSocketRefused
+//
+// Finding (LOW): `--allow-socket PATH` was accepted by the landlock
+// backend, whose filter refuses socket(AF_UNIX) whatever the policy says:
+// every connect to the allowed socket failed, and nothing said why. The
+// start now refuses it, naming the backend it needs, as the dry run did.
+func TestReview67LandlockAllowSocketRefused(t *testing.T) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			sock := filepath.Join(filepath.Dir(ws), "s.sock")
+			l, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			r := u.run(t, &runOpts{dir: ws}, "run", "--backend", "landlock", "--workspace", ws, "--allow-socket", sock, "--", "/bin/true")
+			if r.code != 125 || !strings.Contains(r.stderr, "needs the native backend") {
+				t.Errorf("--allow-socket under the landlock backend: exit %d, want 125 naming the native backend\nstderr: %s", r.code, r.stderr)
 			}
 		})
 	}
