@@ -498,7 +498,8 @@ func inert(p string) bool {
 	case st.Mode().IsRegular():
 		return st.Size() == 0
 	case st.IsDir():
-		f, err := os.Open(p)
+		// Replaced since the Lstat: not followed, never waited on.
+		f, err := openDirNoWait(p, true)
 		if err != nil {
 			return false
 		}

@@ -640,7 +640,7 @@ func (r *resolver) submoduleGitfiles(gitDir string, budget *int) ([]string, erro
 		if *budget--; *budget < 0 {
 			return fmt.Errorf("reading the submodules of %s: more than %d directories under the workspace's .git directories; if a sandbox made them, remove them", gitDir, maxGitScanDirs)
 		}
-		ents, err := os.ReadDir(dir)
+		ents, err := readDirNoWait(dir)
 		if err != nil {
 			return nil
 		}

@@ -295,7 +295,7 @@ func (r *resolver) protectLinksInside(e entry, dir string, pp *protectPass) {
 	n := 0
 	var walk func(d string, depth int) bool
 	walk = func(d string, depth int) bool {
-		ents, err := os.ReadDir(d)
+		ents, err := readDirNoWait(d)
 		if err != nil {
 			return true // unreadable: the sandbox cannot read it either
 		}

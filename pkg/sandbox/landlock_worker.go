@@ -36,6 +36,7 @@ func (w *worker) landlockSteps() []step {
 		// the worker can kill them at the session's end (killDescendants).
 		{"become child subreaper", func() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }},
 		{"close inherited fds", w.closeFDs},
+		{"join a session keyring", joinSessionKeyring},
 		{"set rlimits", w.setRlimits},
 		{"drop capabilities", w.dropCapsLandlock},
 		{"set no_new_privs", setNoNewPrivs},

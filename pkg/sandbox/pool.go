@@ -471,19 +471,23 @@ func (pl *Pool) take(ctx context.Context, later, lend bool) (*Session, error) {
 		}
 		e := pl.ready[0]
 		pl.unreadyLocked(e)
-		select {
-		case <-e.s.Done():
-			// It died while idle and its watcher has not seen it yet:
-			// not a sandbox to hand out. Try the next one.
+		if e.s.workerExited() {
+			// It died while idle and its watcher has not seen it yet
+			// (Done closes only once the worker is reaped, ~1 ms after
+			// its exit: review 68 was handed such a session, its call
+			// failed, and the loss was nowhere): not a sandbox to hand
+			// out. Reported as the watcher would; try the next one.
 			pl.stats.Lost++
+			f := &PoolFailure{Op: "lost", Err: fmt.Errorf("%w (worker pid %d)", ErrPoolSandboxDied, e.s.Pid())}
+			pl.stats.LastError = f
 			pl.closing.Add(1)
 			pl.refillLocked()
 			pl.mu.Unlock()
+			pl.report(f)
 			e.s.Close()
 			pl.closing.Done()
 			pl.mu.Lock()
 			continue
-		default:
 		}
 		pl.stats.Taken++
 		pl.recoveries = 0 // the pool serves again
@@ -568,8 +572,29 @@ func (pl *Pool) Exec(ctx context.Context, c Command) (Result, error) {
 		return Result{Reason: ReasonSetupError}, err
 	}
 	res, err := s.Exec(ctx, c)
+	pl.lostInCall(s, err)
 	pl.discard(s)
 	return res, err
+}
+
+// lostInCall reports a sandbox that died under a call, before or while it
+// ran (killed from outside between take and the request: review 68), as
+// the watcher reports one that dies idle. The call itself fails: what it
+// did before the end is not known, so it is not run again.
+func (pl *Pool) lostInCall(s *Session, err error) {
+	if !errors.Is(err, ErrClosed) {
+		return
+	}
+	f := &PoolFailure{Op: "lost", Err: fmt.Errorf("%w during a call (worker pid %d)", ErrPoolSandboxDied, s.Pid())}
+	pl.mu.Lock()
+	if pl.closed {
+		pl.mu.Unlock()
+		return // Close ended it
+	}
+	pl.stats.Lost++
+	pl.stats.LastError = f
+	pl.mu.Unlock()
+	pl.report(f)
 }
 
 // CallTool runs the tool name in a fresh sandbox of the pool and then ends
@@ -595,6 +620,7 @@ func (pl *Pool) CallTool(ctx context.Context, name string, args json.RawMessage,
 		return nil, &PoolStartError{Err: err}
 	}
 	raw, err := s.CallTool(ctx, name, args, timeout)
+	pl.lostInCall(s, err)
 	pl.discard(s)
 	return raw, err
 }

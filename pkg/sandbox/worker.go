@@ -257,6 +257,8 @@ func (w *worker) runSetup() (string, error) {
 		// a leaked directory fd is how a process escapes a chroot or
 		// pivot_root through /proc/self/fd (CVE-2024-21626 class).
 		{"close inherited fds", w.closeFDs},
+		// After the identity: the new keyring is the sandbox's root's.
+		{"join a session keyring", joinSessionKeyring},
 		{"set rlimits", w.setRlimits},
 		{"drop capabilities", w.dropCaps},
 		// no_new_privs before seccomp: it is required to install a filter
