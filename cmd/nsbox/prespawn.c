@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -217,8 +218,18 @@ static void stage_setup(void) {
 	ps.stage_fd = sv[0];
 }
 
+// nsbox_secure_exec: this exec gained privilege (set-user-ID or file
+// capabilities: AT_SECURE, getauxval(3)). nsbox is never installed so and
+// needs no privilege, but its constructors act on argv[0] and the
+// environment (a stage's clone flags, the limit shim's setrlimit, the
+// holder), which a caller would then steer with more power than their
+// own: each does nothing then (review 69).
+static int nsbox_secure_exec(void) { return getauxval(AT_SECURE) != 0; }
+
 __attribute__((constructor)) static void nsbox_prespawn(int argc, char **argv, char **envp) {
 	(void)envp;
+	if (nsbox_secure_exec())
+		return;
 	record_fds(argc, argv);
 	if (!nsbox_spawn || !nsbox_worker_caps || !nsbox_prespawn_wanted(argc, argv, &ps.hostnet))
 		return;

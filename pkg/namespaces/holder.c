@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -102,6 +103,53 @@ static int same_userns(int fd) {
 	return fstat(fd, &a) == 0 && stat("/proc/self/ns/user", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+// close_rights closes every fd an SCM_RIGHTS message of m installed:
+// a malformed answer (two fds, or a cut one) leaves none behind.
+static void close_rights(struct msghdr *m) {
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
+			close(fd);
+		}
+	}
+}
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 // Linux 6.5, socket(7)
+#endif
+
+// peer_in_our_pidns says whether the peer of s (pid as SO_PEERCRED tells
+// it) lives in our own PID namespace. The holder does; a process of a
+// sandbox never does (its PID namespace is the sandbox's own): this is
+// what keeps a sandbox that can write the holder's directory from
+// answering with its own user namespace, a child of ours like the
+// holder's, which would make the processes of that sandbox owners of the
+// next one's namespace (review 69). Where the kernel gives a pidfd of the
+// peer, the answer is checked to be about the peer still: a live process
+// keeps its pid.
+static int peer_in_our_pidns(int s, pid_t pid) {
+	char p[64];
+	struct stat a, b;
+	int pidfd = -1, ok;
+	socklen_t l = sizeof pidfd;
+	if (pid <= 0)
+		return 0;
+	if (getsockopt(s, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) < 0)
+		pidfd = -1;
+	snprintf(p, sizeof p, "/proc/%d/ns/pid", (int)pid);
+	ok = stat(p, &a) == 0 && stat("/proc/self/ns/pid", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+	if (pidfd >= 0) {
+		if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+			ok = 0;
+		close(pidfd);
+	}
+	return ok;
+}
+
 // nsbox_holder_connect asks the holder at path for an fd of its user
 // namespace: -1 when there is none, or it is not ours. *holder_pid is the
 // holder's pid as the kernel tells it (SO_PEERCRED).
@@ -139,7 +187,7 @@ int nsbox_holder_connect(const char *path, int *holder_pid) {
 	// Only a listener of our own uid.
 	struct ucred cr;
 	socklen_t len = sizeof cr;
-	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid())
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid() || !peer_in_our_pidns(s, cr.pid))
 		goto out;
 	char b;
 	struct iovec iov = {.iov_base = &b, .iov_len = 1};
@@ -151,20 +199,25 @@ int nsbox_holder_connect(const char *path, int *holder_pid) {
 	ssize_t n;
 	while ((n = recvmsg(s, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
 		;
-	if (n != 1 || (m.msg_flags & MSG_CTRUNC))
+	if (n < 0)
 		goto out;
 	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+	if (n != 1 || (m.msg_flags & MSG_CTRUNC) || !c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+	    c->cmsg_len != CMSG_LEN(sizeof(int))) {
+		close_rights(&m);
 		goto out;
+	}
 	memcpy(&fd, CMSG_DATA(c), sizeof fd);
 	// A user namespace (NS_GET_NSTYPE) that we own (NS_GET_OWNER_UID) and
 	// that is a child of our own (NS_GET_PARENT, ioctl_ns(2)). The last
 	// is what keeps a sandbox out: its processes run as our uid, so with
 	// /tmp writable one could listen here and hand out a namespace of
 	// its making whose maps look right from the host; sandboxes made in
-	// it would be below the attacker's (found by review). A sandbox lives
-	// in a namespace below ours, so any it makes is at least two levels
-	// down, never a child of ours.
+	// it would be below the attacker's (found by review). Any namespace a
+	// sandbox makes is at least two levels down, never a child of ours;
+	// its own namespace is a child of ours, but then the peer is a
+	// process of the sandbox, outside our PID namespace, refused above
+	// (peer_in_our_pidns; review 69).
 	uid_t owner;
 	int parent = -1;
 	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWUSER || ioctl(fd, NS_GET_OWNER_UID, &owner) < 0 || owner != geteuid() ||
@@ -418,6 +471,8 @@ static int idle_seconds(const char *a) {
 }
 
 __attribute__((constructor)) static void nsbox_holder_init(int argc, char **argv, char **envp) {
+	if (getauxval(AT_SECURE))
+		return; // see prespawn.c, nsbox_secure_exec
 	if (argc < 1 || !argv[0])
 		return;
 	if (argc == 3 && strcmp(argv[0], "nsbox-idholder") == 0) {

@@ -238,3 +238,68 @@ func TestHolderStoppedIsPassedBy(t *testing.T) {
 	}
 	got.Close()
 }
+
+// An answer on the holder's socket with two fds (or a cut one) is
+// refused and leaves neither behind: each received fd was installed in
+// the supervisor by recvmsg, and the malformed-answer path closed none
+// (review 69).
+func TestHolderConnectClosesFDsOfMalformedAnswer(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_RUNTIME_DIR", dir)
+	path, err := HolderPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(path) != dir {
+		t.Fatalf("holder path %s is not in the test's directory %s", path, dir)
+	}
+	l, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(l)
+	if err := unix.Bind(l, &unix.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(l, 4); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "marker")
+	var sent []int
+	for i := 0; i < 2; i++ {
+		fd, err := unix.Open(marker, unix.O_RDONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		sent = append(sent, fd)
+	}
+	go func() {
+		a, _, err := unix.Accept4(l, unix.SOCK_CLOEXEC)
+		if err != nil {
+			return
+		}
+		defer unix.Close(a)
+		unix.Sendmsg(a, []byte{'n'}, unix.UnixRights(sent...), nil, 0)
+	}()
+	count := func() int {
+		n := 0
+		ents, _ := os.ReadDir("/proc/self/fd")
+		for _, e := range ents {
+			if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == marker {
+				n++
+			}
+		}
+		return n
+	}
+	if h := ConnectHolder(); h != nil {
+		h.Close()
+		t.Fatal("an answer with two fds was taken for a holder")
+	}
+	if n := count(); n != len(sent) {
+		t.Errorf("%d fds of the marker are open after the refused answer, want %d (the sender's own): the received ones leaked", n, len(sent))
+	}
+}

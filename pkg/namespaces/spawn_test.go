@@ -192,3 +192,63 @@ func TestCloneFlagsAgreeWithC(t *testing.T) {
 		t.Fatal("an isolated network must add exactly CLONE_NEWNET")
 	}
 }
+
+// A stage's fds 4 and 5 given without fd 3 (SpawnInHolder without Extra)
+// leave nothing of the caller's at 3: close_range starts past the last fd
+// given, and an empty slot below it kept what the process had there, an
+// fd inherited without O_CLOEXEC crossing the exec (review 69).
+func TestSpawnEmptySlotBelowLastFDIsClosed(t *testing.T) {
+	// Whatever this process has at 3 (the runtime's), made inheritable
+	// for the duration; it must not reach the child.
+	flags, err := unix.FcntlInt(3, unix.F_GETFD, 0)
+	if err != nil {
+		t.Skipf("fd 3 is not open in the test process: %v", err)
+	}
+	leaked, err := os.Readlink("/proc/self/fd/3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(3, unix.F_SETFD, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.FcntlInt(3, unix.F_SETFD, flags)
+	a, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// The shell reads its own fd table: it opens nothing at 3 for -c.
+		argv := []string{"/bin/sh", "-c", `for n in 3 4 5; do echo "$n=$(readlink /proc/$$/fd/$n)"; done`}
+		pid, err := spawn(Options{HostNetwork: true}, SpawnArgs{Path: argv[0], Argv: argv, Env: []string{"X=1"}, Stdout: w}, &stageArgs{userns: a, conn: b})
+		w.Close()
+		if err == nil {
+			var ws unix.WaitStatus
+			_, err = unix.Wait4(pid, &ws, 0, nil)
+		}
+		done <- err
+	}()
+	out, _ := io.ReadAll(r)
+	if err := <-done; err != nil {
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+			t.Skipf("user namespaces are not available here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	// (The shell's command substitution has a pipe of its own at 3.)
+	if strings.Contains(string(out), "3="+leaked+"\n") || !strings.Contains(string(out), "4=/dev/zero\n") || !strings.Contains(string(out), "5=/dev/null\n") {
+		t.Errorf("fds 3 to 5 in the child:\n%s\nwant 3 not %s (the test process's, inheritable), 4 /dev/zero, 5 /dev/null", out, leaked)
+	}
+}

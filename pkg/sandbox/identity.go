@@ -443,6 +443,15 @@ func (m *idMaps) suits(singleID bool) bool {
 		if singleID {
 			return false // made for the full range's holder
 		}
+		// Only a full range written by the helpers has a holder. A
+		// staged worker of any other identity was made in a namespace
+		// that whatever answered on the holder's socket handed out: a
+		// sandbox with that directory writable can answer with its own
+		// user namespace, whose processes would then own the next
+		// sandbox's (review 69).
+		if id == nil || !id.Helper {
+			return false
+		}
 		if m.wait(); m.unsuitable {
 			return false
 		}

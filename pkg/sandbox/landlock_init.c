@@ -20,6 +20,7 @@
 #include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -37,6 +38,8 @@ int nsbox_landlock_state = -1;
 __attribute__((constructor)) static void nsbox_landlock_init(int argc, char **argv, char **envp)
 {
 	(void)envp;
+	if (getauxval(AT_SECURE))
+		return; // see prespawn.c, nsbox_secure_exec
 	if (argc < 1 || argv == NULL || argv[0] == NULL || strcmp(argv[0], landlock_arg0) != 0)
 		return;
 	const char *v = getenv("_NSBOX_LANDLOCK_FD");

@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -384,6 +385,8 @@ static void __attribute__((noreturn)) run_limit_exec(char **argv, char **envp)
 // fds, lower its own rlimits, execve).
 __attribute__((constructor)) static void nsbox_limit_exec(int argc, char **argv, char **envp)
 {
+	if (getauxval(AT_SECURE))
+		return; // see prespawn.c, nsbox_secure_exec
 	if (argc <= ARG_COMMAND || argv == NULL || argv[0] == NULL)
 		return;
 	if (strcmp(argv[0], shim_arg0_landlock) != 0) {

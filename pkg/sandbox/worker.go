@@ -251,7 +251,15 @@ func (w *worker) runSetup() (string, error) {
 		// host root, before anything of the sandbox can run.
 		{"set identity", func() error {
 			id := w.setup.Identity
-			return namespaces.SetIdentity(id.UID, id.GID, id.Setgroups)
+			if err := namespaces.SetIdentity(id.UID, id.GID, id.Setgroups); err != nil {
+				return err
+			}
+			// The kernel clears the parent-death signal when the ids
+			// change (commit_creds), which they do here for a root
+			// caller (host 0 to the range's root; review 69): set it
+			// again, or the worker would outlive a killed supervisor
+			// until it read EOF on its channel.
+			return unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
 		}},
 		// No fd that names a host file survives into the serving worker:
 		// a leaked directory fd is how a process escapes a chroot or

@@ -543,3 +543,48 @@ print("victim done")
 		t.Errorf("a sandbox holding the holder's socket read a file another sandbox had open:\n%s", rest)
 	}
 }
+
+// TestIdentityHolderSpoofedWithSandboxOwnNamespace (review 69): a
+// sandbox that can write the holder's directory (--rw /tmp) answers on
+// the holder's socket with its own user namespace S, not a nested one. S
+// is a child of the caller's namespace and owned by the caller, as a real
+// holder's is, so the parent check passed, and the caller's next sandbox
+// (single-id here: no /etc/subuid entry, so no holder is wanted at all)
+// was made inside S: the first sandbox's processes then owned it. Now the
+// answer must come from a process of the caller's own PID namespace (a
+// holder's is; a sandbox's never), and a staged worker serves only the
+// helpers' full range.
+func TestIdentityHolderSpoofedWithSandboxOwnNamespace(t *testing.T) {
+	u := requireHolderTest(t)
+	listener := `import array, os, socket, sys
+p = sys.argv[1]
+os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
+try:
+    os.unlink(p)
+except FileNotFoundError:
+    pass
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(p)
+s.listen(8)
+ns = os.open("/proc/self/ns/user", os.O_RDONLY)
+print("listening", flush=True)
+s.settimeout(60)
+while True:
+    c, _ = s.accept()
+    c.sendmsg([b"n"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [ns]))])
+    c.close()
+`
+	env := []string{"NSBOX_IDHOLDER_IDLE=30"}
+	att, _ := startRun(t, u, env, "listening\n", true, "run", "--rw", "/tmp", "--", "/usr/bin/python3", "-c", listener, holderSock)
+	defer func() { att.Process.Kill(); att.Wait() }()
+	for i := 0; i < 3; i++ {
+		sleep, stop := sandboxedSleep(t, u, env)
+		chain := userNSChain(t, sleep)
+		stop()
+		// [sandbox, initial]: a single-id sandbox is a child of the
+		// initial namespace; [sandbox, S, initial] is the finding.
+		if len(chain) > 2 {
+			t.Fatalf("start %d: a sandbox's user namespace is %d levels below the initial one (chain %v): it was made inside the namespace another sandbox handed out on the holder's socket", i, len(chain)-1, chain)
+		}
+	}
+}
