@@ -302,7 +302,8 @@ const (
 //     the thread commands fork from, the worker's thread group leader, is
 //     in the commands' own Landlock domain, so the signal scope cannot
 //     refuse it (fcntl(2) F_SETSIG);
-//   - socketpair(2) of any type but SOCK_STREAM and SOCK_SEQPACKET: a
+//   - socketpair(2) of another family than AF_UNIX, and of any type but
+//     SOCK_STREAM and SOCK_SEQPACKET: a
 //     datagram end (SOCK_RAW is made SOCK_DGRAM by af_unix) can sendto(2)
 //     any named unix datagram socket of the host (/dev/log, journald,
 //     sd_notify), which Landlock before ABI 9 cannot refuse by path;
@@ -480,6 +481,11 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 		a.Jump(jeq, egid, chmodOK, "eperm")
 	}
 	a.Label("socketpair")
+	// Of the unix family only: socket(2) of every other family is
+	// refused, but socketpair(2) would still reach a family's code (and
+	// load its module: TIPC implements socketpair) (review 67).
+	a.Stmt(ld, arg(0))
+	a.Jump(jeq, unix.AF_UNIX, "", "deny")
 	a.Stmt(ld, arg(1))
 	a.Stmt(and, 0xf) // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK
 	a.Jump(jeq, unix.SOCK_STREAM, "allow", "")

@@ -142,3 +142,41 @@ func TestReview67LandlockAllowSocketRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestReview67LandlockSocketpairOtherFamilies
+//
+// Finding (LOW): the landlock command filter checked socketpair(2)'s
+// type, not its family: socket(2) of every family is refused, but
+// socketpair(AF_TIPC, ...) reached TIPC's code (loading its module where
+// the kernel has it). Now only AF_UNIX passes; the others get the
+// filter's EACCES, not the family's own answer.
+func TestReview67LandlockSocketpairOtherFamilies(t *testing.T) {
+	reviewRequirePython(t)
+	probe := `import errno, socket
+for fam in (30, socket.AF_INET, socket.AF_NETLINK):
+    try:
+        socket.socketpair(fam, socket.SOCK_SEQPACKET)
+        print(fam, "CREATED")
+    except OSError as e:
+        print(fam, errno.errorcode.get(e.errno, e.errno))
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+print("UNIX_OK")
+`
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			r := u.run(t, &runOpts{dir: ws}, "run", "--backend", "landlock", "--workspace", ws, "--", reviewPython, "-c", probe)
+			t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			if !strings.Contains(r.stdout, "UNIX_OK") {
+				t.Fatalf("a unix socketpair failed, or the probe did not run (exit %d)", r.code)
+			}
+			for _, fam := range []string{"30", "2", "16"} {
+				if !strings.Contains(r.stdout, fam+" EACCES\n") {
+					t.Errorf("socketpair of family %s was not refused by the filter (EACCES)", fam)
+				}
+			}
+		})
+	}
+}
