@@ -442,7 +442,11 @@ func (f *mcpFlags) httpToken() (*mcpToken, error) {
 // is a credential, so one that others can read is refused (as ssh refuses
 // such a key).
 func readTokenFile(path string) (token, real string, err error) {
-	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOCTTY, 0)
+	// O_NONBLOCK: a FIFO a sandbox put in the file's place (it lay in a
+	// writable directory of an earlier run) is opened at once and then
+	// refused as no regular file, instead of holding the start for good
+	// (review 71). Regular files ignore the flag.
+	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOCTTY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", "", err
 	}

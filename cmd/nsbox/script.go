@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nsbox/nsbox/pkg/policy"
@@ -107,7 +108,7 @@ func scriptConfig(f *scriptFlags, args []string) (script.ExecConfig, error) {
 		}
 		cfg.Script = string(b)
 	default:
-		b, err := os.ReadFile(args[0])
+		b, err := readScriptFile(args[0])
 		if err != nil {
 			return cfg, fmt.Errorf("read script: %v", err)
 		}
@@ -402,4 +403,29 @@ func envLinkTargets(dir string) []string {
 		}
 	}
 	return out
+}
+
+// readScriptFile reads a script FILE, which may lie in a directory an
+// earlier sandbox wrote (a --workdir's): not through a symlink (one to
+// /etc/shadow would hand the host file's text to the sandbox as its
+// script), never waiting on a FIFO, only a regular file, and at most
+// MaxScriptSize+1 bytes (a sparse file of gigabytes was read whole;
+// review 71). The size check itself is the script package's.
+func readScriptFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOCTTY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: give the file it leads to (a sandbox may have made the link)", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return io.ReadAll(io.LimitReader(f, script.MaxScriptSize+1))
 }

@@ -1,0 +1,55 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestReview70BtrfsSnapshotRefused
+//
+// Finding (HIGH, on btrfs): BTRFS_IOC_SNAP_CREATE(_V2) on a writable
+// directory, given an fd of a subvolume the caller owns, copies every
+// file of the subvolume, the ones hidden by a mount or by Landlock
+// included (the kernel checks only the subvolume's owner): a root caller
+// on a btrfs root copied /etc/shadow into the workspace, under both
+// backends. Both, and their destroying twins, are refused now (EPERM)
+// before they reach a file system. On another file system the ioctl
+// answers ENOTTY, so the filter's EPERM is what the test tells apart.
+func TestReview70BtrfsSnapshotRefused(t *testing.T) {
+	reviewRequirePython(t)
+	probe := `import errno, fcntl, os
+d = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+for name, req in (("SNAP_CREATE", 0x50009401), ("SNAP_CREATE_V2", 0x50009417), ("SNAP_DESTROY", 0x5000940f), ("SNAP_DESTROY_V2", 0x5000943f)):
+    arg = bytearray(4096)
+    arg[0:8] = d.to_bytes(8, "little")
+    try:
+        fcntl.ioctl(d, req, arg)
+        print(name, "0")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+print("done")
+`
+	for _, backend := range []string{"native", "landlock"} {
+		for _, u := range users() {
+			backend, u := backend, u
+			t.Run(backend+"/"+u.name, func(t *testing.T) {
+				if backend == "landlock" {
+					requireLandlock(t, u)
+				} else {
+					requireSandbox(t, u)
+				}
+				ws := u.tempDir(t)
+				r := u.run(t, &runOpts{dir: ws}, "run", "--backend", backend, "--workspace", ws, "--", reviewPython, "-c", probe)
+				t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+				if !strings.Contains(r.stdout, "done") {
+					t.Fatalf("the probe did not run (exit %d)", r.code)
+				}
+				for _, name := range []string{"SNAP_CREATE", "SNAP_CREATE_V2", "SNAP_DESTROY", "SNAP_DESTROY_V2"} {
+					if !strings.Contains(r.stdout, name+" EPERM\n") {
+						t.Errorf("BTRFS_IOC_%s reached the file system instead of being refused (EPERM)", name)
+					}
+				}
+			})
+		}
+	}
+}
