@@ -337,6 +337,8 @@ func poolFailureMessage(op string) string {
 		return "per-call pool: the policy could not be resolved again; tool calls fail until the cause is fixed"
 	case "lost":
 		return "per-call pool: an idle sandbox ended before use; another is started"
+	case "lost-in-call":
+		return "per-call pool: a sandbox ended under a tool call (killed from outside); the call failed"
 	}
 	return "per-call pool: failure"
 }

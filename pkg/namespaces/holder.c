@@ -138,8 +138,14 @@ static int peer_in_our_pidns(int s, pid_t pid) {
 	socklen_t l = sizeof pidfd;
 	if (pid <= 0)
 		return 0;
-	if (getsockopt(s, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) < 0)
+	// Only a kernel without the option (ENOPROTOOPT, before 6.5) goes
+	// on without a pidfd: 6.5 to ~6.15 answer EINVAL for a peer already
+	// reaped, the very case the pidfd is here to catch (review 70).
+	if (getsockopt(s, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) < 0) {
+		if (errno != ENOPROTOOPT)
+			return 0;
 		pidfd = -1;
+	}
 	snprintf(p, sizeof p, "/proc/%d/ns/pid", (int)pid);
 	ok = stat(p, &a) == 0 && stat("/proc/self/ns/pid", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 	if (pidfd >= 0) {

@@ -640,7 +640,9 @@ func (r *resolver) submoduleGitfiles(gitDir string, budget *int) ([]string, erro
 		if *budget--; *budget < 0 {
 			return fmt.Errorf("reading the submodules of %s: more than %d directories under the workspace's .git directories; if a sandbox made them, remove them", gitDir, maxGitScanDirs)
 		}
-		ents, err := readDirNoWait(dir)
+		// Below gitDir, not through a symlink a sandbox running beside
+		// this one swapped in after the listing (review 70).
+		ents, err := readDirNoWaitAt(dir, depth > 0)
 		if err != nil {
 			return nil
 		}

@@ -38,10 +38,16 @@ func (r *resolver) hide() error {
 			}
 			if rp.Missing == 0 {
 				targets = append(targets, target{rp.Path, e.at})
-			} else if first := rp.firstMissing(); !slices.Contains(r.res.Policy.AbsentHidden, first) {
+			} else if first := rp.firstMissing(); !rp.NotDir && first == lexicalFirstMissing(p, rp.Missing) && !slices.Contains(r.res.Policy.AbsentHidden, first) {
 				// Nothing to mount over now; the Landlock backend still
 				// denies the name (found by review 67: a token `gh auth
 				// login` wrote to ~/.config/gh mid-session was readable).
+				// Only where the name is what it says: not past a file in
+				// the way (NotDir: firstMissing is then that existing
+				// file), nor through a symlink, which a sandbox may have
+				// planted to point the denial at a host file every run
+				// needs (review 70: lib -> libc.so.6 broke every later
+				// landlock run).
 				r.res.Policy.AbsentHidden = append(r.res.Policy.AbsentHidden, first)
 			}
 			continue
@@ -182,4 +188,14 @@ func (r *resolver) writableRootOf(p string) string {
 		}
 	}
 	return root
+}
+
+// lexicalFirstMissing is the path the first missing component of p would
+// have if nothing on the way were a symlink: p without its last
+// missing-1 components.
+func lexicalFirstMissing(p string, missing int) string {
+	for i := 1; i < missing; i++ {
+		p = filepath.Dir(p)
+	}
+	return p
 }

@@ -36,8 +36,12 @@ func openDirNoWait(d string, noFollow bool) (*os.File, error) {
 
 // readDirNoWait is os.ReadDir (sorted by name) through openDirNoWait,
 // following a symlink at d as os.ReadDir does.
-func readDirNoWait(d string) ([]os.DirEntry, error) {
-	f, err := openDirNoWait(d, false)
+func readDirNoWait(d string) ([]os.DirEntry, error) { return readDirNoWaitAt(d, false) }
+
+// readDirNoWaitAt is readDirNoWait, refusing a symlink at d with noFollow
+// (one swapped in after the listing that named d a directory).
+func readDirNoWaitAt(d string, noFollow bool) ([]os.DirEntry, error) {
+	f, err := openDirNoWait(d, noFollow)
 	if err != nil {
 		return nil, err
 	}

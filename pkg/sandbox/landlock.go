@@ -213,21 +213,30 @@ func landlockGrants(p *Policy, tmpDir, self string) ([]landlock.Grant, error) {
 // profile too).
 var rootSecretPaths = []string{
 	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+	"/var/backups/shadow.bak", "/var/backups/gshadow.bak",
 	"/etc/security/opasswd", "/etc/ssl/private", "/etc/pki/tls/private",
 	"/etc/ssh/ssh_host_*_key",
-	"/var/lib/sss", "/etc/krb5.keytab",
+	"/var/lib/sss", "/etc/krb5.keytab", "/var/lib/systemd/credential.secret",
 }
 
-// rootSecrets lists the rootSecretPaths that exist here (a symlink at
-// one is left out: access through it is decided at its target).
+// rootSecrets lists the rootSecretPaths that exist here. A symlink at one
+// is denied at its target (access through a link is decided there; a
+// keytab or key linked into a secrets mount stayed readable: review 70).
 func rootSecrets() []string {
 	var out []string
 	for _, pat := range rootSecretPaths {
 		ms, _ := filepath.Glob(pat) // the pattern is ours: never ErrBadPattern
 		for _, m := range ms {
-			if st, err := os.Lstat(m); err == nil && st.Mode()&os.ModeSymlink == 0 {
-				out = append(out, m)
+			st, err := os.Lstat(m)
+			if err != nil {
+				continue
 			}
+			if st.Mode()&os.ModeSymlink != 0 {
+				if m, err = filepath.EvalSymlinks(m); err != nil {
+					continue
+				}
+			}
+			out = append(out, m)
 		}
 	}
 	return out

@@ -383,6 +383,15 @@ func commandFilterLandlock(networkNone bool, meta metaMode, worker int, tids []i
 	// file_setattr(2) (Linux 6.17): the same flags by path, without an
 	// open Landlock could refuse.
 	a.Jump(jeq, unix.SYS_FILE_SETATTR, "eperm", "")
+	// Kernel keyrings, whatever the profile allows: without a user
+	// namespace the user keyring (@u) and the persistent one
+	// (KEYCTL_GET_PERSISTENT: where Fedora and RHEL keep Kerberos
+	// tickets) are the caller's own, reachable by their ids too, and one
+	// pooled call's key reached the next (review 70). The worker's new
+	// session keyring covers @s only.
+	for _, nr := range []uint32{unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY} {
+		a.Jump(jeq, nr, "eperm", "")
+	}
 	a.Jump(jeq, unix.SYS_FCHMOD, "chmod1", "")
 	a.Jump(jeq, unix.SYS_FCHMODAT, "chmod2", "")
 	a.Jump(jeq, unix.SYS_FCHMODAT2, "chmod2", "")

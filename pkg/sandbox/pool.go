@@ -104,7 +104,8 @@ type PoolStats struct {
 // on-demand start, as told to WithPoolErrors and kept as
 // PoolStats.LastError. Op says what failed: "refill" (a background
 // start), "start" (on demand, for a caller), "replan" (the policy could
-// not be resolved again) or "lost" (an idle sandbox died).
+// not be resolved again), "lost" (an idle sandbox died) or "lost-in-call"
+// (a sandbox died under a call, killed from outside).
 type PoolFailure struct {
 	Op  string
 	Err error
@@ -120,6 +121,8 @@ func (e *PoolFailure) Error() string {
 		return "the pool could not resolve its policy again: " + e.Err.Error()
 	case "lost":
 		return "an idle sandbox of the pool ended before use: " + e.Err.Error()
+	case "lost-in-call":
+		return "a sandbox of the pool ended under a call: " + e.Err.Error()
 	case "teardown":
 		return "a sandbox the pool discarded after a call did not end cleanly: " + e.Err.Error()
 	}
@@ -582,10 +585,13 @@ func (pl *Pool) Exec(ctx context.Context, c Command) (Result, error) {
 // the watcher reports one that dies idle. The call itself fails: what it
 // did before the end is not known, so it is not run again.
 func (pl *Pool) lostInCall(s *Session, err error) {
-	if !errors.Is(err, ErrClosed) {
+	// Not a worker nsbox itself killed for not answering after the
+	// call's timeout or cancellation (session_exec.go): the call's own
+	// end, already reported to the caller.
+	if !errors.Is(err, ErrClosed) || errors.Is(err, errWorkerUnresponsive) {
 		return
 	}
-	f := &PoolFailure{Op: "lost", Err: fmt.Errorf("%w during a call (worker pid %d)", ErrPoolSandboxDied, s.Pid())}
+	f := &PoolFailure{Op: "lost-in-call", Err: fmt.Errorf("%w (worker pid %d)", ErrPoolSandboxDied, s.Pid())}
 	pl.mu.Lock()
 	if pl.closed {
 		pl.mu.Unlock()

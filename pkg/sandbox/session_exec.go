@@ -34,6 +34,10 @@ type Command struct {
 	MaxOutput int64
 }
 
+// errWorkerUnresponsive: nsbox killed a worker that did not answer after
+// a command's timeout or cancellation (wrapped with ErrClosed).
+var errWorkerUnresponsive = errors.New("the sandbox worker did not answer")
+
 // DefaultMaxOutput bounds captured stdout and stderr (each).
 const DefaultMaxOutput = 16 << 20
 
@@ -149,7 +153,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (Result, error) {
 				return res, lerr
 			}
 			if unresponsive {
-				err := fmt.Errorf("%w: the sandbox worker did not answer within %s of the command's timeout or cancellation and was killed%s", ErrClosed, workerGrace, s.customProfileHint())
+				err := fmt.Errorf("%w: %w within %s of the command's timeout or cancellation and was killed%s", ErrClosed, errWorkerUnresponsive, workerGrace, s.customProfileHint())
 				if cerr := ctx.Err(); cerr != nil {
 					// Cancelled: the caller's reason stays visible.
 					res.Reason = ReasonCanceled

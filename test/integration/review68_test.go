@@ -19,10 +19,16 @@ func TestReview68SessionKeyringNotInherited(t *testing.T) {
 		t.Skip("the probe calls keyctl(2) and add_key(2) by their x86-64 numbers")
 	}
 	reviewRequirePython(t)
+	// The session keyring (-3), the user keyring (-4; review 70: reached
+	// under landlock, which has no user namespace of its own) and the
+	// persistent one (KEYCTL_GET_PERSISTENT, 22).
 	const probe = `import ctypes
 l = ctypes.CDLL(None, use_errno=True)
-r = l.syscall(250, 10, -3, b"user", b"nsbox-review68", 0)
-print("FOUND_CALLER_KEY" if r > 0 else "NOT_FOUND")
+found = l.syscall(250, 10, -3, b"user", b"nsbox-review68", 0) > 0
+found = found or l.syscall(250, 10, -4, b"user", b"nsbox-review68-u", 0) > 0
+p = l.syscall(250, 22, -1, 0)
+found = found or (p > 0 and l.syscall(250, 10, p, b"user", b"nsbox-review68-p", 0) > 0)
+print("FOUND_CALLER_KEY" if found else "NOT_FOUND")
 `
 	for _, backend := range []string{"native", "landlock"} {
 		for _, u := range users() {
@@ -41,6 +47,10 @@ print("FOUND_CALLER_KEY" if r > 0 else "NOT_FOUND")
 l = ctypes.CDLL(None, use_errno=True)
 if l.syscall(250, 1, b"nsbox-review68-session") < 0 or l.syscall(248, b"user", b"nsbox-review68", b"secret", 6, -3) < 0:
     print("NO_CALLER_KEY", ctypes.get_errno()); sys.exit(0)
+l.syscall(248, b"user", b"nsbox-review68-u", b"secret", 6, -4)
+p = l.syscall(250, 22, -1, 0)
+if p > 0:
+    l.syscall(248, b"user", b"nsbox-review68-p", b"secret", 6, p)
 os.execv(sys.argv[1], sys.argv[1:])
 `
 				r := u.runAs(t, &runOpts{dir: ws}, reviewPython, "-c", wrapper, nsboxBin(t), "run", "--backend", backend, "--workspace", ws, "--seccomp", "unconfined", "--", reviewPython, "-c", probe)

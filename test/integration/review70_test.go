@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -51,5 +54,61 @@ print("done")
 				}
 			})
 		}
+	}
+}
+
+// TestReview70AbsentHideNotSteeredByLink
+//
+// Finding (MEDIUM): a hidden path missing at start is denied by the
+// landlock backend (review 67) at its first missing component, which was
+// taken through symlinks and past a file in the way: a sandbox that made
+// `lib` a link to a host file (libc.so.6 in the review) had every later
+// landlock run with `--hide lib/prod.key` deny that file. Now the name
+// is denied only where it is what it says.
+func TestReview70AbsentHideNotSteeredByLink(t *testing.T) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireLandlock(t, u)
+			ws := u.tempDir(t)
+			data := filepath.Join(filepath.Dir(ws), "data")
+			if err := os.MkdirAll(data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			host := filepath.Join(data, "needed.so")
+			if err := os.WriteFile(host, []byte("HOST-FILE-70\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// What an earlier sandbox left in the workspace.
+			if err := os.Symlink(host, filepath.Join(ws, "lib")); err != nil {
+				t.Fatal(err)
+			}
+			r := u.run(t, &runOpts{dir: ws}, "run", "--backend", "landlock", "--workspace", ws, "--ro", data, "--hide", "lib/prod.key", "--", "cat", host)
+			if !strings.Contains(r.stdout, "HOST-FILE-70") {
+				t.Errorf("a host file a workspace link points at was denied by a hide of a missing path below the link (exit %d): %s", r.code, r.stderr)
+			}
+		})
+	}
+}
+
+// TestReview70StatusIdentityBackendNone: with backend none the status's
+// identity row described the namespace sandbox ("never host root").
+func TestReview70StatusIdentityBackendNone(t *testing.T) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			st := u.run(t, &runOpts{dir: u.tempDir(t)}, "status", "--backend", "none", "--json")
+			var rep struct {
+				Checks []struct{ Name, Value string } `json:"checks"`
+			}
+			if err := json.Unmarshal([]byte(st.stdout), &rep); err != nil {
+				t.Fatalf("status --json: %v\n%s", err, st.stdout)
+			}
+			for _, c := range rep.Checks {
+				if c.Name == "identity" && c.Value != "your own (no sandbox)" {
+					t.Errorf("status identity with backend none: %q", c.Value)
+				}
+			}
+		})
 	}
 }
