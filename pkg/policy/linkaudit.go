@@ -11,8 +11,20 @@ import (
 )
 
 // linkMaxEntries bounds what quarantineThroughLinks looks at below one
-// symlink's target.
+// symlink's target; linkPassMaxEntries, below all targets of one pass.
+// Each target is walked once, however many links lead to it: a sandbox
+// made 5,000 links to one directory of 19,990 files, and the pass walked
+// it 5,000 times (291 s after the command ended, in every later per-call
+// tool call, and again at the next nsbox start; review 71).
 const linkMaxEntries = 20000
+
+var linkPassMaxEntries = 200000 // a variable for the tests only
+
+// linkTail is the part of a created pattern after its last "**".
+type linkTail struct {
+	parts   []string
+	written string
+}
 
 // quarantineThroughLinks looks through the symlinks the walk found
 // (links) that lead into a directory the walk skips (walkSkip:
@@ -25,17 +37,13 @@ const linkMaxEntries = 20000
 // itself when it leads to one; an older link, when the run made or
 // changed one, has that entry quarantined.
 func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, of []createdPattern, done []string) ([]Quarantined, []error) {
-	type tail struct {
-		parts   []string
-		written string
-	}
-	var tails []tail
+	var tails []linkTail
 	for i, g := range globs {
 		parts := splitPath(g.path)
 		for j := len(parts) - 1; j >= 0; j-- {
 			if parts[j] == "**" {
 				if j+1 < len(parts) {
-					tails = append(tails, tail{parts[j+1:], of[i].Written})
+					tails = append(tails, linkTail{parts[j+1:], of[i].Written})
 				}
 				break
 			}
@@ -62,7 +70,14 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 		}
 		return ""
 	}
-	for _, l := range links {
+	// What the walk below each target found, by the target's real path.
+	scans := map[string]*linkScan{}
+	total := 0
+	for i, l := range links {
+		if total > linkPassMaxEntries {
+			errs = append(errs, fmt.Errorf("%w: the links the sandbox left lead to more than %d entries in all; %d links were not followed (%s, ...): look before an editor, agent or tool on the host opens them, or git runs there", ErrGitAuditIncomplete, linkPassMaxEntries, len(links)-i, l))
+			break
+		}
 		if slices.ContainsFunc(done, func(d string) bool { return within(l, d) }) || inRoot(l) == "" || a.wasLocked(l) {
 			continue
 		}
@@ -97,71 +112,17 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 		// directory into the target's place, or made the target a link
 		// to another; review 22).
 		newLink := lst.Ctim.Nano() >= a.since || a.unseenAtStart(l, root) || a.targetMoved(l, real)
-		fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue // not a directory: the walk judged a matching name already
+		sc := scans[real]
+		if sc == nil {
+			fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				continue // not a directory: the walk judged a matching name already
+			}
+			sc = a.scanLinkTarget(fd, root, real, relParts, from, tails, repos)
+			scans[real] = sc
+			total += sc.entries
 		}
-		var found []string
-		var written string
-		// A repository git on the host finds from below the link: a
-		// .git (directory, gitfile or link), or a directory laid out as
-		// a git directory (a HEAD beside objects and refs), which git
-		// takes as a bare repository when run in it. Each is the
-		// sandbox's config, hooks and fsmonitor (review 16).
-		// Inside a repository's own git directory (a link to
-		// .git/modules/sub) the protection of .git decides, as in the
-		// walk, which never enters one.
-		var gits, heads, upHeads []string
-		// Invariant: only a .git the run protected (known at the start)
-		// is left to its protection; a .git-named directory the sandbox
-		// made in node_modules is nobody's (review 21).
-		inGitDir := false
-		if i := slices.Index(relParts, ".git"); i >= 0 {
-			if id, ok := idOf(filepath.Join(root, filepath.Join(relParts[:i+1]...))); ok && a.known[id] {
-				inGitDir = true
-			}
-		}
-		if repos && !inGitDir {
-			// git run below the link starts at real and walks up: a
-			// repository in a directory between the first skipped name
-			// and real (node_modules/.git, or node_modules laid out as
-			// a git directory, for a link to node_modules/p) is entered
-			// too, and the walk never lists those directories (review
-			// 20). Above the skipped name, the walk looked.
-			for i := from; i < len(relParts)-1; i++ {
-				d := filepath.Join(root, filepath.Join(relParts[:i+1]...))
-				if g := filepath.Join(d, ".git"); !inert(g) {
-					gits = append(gits, g)
-				}
-				if gitDirLayout(d) {
-					upHeads = append(upHeads, filepath.Join(d, "HEAD"))
-				}
-			}
-		}
-		n := 0
-		complete := findTails(fd, real, nil, 0, &n, func(p string, relParts []string) bool {
-			if repos && !inGitDir {
-				switch relParts[len(relParts)-1] {
-				case ".git":
-					if !inert(p) {
-						gits = append(gits, p)
-					}
-					return true
-				case "HEAD":
-					if gitDirLayout(filepath.Dir(p)) {
-						heads = append(heads, p)
-						return true
-					}
-				}
-			}
-			for _, t := range tails {
-				if len(relParts) >= len(t.parts) && matchAll(t.parts, relParts[len(relParts)-len(t.parts):]) {
-					found, written = append(found, p), t.written
-					return true
-				}
-			}
-			return false
-		})
+		found, written, gits, heads, upHeads, complete := sc.found, sc.written, sc.gits, sc.heads, sc.upHeads, sc.complete
 		switch {
 		case newLink && (len(found)+len(gits)+len(heads)+len(upHeads) > 0 || !complete):
 			add(a.quarantineAs(l, filepath.Dir(l), written))
@@ -193,6 +154,9 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 					add(a.quarantine(h, d))
 				}
 			}
+			// Judged: what was quarantined is gone from the target, as a
+			// walk for the next link to it would find.
+			sc.found, sc.gits, sc.heads, sc.upHeads = nil, nil, nil, nil
 		}
 	}
 	return out, errs
@@ -349,4 +313,81 @@ func targetOf(l string) (fileID, bool) {
 		return fileID{}, false
 	}
 	return fileID{dev: uint64(st.Dev), ino: st.Ino}, true
+}
+
+// linkScan is what the walk below one link target found (scanLinkTarget).
+type linkScan struct {
+	found, gits, heads, upHeads []string
+	written                     string
+	complete                    bool
+	entries                     int // how many entries the walk looked at
+}
+
+// scanLinkTarget walks the directory fd (real, below root; relParts its
+// path below root, from the first directory no walk lists) for what
+// quarantineThroughLinks judges: matches of the created patterns' tails,
+// and, with repos, repositories git on the host would find there.
+func (a *GitAudit) scanLinkTarget(fd int, root, real string, relParts []string, from int, tails []linkTail, repos bool) *linkScan {
+	var found []string
+	var written string
+	// A repository git on the host finds from below the link: a
+	// .git (directory, gitfile or link), or a directory laid out as
+	// a git directory (a HEAD beside objects and refs), which git
+	// takes as a bare repository when run in it. Each is the
+	// sandbox's config, hooks and fsmonitor (review 16).
+	// Inside a repository's own git directory (a link to
+	// .git/modules/sub) the protection of .git decides, as in the
+	// walk, which never enters one.
+	var gits, heads, upHeads []string
+	// Invariant: only a .git the run protected (known at the start)
+	// is left to its protection; a .git-named directory the sandbox
+	// made in node_modules is nobody's (review 21).
+	inGitDir := false
+	if i := slices.Index(relParts, ".git"); i >= 0 {
+		if id, ok := idOf(filepath.Join(root, filepath.Join(relParts[:i+1]...))); ok && a.known[id] {
+			inGitDir = true
+		}
+	}
+	if repos && !inGitDir {
+		// git run below the link starts at real and walks up: a
+		// repository in a directory between the first skipped name
+		// and real (node_modules/.git, or node_modules laid out as
+		// a git directory, for a link to node_modules/p) is entered
+		// too, and the walk never lists those directories (review
+		// 20). Above the skipped name, the walk looked.
+		for i := from; i < len(relParts)-1; i++ {
+			d := filepath.Join(root, filepath.Join(relParts[:i+1]...))
+			if g := filepath.Join(d, ".git"); !inert(g) {
+				gits = append(gits, g)
+			}
+			if gitDirLayout(d) {
+				upHeads = append(upHeads, filepath.Join(d, "HEAD"))
+			}
+		}
+	}
+	n := 0
+	complete := findTails(fd, real, nil, 0, &n, func(p string, relParts []string) bool {
+		if repos && !inGitDir {
+			switch relParts[len(relParts)-1] {
+			case ".git":
+				if !inert(p) {
+					gits = append(gits, p)
+				}
+				return true
+			case "HEAD":
+				if gitDirLayout(filepath.Dir(p)) {
+					heads = append(heads, p)
+					return true
+				}
+			}
+		}
+		for _, t := range tails {
+			if len(relParts) >= len(t.parts) && matchAll(t.parts, relParts[len(relParts)-len(t.parts):]) {
+				found, written = append(found, p), t.written
+				return true
+			}
+		}
+		return false
+	})
+	return &linkScan{found: found, gits: gits, heads: heads, upHeads: upHeads, written: written, complete: complete, entries: n}
 }

@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +101,44 @@ func TestReviewAuditRunLinkTargetChanged(t *testing.T) {
 	qs, err := a.Run()
 	if !caught(qs, err, link) {
 		t.Errorf("%s leads to what the run changed, neither quarantined nor named: %v %v", link, qs, err)
+	}
+}
+
+// Review 71: the link pass walked each link's target once per link, with
+// no bound on the whole (5,000 links to one directory of 19,990 files:
+// 291 s after the command ended). Each target is walked once now, and
+// past linkPassMaxEntries in all the pass stops and says so.
+func TestReview71LinkPassBounded(t *testing.T) {
+	saved := linkPassMaxEntries
+	t.Cleanup(func() { linkPassMaxEntries = saved })
+	linkPassMaxEntries = 50
+	mk := func(ws string, targets, links int) {
+		for d := 0; d < targets; d++ {
+			for i := 0; i < 30; i++ {
+				reviewMkfile(t, filepath.Join(ws, "node_modules", "t"+strconv.Itoa(d), "f"+strconv.Itoa(i)), "")
+			}
+		}
+		if err := os.MkdirAll(filepath.Join(ws, "links"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for l := 0; l < links; l++ {
+			if err := os.Symlink("../node_modules/t"+strconv.Itoa(l%targets), filepath.Join(ws, "links", "l"+strconv.Itoa(l))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// 100 links to one target of 30 entries: walked once, within bounds.
+	ws := t.TempDir()
+	a := reviewAudit(t, ws)
+	mk(ws, 1, 100)
+	if _, err := a.Run(); err != nil && strings.Contains(err.Error(), "not followed") {
+		t.Errorf("100 links to one small target counted as one walk per link: %v", err)
+	}
+	// Three targets of 30: past 50 in all, the rest is named, not walked.
+	ws = t.TempDir()
+	a = reviewAudit(t, ws)
+	mk(ws, 3, 3)
+	if _, err := a.Run(); err == nil || !strings.Contains(err.Error(), "not followed") || !errors.Is(err, ErrGitAuditIncomplete) {
+		t.Errorf("a link pass past its bound: %v, want ErrGitAuditIncomplete naming what was not followed", err)
 	}
 }
