@@ -23,12 +23,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultLockTimeout is how long an operation waits for another process's
@@ -405,10 +407,34 @@ func ensureDir(dir string) error {
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() {
-			if err := os.Chmod(dir, 0o700); err != nil {
-				return fmt.Errorf("store directory: %w", err)
-			}
+			return tightenDir(dir)
 		}
+	}
+	return nil
+}
+
+// tightenDir makes dir mode 0700, through an fd of dir itself, and only
+// when no symlink leads there: a store directory in a workspace whose
+// name (or a directory above it) an earlier sandbox made a link to a
+// host directory had root chmod that directory 0700 (review 71:
+// `state -> /usr/lib` would have locked every user out of it). A store
+// directory reached through a link keeps its mode, and the user is told.
+func tightenDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("store directory: %w", err)
+	}
+	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("store directory %s: %w (a symbolic link? give the directory it leads to)", dir, err)
+	}
+	defer unix.Close(fd)
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil || real != filepath.Clean(abs) {
+		return fmt.Errorf("store directory %s leads through a symbolic link to %s and others may read it: give %s itself, after chmod 700 %s", dir, real, real, real)
+	}
+	if err := unix.Fchmod(fd, 0o700); err != nil {
+		return fmt.Errorf("store directory: %w", err)
 	}
 	return nil
 }
