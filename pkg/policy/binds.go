@@ -39,22 +39,40 @@ var (
 // sandbox can plant in a tree it could write. A symlink that stays within
 // its directory's tree, and the ancestors' own links (/home -> /var/home
 // sits in /), are not that.
-func escapesThroughSymlink(p string) bool {
+func escapesThroughSymlink(p string) bool { return escapingLink(p) != "" }
+
+// escapingLink is the first symlink on the way to p that points out of
+// the directory holding it (as escapesThroughSymlink), "" if none.
+func escapingLink(p string) string {
 	cur := "/"
 	for _, name := range splitPath(p) {
 		next := filepath.Join(cur, name)
 		st, err := os.Lstat(next)
 		if err != nil {
-			return false
+			return ""
 		}
 		if st.Mode()&fs.ModeSymlink != 0 {
 			t, err := resolvePath(next, "/")
 			if err != nil || !within(t.Path, cur) {
-				return true
+				return next
 			}
 			next = t.Path
 		}
 		cur = next
+	}
+	return ""
+}
+
+// inRunWritable reports whether p lies in the workspace or in a writable
+// bind already planned (cands).
+func (r *resolver) inRunWritable(p string, cands []mountItem) bool {
+	if r.res.Workspace != "" && within(p, r.res.Workspace) {
+		return true
+	}
+	for _, it := range cands {
+		if it.m.Kind == sandbox.MountBind && !it.m.ReadOnly && within(p, it.m.Source) {
+			return true
+		}
 	}
 	return false
 }
@@ -290,19 +308,31 @@ func (r *resolver) binds() error {
 		if reservedDest[dest] {
 			return e.at.err(nil, "destination %s is managed by nsbox and cannot be replaced", dest)
 		}
+		// Invariant: a bind never follows a link out of its directory
+		// that lies in a writable place of this run (the workspace, an
+		// earlier --rw): an earlier sandbox may have planted it there
+		// (dist -> a directory of the user's; review 71: a later
+		// `--output ./dist` appended to an authorized_keys there, and
+		// `--input ./data` read what the strict profile keeps out).
+		// Named by its real path, the bind stays the caller's choice.
+		lit := src
+		if !filepath.IsAbs(lit) {
+			lit = filepath.Join(r.h.Cwd, lit)
+		}
+		if lit = filepath.Clean(lit); lit != rp.Path {
+			if link := escapingLink(lit); link != "" && r.inRunWritable(link, cands) {
+				return e.at.err(ErrUnsafeWorkspace, "%s leads through a symlink out of its directory (%s, in a directory this run may write: a sandbox may have made it) to %s; give the real path if you mean it", src, link, rp.Path)
+			}
+		}
 		if !ro {
 			// Invariant: a symlink never turns a writable bind into one of
 			// a system directory or the home directory. An earlier
 			// sandbox can plant out/run2 -> /etc in a writable tree; a
 			// later --output out/run2 would bind /etc read-write. Named
 			// by its real path, such a bind stays the caller's choice.
-			lit := src
-			if !filepath.IsAbs(lit) {
-				lit = filepath.Join(r.h.Cwd, lit)
-			}
 			// The cheap test first: the walk of lit's components only
 			// for a bind that lands somewhere it must not be led to.
-			if (r.unsafeWritable(rp.Path) || (r.home != "" && within(rp.Path, r.home))) && escapesThroughSymlink(filepath.Clean(lit)) {
+			if (r.unsafeWritable(rp.Path) || (r.home != "" && within(rp.Path, r.home))) && escapesThroughSymlink(lit) {
 				return e.at.err(ErrUnsafeWorkspace, "%s leads through a symlink out of its directory to %s, in a system directory or your home, which nothing should make writable by accident; give the real path if you mean it", src, rp.Path)
 			}
 		}

@@ -1381,20 +1381,27 @@ func TestWritableBindThroughSymlinkRefused(t *testing.T) {
 	if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: "/etc"}}}})}); err != nil {
 		t.Errorf("--rw /etc named by its real path: %v", err)
 	}
-	// A link that stays in its tree, or leads elsewhere on the host (a
-	// data disk), is fine; so is a read-only bind through a planted one.
+	// A link that stays in its tree is fine. One in the workspace that
+	// leads elsewhere on the host (a data disk) is refused too, read-only
+	// or not: a sandbox may have planted it (review 71: a later --output
+	// wrote through one into another user's directory, and --input read
+	// what the strict profile keeps out); its real path is accepted.
 	os.MkdirAll(filepath.Join(h.Cwd, "real"), 0o755)
 	os.Symlink("real", filepath.Join(h.Cwd, "alias"))
 	dataDir := t.TempDir()
 	os.Symlink(dataDir, filepath.Join(h.Cwd, "data"))
-	for _, p := range []string{"./alias", "./data"} {
-		if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: p}}}})}); err != nil {
-			t.Errorf("--rw %s: %v", p, err)
+	if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RW: []PathEntry{{Path: "./alias"}}}})}); err != nil {
+		t.Errorf("--rw ./alias: %v", err)
+	}
+	for _, c := range []Filesystem{{RW: []PathEntry{{Path: "./data"}}}, {RO: []PathEntry{{Path: "./data"}}}, {RO: []PathEntry{{Path: "./run2"}}}} {
+		if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: c})}); !errors.Is(err, ErrUnsafeWorkspace) || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("%+v through a link in the workspace: %v", c, err)
 		}
 	}
-	// A read-only bind through the same symlink is fine.
-	if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: Filesystem{RO: []PathEntry{{Path: "./run2"}}}})}); err != nil {
-		t.Errorf("--ro ./run2: %v", err)
+	for _, c := range []Filesystem{{RW: []PathEntry{{Path: dataDir}}}, {RO: []PathEntry{{Path: "/etc"}}}} {
+		if _, err := Load(h, Request{ConfigFile: "-", Flags: flags(Config{Filesystem: c})}); err != nil {
+			t.Errorf("%+v by its real path: %v", c, err)
+		}
 	}
 }
 
