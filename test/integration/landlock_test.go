@@ -29,6 +29,25 @@ func requireLandlock(t *testing.T, u user) {
 	}
 }
 
+// eachBackend runs fn for the native and the landlock backend, each as
+// root and root-less, skipping where that backend cannot run.
+func eachBackend(t *testing.T, fn func(t *testing.T, backend string, u user)) {
+	t.Helper()
+	for _, backend := range []string{"native", "landlock"} {
+		for _, u := range users() {
+			backend, u := backend, u
+			t.Run(backend+"/"+u.name, func(t *testing.T) {
+				if backend == "landlock" {
+					requireLandlock(t, u)
+				} else {
+					requireSandbox(t, u)
+				}
+				fn(t, backend, u)
+			})
+		}
+	}
+}
+
 // startedEvent returns the "started" line of a --json-status file.
 func startedEvent(t *testing.T, path string) map[string]any {
 	t.Helper()

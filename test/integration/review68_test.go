@@ -30,20 +30,12 @@ p = l.syscall(250, 22, -1, 0)
 found = found or (p > 0 and l.syscall(250, 10, p, b"user", b"nsbox-review68-p", 0) > 0)
 print("FOUND_CALLER_KEY" if found else "NOT_FOUND")
 `
-	for _, backend := range []string{"native", "landlock"} {
-		for _, u := range users() {
-			backend, u := backend, u
-			t.Run(backend+"/"+u.name, func(t *testing.T) {
-				if backend == "landlock" {
-					requireLandlock(t, u)
-				} else {
-					requireSandbox(t, u)
-				}
-				ws := u.tempDir(t)
-				// The caller: a session keyring of its own with a key in it
-				// (a login session's, as PAM's pam_keyinit makes), then
-				// nsbox in its place.
-				wrapper := `import ctypes, os, sys
+	eachBackend(t, func(t *testing.T, backend string, u user) {
+		ws := u.tempDir(t)
+		// The caller: a session keyring of its own with a key in it
+		// (a login session's, as PAM's pam_keyinit makes), then
+		// nsbox in its place.
+		wrapper := `import ctypes, os, sys
 l = ctypes.CDLL(None, use_errno=True)
 if l.syscall(250, 1, b"nsbox-review68-session") < 0 or l.syscall(248, b"user", b"nsbox-review68", b"secret", 6, -3) < 0:
     print("NO_CALLER_KEY", ctypes.get_errno()); sys.exit(0)
@@ -53,18 +45,16 @@ if p > 0:
     l.syscall(248, b"user", b"nsbox-review68-p", b"secret", 6, p)
 os.execv(sys.argv[1], sys.argv[1:])
 `
-				r := u.runAs(t, &runOpts{dir: ws}, reviewPython, "-c", wrapper, nsboxBin(t), "run", "--backend", backend, "--workspace", ws, "--seccomp", "unconfined", "--", reviewPython, "-c", probe)
-				t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
-				if strings.Contains(r.stdout, "NO_CALLER_KEY") {
-					t.Skipf("the caller cannot make a session keyring here: %s", r.stdout)
-				}
-				if !strings.Contains(r.stdout, "NOT_FOUND") && !strings.Contains(r.stdout, "FOUND_CALLER_KEY") {
-					t.Fatalf("the probe did not run (exit %d)", r.code)
-				}
-				if strings.Contains(r.stdout, "FOUND_CALLER_KEY") {
-					t.Errorf("a command found a key of its caller's session keyring")
-				}
-			})
+		r := u.runAs(t, &runOpts{dir: ws}, reviewPython, "-c", wrapper, nsboxBin(t), "run", "--backend", backend, "--workspace", ws, "--seccomp", "unconfined", "--", reviewPython, "-c", probe)
+		t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		if strings.Contains(r.stdout, "NO_CALLER_KEY") {
+			t.Skipf("the caller cannot make a session keyring here: %s", r.stdout)
 		}
-	}
+		if !strings.Contains(r.stdout, "NOT_FOUND") && !strings.Contains(r.stdout, "FOUND_CALLER_KEY") {
+			t.Fatalf("the probe did not run (exit %d)", r.code)
+		}
+		if strings.Contains(r.stdout, "FOUND_CALLER_KEY") {
+			t.Errorf("a command found a key of its caller's session keyring")
+		}
+	})
 }

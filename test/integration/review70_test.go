@@ -32,29 +32,19 @@ for name, req in (("SNAP_CREATE", 0x50009401), ("SNAP_CREATE_V2", 0x50009417), (
         print(name, errno.errorcode.get(e.errno, e.errno))
 print("done")
 `
-	for _, backend := range []string{"native", "landlock"} {
-		for _, u := range users() {
-			backend, u := backend, u
-			t.Run(backend+"/"+u.name, func(t *testing.T) {
-				if backend == "landlock" {
-					requireLandlock(t, u)
-				} else {
-					requireSandbox(t, u)
-				}
-				ws := u.tempDir(t)
-				r := u.run(t, &runOpts{dir: ws}, "run", "--backend", backend, "--workspace", ws, "--", reviewPython, "-c", probe)
-				t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
-				if !strings.Contains(r.stdout, "done") {
-					t.Fatalf("the probe did not run (exit %d)", r.code)
-				}
-				for _, name := range []string{"SNAP_CREATE", "SNAP_CREATE_V2", "SNAP_DESTROY", "SNAP_DESTROY_V2"} {
-					if !strings.Contains(r.stdout, name+" EPERM\n") {
-						t.Errorf("BTRFS_IOC_%s reached the file system instead of being refused (EPERM)", name)
-					}
-				}
-			})
+	eachBackend(t, func(t *testing.T, backend string, u user) {
+		ws := u.tempDir(t)
+		r := u.run(t, &runOpts{dir: ws}, "run", "--backend", backend, "--workspace", ws, "--", reviewPython, "-c", probe)
+		t.Logf("code %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		if !strings.Contains(r.stdout, "done") {
+			t.Fatalf("the probe did not run (exit %d)", r.code)
 		}
-	}
+		for _, name := range []string{"SNAP_CREATE", "SNAP_CREATE_V2", "SNAP_DESTROY", "SNAP_DESTROY_V2"} {
+			if !strings.Contains(r.stdout, name+" EPERM\n") {
+				t.Errorf("BTRFS_IOC_%s reached the file system instead of being refused (EPERM)", name)
+			}
+		}
+	})
 }
 
 // TestReview70AbsentHideNotSteeredByLink
