@@ -64,6 +64,11 @@ type GitAudit struct {
 	// were at the start: checked again before the audit uses their paths
 	// (verifyPlaces).
 	places map[string]fileID
+	// held are the places verifyPlaces found where they were, open
+	// (O_PATH) from then until Run returns: the walk starts at them and
+	// every rename and mode change below a root goes through them, never
+	// through their paths again (review 71).
+	held map[string]int
 	// startLinks are the symlinks the start's walk saw (nil: none
 	// recorded), with the directory each led to: one the end's walk
 	// meets that is not among them was made, or moved into view, during
@@ -215,8 +220,40 @@ func (a *GitAudit) Run() ([]Quarantined, error) {
 		return nil, nil
 	}
 	c, moved := a.verifyPlaces()
+	defer c.release()
 	out, err := c.run()
-	return out, errors.Join(moved, err)
+	return out, errors.Join(moved, err, c.stillInPlace())
+}
+
+// afterVerify, when set (tests only), runs between the check of the places
+// and the audit that uses them: where another sandbox's rename would land.
+var afterVerify func()
+
+// release closes the places verifyPlaces opened.
+func (a *GitAudit) release() {
+	for _, fd := range a.held {
+		unix.Close(fd)
+	}
+	a.held = nil
+}
+
+// stillInPlace reports, once the audit is done, the places held that no
+// longer lie at their paths: the walk and the renames went by the held
+// directories, but the lookups by path between them (whether a .git was
+// there before, whether it is empty) may have seen another tree, and
+// what the audit missed there is the user's to look at.
+func (a *GitAudit) stillInPlace() error {
+	var moved []string
+	for p := range a.held {
+		if !sameDirNoSymlink(p, a.places[p]) {
+			moved = append(moved, p)
+		}
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	sort.Strings(moved)
+	return fmt.Errorf("%w: %s (or a directory above it) was moved or replaced while the audit ran, by a process outside this run (another sandbox that can write above it?): what the audit found there may be incomplete; a repository or agent file made there may run its code when you use git or open it in an editor or agent: look before you do", ErrGitAuditIncomplete, strings.Join(moved, ", "))
 }
 
 // placeAll records the directories ps (real paths, no symlink in them)
@@ -248,19 +285,34 @@ func (a *GitAudit) placeAll(ps []string) {
 // process is dead when the audit runs, so nothing changes after the
 // check. A place it cannot verify is left out, loudly: the user is told
 // to look before using git there.
+//
+// Invariant: a sandbox of another nsbox run, still running, may be able to
+// write above a place (this run's workspace in its --rw ~/src) and swap
+// it for a symlink after this check: each place is opened here, from "/"
+// without following a symlink (openat2 RESOLVE_NO_SYMLINKS), and checked
+// by that fd; the walk starts at it and every rename or chmod below it
+// resolves beneath it. Before this, 1 of 40 such races renamed files
+// outside every writable directory of the run (review 71).
 func (a *GitAudit) verifyPlaces() (*GitAudit, error) {
+	c := *a
+	c.held = map[string]int{}
 	var moved []string
 	for p, id := range a.places {
-		if !sameDirNoSymlink(p, id) {
+		fd, ok := openPlace(p, id)
+		if !ok {
 			moved = append(moved, p)
+			continue
 		}
+		c.held[p] = fd
+	}
+	if afterVerify != nil {
+		afterVerify()
 	}
 	if len(moved) == 0 {
-		return a, nil
+		return &c, nil
 	}
 	sort.Strings(moved)
 	in := func(p string) bool { return slices.ContainsFunc(moved, func(m string) bool { return within(p, m) }) }
-	c := *a
 	c.roots = slices.DeleteFunc(slices.Clone(a.roots), in)
 	c.dirs = slices.DeleteFunc(slices.Clone(a.dirs), in)
 	c.created = slices.DeleteFunc(slices.Clone(a.created), func(cp createdPattern) bool { return in(fixedPart(cp.Path)) })
@@ -284,6 +336,25 @@ func sameDirNoSymlink(p string, id fileID) bool {
 	}
 	got, ok := idOf(p)
 	return ok && got.dev == id.dev && got.ino == id.ino
+}
+
+// openPlace opens the directory at the absolute path p, looked up from
+// "/" with no symlink on the way, when it is the directory id; the
+// caller closes the fd.
+func openPlace(p string, id fileID) (int, bool) {
+	fd, err := openat2Retry(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return -1, false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || uint64(st.Dev) != id.dev || st.Ino != id.ino {
+		unix.Close(fd)
+		return -1, false
+	}
+	return fd, true
 }
 
 // run is Run on verified places.
@@ -314,7 +385,7 @@ func (a *GitAudit) run() ([]Quarantined, error) {
 		reopened := map[string]bool{}
 		for {
 			var err error
-			res, links, err = globAllLinks(pats, auditMaxDepth, len(createdGlobs) > 0 || gitWalk)
+			res, links, err = globAllLinksAt(a.held, pats, auditMaxDepth, len(createdGlobs) > 0 || gitWalk)
 			if err != nil {
 				return nil, err
 			}
@@ -566,9 +637,18 @@ func (a *GitAudit) reopen(d string) error {
 	var mode uint32
 	if slices.Contains(a.roots, d) {
 		// A writable root itself (chmod 000 of the workspace: it has
-		// no parent below a root). Its path is the policy's, outside
-		// every writable place; opened without following a symlink.
-		f, err := unix.Open(d, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		// no parent below a root): the directory verifyPlaces holds,
+		// else (an audit with no places: tests) its path, opened
+		// without following a symlink.
+		var f int
+		var err error
+		if h, ok := a.held[d]; ok {
+			f, err = unix.Dup(h)
+		} else if _, placed := a.places[d]; placed {
+			err = errors.New("it was moved during the run")
+		} else {
+			f, err = unix.Open(d, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -619,7 +699,19 @@ func (a *GitAudit) parentOf(p string) (int, string, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return -1, "", fmt.Errorf("%s is in no writable directory", p)
 	}
-	parent, err := openBeneathRoot(root, rel, unix.O_PATH|unix.O_DIRECTORY)
+	var parent int
+	if h, ok := a.held[root]; ok {
+		// Beneath the root verifyPlaces holds, not beneath whatever its
+		// path leads to now (see verifyPlaces).
+		parent, err = openat2Retry(h, rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+		})
+	} else if _, placed := a.places[root]; placed {
+		err = errors.New("it was moved during the run")
+	} else {
+		parent, err = openBeneathRoot(root, rel, unix.O_PATH|unix.O_DIRECTORY)
+	}
 	if err != nil {
 		return -1, "", fmt.Errorf("open %s: %w", filepath.Dir(p), err)
 	}
@@ -651,6 +743,22 @@ func (a *GitAudit) quarantineAs(p, repo, pattern string) (*Quarantined, error) {
 		return fail(err)
 	}
 	defer unix.Close(parent)
+	// The repository renamed is the one examined by fd, not a .git the
+	// user had before the run that a lookup by path missed (the tree above
+	// moved under it): one known is left alone.
+	if pattern == "" {
+		var st unix.Stat_t
+		if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fail(err)
+		}
+		id := fileID{dev: uint64(st.Dev), ino: st.Ino}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			id.ctime = st.Ctim.Nano()
+		}
+		if a.known[id] {
+			return nil, nil
+		}
+	}
 	var tail [6]byte
 	for i := 0; i < 120; i++ {
 		to := name + quarantineSuffix

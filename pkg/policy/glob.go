@@ -109,6 +109,17 @@ func globAllDepth(patterns []globPattern, maxDepth int) ([]globResult, error) {
 // the symlinks in every directory a "**" walked (the audit follows those
 // to what the walk does not enter).
 func globAllLinks(patterns []globPattern, maxDepth int, collect bool) ([]globResult, []string, error) {
+	return globAllLinksAt(nil, patterns, maxDepth, collect)
+}
+
+// globAllLinksAt is globAllLinks that starts each pattern whose plain
+// prefix runs through a directory of anchors (path → an open directory
+// fd, the caller's) at that fd instead of looking the prefix up from
+// "/": the end-of-run audit holds its writable roots open once it has
+// checked them, and a running sandbox of another nsbox that can rename
+// a directory above a root cannot steer this walk into a tree of its
+// choosing (review 71).
+func globAllLinksAt(anchors map[string]int, patterns []globPattern, maxDepth int, collect bool) ([]globResult, []string, error) {
 	for _, gp := range patterns {
 		for _, p := range splitPath(gp.path) {
 			if p != "**" && hasGlob(p) {
@@ -119,7 +130,7 @@ func globAllLinks(patterns []globPattern, maxDepth int, collect bool) ([]globRes
 		}
 	}
 	walked, alts, of := groupNames(patterns)
-	res, links, err := globWalk(walked, alts, maxDepth, collect)
+	res, links, err := globWalk(anchors, walked, alts, maxDepth, collect)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -148,13 +159,12 @@ func globAllLinks(patterns []globPattern, maxDepth int, collect bool) ([]globRes
 	return out, links, nil
 }
 
-// globWalk is globAllLinks for valid patterns, with alts[i] the names the
-// last part of patterns[i] stands for (nil: the part itself).
-func globWalk(patterns []globPattern, alts []map[string]bool, maxDepth int, collect bool) ([]globResult, []string, error) {
+// globWalk is globAllLinksAt for valid patterns, with alts[i] the names
+// the last part of patterns[i] stands for (nil: the part itself).
+func globWalk(anchors map[string]int, patterns []globPattern, alts []map[string]bool, maxDepth int, collect bool) ([]globResult, []string, error) {
 	n := len(patterns)
 	w := walker{pats: make([]walkPattern, n), res: make([]globResult, n), dirs: make([]atomic.Int64, n), seen: make([]int, n), forks: walkForks, maxDepth: maxDepth, collectLinks: collect}
 	states := make([]walkState, len(patterns))
-	list := false
 	for i, gp := range patterns {
 		parts := splitPath(gp.path)
 		w.pats[i] = walkPattern{fileOnly: gp.fileOnly, links: gp.links, base: "/", maxDepth: gp.maxDepth, glob: make([]bool, len(parts)), alts: alts[i]}
@@ -171,14 +181,42 @@ func globWalk(patterns []globPattern, alts []map[string]bool, maxDepth int, coll
 			}
 		}
 		states[i] = walkState{pat: i, parts: parts}
-		list = list || w.needsList(walkState{i, parts, 0})
 	}
-	root, err := w.open(unix.AT_FDCWD, "/", true, list)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open /: %w", err)
+	// Each state from "/", or from the deepest anchor its plain prefix
+	// runs through (the walk counts depth from a pattern's first "**",
+	// so where it starts does not change its bounds).
+	from := map[string][]walkState{}
+	for i, s := range states {
+		at := anchorOf(anchors, s.parts, w.pats[i].glob)
+		n := len(splitPath(at))
+		from[at] = append(from[at], walkState{pat: i, parts: s.parts[n:]})
 	}
-	w.walk(root, "/", nil, false, states, 0)
-	unix.Close(root.fd)
+	for _, at := range slices.Sorted(maps.Keys(from)) {
+		list := slices.ContainsFunc(from[at], w.needsList)
+		var d dirFD
+		var err error
+		if at == "/" {
+			d, err = w.open(unix.AT_FDCWD, "/", true, list)
+		} else {
+			// The anchor itself, opened again for reading: "." below
+			// its fd is that directory whatever its path leads to now.
+			d, err = w.open(anchors[at], ".", true, list)
+			if errors.Is(err, unix.EACCES) {
+				// "." is a lookup, which needs search permission
+				// on the anchor itself (a workspace the sandbox
+				// made 0000): walked from the fd as it is, not
+				// listable, as a step into it would have been.
+				var fd int
+				fd, err = unix.FcntlInt(uintptr(anchors[at]), unix.F_DUPFD_CLOEXEC, 0)
+				d = dirFD{fd: fd}
+			}
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("open %s: %w", at, err)
+		}
+		w.walk(d, at, nil, false, from[at], 0)
+		unix.Close(d.fd)
+	}
 	for i := range w.res {
 		r := &w.res[i]
 		sort.Strings(r.matches)
@@ -190,6 +228,30 @@ func globWalk(patterns []globPattern, alts []map[string]bool, maxDepth int, coll
 	}
 	sort.Strings(w.links)
 	return w.res, dedupStrings(w.links), nil
+}
+
+// anchorOf returns the deepest path of anchors whose parts lead parts
+// (a pattern's, as plain names: glob tells the wildcards), with a part of
+// the pattern left below it; "/" when there is none.
+func anchorOf(anchors map[string]int, parts []string, glob []bool) string {
+	best, bestLen := "/", 0
+	for p := range anchors {
+		ap := splitPath(p)
+		if len(ap) <= bestLen || len(ap) >= len(parts) {
+			continue
+		}
+		ok := true
+		for j, c := range ap {
+			if glob[j] || parts[j] == "**" || parts[j] != c {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			best, bestLen = p, len(ap)
+		}
+	}
+	return best
 }
 
 // needsList reports whether matching the parts s has left at a directory

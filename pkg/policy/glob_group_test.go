@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Grouping the patterns "PREFIX/**/NAME" into one walk (groupNames)
@@ -73,14 +75,28 @@ func TestGlobGroupedSameAsSeparate(t *testing.T) {
 			want, wantLinks, err1 := globAllLinks(pats, 3, true)
 			walkGroup = true
 			got, gotLinks, err2 := globAllLinks(pats, 3, true)
+			// Started at an open fd of the prefix (the audit's held
+			// roots) instead of from "/": the same walk.
+			afd, err3 := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err3 != nil {
+				t.Fatal(err3)
+			}
+			anchored, anchoredLinks, err3 := globAllLinksAt(map[string]int{root: afd}, pats, 3, true)
+			unix.Close(afd)
 			walkMaxDirs = old
-			if err1 != nil || err2 != nil {
-				t.Fatalf("seed %d: %v, %v", seed, err1, err2)
+			if err1 != nil || err2 != nil || err3 != nil {
+				t.Fatalf("seed %d: %v, %v, %v", seed, err1, err2, err3)
 			}
 			for i := range pats {
 				if !reflect.DeepEqual(normal(got[i]), normal(want[i])) {
 					t.Errorf("seed %d, max dirs %d, %s: grouped %+v, separate %+v", seed, maxDirs, pats[i].path, got[i], want[i])
 				}
+				if !reflect.DeepEqual(normal(anchored[i]), normal(got[i])) {
+					t.Errorf("seed %d, max dirs %d, %s: anchored %+v, from / %+v", seed, maxDirs, pats[i].path, anchored[i], got[i])
+				}
+			}
+			if !reflect.DeepEqual(anchoredLinks, gotLinks) {
+				t.Errorf("seed %d: anchored links %q, from / %q", seed, anchoredLinks, gotLinks)
 			}
 			for _, r := range want {
 				if seed%2 == 0 {

@@ -142,3 +142,45 @@ func TestReview71LinkPassBounded(t *testing.T) {
 		t.Errorf("a link pass past its bound: %v, want ErrGitAuditIncomplete naming what was not followed", err)
 	}
 }
+
+// Review 71 #2: another nsbox's sandbox, still running and able to write
+// above this run's workspace, swaps the workspace's parent for a symlink
+// to a tree of its choosing between the audit's check of its places and
+// the walk and renames. The audit must walk and rename in the workspace
+// it checked, never in that tree, and say that its places moved.
+func TestReview71AuditRootSwappedAfterCheck(t *testing.T) {
+	base := t.TempDir()
+	ws := filepath.Join(base, "o", "ws")
+	victim := filepath.Join(base, "victim")
+	a := reviewAudit(t, ws) // the clock ticks before the files below
+	reviewMkfile(t, filepath.Join(ws, "sub", ".vscode", "tasks.json"), `{"tasks":[]}`)
+	reviewMkfile(t, filepath.Join(victim, "ws", "sub", ".vscode", "tasks.json"), `{"tasks":[]}`)
+	reviewMkfile(t, filepath.Join(victim, "ws", "lib", ".git", "config"), "[core]\n")
+	reviewMkfile(t, filepath.Join(ws, "lib", ".git", "config"), "[core]\n")
+	a.noGit, a.dirs = false, []string{ws}
+	a.placeAll([]string{ws})
+	afterVerify = func() {
+		if err := os.Rename(filepath.Join(base, "o"), filepath.Join(base, "o.moved")); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink(victim, filepath.Join(base, "o")); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { afterVerify = nil }()
+	qs, err := a.Run()
+	if _, serr := os.Lstat(filepath.Join(victim, "ws", "sub", ".vscode")); serr != nil {
+		t.Errorf("the audit renamed %s, outside the workspace it checked (%v; quarantined %v)", filepath.Join(victim, "ws", "sub", ".vscode"), serr, qs)
+	}
+	if _, serr := os.Lstat(filepath.Join(victim, "ws", "lib", ".git")); serr != nil {
+		t.Errorf("the audit renamed %s, outside the workspace it checked (%v; quarantined %v)", filepath.Join(victim, "ws", "lib", ".git"), serr, qs)
+	}
+	for _, q := range qs {
+		if !strings.HasPrefix(q.From, ws+"/") {
+			t.Errorf("quarantined %s, outside the workspace", q.From)
+		}
+	}
+	if !errors.Is(err, ErrGitAuditIncomplete) || !strings.Contains(err.Error(), "while the audit ran") {
+		t.Errorf("the audit did not say its workspace moved while it ran: %v", err)
+	}
+}
