@@ -24,6 +24,7 @@ import (
 	"github.com/nsbox/nsbox/pkg/policy/backend"
 	"github.com/nsbox/nsbox/pkg/sandbox"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 // maxMCPSessions bounds --max-sessions: each session is a sandbox, a
@@ -254,7 +255,15 @@ func mcpMain(f *mcpFlags) error {
 
 	var audit io.Writer
 	if auditPath != "" {
-		af, err := mcpserver.OpenAudit(auditPath, f.auditMax)
+		// Its directory is looked up refusing a symlink a sandbox of
+		// this policy could have planted on the way (policy.OpenHostDir).
+		dir, name := filepath.Split(auditPath)
+		dfd, real, err := policy.OpenHostDir(filepath.Clean(dir), func() ([]string, error) { return res.Roots(), nil })
+		if err != nil {
+			return fail(fmt.Errorf("--audit %s: %v", auditPath, err))
+		}
+		af, err := mcpserver.OpenAuditAt(dfd, filepath.Join(real, name), name, f.auditMax)
+		unix.Close(dfd)
 		if err != nil {
 			return fail(fmt.Errorf("--audit: %v", err))
 		}

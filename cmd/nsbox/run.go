@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,7 +95,9 @@ type statusWriter struct {
 	mu sync.Mutex
 }
 
-func openStatus(spec string) (*statusWriter, error) {
+// openStatus opens the --json-status destination spec; writable lists the
+// directories the run's sandbox can write (policy.OpenHostDir).
+func openStatus(spec string, writable func() ([]string, error)) (*statusWriter, error) {
 	if spec == "" {
 		return &statusWriter{}, nil
 	}
@@ -126,10 +129,17 @@ func openStatus(spec string) (*statusWriter, error) {
 		return &statusWriter{w: os.NewFile(uintptr(dup), "status")}, nil
 	}
 	// The file is opened on the host, with the caller's rights, and may lie
-	// in a directory an earlier sandbox could write: a symlink there must
-	// not redirect the write (O_NOFOLLOW), nor a FIFO stall the run
+	// in a directory an earlier sandbox could write: a symlink it planted
+	// must not redirect the write, neither at the file (O_NOFOLLOW) nor on
+	// the way to its directory (OpenHostDir), nor a FIFO stall the run
 	// (O_NONBLOCK, then only a regular file is taken).
-	f, err := os.OpenFile(spec, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	dir, name := filepath.Split(spec)
+	dfd, real, err := policy.OpenHostDir(filepath.Clean(dir), writable)
+	if err != nil {
+		return nil, fmt.Errorf("--json-status %s: %v", spec, err)
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0o644)
+	unix.Close(dfd)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, fmt.Errorf("--json-status %s: it is a symlink; name the file itself", spec)
@@ -137,8 +147,9 @@ func openStatus(spec string) (*statusWriter, error) {
 		if errors.Is(err, syscall.ENXIO) {
 			return nil, fmt.Errorf("--json-status %s: not a regular file", spec)
 		}
-		return nil, fmt.Errorf("--json-status: %v", err)
+		return nil, fmt.Errorf("--json-status %s: %v", spec, err)
 	}
+	f := os.NewFile(uintptr(fd), spec)
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() {
 		f.Close()
@@ -159,7 +170,8 @@ func openStatus(spec string) (*statusWriter, error) {
 		f.Close()
 		return nil, fmt.Errorf("--json-status %s: not a regular file (a %s file); name a file on a disk, or fd:N", spec, fsName)
 	}
-	return &statusWriter{w: f, path: spec}, nil
+	// The path protected inside is the file's real one.
+	return &statusWriter{w: f, path: filepath.Join(real, name)}, nil
 }
 
 // pseudoFS reports whether f lies on a kernel pseudo filesystem, and which.
@@ -225,7 +237,19 @@ func runMain(f *runFlags, argv []string) error {
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: err.Error()}
 	}
-	status, err := openStatus(spec)
+	status, err := openStatus(spec, func() ([]string, error) {
+		// Only when a symlink on the file's way leads out of its
+		// directory: the directories this run's sandbox will write.
+		host, err := hostForCLI()
+		if err != nil {
+			return nil, err
+		}
+		pv, err := f.peek(host)
+		if err != nil {
+			return nil, err
+		}
+		return pv.Roots, nil
+	})
 	if err != nil {
 		return &exitError{code: exitNsboxFailed, msg: err.Error()}
 	}

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -63,6 +65,12 @@ type AuditFile struct {
 	mu   sync.Mutex
 	f    *os.File
 	path string
+	// dir is the directory the file was opened in (O_PATH), held: FILE.1
+	// and the rotation's temporary file are made and renamed relative to
+	// it, never through the path again, which a sandbox that can write
+	// above the file could have turned into a symlink since.
+	dir  int
+	name string
 	max  int64
 	size int64
 
@@ -83,34 +91,59 @@ var ErrAuditNotRegular = errors.New("not a regular file (a symlink, a FIFO or a 
 var ErrAuditHardLinked = errors.New("has other names (hard links), through which its lines could be changed: remove them, or name a new file")
 
 // OpenAudit opens (creating it, mode 0600) the audit file at path, to be
-// rotated at max bytes (0: DefaultAuditMax).
+// rotated at max bytes (0: DefaultAuditMax). Its directory is looked up by
+// path; a caller that knows where a sandbox may have planted symlinks
+// opens the directory itself and uses OpenAuditAt.
 func OpenAudit(path string, max int64) (*AuditFile, error) {
+	dir, name := filepath.Split(filepath.Clean(path))
+	dfd, err := unix.Open(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	a, err := OpenAuditAt(dfd, path, name, max)
+	unix.Close(dfd)
+	return a, err
+}
+
+// OpenAuditAt is OpenAudit of the file name in the directory open at dirfd
+// (any fd of it: a duplicate is kept), path the file's path for messages.
+func OpenAuditAt(dirfd int, path, name string, max int64) (*AuditFile, error) {
 	if max <= 0 {
 		max = DefaultAuditMax
+	}
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("%s: %w", path, ErrAuditNotRegular)
+	}
+	dir, err := unix.FcntlInt(uintptr(dirfd), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil, err
 	}
 	// O_NOFOLLOW: a symlink planted at the path is refused (ELOOP), never
 	// followed to a file the user's shell runs. O_NONBLOCK: a FIFO there
 	// does not block the open; it is refused. Opened for reading too:
 	// rotation copies it.
-	f, err := openRegular(path, os.O_RDWR|os.O_CREATE|os.O_APPEND)
+	f, err := openRegular(dir, name, path, os.O_RDWR|os.O_CREATE|os.O_APPEND)
 	if err != nil {
+		unix.Close(dir)
 		return nil, err
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
+		unix.Close(dir)
 		return nil, err
 	}
 	// FILE.1 made now, empty if it was missing, so that rotation can
 	// always rewrite it in place (rotate); one that is not a regular file
 	// is refused now rather than at the first rotation.
-	old, err := openRegular(path+".1", os.O_WRONLY|os.O_CREATE)
+	old, err := openRegular(dir, name+".1", path+".1", os.O_WRONLY|os.O_CREATE)
 	if err != nil {
 		f.Close()
+		unix.Close(dir)
 		return nil, err
 	}
 	old.Close()
-	return &AuditFile{f: f, path: path, max: max, size: st.Size(), now: time.Now, runs: map[string]*refusalRun{},
+	return &AuditFile{f: f, path: path, dir: dir, name: name, max: max, size: st.Size(), now: time.Now, runs: map[string]*refusalRun{},
 		others: refusalRun{line: map[string]any{"error": fmt.Sprintf("refusals of more than %d kinds in one second", maxRuns)}}}, nil
 }
 
@@ -233,12 +266,25 @@ func (a *AuditFile) rotate() error {
 }
 
 func (a *AuditFile) rotateByRename(src io.Reader) error {
-	dir, base := filepath.Split(a.path)
-	tmp, err := os.CreateTemp(dir, "."+base+".rotate-*")
-	if err != nil {
-		return err
+	var tmpName string
+	var tmp *os.File
+	for i := 0; ; i++ {
+		var r [6]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return err
+		}
+		tmpName = fmt.Sprintf(".%s.rotate-%x", a.name, r)
+		fd, err := unix.Openat(a.dir, tmpName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.EEXIST) && i < 16 {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "create", Path: a.path + ".1", Err: err}
+		}
+		tmp = os.NewFile(uintptr(fd), tmpName)
+		break
 	}
-	_, err = io.Copy(tmp, src)
+	_, err := io.Copy(tmp, src)
 	if err == nil {
 		err = tmp.Chmod(0o600)
 	}
@@ -246,10 +292,10 @@ func (a *AuditFile) rotateByRename(src io.Reader) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), a.path+".1")
+		err = unix.Renameat(a.dir, tmpName, a.dir, a.name+".1")
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
+		unix.Unlinkat(a.dir, tmpName, 0)
 	}
 	return err
 }
@@ -257,7 +303,7 @@ func (a *AuditFile) rotateByRename(src io.Reader) error {
 // rotateInPlace overwrites FILE.1 with src: opened like the audit file
 // itself (no symlink followed, a regular file only), never created.
 func (a *AuditFile) rotateInPlace(src io.Reader) error {
-	f, err := openRegular(a.path+".1", os.O_WRONLY)
+	f, err := openRegular(a.dir, a.name+".1", a.path+".1", os.O_WRONLY)
 	if err != nil {
 		return err
 	}
@@ -272,14 +318,15 @@ func (a *AuditFile) rotateInPlace(src io.Reader) error {
 // openRegular opens path with flag, refusing a symlink (O_NOFOLLOW) and
 // anything but a regular file (O_NONBLOCK first, so that a FIFO cannot
 // stall the open), and sets it back to blocking.
-func openRegular(path string, flag int) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
+func openRegular(dir int, name, path string, flag int) (*os.File, error) {
+	fd, err := unix.Openat(dir, name, flag|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO) {
 			return nil, fmt.Errorf("%s: %w", path, ErrAuditNotRegular)
 		}
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
+	f := os.NewFile(uintptr(fd), path)
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -311,6 +358,7 @@ func (a *AuditFile) Close() error {
 	a.flushRuns(a.now())
 	err := a.f.Close()
 	a.f = nil
+	unix.Close(a.dir)
 	return err
 }
 

@@ -226,3 +226,42 @@ func TestAuditRotatesAtCap(t *testing.T) {
 		t.Fatalf("last line %v", l[len(l)-1])
 	}
 }
+
+// TestAuditRotatesInItsOwnDirectory: a sandbox that can write above the
+// audit file turns its directory into a symlink to another one while the
+// server runs; the rotation's FILE.1 and temporary file stay in the
+// directory the file was opened in (review 71), never made through the
+// path again.
+func TestAuditRotatesInItsOwnDirectory(t *testing.T) {
+	base := t.TempDir()
+	logs, victim := filepath.Join(base, "logs"), filepath.Join(base, "victim")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const max = 16 << 10
+	a, err := OpenAudit(filepath.Join(logs, "audit.jsonl"), max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(logs, logs+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, logs); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2000; i++ {
+		if _, err := a.Write([]byte(fmt.Sprintf(`{"kind":"tool","tool":"t%d","ok":true}`+"\n", i))); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+	}
+	a.Close()
+	if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+		t.Errorf("the rotation wrote %s into the directory the path now leads to", ents[0].Name())
+	}
+	if old, err := os.Stat(filepath.Join(logs+".moved", "audit.jsonl.1")); err != nil || old.Size() == 0 {
+		t.Errorf("no rotated part beside the file: %v", err)
+	}
+}

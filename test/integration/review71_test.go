@@ -70,3 +70,61 @@ func TestReview71TokenFileFIFO(t *testing.T) {
 		})
 	}
 }
+
+// TestReview71StatusFileThroughPlantedLink
+//
+// Finding (MEDIUM, the rest of #3): --json-status refused a symlink at the
+// file itself, but not on the way to it: an earlier sandbox that turned
+// the workspace's out/ into a symlink to another directory had nsbox, with
+// the caller's rights, create and fill the status file there. Now a
+// symlink that leads out of its directory and lies in a directory the
+// sandbox writes is refused; one outside them (a data disk's link) and
+// one that stays within its directory are followed, and the file is
+// protected inside by its real path.
+func TestReview71StatusFileThroughPlantedLink(t *testing.T) {
+	for _, u := range users() {
+		u := u
+		t.Run(u.name, func(t *testing.T) {
+			requireSandbox(t, u)
+			base := u.tempDir(t)
+			ws := filepath.Join(base, "ws")
+			victim := filepath.Join(base, "victim")
+			u.mkdirs(t, filepath.Join(ws, "build"), victim)
+			if err := os.Symlink(victim, filepath.Join(ws, "out")); err != nil {
+				t.Fatal(err)
+			}
+			r := u.run(t, &runOpts{dir: ws}, "run", "--json-status", "out/status.jsonl", "--", "/bin/true")
+			if r.code == 0 || !strings.Contains(r.stderr, "symlink "+filepath.Join(ws, "out")) {
+				t.Errorf("--json-status through a link planted in the workspace: exit %d, stderr %q; want it refused, naming the link", r.code, r.stderr)
+			}
+			if exists(filepath.Join(victim, "status.jsonl")) {
+				t.Errorf("nsbox created %s through the planted link", filepath.Join(victim, "status.jsonl"))
+			}
+			// A link that stays in its directory is followed; the file
+			// it leads to is read-only inside.
+			if err := os.Symlink("build", filepath.Join(ws, "inner")); err != nil {
+				t.Fatal(err)
+			}
+			r = u.run(t, &runOpts{dir: ws}, "run", "--json-status", "inner/status.jsonl", "--", "/bin/sh", "-c", "echo forged >> build/status.jsonl && echo WROTE")
+			if r.code == 0 || strings.Contains(r.stdout, "WROTE") {
+				t.Errorf("the status file reached through a link in the workspace was writable inside: %q", r.stdout)
+			}
+			b, _ := os.ReadFile(filepath.Join(ws, "build", "status.jsonl"))
+			if !strings.Contains(string(b), `"exited"`) || strings.Contains(string(b), "forged") {
+				t.Errorf("status lines through a link within the workspace: %q", b)
+			}
+			// A link outside the sandbox's writable directories (the
+			// user's own: ~/code -> /mnt/data/code) is followed.
+			other := filepath.Join(base, "other")
+			u.mkdirs(t, other)
+			if err := os.Symlink(other, filepath.Join(base, "outside")); err != nil {
+				t.Fatal(err)
+			}
+			r = u.run(t, &runOpts{dir: ws}, "run", "--json-status", filepath.Join(base, "outside", "s.jsonl"), "--", "/bin/true")
+			expectCode(t, r, 0)
+			if !exists(filepath.Join(other, "s.jsonl")) {
+				t.Errorf("--json-status through a link outside the workspace: no file at its target; stderr %q", r.stderr)
+			}
+		})
+	}
+}
