@@ -1,11 +1,10 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,40 +22,41 @@ type PlantedLinkError struct {
 }
 
 func (e *PlantedLinkError) Error() string {
-	return fmt.Sprintf("its directory is reached through the symlink %s (to %s), which lies in a directory the sandbox can write, where an earlier sandbox could have made it: name the file by its real path, %s", e.Link, e.Target, e.Target)
+	return fmt.Sprintf("its directory is reached through the symlink %s, which lies in a directory the sandbox can write and leads out of it (to %s): an earlier sandbox could have made it to choose where nsbox writes; look at the link and remove it, or name a file outside the directories the sandbox writes", e.Link, e.Target)
 }
-
-// maxLinkHops bounds the symlinks followed on the way to a host file's
-// directory (as the kernel's own 40: path_resolution(7)).
-const maxLinkHops = 40
 
 // OpenHostDir opens the directory dir (absolute) for nsbox to create or
 // open a file of its own in, relative to the fd returned (O_PATH), and
 // returns its real path. writable lists the directories a sandbox of the
-// run can write; it is called only when a symlink that leads out of its
-// directory is met on the way (most paths have none), and an error from it
-// refuses the open.
+// run can write; it is called only when a symlink is met on the way (most
+// paths have none), and an error from it refuses the open.
 //
 // Invariant: nothing nsbox writes on the host is steered by a symlink a
-// sandbox could have made. Each symlink on the way is looked at where it
-// lies: one that leads out of its directory and lies in a writable
-// directory of the run is refused (PlantedLinkError); the others (a /home
-// that leads to /var/home, ~/code -> /mnt/data/code) are followed. The
-// real path so found is then opened from "/" with no symlink at all
-// (openat2 RESOLVE_NO_SYMLINKS), so a link swapped in after the check
-// fails the open instead of being followed (review 71).
+// sandbox of this run's policy could have made. Every symlink on the way
+// that lies in a writable directory of the run must lead, resolved by the
+// kernel, to a place in that same directory; one that leads out of it is
+// refused (PlantedLinkError), as binds are (binds.go). Links elsewhere (a
+// /home that leads to /var/home, ~/code -> /mnt/data/code) are followed,
+// by the kernel, so fs.protected_symlinks still holds for them. The
+// directory is then opened by the kernel and must be the one the check
+// arrived at: a link swapped in between fails the open (review 71, 72).
+// Links a sandbox of another policy planted in a directory this run does
+// not write are not judged (docs/security.md).
 func OpenHostDir(dir string, writable func() ([]string, error)) (int, string, error) {
 	if !filepath.IsAbs(dir) {
 		return -1, "", fmt.Errorf("%s: not an absolute path", dir)
 	}
 	var roots []string
 	rootsRead := false
+	// cur has no symlink in it: a link met is replaced by its target's
+	// names, looked at one by one in turn (a ".." after a link is taken
+	// where the link led, as the kernel does, never cleaned away).
 	cur, parts, hops := "/", splitPath(dir), 0
 	for len(parts) > 0 {
 		name := parts[0]
 		parts = parts[1:]
 		if name == ".." {
-			cur = filepath.Dir(cur) // cur has no symlink: ".." is lexical
+			cur = filepath.Dir(cur)
 			continue
 		}
 		next := filepath.Join(cur, name)
@@ -71,37 +71,59 @@ func OpenHostDir(dir string, writable func() ([]string, error)) (int, string, er
 		if hops++; hops > maxLinkHops {
 			return -1, "", &os.PathError{Op: "open", Path: dir, Err: unix.ELOOP}
 		}
+		// Where it leads in the end, by the kernel (which also
+		// applies fs.protected_symlinks), to judge it; its own text, to
+		// walk on and judge the links it passes through.
+		real, err := kernelReal(next)
+		if err != nil {
+			return -1, "", err
+		}
 		t, err := os.Readlink(next)
 		if err != nil {
 			return -1, "", err
 		}
-		if !filepath.IsAbs(t) {
-			t = filepath.Join(cur, t)
-		}
-		t = filepath.Clean(t)
-		if !within(t, cur) {
-			if !rootsRead {
-				if roots, err = writable(); err != nil {
-					return -1, "", fmt.Errorf("%s leads out of its directory, and the directories the sandbox can write are not known: %w", next, err)
-				}
-				rootsRead = true
+		if !rootsRead {
+			if roots, err = writable(); err != nil {
+				return -1, "", fmt.Errorf("%s is a symlink, and the directories the sandbox can write are not known: %w", next, err)
 			}
-			if slices.ContainsFunc(roots, func(r string) bool { return within(next, r) && next != r }) {
-				return -1, "", &PlantedLinkError{Link: next, Target: t}
+			rootsRead = true
+		}
+		for _, r := range roots {
+			if within(next, r) && next != r && !within(real, r) {
+				return -1, "", &PlantedLinkError{Link: next, Target: real}
 			}
 		}
-		// The target's own names are looked at again, from "/".
-		cur, parts = "/", append(splitPath(t), parts...)
+		if filepath.IsAbs(t) {
+			cur = "/"
+		}
+		parts = append(splitPath(t), parts...)
 	}
-	fd, err := openat2Retry(unix.AT_FDCWD, cur, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if errors.Is(err, unix.ELOOP) {
-		return -1, "", fmt.Errorf("%s: a symlink was put on its way while it was opened: %w", dir, err)
-	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return -1, "", &os.PathError{Op: "open", Path: cur, Err: err}
+		return -1, "", &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	if got, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err != nil || got != cur {
+		unix.Close(fd)
+		return -1, "", fmt.Errorf("%s: it changed while it was opened (it led to %s, then to %s): a symlink on its way was replaced", dir, cur, got)
 	}
 	return fd, cur, nil
+}
+
+// maxLinkHops bounds the symlinks followed on the way to a host file's
+// directory (the kernel's own bound: path_resolution(7)).
+const maxLinkHops = 40
+
+// kernelReal is the real path of what the symlink p leads to, resolved by
+// the kernel (its ".." after a link and fs.protected_symlinks included).
+func kernelReal(p string) (string, error) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	t, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", err
+	}
+	return t, nil
 }

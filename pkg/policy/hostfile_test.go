@@ -30,6 +30,22 @@ func TestOpenHostDir(t *testing.T) {
 	link("build", filepath.Join(ws, "inner"))                        // stays in its directory
 	link(filepath.Join(base, "data"), filepath.Join(base, "mydata")) // the user's own, outside ws
 	link(filepath.Join(ws, "out"), filepath.Join(base, "via"))       // outside, but on to the planted one
+	// Review 72: a relative link that stays in the workspace through
+	// "..", a link spelled through a symlinked home, and a ".." after a
+	// link, taken where the link led.
+	if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link("../build", filepath.Join(ws, "sub", "cur"))
+	link(".", filepath.Join(base, "home"))
+	link(filepath.Join(base, "home", "ws", "build"), filepath.Join(ws, "out2"))
+	for _, d := range []string{filepath.Join(base, "x", "y"), filepath.Join(base, "x", "b")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("x/y", filepath.Join(base, "a"))
+	link("a/../b", filepath.Join(base, "lx"))
 	for _, c := range []struct {
 		dir, want string
 		planted   string
@@ -38,6 +54,9 @@ func TestOpenHostDir(t *testing.T) {
 		{dir: filepath.Join(ws, "inner"), want: filepath.Join(ws, "build")},
 		{dir: filepath.Join(base, "mydata"), want: filepath.Join(base, "data")},
 		{dir: filepath.Join(ws, "build", "..", "inner"), want: filepath.Join(ws, "build")},
+		{dir: filepath.Join(ws, "sub", "cur"), want: filepath.Join(ws, "build")},
+		{dir: filepath.Join(ws, "out2"), want: filepath.Join(ws, "build")},
+		{dir: filepath.Join(base, "lx"), want: filepath.Join(base, "x", "b")},
 		{dir: filepath.Join(ws, "out"), planted: filepath.Join(ws, "out")},
 		{dir: filepath.Join(ws, "up"), planted: filepath.Join(ws, "up")},
 		{dir: filepath.Join(base, "via"), planted: filepath.Join(ws, "out")},
