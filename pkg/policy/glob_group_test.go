@@ -16,6 +16,8 @@ import (
 // and the links, are those of the walk pattern by pattern, over random
 // trees (files, directories, symlinks, directories this user can search
 // but not list, skipped names), with depth and directory bounds reached.
+// So does keeping of each listing only the entries the walk uses (keep):
+// the walk with whole listings meets the same.
 func TestGlobGroupedSameAsSeparate(t *testing.T) {
 	names := []string{".vscode", ".roo", ".env", ".crushrc", "kilo.json", ".git", "node_modules", "x", ".helix", "mise.toml"}
 	escapedMatches := 0 // below the prefixes that must be escaped
@@ -75,6 +77,23 @@ func TestGlobGroupedSameAsSeparate(t *testing.T) {
 			want, wantLinks, err1 := globAllLinks(pats, 3, true)
 			walkGroup = true
 			got, gotLinks, err2 := globAllLinks(pats, 3, true)
+			// Each directory's whole listing kept, as before the
+			// listing kept only what the walk uses (review 71 #7):
+			// the same walk.
+			walkListAll = true
+			all, allLinks, err4 := globAllLinks(pats, 3, true)
+			walkListAll = false
+			if err4 != nil {
+				t.Fatalf("seed %d: %v", seed, err4)
+			}
+			for i := range pats {
+				if !reflect.DeepEqual(normal(all[i]), normal(got[i])) {
+					t.Errorf("seed %d, max dirs %d, %s: whole listings %+v, kept entries %+v", seed, maxDirs, pats[i].path, all[i], got[i])
+				}
+			}
+			if !reflect.DeepEqual(allLinks, gotLinks) {
+				t.Errorf("seed %d: links with whole listings %q, with kept entries %q", seed, allLinks, gotLinks)
+			}
 			// Started at an open fd of the prefix (the audit's held
 			// roots) instead of from "/": the same walk.
 			afd, err3 := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
