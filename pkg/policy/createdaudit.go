@@ -227,8 +227,8 @@ func (a *GitAudit) quarantineCreated(cp createdPattern, pattern string, matches 
 		if !slices.ContainsFunc(a.roots, func(root string) bool { return within(m, root) && m != root }) || a.wasLocked(m) {
 			continue
 		}
-		id, ok := idOf(m)
-		if !ok || a.known[id] || inert(m) {
+		id, ok := idOf(a.at(m))
+		if !ok || a.known[id] || inert(a.at(m)) {
 			continue
 		}
 		// Within the start's walk, a match it did not see is new to this
@@ -240,12 +240,12 @@ func (a *GitAudit) quarantineCreated(cp createdPattern, pattern string, matches 
 			continue
 		}
 		if cp.Dir {
-			if st, err := os.Lstat(m); err != nil || !st.IsDir() {
+			if st, err := os.Lstat(a.at(m)); err != nil || !st.IsDir() {
 				continue
 			}
 		}
 		if cp.File {
-			if st, err := os.Lstat(m); err == nil && st.IsDir() {
+			if st, err := os.Lstat(a.at(m)); err == nil && st.IsDir() {
 				continue
 			}
 		}
@@ -291,7 +291,7 @@ func (a *GitAudit) linkOnTheWay(p string) string {
 	cur := root
 	for _, c := range splitPath(rel) {
 		cur = filepath.Join(cur, c)
-		st, err := os.Lstat(cur)
+		st, err := os.Lstat(a.at(cur))
 		if err != nil {
 			return ""
 		}
@@ -355,7 +355,7 @@ func (a *GitAudit) changedInRun(p, fixed string) bool {
 		return true // no start recorded: everything is new
 	}
 	var st unix.Stat_t
-	if unix.Lstat(p, &st) != nil {
+	if unix.Lstat(a.at(p), &st) != nil {
 		return true
 	}
 	if st.Ctim.Nano() >= a.since {
@@ -363,14 +363,14 @@ func (a *GitAudit) changedInRun(p, fixed string) bool {
 	}
 	for d := filepath.Dir(p); d != fixed && within(d, fixed) && d != "/"; d = filepath.Dir(d) {
 		var dst unix.Stat_t
-		if unix.Lstat(d, &dst) != nil || dst.Ctim.Nano() >= a.since {
+		if unix.Lstat(a.at(d), &dst) != nil || dst.Ctim.Nano() >= a.since {
 			return true
 		}
 	}
 	n := 0
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(a.at(p), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return true
 		}
@@ -389,7 +389,7 @@ func (a *GitAudit) changedInRun(p, fixed string) bool {
 		if tst.Mode&unix.S_IFMT != unix.S_IFDIR {
 			return false
 		}
-		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(a.at(p), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return true
 		}
@@ -418,7 +418,7 @@ func (a *GitAudit) foreignDirs(res []globResult) []error {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Lstat(d, &st) == nil && st.Ctim.Nano() < a.since {
+		if unix.Lstat(a.at(d), &st) == nil && st.Ctim.Nano() < a.since {
 			continue // as it was before the run: not the sandbox's doing
 		}
 		errs = append(errs, fmt.Errorf("%w: the sandbox made %s a directory of another user (uid %d) that nsbox cannot look into; a repository or agent file in it may run its code when you use git or open it in an editor or agent: look (as root) before you do", ErrGitAuditIncomplete, d, st.Uid))

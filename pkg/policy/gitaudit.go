@@ -342,6 +342,31 @@ func sameDirNoSymlink(p string, id fileID) bool {
 	return ok && got.dev == id.dev && got.ino == id.ino
 }
 
+// at is the path by which the audit looks p up: below the held place
+// that holds p (the deepest), through that place's fd
+// (/proc/self/fd/N/REST), so that what it decides by (is this .git new,
+// empty, changed in the run?) is read in the directory it checked and
+// renames in, whatever the path above leads to by then; p itself when no
+// held place holds it. Before, a sandbox of another run that swapped the
+// workspace for a decoy and back during the audit hid a repository from
+// it, silently, in 1 of 20 tries (review 72).
+func (a *GitAudit) at(p string) string {
+	best := ""
+	for r := range a.held {
+		if within(p, r) && len(r) > len(best) {
+			best = r
+		}
+	}
+	if best == "" {
+		return p
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(p, best), "/")
+	if rel == "" {
+		rel = "."
+	}
+	return "/proc/self/fd/" + strconv.Itoa(a.held[best]) + "/" + rel
+}
+
 // openPlace opens the directory at the absolute path p, looked up from
 // "/" with no symlink on the way, when it is the directory id; the
 // caller closes the fd.
@@ -471,10 +496,10 @@ func (a *GitAudit) run() ([]Quarantined, error) {
 	// walks up through directories no walk lists: a .git or a git
 	// directory's layout the run made there is entered (review 21).
 	for _, d := range a.skippedAbove() {
-		if g := filepath.Join(d, ".git"); !inert(g) && a.changedInRun(g, d) {
+		if g := filepath.Join(d, ".git"); !inert(a.at(g)) && a.changedInRun(g, d) {
 			gits = append(gits, g)
 		}
-		if gitDirLayout(d) && a.layoutChanged(d) {
+		if gitDirLayout(a.at(d)) && a.layoutChanged(d) {
 			heads = append(heads, filepath.Join(d, "HEAD"))
 		}
 	}
@@ -492,13 +517,13 @@ func (a *GitAudit) run() ([]Quarantined, error) {
 	// directory would send git to a config and hooks of the sandbox's.
 	for _, root := range a.gitRoots {
 		c := filepath.Join(root, "commondir")
-		if id, ok := idOf(c); ok && !a.known[id] {
+		if id, ok := idOf(a.at(c)); ok && !a.known[id] {
 			gits = append(gits, c)
 		}
 	}
 	for _, g := range gits {
-		id, ok := idOf(g)
-		if !ok || a.known[id] || inert(g) || a.wasLocked(g) {
+		id, ok := idOf(a.at(g))
+		if !ok || a.known[id] || inert(a.at(g)) || a.wasLocked(g) {
 			continue
 		}
 		q, err := a.quarantine(g, filepath.Dir(g))
@@ -513,10 +538,10 @@ func (a *GitAudit) run() ([]Quarantined, error) {
 	}
 	for _, h := range heads {
 		d := filepath.Dir(h)
-		if filepath.Base(d) == ".git" || strings.HasSuffix(filepath.Base(d), quarantineSuffix) || a.wasLocked(d) || !gitDirLayout(d) {
+		if filepath.Base(d) == ".git" || strings.HasSuffix(filepath.Base(d), quarantineSuffix) || a.wasLocked(d) || !gitDirLayout(a.at(d)) {
 			continue
 		}
-		if id, ok := idOf(d); !ok || a.known[id] {
+		if id, ok := idOf(a.at(d)); !ok || a.known[id] {
 			continue
 		}
 		q, err := a.quarantine(h, d)
@@ -814,7 +839,7 @@ func (a *GitAudit) openUp(d string) (int, error) {
 		var f int
 		var err error
 		if h, ok := a.held[d]; ok {
-			f, err = unix.Dup(h)
+			f, err = unix.FcntlInt(uintptr(h), unix.F_DUPFD_CLOEXEC, 0)
 		} else if _, placed := a.places[d]; placed {
 			err = errors.New("it was moved during the run")
 		} else {
@@ -913,21 +938,22 @@ func (a *GitAudit) quarantineAs(p, repo, pattern string) (*Quarantined, error) {
 		return fail(err)
 	}
 	defer unix.Close(parent)
-	// The repository renamed is the one examined by fd, not a .git the
-	// user had before the run that a lookup by path missed (the tree above
-	// moved under it): one known is left alone.
-	if pattern == "" {
-		var st unix.Stat_t
-		if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return fail(err)
-		}
-		id := fileID{dev: uint64(st.Dev), ino: st.Ino}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			id.ctime = st.Ctim.Nano()
-		}
-		if a.known[id] {
-			return nil, nil
-		}
+	// What is renamed is judged by fd, as it is renamed: never a file the
+	// run protected at its start (a known .git, a protected match, the
+	// HEAD of a known bare repository), whatever a lookup by path saw.
+	var st, pst unix.Stat_t
+	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fail(err)
+	}
+	id := fileID{dev: uint64(st.Dev), ino: st.Ino}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		id.ctime = st.Ctim.Nano()
+	}
+	if a.known[id] {
+		return nil, nil
+	}
+	if name == "HEAD" && unix.Fstat(parent, &pst) == nil && a.known[fileID{dev: uint64(pst.Dev), ino: pst.Ino}] {
+		return nil, nil
 	}
 	var tail [6]byte
 	for i := 0; i < 120; i++ {

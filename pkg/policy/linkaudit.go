@@ -102,7 +102,7 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 			from = 0
 		}
 		var lst unix.Stat_t
-		if unix.Lstat(l, &lst) != nil {
+		if unix.Lstat(a.at(l), &lst) != nil {
 			continue
 		}
 		// New: made or changed in the run; moved into the walk's view
@@ -135,13 +135,13 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 				}
 			}
 			for _, g := range gits {
-				if id, ok := idOf(g); ok && !a.known[id] && a.changedInRun(g, real) {
+				if id, ok := idOf(a.at(g)); ok && !a.known[id] && a.changedInRun(g, real) {
 					add(a.quarantine(g, filepath.Dir(g)))
 				}
 			}
 			for _, h := range heads {
 				d := filepath.Dir(h)
-				if id, ok := idOf(d); ok && !a.known[id] && a.changedInRun(d, real) {
+				if id, ok := idOf(a.at(d)); ok && !a.known[id] && a.changedInRun(d, real) {
 					add(a.quarantine(h, d))
 				}
 			}
@@ -150,7 +150,7 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 			// holds (node_modules).
 			for _, h := range upHeads {
 				d := filepath.Dir(h)
-				if id, ok := idOf(d); ok && !a.known[id] && a.layoutChanged(d) {
+				if id, ok := idOf(a.at(d)); ok && !a.known[id] && a.layoutChanged(d) {
 					add(a.quarantine(h, d))
 				}
 			}
@@ -168,7 +168,7 @@ func (a *GitAudit) quarantineThroughLinks(links []string, globs []globPattern, o
 func (a *GitAudit) layoutChanged(d string) bool {
 	for _, name := range []string{"HEAD", "config", "commondir", "objects", "refs"} {
 		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(d, name), &st) == nil && st.Ctim.Nano() >= a.since {
+		if unix.Lstat(a.at(filepath.Join(d, name)), &st) == nil && st.Ctim.Nano() >= a.since {
 			return true
 		}
 	}
@@ -243,7 +243,7 @@ func (a *GitAudit) unseenAtStart(l, root string) bool {
 	if err != nil || (a.startLinkDepth > 0 && strings.Count(rel, "/")+1 >= a.startLinkDepth) {
 		return false // deeper than the start looked (targetMoved judges it)
 	}
-	id, ok := idOf(l)
+	id, ok := idOf(a.at(l))
 	if !ok {
 		return false
 	}
@@ -259,18 +259,18 @@ func (a *GitAudit) unseenAtStart(l, root string) bool {
 // changed in the run (a stash renamed into the target's place, the
 // target made a link to another; reviews 22, 23).
 func (a *GitAudit) targetMoved(l, real string) bool {
-	if id, ok := idOf(l); ok {
+	if id, ok := idOf(a.at(l)); ok {
 		if was, met := a.startLinks[id]; met && was != (fileID{}) {
 			now, _ := targetOf(l)
 			return now != was
 		}
 	}
 	var st unix.Stat_t
-	if unix.Lstat(real, &st) == nil && st.Ctim.Nano() >= a.since {
+	if unix.Lstat(a.at(real), &st) == nil && st.Ctim.Nano() >= a.since {
 		return true
 	}
 	for _, s := range linksOnTheWay(l) {
-		if unix.Lstat(s, &st) == nil && st.Ctim.Nano() >= a.since {
+		if unix.Lstat(a.at(s), &st) == nil && st.Ctim.Nano() >= a.since {
 			return true
 		}
 	}
@@ -344,7 +344,7 @@ func (a *GitAudit) scanLinkTarget(fd int, root, real string, relParts []string, 
 	// made in node_modules is nobody's (review 21).
 	inGitDir := false
 	if i := slices.Index(relParts, ".git"); i >= 0 {
-		if id, ok := idOf(filepath.Join(root, filepath.Join(relParts[:i+1]...))); ok && a.known[id] {
+		if id, ok := idOf(a.at(filepath.Join(root, filepath.Join(relParts[:i+1]...)))); ok && a.known[id] {
 			inGitDir = true
 		}
 	}
@@ -357,10 +357,10 @@ func (a *GitAudit) scanLinkTarget(fd int, root, real string, relParts []string, 
 		// 20). Above the skipped name, the walk looked.
 		for i := from; i < len(relParts)-1; i++ {
 			d := filepath.Join(root, filepath.Join(relParts[:i+1]...))
-			if g := filepath.Join(d, ".git"); !inert(g) {
+			if g := filepath.Join(d, ".git"); !inert(a.at(g)) {
 				gits = append(gits, g)
 			}
-			if gitDirLayout(d) {
+			if gitDirLayout(a.at(d)) {
 				upHeads = append(upHeads, filepath.Join(d, "HEAD"))
 			}
 		}
@@ -370,12 +370,12 @@ func (a *GitAudit) scanLinkTarget(fd int, root, real string, relParts []string, 
 		if repos && !inGitDir {
 			switch relParts[len(relParts)-1] {
 			case ".git":
-				if !inert(p) {
+				if !inert(a.at(p)) {
 					gits = append(gits, p)
 				}
 				return true
 			case "HEAD":
-				if gitDirLayout(filepath.Dir(p)) {
+				if gitDirLayout(a.at(filepath.Dir(p))) {
 					heads = append(heads, p)
 					return true
 				}
