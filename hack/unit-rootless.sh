@@ -2,7 +2,7 @@
 # Runs the unit tests whose behaviour depends on the caller's uid a second
 # time as uid 65534 (make unit calls it when run as root): pkg/cgroups
 # falls back to rlimits there, pkg/namespaces spawns with ambient
-# capabilities, pkg/policy's glob meets directories it cannot read, and
+# capabilities, pkg/policy's glob and end-of-run audit meet directories they cannot read, and
 # pkg/notify's metadata gate serves a supervisor that keeps its own ids. Integration tests do the same for the whole binary.
 set -eu
 if [ "$(id -u)" != 0 ]; then
@@ -18,7 +18,7 @@ trap 'rm -rf "$dir"' EXIT
 chmod 755 "$dir"
 # PKG[:TESTS]: TESTS is a -test.run pattern (pkg/policy's glob tests need
 # a uid that file permissions apply to; its other tests need the checkout).
-for spec in ./pkg/cgroups ./pkg/namespaces ./pkg/policy:Glob ./pkg/notify:MetaGate; do
+for spec in ./pkg/cgroups ./pkg/namespaces ./pkg/policy:Glob|Review71AuditNested|Review72 ./pkg/notify:MetaGate; do
 	pkg=${spec%%:*}
 	run=.
 	case $spec in *:*) run=${spec#*:} ;; esac

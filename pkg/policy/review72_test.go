@@ -14,6 +14,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// review72Dirs makes a workspace and a decoy beside it, in src.
+func review72Dirs(t *testing.T) (ws, decoy string) {
+	src := filepath.Join(t.TempDir(), "src")
+	return filepath.Join(src, "ws"), filepath.Join(src, "decoy")
+}
+
+// swapAfterVerify has the audit's places checked, then ws and decoy
+// exchanged (RENAME_EXCHANGE), as another run's sandbox that can write
+// their parent would.
+func swapAfterVerify(t *testing.T, ws, decoy string) {
+	afterVerify = func() {
+		if err := unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { afterVerify = nil })
+}
+
 func review72Ino(p string) uint64 {
 	var st unix.Stat_t
 	if unix.Lstat(p, &st) != nil {
@@ -23,14 +41,12 @@ func review72Ino(p string) uint64 {
 }
 
 // A concurrent sandbox of another run flips the workspace with a decoy
-// (RENAME_EXCHANGE) while the audit runs: the walk by fd finds the .git
-// this run's sandbox made, the lookups by path (idOf, inert) see the decoy,
-// and stillInPlace sees the workspace back in place.
+// (RENAME_EXCHANGE) while the audit runs: the walk by fd found the .git
+// this run's sandbox made, the lookups by path (idOf, inert) saw the
+// decoy, and stillInPlace saw the workspace back in place: 8 of 200
+// audits left the repository with no error.
 func TestReview72SwapBackHidesRepo(t *testing.T) {
-	base := t.TempDir()
-	src := filepath.Join(base, "src")
-	ws := filepath.Join(src, "ws")
-	decoy := filepath.Join(src, "decoy")
+	ws, decoy := review72Dirs(t)
 	os.MkdirAll(ws, 0o755)
 	os.MkdirAll(filepath.Join(decoy, "lib"), 0o755)
 	a := reviewAudit(t, ws)
@@ -85,14 +101,11 @@ func TestReview72SwapBackHidesRepo(t *testing.T) {
 	}
 }
 
-// The created-pattern path of quarantineAs has no fd-side known check:
-// with the workspace swapped for a decoy after verifyPlaces, the user's own
-// (protected, known) .envrc in the real workspace is renamed.
+// With the workspace swapped for a decoy after verifyPlaces, the user's
+// own (protected, known) .envrc in the real workspace was renamed: the
+// created patterns' renames had no check by fd of what they renamed.
 func TestReview72SwapRenamesKnownCreatedMatch(t *testing.T) {
-	base := t.TempDir()
-	src := filepath.Join(base, "src")
-	ws := filepath.Join(src, "ws")
-	decoy := filepath.Join(src, "decoy")
+	ws, decoy := review72Dirs(t)
 	reviewMkfile(t, filepath.Join(ws, ".envrc"), "export USERS_OWN=1\n")
 	a := reviewAudit(t, ws)
 	a.created = []createdPattern{{Path: filepath.Join(ws, ".envr[c]"), Written: "$NSBOX_WORKSPACE/.envr[c]"}}
@@ -102,12 +115,7 @@ func TestReview72SwapRenamesKnownCreatedMatch(t *testing.T) {
 	// Baseline: nothing moves, the user's file is left alone.
 	qs, err := a.Run()
 	t.Logf("no swap: quarantined %v, err %v", qs, err)
-	afterVerify = func() {
-		if err := unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE); err != nil {
-			t.Error(err)
-		}
-	}
-	defer func() { afterVerify = nil }()
+	swapAfterVerify(t, ws, decoy)
 	qs, err = a.Run()
 	t.Logf("swapped: quarantined %+v\nerr: %v", qs, err)
 	// the real workspace now lives at decoy
@@ -155,14 +163,11 @@ func TestReview72NoFdLeak(t *testing.T) {
 }
 
 // A bare repository the user had in the workspace (known by its
-// directory's id) is renamed HEAD -> HEAD.nsbox-quarantine when the
-// workspace is swapped after verifyPlaces: the fd-side known check of
-// quarantineAs looks at HEAD's id, which is never in known.
+// directory's id) had HEAD renamed to HEAD.nsbox-quarantine when the
+// workspace was swapped after verifyPlaces: the check by fd looked at
+// HEAD's own id, which is never known.
 func TestReview72SwapBreaksKnownBareRepo(t *testing.T) {
-	base := t.TempDir()
-	src := filepath.Join(base, "src")
-	ws := filepath.Join(src, "ws")
-	decoy := filepath.Join(src, "decoy")
+	ws, decoy := review72Dirs(t)
 	for _, root := range []string{ws, decoy} {
 		reviewMkfile(t, filepath.Join(root, "proj.git", "HEAD"), "ref: refs/heads/main\n")
 		os.MkdirAll(filepath.Join(root, "proj.git", "objects"), 0o755)
@@ -174,12 +179,7 @@ func TestReview72SwapBreaksKnownBareRepo(t *testing.T) {
 	a.addDir(ws, nil, []string{filepath.Join(ws, "proj.git")}, nil, nil)
 	qs, err := a.Run()
 	t.Logf("no swap: quarantined %v, err %v", qs, err)
-	afterVerify = func() {
-		if err := unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE); err != nil {
-			t.Error(err)
-		}
-	}
-	defer func() { afterVerify = nil }()
+	swapAfterVerify(t, ws, decoy)
 	qs, err = a.Run()
 	t.Logf("swapped: quarantined %+v\nerr: %v", qs, err)
 	if _, serr := os.Lstat(filepath.Join(decoy, "proj.git", "HEAD.nsbox-quarantine")); serr == nil {
