@@ -373,6 +373,15 @@ func copyOptions(fd int, sock Socket) {
 		// Only what the program changed is set: a fresh socket
 		// already has the kernel's defaults.
 		if v, err := getsockoptInt(sock.FD, o.level, o.opt); err == nil && (def == nil || v != def[i]) {
+			// Invariant: the supervisor sets on the host socket only what
+			// the program could set there itself. A priority above 6
+			// takes CAP_NET_ADMIN (socket(7)), which a program with
+			// --allow-privileged holds in the sandbox's namespaces, and a
+			// root supervisor in the host's: copied as it was, the
+			// sandbox chose a host traffic class (review 74).
+			if o.opt == unix.SO_PRIORITY && o.level == unix.SOL_SOCKET && (v < 0 || v > 6) {
+				continue
+			}
 			_ = unix.SetsockoptInt(fd, o.level, o.opt, v)
 		}
 	}

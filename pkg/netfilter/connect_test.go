@@ -319,3 +319,33 @@ func TestConnectPortStaysTheSockets(t *testing.T) {
 		t.Fatalf("bind of the disconnected host socket to a port of the sandbox's choosing: %v, want EINVAL (its own port kept)", err)
 	}
 }
+
+// TestCopyOptionsPriorityNotAboveSix: a priority above 6 set on the
+// sandbox's socket (it may hold CAP_NET_ADMIN in its own namespaces) is
+// not copied onto the host socket, where a root supervisor's copy would
+// have set it with the host's privilege (review 74); 0 to 6 is.
+func TestCopyOptionsPriorityNotAboveSix(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("setting a priority above 6 on the test's own socket needs CAP_NET_ADMIN")
+	}
+	for _, c := range []struct{ set, want int }{{7, 0}, {5, 5}} {
+		src, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.SetsockoptInt(src, unix.SOL_SOCKET, unix.SO_PRIORITY, c.set); err != nil {
+			t.Fatal(err)
+		}
+		copyOptions(dst, Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: src})
+		got, _ := unix.GetsockoptInt(dst, unix.SOL_SOCKET, unix.SO_PRIORITY)
+		if got != c.want {
+			t.Errorf("priority %d on the sandbox's socket: the host socket got %d, want %d", c.set, got, c.want)
+		}
+		unix.Close(src)
+		unix.Close(dst)
+	}
+}
