@@ -283,8 +283,28 @@ func (f *Filter) relay(sandbox *net.TCPConn, up net.Conn, id uint64, name string
 
 // sameName reports whether a ClientHello's server name is the allowed
 // name the connection was opened for.
+//
+// Only ASCII letters fold (a DNS name's case rule, RFC 4343): EqualFold
+// folded U+212A (the Kelvin sign) to "k", so a name no server answers to
+// passed as the allowed one (review 74).
 func sameName(sni, name string) bool {
-	return strings.EqualFold(strings.TrimSuffix(sni, "."), name)
+	sni = strings.TrimSuffix(sni, ".")
+	if len(sni) != len(name) {
+		return false
+	}
+	for i := 0; i < len(sni); i++ {
+		a, b := sni[i], name[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
 }
 
 // helloRefused says why a ClientHello (retried: the one sent again after
@@ -548,18 +568,20 @@ func parseSNI(b []byte) (string, error) {
 				return "", errNoSNI
 			}
 			seen = true
+			// Invariant: exactly one entry, a host_name (RFC 6066 3:
+			// "MUST NOT contain more than one name of the same
+			// name_type"; only host_name is defined), with nothing after
+			// it. A list of an unknown type first and the allowed name
+			// second, or two host names, was taken by its first host
+			// name, while a front end that reads another entry would
+			// route by that one (review 74): fail closed.
 			list, ok := body.vec16()
-			for ok && len(list) > 0 {
-				kind, ok1 := list.u8()
-				host, ok2 := list.vec16()
-				if !ok1 || !ok2 {
-					break
-				}
-				if kind == 0 { // host_name
-					sni = string(host)
-					break
-				}
+			kind, ok1 := list.u8()
+			host, ok2 := list.vec16()
+			if !ok || !ok1 || !ok2 || kind != 0 || len(list) != 0 {
+				return "", errNoSNI
 			}
+			sni = string(host)
 		}
 	}
 	if wrapped {

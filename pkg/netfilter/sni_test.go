@@ -168,3 +168,41 @@ func TestParseSNIRefusesEncryptedHello(t *testing.T) {
 		t.Errorf("two server names: %q accepted", sni)
 	}
 }
+
+// TestParseSNIOneHostNameOnly: a server_name list with an entry of another
+// type before the host name, or two host names, or bytes after the one
+// entry, is refused (a front end that reads another entry than the check
+// would route elsewhere; review 74). The allowed name matches by ASCII
+// case only: the Kelvin sign (U+212A) is not "k".
+func TestParseSNIOneHostNameOnly(t *testing.T) {
+	entry := func(kind byte, name string) []byte {
+		return append([]byte{kind, byte(len(name) >> 8), byte(len(name))}, name...)
+	}
+	list := func(entries ...[]byte) []byte {
+		var l []byte
+		for _, e := range entries {
+			l = append(l, e...)
+		}
+		return ext(0, append([]byte{byte(len(l) >> 8), byte(len(l))}, l...))
+	}
+	if sni, err := parseSNI(helloWith(list(entry(0, "pkg.example")))); err != nil || sni != "pkg.example" {
+		t.Fatalf("one host name: %q %v", sni, err)
+	}
+	for name, h := range map[string][]byte{
+		"another type first": helloWith(list(entry(1, "evil.example"), entry(0, "pkg.example"))),
+		"two host names":     helloWith(list(entry(0, "pkg.example"), entry(0, "evil.example"))),
+		"trailing bytes":     helloWith(list(entry(0, "pkg.example"), []byte{0})),
+	} {
+		if sni, err := parseSNI(h); err == nil {
+			t.Errorf("%s: parsed as %q", name, sni)
+		}
+	}
+	for _, c := range []struct {
+		sni  string
+		want bool
+	}{{"pkg.example", true}, {"PKG.Example.", true}, {"p\u212Ag.example", false}, {"pkg.example.x", false}} {
+		if got := sameName(c.sni, "pkg.example"); got != c.want {
+			t.Errorf("sameName(%q): %v, want %v", c.sni, got, c.want)
+		}
+	}
+}
