@@ -415,6 +415,7 @@ func runMain(f *runFlags, argv []string) error {
 	defer recordAudit(res.GitAudit)()
 	started := map[string]any{"event": "started", "pid": s.Pid(), "backend": b.Name(), "profile": res.Profile}
 	addSocketStatus(started, s, &res.Policy)
+	started["network"] = startedNetwork(&res.Policy)
 	if l := loosened(res); len(l) > 0 {
 		started["loosened"] = l
 	}
@@ -640,6 +641,32 @@ func printQuarantinedTo(w io.Writer, qs []policy.Quarantined, max int) {
 		}
 		fmt.Fprintf(w, "nsbox: warning: the sandbox made a git repository at %s: %s is renamed to %s, so that git on the host does not run its config or hooks; look at it before you rename it back\n", q.Repo, q.From, q.To)
 	}
+}
+
+// startedNetwork is the "network" member of the started status line: the
+// network the sandbox got, and for a filtered one what it lets through, so
+// that an orchestrator reading --json-status can tell a filtered run from
+// one with no network (review 74).
+func startedNetwork(p *sandbox.Policy) map[string]any {
+	mode := p.Network
+	if mode == "" {
+		mode = sandbox.NetworkNone
+	}
+	out := map[string]any{"mode": string(mode)}
+	if f := p.NetFilter; mode == sandbox.NetworkFiltered && f != nil {
+		out["allow"] = f.Allow
+		if len(f.Deny) > 0 {
+			out["deny"] = f.Deny
+		}
+		if len(f.Hosts) > 0 {
+			out["hosts"] = f.Hosts
+		}
+		if len(f.Upstream) > 0 {
+			out["upstream"] = f.Upstream
+		}
+		out["check_sni"] = f.CheckSNI
+	}
+	return out
 }
 
 // loosened is the "loosened" member of the started status line: what the

@@ -307,6 +307,19 @@ func TestJSONStatus(t *testing.T) {
 		if exited["event"] != "exited" || exited["exit_code"] != float64(7) || exited["reason"] != "exited" {
 			t.Fatalf("exited line: %q", lines[1])
 		}
+		// The network it got, and a filtered one's allow list (review
+		// 74: a filtered run's line read as one with no network).
+		if n, _ := started["network"].(map[string]any); n["mode"] != "none" {
+			t.Errorf("started line of a default run: network %v, want mode none", started["network"])
+		}
+		r = u.run(t, nil, "run", "--json-status", "fd:1", "--allow-host", "pkg.example:443", "--check-sni", "--", "/bin/true")
+		switch {
+		case r.code != 0:
+			// The filtered network's own tests say why it cannot run.
+			t.Logf("filtered network not run here: %s", r.stderr)
+		case !strings.Contains(r.stdout, `"network":{"allow":["pkg.example:443"],"check_sni":true,"mode":"filtered"}`):
+			t.Errorf("started line of a filtered run: %q (stderr %q)", r.stdout, r.stderr)
+		}
 		// fd:N
 		r = u.run(t, nil, "run", "--json-status", "fd:1", "--", "/bin/sh", "-c", "kill -9 $$")
 		if !strings.Contains(r.stdout, `"reason":"signaled"`) || !strings.Contains(r.stdout, `"signal":9`) {
