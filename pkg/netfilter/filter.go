@@ -233,6 +233,40 @@ func hostAddrs() map[netip.Addr]bool {
 	return own
 }
 
+// embedsLocal reports whether the IPv6 address a carries an IPv4 address
+// that localAnswer or own refuses: an IPv4-compatible address
+// (::a.b.c.d, deprecated, RFC 4291 2.5.5.1), 6to4 (2002:AABB:CCDD::/48,
+// RFC 3056) or NAT64's well-known prefix (64:ff9b::/96, RFC 6052). A
+// host that routes these (a sit tunnel, a 6to4 relay, a local NAT64)
+// would carry an upstream answer of ::127.0.0.1 to its own loopback
+// (review 74; theoretical on a host with none of them).
+func embedsLocal(a netip.Addr, own map[netip.Addr]bool) bool {
+	if !a.Is6() || a.Is4In6() {
+		return false
+	}
+	b := a.As16()
+	var v4 [4]byte
+	switch {
+	case nat64.Contains(a):
+		copy(v4[:], b[12:16])
+	case sixToFour.Contains(a):
+		copy(v4[:], b[2:6])
+	case b == [16]byte{} || b == [16]byte{15: 1}:
+		return false // :: and ::1, which localAnswer judges
+	case [12]byte(b[:12]) == [12]byte{}:
+		copy(v4[:], b[12:16]) // IPv4-compatible
+	default:
+		return false
+	}
+	e := netip.AddrFrom4(v4)
+	return localAnswer(e) || own[e]
+}
+
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
 // thisNetwork is 0.0.0.0/8 ("this host on this network", RFC 1122).
 var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 
@@ -463,7 +497,7 @@ func (f *Filter) lookup(ctx context.Context, name string) (*entry, bool, error) 
 		var local []netip.Addr
 		own := hostAddrs()
 		for _, a := range addrs {
-			if a = a.Unmap(); localAnswer(a) || own[a] {
+			if a = a.Unmap(); localAnswer(a) || own[a] || embedsLocal(a, own) {
 				local = append(local, a)
 				continue
 			}

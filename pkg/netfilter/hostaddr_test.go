@@ -44,3 +44,27 @@ func TestUpstreamHostOwnAddressRefused(t *testing.T) {
 		f.Close()
 	}
 }
+
+// TestEmbedsLocal: an IPv6 answer that carries a local IPv4 address
+// (IPv4-compatible, 6to4, NAT64) is refused like that address (review
+// 74); one carrying a public address is not.
+func TestEmbedsLocal(t *testing.T) {
+	own := map[netip.Addr]bool{netip.MustParseAddr("192.0.2.10"): true}
+	for _, c := range []struct {
+		a    string
+		want bool
+	}{
+		{"::127.0.0.1", true},
+		{"::192.0.2.10", true},
+		{"2002:7f00:1::", true},
+		{"64:ff9b::a9fe:a9fe", true}, // 169.254.169.254
+		{"64:ff9b::808:808", false},  // 8.8.8.8
+		{"2002:808:808::1", false},
+		{"2001:db8::1", false},
+		{"::1", false}, // localAnswer's
+	} {
+		if got := embedsLocal(netip.MustParseAddr(c.a), own); got != c.want {
+			t.Errorf("%s: %v, want %v", c.a, got, c.want)
+		}
+	}
+}
