@@ -80,7 +80,13 @@ var errECH = errors.New("a TLS ClientHello with Encrypted Client Hello")
 // The socket installed in the sandbox is one end of a TCP connection over
 // the host's loopback to the relay; the data path is the supervisor's
 // (io.Copy, which splices on Linux), not the kernel's alone.
+//
+// A nonblocking socket's connect does not wait for the upstream dial
+// (sniConnectAsync).
 func (f *Filter) sniConnect(ctx context.Context, sock Socket, name string, real netip.AddrPort) (*Conn, unix.Errno, error) {
+	if sock.Nonblock {
+		return f.sniConnectAsync(sock, name, real)
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.ConnectTimeout)
 	defer cancel()
 	var d net.Dialer
@@ -121,6 +127,69 @@ func (f *Filter) sniConnect(ctx context.Context, sock Socket, name string, real 
 	}
 	go f.relay(relay, up, id, name, real.Port())
 	return &Conn{fd: client, Addr: real, relayed: true}, 0, nil
+}
+
+// sniConnectAsync is sniConnect for a nonblocking socket: the relay's pair
+// is installed at once (connected, as a loopback connect may be) and the
+// upstream is dialled in the background; a dial that fails resets the
+// installed end, which the program then reads as the connection's error.
+// Waiting for the dial held one of the trap's few handlers for up to the
+// connect timeout: eight nonblocking connects to a silent address stalled
+// every trapped call of the sandbox, DNS included, for 30 s (review 74).
+func (f *Filter) sniConnectAsync(sock Socket, name string, real netip.AddrPort) (*Conn, unix.Errno, error) {
+	client, relay, err := loopbackPair(sock.Family)
+	if err != nil {
+		f.release()
+		return nil, unix.EIO, fmt.Errorf("network filter: SNI relay: %w", err)
+	}
+	if err := setNonblock(client, true); err != nil {
+		unix.Close(client)
+		relay.Close()
+		f.release()
+		return nil, unix.EIO, err
+	}
+	id, err := f.addRelay(relay, nil, client)
+	if err != nil {
+		unix.Close(client)
+		relay.Close()
+		f.release()
+		if errors.Is(err, ErrClosed) {
+			return nil, unix.ECONNABORTED, err
+		}
+		return nil, unix.ENOBUFS, fmt.Errorf("network filter: counting a connection: %w", err)
+	}
+	go func() {
+		// Bounded by the connect timeout, and ended by Close (f.ctx).
+		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.ConnectTimeout)
+		var d net.Dialer
+		up, err := d.DialContext(ctx, "tcp", real.String())
+		cancel()
+		if err == nil && !f.addRelayUp(up) {
+			up.Close()
+			err = ErrClosed
+		}
+		if err != nil {
+			_ = relay.SetLinger(0) // a reset, not an orderly end
+			f.dropRelay(relay, nil, id)
+			f.servers.Done()
+			return
+		}
+		f.relay(relay, up, id, name, real.Port())
+	}()
+	return &Conn{fd: client, Addr: real, relayed: true}, 0, nil
+}
+
+// addRelayUp records the upstream connection of a relay whose dial ended
+// after the relay started (sniConnectAsync), so that Close ends it; false
+// once the filter is closed.
+func (f *Filter) addRelayUp(up net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.relays[up] = struct{}{}
+	return true
 }
 
 // errRelayPort is a relay socket no local port could be bound for.
@@ -215,7 +284,9 @@ func (f *Filter) addRelay(a, b net.Conn, client int) (uint64, error) {
 		return 0, err
 	}
 	f.relays[a] = struct{}{}
-	f.relays[b] = struct{}{}
+	if b != nil {
+		f.relays[b] = struct{}{}
+	}
 	f.relayIDs[id] = struct{}{}
 	f.servers.Add(1)
 	return id, nil
@@ -223,10 +294,14 @@ func (f *Filter) addRelay(a, b net.Conn, client int) (uint64, error) {
 
 func (f *Filter) dropRelay(a, b net.Conn, id uint64) {
 	a.Close()
-	b.Close()
+	if b != nil {
+		b.Close()
+	}
 	f.mu.Lock()
 	delete(f.relays, a)
-	delete(f.relays, b)
+	if b != nil {
+		delete(f.relays, b)
+	}
 	delete(f.relayIDs, id)
 	f.mu.Unlock()
 }

@@ -206,3 +206,62 @@ func TestParseSNIOneHostNameOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestSNINonblockingConnectDoesNotWait: under CheckSNI a nonblocking
+// connect is installed at once and its upstream dialled in the
+// background: it used to hold one of the trap's eight handlers until the
+// dial ended, so eight connects to a silent address stalled every trapped
+// call of the sandbox, DNS included (review 74). A dial that fails then
+// resets the installed end.
+func TestSNINonblockingConnectDoesNotWait(t *testing.T) {
+	// A listener whose queue is full: the kernel drops further SYNs, so
+	// a connect to it waits, on loopback, until its timeout.
+	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ln)
+	if err := unix.Bind(ln, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(ln, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(ln)
+	port := uint16(sa.(*unix.SockaddrInet4).Port)
+	for i := 0; i < 4; i++ {
+		c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(c)
+		unix.Connect(c, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: int(port)})
+	}
+	up := newFakeUpstream(t)
+	f := newFilter(t, up, []string{"silent.test:" + itoa(port)}, nil, []string{"silent.test:127.0.0.1"}, func(c *Config) {
+		c.CheckSNI, c.SNIPorts = true, []uint16{port}
+		c.ConnectTimeout = 2 * time.Second
+	})
+	v := resolveVia(t, serve(t, f), "silent.test")
+	verdict, err := f.Connect(context.Background(), netip.AddrPortFrom(v, port), Socket{Family: unix.AF_INET, Type: unix.SOCK_STREAM, FD: -1, Nonblock: true})
+	if err != nil || verdict.Action != Install {
+		t.Fatalf("a nonblocking connect to a silent address waited for the dial: %+v %v", verdict, err)
+	}
+	fd := verdict.Conn.Release()
+	defer unix.Close(fd)
+	// The dial times out: the installed end is reset.
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, 30000)
+		if err == unix.EINTR {
+			continue
+		}
+		if n != 1 {
+			t.Fatalf("the installed end was not ended after the dial failed: poll %d %v", n, err)
+		}
+		break
+	}
+	if n, err := unix.Read(fd, make([]byte, 1)); n > 0 || !errors.Is(err, unix.ECONNRESET) {
+		t.Errorf("after the failed dial, a read gave %d %v, want ECONNRESET", n, err)
+	}
+}
