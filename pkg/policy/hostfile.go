@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,13 +34,14 @@ func (e *PlantedLinkError) Error() string {
 //
 // Invariant: nothing nsbox writes on the host is steered by a symlink a
 // sandbox of this run's policy could have made. Every symlink on the way
-// that lies in a writable directory of the run must lead, resolved by the
-// kernel, to a place in that same directory; one that leads out of it is
-// refused (PlantedLinkError), as binds are (binds.go). Links elsewhere (a
-// /home that leads to /var/home, ~/code -> /mnt/data/code) are followed,
-// by the kernel, so fs.protected_symlinks still holds for them. The
-// directory is then opened by the kernel and must be the one the check
-// arrived at: a link swapped in between fails the open (review 71, 72).
+// that lies in a writable directory of the run must lead, its whole text
+// resolved, to a place in that same directory; one that leads out of it
+// is refused (PlantedLinkError), as binds are (binds.go). Links elsewhere
+// (a /home that leads to /var/home, ~/code -> /mnt/data/code) are
+// followed. The directory is then opened by the kernel (so
+// fs.protected_symlinks holds for every link on the way) and must be the
+// one the walk arrived at: a link swapped in between fails the open
+// (reviews 71, 72, 73).
 // Links a sandbox of another policy planted in a directory this run does
 // not write are not judged (docs/security.md).
 func OpenHostDir(dir string, writable func() ([]string, error)) (int, string, error) {
@@ -48,6 +50,14 @@ func OpenHostDir(dir string, writable func() ([]string, error)) (int, string, er
 	}
 	var roots []string
 	rootsRead := false
+	// A link that lies in a writable root is judged where its own text
+	// leads, by this walk, once the walk has taken all of it: a marker
+	// ("\x00N", which no path name holds) after the text's names stands
+	// for checks[N]. The text judged is the text walked, read once: a
+	// link swapped between two looks cannot be judged by one and walked
+	// by the other (review 73).
+	type check struct{ link, root string }
+	var checks []check
 	// cur has no symlink in it: a link met is replaced by its target's
 	// names, looked at one by one in turn (a ".." after a link is taken
 	// where the link led, as the kernel does, never cleaned away).
@@ -55,6 +65,13 @@ func OpenHostDir(dir string, writable func() ([]string, error)) (int, string, er
 	for len(parts) > 0 {
 		name := parts[0]
 		parts = parts[1:]
+		if n, ok := strings.CutPrefix(name, "\x00"); ok {
+			c := checks[atoiOr(n, 0)]
+			if !within(cur, c.root) {
+				return -1, "", &PlantedLinkError{Link: c.link, Target: cur}
+			}
+			continue
+		}
 		if name == ".." {
 			cur = filepath.Dir(cur)
 			continue
@@ -71,13 +88,6 @@ func OpenHostDir(dir string, writable func() ([]string, error)) (int, string, er
 		if hops++; hops > maxLinkHops {
 			return -1, "", &os.PathError{Op: "open", Path: dir, Err: unix.ELOOP}
 		}
-		// Where it leads in the end, by the kernel (which also
-		// applies fs.protected_symlinks), to judge it; its own text, to
-		// walk on and judge the links it passes through.
-		real, err := kernelReal(next)
-		if err != nil {
-			return -1, "", err
-		}
 		t, err := os.Readlink(next)
 		if err != nil {
 			return -1, "", err
@@ -88,16 +98,27 @@ func OpenHostDir(dir string, writable func() ([]string, error)) (int, string, er
 			}
 			rootsRead = true
 		}
+		rest := parts
+		parts = splitPath(t)
+		// The deepest writable root the link lies in: its target must
+		// stay in it.
+		root := ""
 		for _, r := range roots {
-			if within(next, r) && next != r && !within(real, r) {
-				return -1, "", &PlantedLinkError{Link: next, Target: real}
+			if within(next, r) && next != r && len(r) > len(root) {
+				root = r
 			}
 		}
+		if root != "" {
+			checks = append(checks, check{link: next, root: root})
+			parts = append(parts, "\x00"+strconv.Itoa(len(checks)-1))
+		}
+		parts = append(parts, rest...)
 		if filepath.IsAbs(t) {
 			cur = "/"
 		}
-		parts = append(splitPath(t), parts...)
 	}
+	// The kernel opens the path itself (fs.protected_symlinks holds): it
+	// must arrive where the walk did, or a link changed in between.
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, "", &os.PathError{Op: "open", Path: dir, Err: err}
@@ -113,17 +134,10 @@ func OpenHostDir(dir string, writable func() ([]string, error)) (int, string, er
 // directory (the kernel's own bound: path_resolution(7)).
 const maxLinkHops = 40
 
-// kernelReal is the real path of what the symlink p leads to, resolved by
-// the kernel (its ".." after a link and fs.protected_symlinks included).
-func kernelReal(p string) (string, error) {
-	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", &os.PathError{Op: "open", Path: p, Err: err}
+// atoiOr is strconv.Atoi, or def when s is not a number.
+func atoiOr(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
 	}
-	defer unix.Close(fd)
-	t, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
-	if err != nil {
-		return "", err
-	}
-	return t, nil
+	return def
 }
