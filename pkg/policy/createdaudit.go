@@ -379,8 +379,13 @@ func (a *GitAudit) changedInRun(p, fixed string) bool {
 		// What the tool on the host reads: the link followed (only
 		// looked at, never written). A target that is gone is not
 		// read either.
+		// Resolved through the held roots (resolve), as the link pass.
+		real, _, err := a.resolve(p)
+		if err != nil {
+			return false
+		}
 		var tst unix.Stat_t
-		if err := unix.Stat(p, &tst); err != nil {
+		if err := unix.Stat(a.at(real), &tst); err != nil {
 			return false
 		}
 		if tst.Ctim.Nano() >= a.since {
@@ -389,7 +394,7 @@ func (a *GitAudit) changedInRun(p, fixed string) bool {
 		if tst.Mode&unix.S_IFMT != unix.S_IFDIR {
 			return false
 		}
-		fd, err := unix.Open(a.at(p), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(a.at(real), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return true
 		}

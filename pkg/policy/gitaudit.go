@@ -69,6 +69,10 @@ type GitAudit struct {
 	// every rename and mode change below a root goes through them, never
 	// through their paths again (review 71).
 	held map[string]int
+	// noProc: /proc/self/fd does not lead to the held places (no /proc,
+	// or another pid namespace's): at looks paths up as they are, as
+	// the audit did before it held its places.
+	noProc bool
 	// startLinks are the symlinks the start's walk saw (nil: none
 	// recorded), with the directory each led to: one the end's walk
 	// meets that is not among them was made, or moved into view, during
@@ -309,6 +313,16 @@ func (a *GitAudit) verifyPlaces() (*GitAudit, error) {
 		}
 		c.held[p] = fd
 	}
+	for _, fd := range c.held {
+		// One probe: at's /proc/self/fd/N paths lead to the held
+		// directory, or none is used (review 73: with no /proc every
+		// lookup failed, and every repository the walk found was
+		// skipped as gone).
+		var want, got unix.Stat_t
+		c.noProc = unix.Fstat(fd, &want) != nil || unix.Stat(procFD+strconv.Itoa(fd)+"/.", &got) != nil ||
+			want.Dev != got.Dev || want.Ino != got.Ino
+		break
+	}
 	if afterVerify != nil {
 		afterVerify()
 	}
@@ -351,6 +365,9 @@ func sameDirNoSymlink(p string, id fileID) bool {
 // workspace for a decoy and back during the audit hid a repository from
 // it, silently, in 1 of 20 tries (review 72).
 func (a *GitAudit) at(p string) string {
+	if a.noProc {
+		return p
+	}
 	best := ""
 	for r := range a.held {
 		if within(p, r) && len(r) > len(best) {
@@ -364,8 +381,12 @@ func (a *GitAudit) at(p string) string {
 	if rel == "" {
 		rel = "."
 	}
-	return "/proc/self/fd/" + strconv.Itoa(a.held[best]) + "/" + rel
+	return procFD + strconv.Itoa(a.held[best]) + "/" + rel
 }
+
+// procFD is where at finds the held places' fds (a variable only so that a
+// test can take /proc away).
+var procFD = "/proc/self/fd/"
 
 // openPlace opens the directory at the absolute path p, looked up from
 // "/" with no symlink on the way, when it is the directory id; the
@@ -701,7 +722,11 @@ func (a *GitAudit) reopenTree(d string, budget *int) (below []string, err error)
 	if unix.Fstat(fd, &st) != nil {
 		return nil, nil
 	}
-	r := reopener{a: a, dev: uint64(st.Dev), uid: os.Geteuid(), budget: budget, buf: make([]byte, 32<<10)}
+	mnt, ok := mountID(fd)
+	if !ok {
+		return nil, nil // the next walk finds what is below, one level a pass
+	}
+	r := reopener{a: a, dev: uint64(st.Dev), mnt: mnt, uid: os.Geteuid(), budget: budget, buf: make([]byte, 32<<10)}
 	return r.below(fd, d, levels), nil
 }
 
@@ -724,9 +749,25 @@ func (a *GitAudit) levelsBelow(d string) int {
 	return levels
 }
 
+// mountID is the id of the mount fd lies on (statx STATX_MNT_ID).
+func mountID(fd int) (uint64, bool) {
+	var stx unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx) != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, false
+	}
+	return stx.Mnt_id, true
+}
+
+// sameMount reports whether fd lies on the descent's mount.
+func (r *reopener) sameMount(fd int) bool {
+	m, ok := mountID(fd)
+	return ok && m == r.mnt
+}
+
 // reopener is one descent of reopenTree below a directory it opened up.
 type reopener struct {
 	a      *GitAudit
+	mnt    uint64 // the mount of that directory
 	dev    uint64 // the file system of that directory
 	uid    int    // this user (the euid)
 	budget *int   // directories it may still list, shared by one walk's descents
@@ -773,7 +814,10 @@ func (r *reopener) below(fd int, d string, levels int) (opened []string) {
 		// never another user's (a directory of the sandbox's range of
 		// ids, a root-owned volume), never across a mount point, as
 		// parentOf never crosses one (RESOLVE_NO_XDEV).
-		if unix.Fstat(sub, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || uint64(st.Dev) != r.dev || int(st.Uid) != r.uid {
+		// The mount too: a bind mount of the same file system has the
+		// same st_dev, and one in the workspace led the descent to a
+		// directory outside it (review 73).
+		if unix.Fstat(sub, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || uint64(st.Dev) != r.dev || int(st.Uid) != r.uid || !r.sameMount(sub) {
 			unix.Close(sub)
 			continue
 		}

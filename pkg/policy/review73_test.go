@@ -3,6 +3,7 @@ package policy
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -67,5 +68,140 @@ func TestReview73OpenHostDirLinkSwapped(t *testing.T) {
 	t.Logf("opened inside %d, refused (planted) %d, other errors %d, OPENED OUTSIDE %d", ok, refused, other, escaped)
 	if escaped > 0 {
 		t.Errorf("OpenHostDir opened %s (outside the writable %s) through %s in %d of 50000 tries", victim, ws, out, escaped)
+	}
+}
+
+// Review 73 #2: the link pass of the audit resolved a link's target by
+// path from "/" (filepath.EvalSymlinks): another run's sandbox that
+// swapped the workspace for a decoy and back during the audit had it scan
+// the decoy, and the .vscode the run made behind a link went unseen, with
+// no error (71 of 300 audits).
+func TestReview73SwapBackHidesLinkTarget(t *testing.T) {
+	ws, decoy := review72Dirs(t)
+	os.MkdirAll(ws, 0o755)
+	os.MkdirAll(filepath.Join(decoy, "pkgs", "node_modules", "p"), 0o755)
+	os.Symlink("node_modules/p", filepath.Join(decoy, "pkgs", "proj"))
+	a := reviewAudit(t, ws)
+	a.placeAll([]string{ws})
+	wsIno := review72Ino(ws)
+	evil := filepath.Join(ws, "pkgs", "node_modules", "p", ".vscode", "tasks.json")
+	reviewMkfile(t, evil, `{"tasks":["evil"]}`)
+	link := filepath.Join(ws, "pkgs", "proj")
+	if err := os.Symlink("node_modules/p", link); err != nil {
+		t.Fatal(err)
+	}
+	// Baseline.
+	qs, err := a.Run()
+	if !caught(qs, err, link) {
+		t.Fatalf("baseline: not caught: %v %v", qs, err)
+	}
+	undo := func(qs []Quarantined) {
+		for _, x := range qs {
+			if x.To != "" {
+				os.Rename(x.To, x.From)
+			}
+		}
+	}
+	undo(qs)
+	var silent, caughtN, reported int
+	for i := 0; i < 300; i++ {
+		var stop atomic.Bool
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for !stop.Load() {
+				unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE)
+			}
+		}()
+		qs, err := a.Run()
+		stop.Store(true)
+		<-done
+		if review72Ino(ws) != wsIno {
+			unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE)
+		}
+		q := false
+		for _, x := range qs {
+			if strings.HasSuffix(x.From, "pkgs/proj") || strings.Contains(x.From, ".vscode") {
+				q = true
+			}
+		}
+		undo(qs)
+		switch {
+		case q:
+			caughtN++
+		case err != nil:
+			reported++
+		default:
+			silent++
+		}
+		if _, serr := os.Stat(evil); serr != nil {
+			t.Fatalf("lost %s", evil)
+		}
+	}
+	t.Logf("quarantined %d, error only %d, SILENTLY MISSED %d", caughtN, reported, silent)
+	if silent > 0 {
+		t.Errorf("the link to the sandbox's .vscode was left, with no error, in %d of 300 audits", silent)
+	}
+}
+
+// Review 73 #4: with no /proc (or another pid namespace's), the lookups
+// through /proc/self/fd failed and every repository the walk found was
+// skipped as gone. The audit then looks paths up as they are.
+func TestReview73AuditWithoutProc(t *testing.T) {
+	old := procFD
+	procFD = "/nonexistent/fd/"
+	defer func() { procFD = old }()
+	ws, _ := review72Dirs(t)
+	os.MkdirAll(ws, 0o755)
+	a := reviewAudit(t, ws)
+	a.created = nil
+	a.noGit, a.dirs = false, []string{ws}
+	a.placeAll([]string{ws})
+	reviewMkfile(t, filepath.Join(ws, "lib", ".git", "config"), "[core]\n")
+	qs, err := a.Run()
+	if len(qs) != 1 || !strings.HasSuffix(qs[0].From, "lib/.git") {
+		t.Errorf("without /proc: quarantined %v, err %v; want lib/.git", qs, err)
+	}
+}
+
+// Review 73 #3: the descent that opens up unreadable directories below
+// one the audit reopened crossed a bind mount of the same file system
+// (the same st_dev) and gave u+rwx back to a directory outside the
+// workspace. It now stays on the mount it started on.
+func TestReview73ReopenStaysOnItsMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a bind mount needs root")
+	}
+	base := t.TempDir()
+	ws, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside")
+	mnt := filepath.Join(ws, "d1", "mnt")
+	for _, d := range []string{mnt, filepath.Join(outside, "locked")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount(outside, mnt, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	os.Chmod(filepath.Join(outside, "locked"), 0)
+	os.Chmod(filepath.Join(ws, "d1"), 0)
+	defer os.Chmod(filepath.Join(outside, "locked"), 0o755)
+	a := reviewAudit(t, ws)
+	a.noGit, a.dirs = false, []string{ws}
+	a.placeAll([]string{ws})
+	c, moved := a.verifyPlaces()
+	defer c.release()
+	if moved != nil {
+		t.Fatal(moved)
+	}
+	budget := 100
+	below, err := c.reopenTree(filepath.Join(ws, "d1"), &budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(filepath.Join(outside, "locked"))
+	if st.Mode().Perm() != 0 {
+		t.Errorf("%s, outside the workspace behind a bind mount, was opened up to %v (opened %v)", filepath.Join(outside, "locked"), st.Mode().Perm(), below)
 	}
 }
