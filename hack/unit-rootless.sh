@@ -18,7 +18,7 @@ trap 'rm -rf "$dir"' EXIT
 chmod 755 "$dir"
 # PKG[:TESTS]: TESTS is a -test.run pattern (pkg/policy's glob tests need
 # a uid that file permissions apply to; its other tests need the checkout).
-for spec in ./pkg/cgroups ./pkg/namespaces ./pkg/policy:Glob|Review71AuditNested|Review72|Review73 ./pkg/notify:MetaGate; do
+for spec in ./pkg/cgroups ./pkg/namespaces './pkg/policy:Glob|Review71AuditNested|Review72|Review73' ./pkg/notify:MetaGate; do
 	pkg=${spec%%:*}
 	run=.
 	case $spec in *:*) run=${spec#*:} ;; esac
