@@ -507,7 +507,11 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 			if (e.typ == unix.DT_DIR || e.typ == unix.DT_UNKNOWN) && !walkSkip[e.name] {
 				subdirs = append(subdirs, e)
 			}
-			if w.collectLinks && e.typ == unix.DT_LNK {
+			if w.collectLinks && (e.typ == unix.DT_LNK || (e.typ == unix.DT_UNKNOWN && isLinkAt(d.fd, e.name))) {
+				// A file system that gives no d_type (ext2 without
+				// its filetype feature, some network ones) names no
+				// entry a link: each is looked at (review 73; the
+				// audit's link pass saw no link there).
 				w.links = append(w.links, dir+"/"+e.name)
 			}
 		}
@@ -812,8 +816,8 @@ func (w *walker) keep(name []byte, typ uint8, plain, wild []walkState, deep bool
 	if deep && (typ == unix.DT_DIR || typ == unix.DT_UNKNOWN) && !walkSkip[string(name)] {
 		return true // descend (subdirs)
 	}
-	if deep && w.collectLinks && typ == unix.DT_LNK {
-		return true // collected (walk)
+	if deep && w.collectLinks && (typ == unix.DT_LNK || typ == unix.DT_UNKNOWN) {
+		return true // collected (walk), once looked at when of unknown type
 	}
 	if _, found := slices.BinarySearchFunc(plain, name, func(s walkState, n []byte) int {
 		// Compared, not converted: string(n) in a comparison is not
@@ -871,6 +875,23 @@ func (w *walker) list(d dirFD, keep func(name []byte, typ uint8) bool) (ents []d
 	return ents, true
 }
 
+// direntTypeUnknown, when set (tests only), has every listing read as a
+// file system that gives no d_type would give it.
+var direntTypeUnknown = false
+
+// isLinkAt reports whether the entry name of the directory open at fd is a
+// symlink (fstatat, not followed).
+func isLinkAt(fd int, name string) bool {
+	var st unix.Stat_t
+	for {
+		err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+	}
+}
+
 // walkListAll keeps every entry of a listing, as the walk did before
 // keep. A variable only so that a test can compare.
 var walkListAll = false
@@ -891,6 +912,9 @@ func appendDirents(ents []dirent, b []byte, keep func(name []byte, typ uint8) bo
 			break
 		}
 		typ := b[18]
+		if direntTypeUnknown {
+			typ = unix.DT_UNKNOWN
+		}
 		name := b[hdr:reclen]
 		for i, c := range name {
 			if c == 0 {

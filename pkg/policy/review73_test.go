@@ -205,3 +205,32 @@ func TestReview73ReopenStaysOnItsMount(t *testing.T) {
 		t.Errorf("%s, outside the workspace behind a bind mount, was opened up to %v (opened %v)", filepath.Join(outside, "locked"), st.Mode().Perm(), below)
 	}
 }
+
+// Review 73 #6: on a file system that gives no d_type every entry is
+// DT_UNKNOWN, and the walk collected no symlink: the audit's link pass,
+// which follows the links into directories the walk skips, saw none.
+func TestReview73LinksCollectedWithoutDType(t *testing.T) {
+	ws := t.TempDir()
+	for _, d := range []string{"pkgs/node_modules/p", "other"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink("node_modules/p", filepath.Join(ws, "pkgs", "proj"))
+	os.Symlink("../other", filepath.Join(ws, "pkgs", "node_modules2"))
+	os.Symlink("other", filepath.Join(ws, "node_modules")) // a link named as a skipped directory
+	pats := []globPattern{{path: escapeGlob(ws) + "/**/.vscode"}}
+	_, want, err := globAllLinks(pats, 8, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direntTypeUnknown = true
+	defer func() { direntTypeUnknown = false }()
+	_, got, err := globAllLinks(pats, 8, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 3 || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("links without d_type %q, with d_type %q (want the 3 links both ways)", got, want)
+	}
+}
