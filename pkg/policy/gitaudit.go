@@ -433,12 +433,21 @@ func (a *GitAudit) run() ([]Quarantined, error) {
 		// still reaches through search permission: it is opened up
 		// again (u+rx, it is the user's own) and walked once more.
 		reopened := map[string]bool{}
+		linksCut := false
 		for {
 			if onAuditPass != nil {
 				onAuditPass()
 			}
 			var err error
 			res, links, err = globAllLinksAt(a.held, pats, auditMaxDepth, len(createdGlobs) > 0 || gitWalk)
+			if errors.Is(err, errTooManyLinks) {
+				// The links past the bound are not followed: said once.
+				if !linksCut {
+					linksCut = true
+					errs = append(errs, fmt.Errorf("%w: the sandbox left more than %d symlinks in %s; those past that were not followed, and a repository or agent file it made behind one may run its code when you use git or open it in an editor or agent: look before you do", ErrGitAuditIncomplete, walkMaxLinks, strings.Join(a.roots, ", ")))
+				}
+				err = nil
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -131,11 +131,13 @@ func globAllLinksAt(anchors map[string]int, patterns []globPattern, maxDepth int
 	}
 	walked, alts, of := groupNames(patterns)
 	res, links, err := globWalk(anchors, walked, alts, maxDepth, collect)
-	if err != nil {
+	if err != nil && !errors.Is(err, errTooManyLinks) {
 		return nil, nil, err
 	}
+	// errTooManyLinks comes with what the walk found: the caller decides.
+	walkErr := err
 	if of == nil {
-		return res, links, nil
+		return res, links, walkErr
 	}
 	// Each pattern's result from its group's: the matches of its name,
 	// and the rest (bounds, unlisted directories) as the group's, which
@@ -156,14 +158,14 @@ func globAllLinksAt(anchors map[string]int, patterns []globPattern, maxDepth int
 		}
 		out[i].unlisted, out[i].foreign = slices.Clone(r.unlisted), slices.Clone(r.foreign)
 	}
-	return out, links, nil
+	return out, links, walkErr
 }
 
 // globWalk is globAllLinksAt for valid patterns, with alts[i] the names
 // the last part of patterns[i] stands for (nil: the part itself).
 func globWalk(anchors map[string]int, patterns []globPattern, alts []map[string]bool, maxDepth int, collect bool) ([]globResult, []string, error) {
 	n := len(patterns)
-	w := walker{pats: make([]walkPattern, n), res: make([]globResult, n), dirs: make([]atomic.Int64, n), seen: make([]int, n), forks: walkForks, maxDepth: maxDepth, collectLinks: collect}
+	w := walker{pats: make([]walkPattern, n), res: make([]globResult, n), dirs: make([]atomic.Int64, n), seen: make([]int, n), forks: walkForks, maxDepth: maxDepth, collectLinks: collect, linkCount: new(atomic.Int64)}
 	states := make([]walkState, len(patterns))
 	for i, gp := range patterns {
 		parts := splitPath(gp.path)
@@ -227,6 +229,9 @@ func globWalk(anchors map[string]int, patterns []globPattern, alts []map[string]
 		r.foreign = dedupStrings(r.foreign)
 	}
 	sort.Strings(w.links)
+	if w.linkCount.Load() > walkMaxLinks {
+		return w.res, dedupStrings(w.links), errTooManyLinks
+	}
 	return w.res, dedupStrings(w.links), nil
 }
 
@@ -323,7 +328,19 @@ type walker struct {
 	// the directories "**" walked.
 	collectLinks bool
 	links        []string
+	// linkCount counts the links collected, shared with forked walkers:
+	// past walkMaxLinks no more are kept (errTooManyLinks).
+	linkCount *atomic.Int64
 }
+
+// walkMaxLinks bounds the symlinks a walk collects: a sandbox that leaves
+// millions of them must not make every later start and audit hold them
+// all (review 73). A variable only so that tests can lower it.
+var walkMaxLinks int64 = 100000
+
+// errTooManyLinks is a walk that met more than walkMaxLinks symlinks: it
+// did not collect the rest.
+var errTooManyLinks = errors.New("more symlinks than the walk collects")
 
 // walkForks is how many walkers a walk adds to its own at the first level
 // of "**" with enough directories: the directories a run walks are opened
@@ -337,7 +354,7 @@ const (
 // fork returns a walker for a share of the walk: the same patterns and
 // budgets, results of its own (merge adds them back).
 func (w *walker) fork() *walker {
-	return &walker{pats: w.pats, res: make([]globResult, len(w.res)), dirs: w.dirs, seen: make([]int, len(w.seen)), maxDepth: w.maxDepth, collectLinks: w.collectLinks}
+	return &walker{pats: w.pats, res: make([]globResult, len(w.res)), dirs: w.dirs, seen: make([]int, len(w.seen)), maxDepth: w.maxDepth, collectLinks: w.collectLinks, linkCount: w.linkCount}
 }
 
 // take returns an empty slice of capacity n from the arena. Calls of walk
@@ -507,12 +524,20 @@ func (w *walker) walk(d dirFD, dir string, ents []dirent, listed bool, states []
 			if (e.typ == unix.DT_DIR || e.typ == unix.DT_UNKNOWN) && !walkSkip[e.name] {
 				subdirs = append(subdirs, e)
 			}
-			if w.collectLinks && (e.typ == unix.DT_LNK || (e.typ == unix.DT_UNKNOWN && isLinkAt(d.fd, e.name))) {
+			switch {
+			case !w.collectLinks:
+			case e.typ == unix.DT_LNK:
+				// Counted as the listing was read (keep), or kept for
+				// a pattern all the same.
+				w.links = append(w.links, dir+"/"+e.name)
+			case e.typ == unix.DT_UNKNOWN && isLinkAt(d.fd, e.name):
 				// A file system that gives no d_type (ext2 without
 				// its filetype feature, some network ones) names no
 				// entry a link: each is looked at (review 73; the
 				// audit's link pass saw no link there).
-				w.links = append(w.links, dir+"/"+e.name)
+				if w.linkCount.Add(1) <= walkMaxLinks {
+					w.links = append(w.links, dir+"/"+e.name)
+				}
 			}
 		}
 		deeper = deep[:0] // filtered in place: deep is this call's own
@@ -816,8 +841,13 @@ func (w *walker) keep(name []byte, typ uint8, plain, wild []walkState, deep bool
 	if deep && (typ == unix.DT_DIR || typ == unix.DT_UNKNOWN) && !walkSkip[string(name)] {
 		return true // descend (subdirs)
 	}
-	if deep && w.collectLinks && (typ == unix.DT_LNK || typ == unix.DT_UNKNOWN) {
-		return true // collected (walk), once looked at when of unknown type
+	if deep && w.collectLinks && typ == unix.DT_UNKNOWN {
+		return true // collected if it is a link (walk)
+	}
+	// Counted here, as the listing is read: a directory of millions of
+	// links holds no more than the bound.
+	if deep && w.collectLinks && typ == unix.DT_LNK && w.linkCount.Add(1) <= walkMaxLinks {
+		return true // collected (walk)
 	}
 	if _, found := slices.BinarySearchFunc(plain, name, func(s walkState, n []byte) int {
 		// Compared, not converted: string(n) in a comparison is not

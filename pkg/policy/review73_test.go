@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -232,5 +234,34 @@ func TestReview73LinksCollectedWithoutDType(t *testing.T) {
 	}
 	if len(want) != 3 || strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("links without d_type %q, with d_type %q (want the 3 links both ways)", got, want)
+	}
+}
+
+// Review 73 #5: a walk that collects links kept every one of them (50,000
+// symlinks: 50,000 entries held, and as many links returned). Past
+// walkMaxLinks it keeps no more, and the end's audit says what it did not
+// follow.
+func TestReview73LinksCollectedBounded(t *testing.T) {
+	old := walkMaxLinks
+	walkMaxLinks = 50
+	defer func() { walkMaxLinks = old }()
+	ws := t.TempDir()
+	a := reviewAudit(t, ws)
+	a.placeAll([]string{ws})
+	os.Mkdir(filepath.Join(ws, "sub"), 0o755) // where the audit's "*/**" walks
+	for i := 0; i < 200; i++ {
+		if err := os.Symlink("/nonexistent", filepath.Join(ws, "sub", "l"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := 0
+	onList = func(read, k int) { kept += k }
+	defer func() { onList = nil }()
+	_, links, err := globAllLinks([]globPattern{{path: escapeGlob(ws) + "/**/.vscode"}}, 8, true)
+	if !errors.Is(err, errTooManyLinks) || len(links) > 50 || kept > 60 {
+		t.Errorf("200 links, bound 50: %d links, %d entries kept, err %v", len(links), kept, err)
+	}
+	if _, err := a.Run(); !errors.Is(err, ErrGitAuditIncomplete) || !strings.Contains(err.Error(), "more than 50 symlinks") {
+		t.Errorf("the audit did not say it left links unfollowed: %v", err)
 	}
 }
