@@ -99,31 +99,10 @@ func (f *Filter) sniConnect(ctx context.Context, sock Socket, name string, real 
 		}
 		return nil, unix.ETIMEDOUT, nil
 	}
-	client, relay, err := loopbackPair(sock.Family)
-	if err != nil {
+	client, relay, id, errno, err := f.relayPair(sock, up)
+	if errno != 0 {
 		up.Close()
-		f.release()
-		return nil, unix.EIO, fmt.Errorf("network filter: SNI relay: %w", err)
-	}
-	if sock.Nonblock {
-		if err := setNonblock(client, true); err != nil {
-			unix.Close(client)
-			relay.Close()
-			up.Close()
-			f.release()
-			return nil, unix.EIO, err
-		}
-	}
-	id, err := f.addRelay(relay, up, client)
-	if err != nil {
-		unix.Close(client)
-		relay.Close()
-		up.Close()
-		f.release()
-		if errors.Is(err, ErrClosed) {
-			return nil, unix.ECONNABORTED, err
-		}
-		return nil, unix.ENOBUFS, fmt.Errorf("network filter: counting a connection: %w", err)
+		return nil, errno, err
 	}
 	go f.relay(relay, up, id, name, real.Port())
 	return &Conn{fd: client, Addr: real, relayed: true}, 0, nil
@@ -137,26 +116,9 @@ func (f *Filter) sniConnect(ctx context.Context, sock Socket, name string, real 
 // connect timeout: eight nonblocking connects to a silent address stalled
 // every trapped call of the sandbox, DNS included, for 30 s (review 74).
 func (f *Filter) sniConnectAsync(sock Socket, name string, real netip.AddrPort) (*Conn, unix.Errno, error) {
-	client, relay, err := loopbackPair(sock.Family)
-	if err != nil {
-		f.release()
-		return nil, unix.EIO, fmt.Errorf("network filter: SNI relay: %w", err)
-	}
-	if err := setNonblock(client, true); err != nil {
-		unix.Close(client)
-		relay.Close()
-		f.release()
-		return nil, unix.EIO, err
-	}
-	id, err := f.addRelay(relay, nil, client)
-	if err != nil {
-		unix.Close(client)
-		relay.Close()
-		f.release()
-		if errors.Is(err, ErrClosed) {
-			return nil, unix.ECONNABORTED, err
-		}
-		return nil, unix.ENOBUFS, fmt.Errorf("network filter: counting a connection: %w", err)
+	client, relay, id, errno, err := f.relayPair(sock, nil)
+	if errno != 0 {
+		return nil, errno, err
 	}
 	go func() {
 		// Bounded by the connect timeout, and ended by Close (f.ctx).
@@ -177,6 +139,37 @@ func (f *Filter) sniConnectAsync(sock Socket, name string, real netip.AddrPort) 
 		f.relay(relay, up, id, name, real.Port())
 	}()
 	return &Conn{fd: client, Addr: real, relayed: true}, 0, nil
+}
+
+// relayPair makes the relay's loopback pair for sock (the end to install,
+// nonblocking as sock is, and the relay's) and records it, with up (nil:
+// dialled later, addRelayUp). A failure releases the connection reserved
+// and returns the errno the sandbox's connect gets.
+func (f *Filter) relayPair(sock Socket, up net.Conn) (client int, relay *net.TCPConn, id uint64, errno unix.Errno, err error) {
+	client, relay, err = loopbackPair(sock.Family)
+	if err != nil {
+		f.release()
+		return -1, nil, 0, unix.EIO, fmt.Errorf("network filter: SNI relay: %w", err)
+	}
+	if sock.Nonblock {
+		if err := setNonblock(client, true); err != nil {
+			unix.Close(client)
+			relay.Close()
+			f.release()
+			return -1, nil, 0, unix.EIO, err
+		}
+	}
+	id, err = f.addRelay(relay, up, client)
+	if err != nil {
+		unix.Close(client)
+		relay.Close()
+		f.release()
+		if errors.Is(err, ErrClosed) {
+			return -1, nil, 0, unix.ECONNABORTED, err
+		}
+		return -1, nil, 0, unix.ENOBUFS, fmt.Errorf("network filter: counting a connection: %w", err)
+	}
+	return client, relay, id, 0, nil
 }
 
 // addRelayUp records the upstream connection of a relay whose dial ended

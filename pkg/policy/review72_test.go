@@ -32,6 +32,27 @@ func swapAfterVerify(t *testing.T, ws, decoy string) {
 	t.Cleanup(func() { afterVerify = nil })
 }
 
+// runSwapping runs the audit while another goroutine keeps exchanging ws
+// and decoy (RENAME_EXCHANGE), as another run's sandbox that can write
+// their parent would, and puts ws back (its inode wsIno) after.
+func runSwapping(a *GitAudit, ws, decoy string, wsIno uint64) ([]Quarantined, error) {
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE)
+		}
+	}()
+	qs, err := a.Run()
+	stop.Store(true)
+	<-done
+	if review72Ino(ws) != wsIno {
+		unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE)
+	}
+	return qs, err
+}
+
 func review72Ino(p string) uint64 {
 	var st unix.Stat_t
 	if unix.Lstat(p, &st) != nil {
@@ -58,20 +79,7 @@ func TestReview72SwapBackHidesRepo(t *testing.T) {
 	reviewMkfile(t, evil, "[core]\n\tfsmonitor = touch /tmp/pwned\n")
 	var silent, caughtN, reported, runs int
 	for i := 0; i < 200; i++ {
-		var stop atomic.Bool
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for !stop.Load() {
-				unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE)
-			}
-		}()
-		qs, err := a.Run()
-		stop.Store(true)
-		<-done
-		if review72Ino(ws) != wsIno {
-			unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE)
-		}
+		qs, err := runSwapping(a, ws, decoy, wsIno)
 		runs++
 		q := false
 		for _, x := range qs {

@@ -107,20 +107,7 @@ func TestReview73SwapBackHidesLinkTarget(t *testing.T) {
 	undo(qs)
 	var silent, caughtN, reported int
 	for i := 0; i < 300; i++ {
-		var stop atomic.Bool
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for !stop.Load() {
-				unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE)
-			}
-		}()
-		qs, err := a.Run()
-		stop.Store(true)
-		<-done
-		if review72Ino(ws) != wsIno {
-			unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, decoy, unix.RENAME_EXCHANGE)
-		}
+		qs, err := runSwapping(a, ws, decoy, wsIno)
 		q := false
 		for _, x := range qs {
 			if strings.HasSuffix(x.From, "pkgs/proj") || strings.Contains(x.From, ".vscode") {
