@@ -123,9 +123,20 @@ func OpenHostDir(dir string, writable func() ([]string, error)) (int, string, er
 	if err != nil {
 		return -1, "", &os.PathError{Op: "open", Path: dir, Err: err}
 	}
-	if got, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err != nil || got != cur {
+	// The walk's directory, looked up now with no symlink at all (and no
+	// /proc needed), must be the one the kernel opened.
+	same := false
+	if cfd, err := openat2Retry(unix.AT_FDCWD, cur, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}); err == nil {
+		var a, b unix.Stat_t
+		same = unix.Fstat(fd, &a) == nil && unix.Fstat(cfd, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
+		unix.Close(cfd)
+	}
+	if !same {
 		unix.Close(fd)
-		return -1, "", fmt.Errorf("%s: it changed while it was opened (it led to %s, then to %s): a symlink on its way was replaced", dir, cur, got)
+		return -1, "", fmt.Errorf("%s: it changed while it was opened (it led to %s, then elsewhere): a symlink on its way was replaced", dir, cur)
 	}
 	return fd, cur, nil
 }
